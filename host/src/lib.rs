@@ -1,1 +1,32 @@
-//! kubewasm
+//! kubewasm: a Kubernetes automation host for WebAssembly plugins.
+//!
+//! The data flow, one module per box:
+//!
+//! ```text
+//! registry (load plugin dir) ─► runtime (wasmtime: describe/handle)
+//!      │ union of watches
+//!      ▼
+//! watch (discovery + one watcher/cache per resource) ─► dispatch (per-plugin queues)
+//!      ─► runtime (call) ─► intent (decode, validate) ─► grant (check) ─► apply (SSA)
+//! ```
+//!
+//! [`host::Host`] wires the boxes together; the `kubewasm` binary is a thin CLI on top.
+#![forbid(unsafe_code)]
+
+pub mod apply;
+pub mod cache;
+pub mod dev;
+pub mod discovery;
+pub mod dispatch;
+pub mod error;
+pub mod grant;
+pub mod host;
+pub mod intent;
+pub mod manifest;
+pub mod registry;
+pub mod resource;
+pub mod runtime;
+pub mod selector;
+pub mod watch;
+
+pub use error::Error;

@@ -1,0 +1,109 @@
+//! Conversions between the generated WIT types and the host's own types.
+
+use super::bindings::types as wit;
+use crate::intent::{ObjectRef, Propagation, RawIntent, Strategy};
+use crate::manifest::{Grant, Manifest, Verb, Watch};
+use crate::resource::{ResourceArg, ResourceRef, TypeRef};
+
+pub(crate) fn resource_ref(r: wit::ResourceRef) -> Result<ResourceRef, String> {
+    Ok(match r {
+        wit::ResourceRef::Kind(t) => ResourceRef::Kind(TypeRef::new(t.api_version, t.kind)),
+        wit::ResourceRef::Resource(s) => ResourceRef::Resource(ResourceArg::parse(&s)?),
+    })
+}
+
+pub(crate) fn manifest(m: wit::Manifest) -> Result<Manifest, String> {
+    let watches = m
+        .watches
+        .into_iter()
+        .map(|w| {
+            Ok(Watch {
+                resource: resource_ref(w.resource).map_err(|e| format!("watch {:?}: {e}", w.id))?,
+                id: w.id,
+                namespace: w.namespace.filter(|s| !s.is_empty()),
+                label_selector: w.label_selector.filter(|s| !s.is_empty()),
+                field_selector: w.field_selector.filter(|s| !s.is_empty()),
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let grants = m
+        .grants
+        .into_iter()
+        .map(|g| Grant {
+            api_groups: g.api_groups,
+            kinds: g.kinds,
+            namespaces: g.namespaces,
+            verbs: g.verbs.into_iter().map(verb).collect(),
+            allow_force: g.allow_force,
+        })
+        .collect();
+    let reads = m
+        .reads
+        .into_iter()
+        .map(resource_ref)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Manifest {
+        name: m.name,
+        version: m.version,
+        watches,
+        grants,
+        reads,
+    })
+}
+
+fn verb(v: wit::Verb) -> Verb {
+    match v {
+        wit::Verb::Create => Verb::Create,
+        wit::Verb::Patch => Verb::Patch,
+        wit::Verb::PatchStatus => Verb::PatchStatus,
+        wit::Verb::Delete => Verb::Delete,
+    }
+}
+
+fn object_ref(r: wit::ObjectRef) -> ObjectRef {
+    ObjectRef {
+        api_version: r.api_version,
+        kind: r.kind,
+        namespace: r.namespace.filter(|s| !s.is_empty()),
+        name: r.name,
+    }
+}
+
+pub(crate) fn intent(i: wit::Intent) -> RawIntent {
+    match i {
+        wit::Intent::Create(c) => RawIntent::Create {
+            object: c.object,
+            force: c.force,
+            owned_by_trigger: c.owned_by_trigger,
+        },
+        wit::Intent::Patch(p) => RawIntent::Patch {
+            target: object_ref(p.target),
+            body: p.body,
+            strategy: match p.strategy {
+                wit::PatchStrategy::Apply => Strategy::Apply,
+                wit::PatchStrategy::Merge => Strategy::Merge,
+            },
+            status: p.status,
+            force: p.force,
+        },
+        wit::Intent::Delete(d) => RawIntent::Delete {
+            target: object_ref(d.target),
+            uid: d.uid,
+            resource_version: d.resource_version,
+            propagation: d.propagation.map(|p| match p {
+                wit::Propagation::Background => Propagation::Background,
+                wit::Propagation::Foreground => Propagation::Foreground,
+                wit::Propagation::Orphan => Propagation::Orphan,
+            }),
+        },
+    }
+}
+
+/// Approximate size of an intent's JSON payloads, for the size limit.
+pub(crate) fn intent_bytes(i: &wit::Intent) -> usize {
+    match i {
+        wit::Intent::Create(c) => c.object.len(),
+        wit::Intent::Patch(p) => p.body.len(),
+        wit::Intent::Delete(_) => 0,
+    }
+}

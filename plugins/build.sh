@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Builds every example plugin for wasm32-wasip2 (release) into target/plugins/NAME.wasm,
+# with its settings file NAME.yaml beside it. Works from any directory.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+target=wasm32-wasip2
+build_dir="$root/target/plugins-build"
+out_dir="$root/target/plugins"
+
+if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+    echo "installing the $target target"
+    rustup target add "$target"
+fi
+
+cargo build --release --target "$target" \
+    --manifest-path "$here/Cargo.toml" \
+    --target-dir "$build_dir"
+
+mkdir -p "$out_dir"
+# Every workspace member with a cdylib is a plugin; its folder name is its manifest name.
+for dir in "$here"/*/; do
+    name="$(basename "$dir")"
+    [ -f "$dir/Cargo.toml" ] || continue
+    grep -q cdylib "$dir/Cargo.toml" || continue
+    wasm="$build_dir/$target/release/${name//-/_}.wasm"
+    if [ ! -f "$wasm" ]; then
+        echo "error: $wasm was not built" >&2
+        exit 1
+    fi
+    cp "$wasm" "$out_dir/$name.wasm"
+    if [ -f "$dir/$name.yaml" ]; then
+        cp "$dir/$name.yaml" "$out_dir/$name.yaml"
+    fi
+done
+
+echo "plugins in ${out_dir#"$root"/}:"
+for f in "$out_dir"/*.wasm; do
+    printf '  %-36s %8d bytes\n' "$(basename "$f")" "$(wc -c <"$f")"
+done

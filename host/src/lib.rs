@@ -21,6 +21,7 @@ pub mod dispatch;
 pub mod error;
 pub mod grant;
 pub mod host;
+pub mod inspect;
 pub mod intent;
 pub mod manifest;
 pub mod registry;

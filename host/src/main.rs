@@ -1,1 +1,277 @@
-fn main() {}
+//! The `kubewasm` command line.
+#![forbid(unsafe_code)]
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use kubewasm::dispatch::QueueConfig;
+use kubewasm::host::{Host, HostConfig};
+use kubewasm::registry::LoadOptions;
+use kubewasm::runtime::Limits;
+use kubewasm::watch::WatchConfig;
+use tracing_subscriber::EnvFilter;
+
+/// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
+///
+/// Plugins (`NAME.wasm`, optional `NAME.yaml` settings) declare what they watch and what
+/// they may write; the host watches those kinds, calls the plugins with each change as
+/// JSON, and applies the intents they return with server-side apply.
+#[derive(Parser, Debug)]
+#[command(name = "kubewasm", version, propagate_version = true)]
+struct Cli {
+    /// Log format.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "KUBEWASM_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
+    /// Log filter (tracing EnvFilter syntax), e.g. `info`, `kubewasm=debug`.
+    #[arg(long, global = true, default_value = "info", env = "KUBEWASM_LOG")]
+    log: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the host against a cluster (kubeconfig, else in-cluster configuration).
+    Run(RunArgs),
+    /// Start an embedded API server, apply manifests, and run the host on it: a demo and
+    /// plugin sandbox that needs no cluster.
+    Dev(DevArgs),
+    /// Print a plugin's WIT world and manifest (calls `describe`; needs no cluster).
+    Inspect {
+        /// The plugin file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+struct HostArgs {
+    /// Directory of plugins: `NAME.wasm` plus optional `NAME.yaml`/`NAME.json` settings.
+    #[arg(long, value_name = "DIR")]
+    plugins: Option<PathBuf>,
+    /// Re-deliver every watched object this often as a `resync` event (0 disables).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    resync: Duration,
+    /// Objects handled in parallel per plugin.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Deadline of one plugin call.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    call_deadline: Duration,
+    /// Memory cap per plugin instance, in MiB.
+    #[arg(long, default_value_t = 256)]
+    memory_mib: usize,
+    /// Maximum intents one call may return.
+    #[arg(long, default_value_t = 256)]
+    max_intents: usize,
+    /// First retry delay after a failed event (doubles per attempt).
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+    retry_base: Duration,
+    /// Longest retry delay.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    retry_max: Duration,
+    /// How often to look again for resources that are not served yet (CRDs installed later).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    discovery_interval: Duration,
+    /// Instantiate a fresh instance for every event instead of reusing instances.
+    #[arg(long)]
+    fresh_instances: bool,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    context: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct DevArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// Manifests (files or directories) to apply before the host starts; CRDs go first.
+    #[arg(long, value_name = "PATH")]
+    apply: Vec<PathBuf>,
+    /// Port of the embedded API server on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Write a kubeconfig for the embedded API server here (for kubectl).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig_out: Option<PathBuf>,
+}
+
+impl HostArgs {
+    fn config(&self) -> Result<HostConfig> {
+        let plugins_dir = self.plugins.clone().context("--plugins DIR is required")?;
+        Ok(HostConfig {
+            plugins_dir,
+            load: LoadOptions {
+                limits: Limits {
+                    deadline: self.call_deadline,
+                    memory: self.memory_mib << 20,
+                    max_intents: self.max_intents,
+                    ..Limits::default()
+                },
+                reuse_instances: !self.fresh_instances,
+                pool_size: self.concurrency,
+            },
+            watch: WatchConfig {
+                resync: (!self.resync.is_zero()).then_some(self.resync),
+                discovery_interval: self.discovery_interval,
+            },
+            queue: QueueConfig {
+                concurrency: self.concurrency,
+                retry_base: self.retry_base,
+                retry_max: self.retry_max,
+            },
+        })
+    }
+}
+
+fn init_logging(cli: &Cli) -> Result<()> {
+    let filter = EnvFilter::try_new(&cli.log).context("bad --log filter")?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => builder.with_target(false).compact().init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+    Ok(())
+}
+
+async fn client_for(
+    kubeconfig: Option<&PathBuf>,
+    context: Option<&String>,
+) -> Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.cloned(),
+        ..Default::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("loading kubeconfig")?,
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig found and not running in a cluster")?,
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+async fn run_host(client: kube::Client, config: HostConfig) -> Result<()> {
+    let host = Host::start(client, config).await?;
+    tracing::info!(plugins = ?host.plugins, "host running; Ctrl-C to stop");
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing in-flight events");
+    host.shutdown().await;
+    Ok(())
+}
+
+async fn dev(args: DevArgs) -> Result<()> {
+    let server = kubewasm_apiserver::ApiServer::start(kubewasm_apiserver::Config {
+        bind: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
+        ..Default::default()
+    })
+    .await
+    .context("starting the embedded API server")?;
+    tracing::info!(url = %server.url(), "embedded API server listening");
+    if let Some(path) = &args.kubeconfig_out {
+        server
+            .write_kubeconfig(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        tracing::info!(
+            "kubeconfig written: kubectl --kubeconfig {} get all",
+            path.display()
+        );
+    }
+    let client = kube::Client::try_from(server.client_config())
+        .context("client for the embedded API server")?;
+    if !args.apply.is_empty() {
+        let docs = kubewasm::dev::read_manifests(&args.apply)?;
+        let n = kubewasm::dev::apply_manifests(&client, &docs, Duration::from_secs(30)).await?;
+        tracing::info!(objects = n, "manifests applied");
+    }
+    match args.host.plugins {
+        Some(_) => run_host(client, args.host.config()?).await?,
+        None => {
+            tracing::info!("no --plugins given: serving the API only; Ctrl-C to stop");
+            shutdown_signal().await;
+        }
+    }
+    server.shutdown().await;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let cli = Cli::parse();
+    init_logging(&cli)?;
+    match cli.command {
+        Command::Run(args) => {
+            let client = client_for(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
+            run_host(client, args.host.config()?).await
+        }
+        Command::Dev(args) => dev(args).await,
+        Command::Inspect { file } => {
+            let out = kubewasm::inspect::inspect(&file).await?;
+            print!("{}", serde_yaml_ng::to_string(&out)?);
+            if out.get("error").is_some() {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: builds every plugin (installing the wasm
+# target if needed), runs the plugin SDK's native tests, then every workspace test.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+echo "== building plugins"
+bash plugins/build.sh
+
+echo "== plugin SDK and plugins: native unit tests"
+cargo test --manifest-path plugins/Cargo.toml --quiet
+
+echo "== host, embedded API server, integration tests"
+cargo test --workspace --quiet

@@ -8,6 +8,9 @@ cd "$root"
 echo "== building plugins"
 bash plugins/build.sh
 
+echo "== building test-only plugins"
+bash tests/plugins/build.sh
+
 echo "== plugin SDK and plugins: native unit tests"
 cargo test --manifest-path plugins/Cargo.toml --quiet
 

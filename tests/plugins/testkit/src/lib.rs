@@ -1,0 +1,177 @@
+//! testkit: one plugin whose behaviour the tests choose.
+//!
+//! Settings (`NAME.yaml`): `name` (manifest name, default `testkit`), `selector` (label
+//! selector on ConfigMaps, default `kubewasm.dev/testkit=<name>`), `value` (written by
+//! `write-shared`), `force` (force that write), `allowForce` (grant force).
+//!
+//! The triggering ConfigMap's `data.action` picks what `handle` does:
+//! `copy` (default: create `<cm>-out` owned by the trigger, data copied), `write-shared`
+//! (apply ConfigMap `shared` with `data.key: <value>`), `trap` (panic), `error`
+//! (return a retryable error), `bad-json`, `no-kind`, `no-name` (malformed intents),
+//! `outside-grant` (create a Secret, which no grant allows), `read` (copy the result of
+//! `host.list` of ConfigMaps into `<cm>-out`), `read-secret` (`host.get` of a Secret, not
+//! allowed).
+
+use serde_json::{Value, json};
+
+wit_bindgen::generate!({
+    path: "../../../wit",
+    world: "kubewasm:plugin/plugin",
+});
+
+use exports::kubewasm::plugin::handler::Guest;
+use kubewasm::plugin::host;
+use kubewasm::plugin::types::{
+    CreateIntent, Event, Grant, HandleError, Intent, LogLevel, Manifest, ResourceRef, TypeRef,
+    Verb, Watch,
+};
+
+struct Testkit;
+
+fn settings(s: &Option<String>) -> Value {
+    s.as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn name_of(s: &Value) -> String {
+    s.get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("testkit")
+        .to_string()
+}
+
+fn create(object: String, force: bool, owned: bool) -> Intent {
+    Intent::Create(CreateIntent {
+        object,
+        force,
+        owned_by_trigger: owned,
+    })
+}
+
+impl Guest for Testkit {
+    fn describe(settings_json: Option<String>) -> Result<Manifest, String> {
+        let s = settings(&settings_json);
+        let name = name_of(&s);
+        let selector = s
+            .get("selector")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("kubewasm.dev/testkit={name}"));
+        Ok(Manifest {
+            name,
+            version: s
+                .get("version")
+                .and_then(Value::as_str)
+                .unwrap_or("1")
+                .to_string(),
+            watches: vec![Watch {
+                id: "configmaps".into(),
+                resource: ResourceRef::Kind(TypeRef {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                }),
+                namespace: None,
+                label_selector: Some(selector),
+                field_selector: None,
+            }],
+            grants: vec![Grant {
+                api_groups: vec!["".into()],
+                kinds: vec!["ConfigMap".into()],
+                namespaces: vec![],
+                verbs: vec![Verb::Create],
+                allow_force: s.get("allowForce").and_then(Value::as_bool).unwrap_or(false),
+            }],
+            reads: vec![],
+        })
+    }
+
+    fn handle(event: Event, settings_json: Option<String>) -> Result<Vec<Intent>, HandleError> {
+        let s = settings(&settings_json);
+        let fail = |message: String| HandleError {
+            message,
+            retry: false,
+        };
+        let obj: Value = serde_json::from_str(&event.object).map_err(|e| fail(e.to_string()))?;
+        let ns = obj["metadata"]["namespace"].as_str().unwrap_or("default");
+        let cm = obj["metadata"]["name"].as_str().unwrap_or("unnamed");
+        let action = obj["data"]["action"].as_str().unwrap_or("copy");
+        if event.event_type == kubewasm::plugin::types::EventType::Deleted {
+            return Ok(vec![]);
+        }
+        host::log(LogLevel::Info, &format!("action {action} for {ns}/{cm}"));
+        let out = |data: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("{cm}-out"), "namespace": ns},
+                   "data": data})
+            .to_string()
+        };
+        Ok(match action {
+            "copy" => vec![create(
+                out(json!({"from": name_of(&s), "value": obj["data"]["value"]})),
+                false,
+                true,
+            )],
+            "write-shared" => {
+                let value = s.get("value").and_then(Value::as_str).unwrap_or("unset");
+                let force = s.get("force").and_then(Value::as_bool).unwrap_or(false);
+                vec![create(
+                    json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "shared", "namespace": ns},
+                           "data": {"key": value}})
+                    .to_string(),
+                    force,
+                    false,
+                )]
+            }
+            "trap" => panic!("testkit was asked to trap"),
+            "error" => {
+                return Err(HandleError {
+                    message: "testkit was asked to fail".into(),
+                    retry: true,
+                });
+            }
+            "bad-json" => vec![create("{not json".into(), false, false)],
+            "no-kind" => vec![create(
+                json!({"apiVersion": "v1", "metadata": {"name": "x", "namespace": ns}}).to_string(),
+                false,
+                false,
+            )],
+            "no-name" => vec![create(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"namespace": ns}})
+                    .to_string(),
+                false,
+                false,
+            )],
+            "outside-grant" => vec![
+                create(out(json!({"partial": "yes"})), false, true),
+                create(
+                    json!({"apiVersion": "v1", "kind": "Secret",
+                           "metadata": {"name": format!("{cm}-secret"), "namespace": ns}})
+                    .to_string(),
+                    false,
+                    false,
+                ),
+            ],
+            "read" => {
+                let listed = host::list("v1", "ConfigMap", Some(ns), Some("kubewasm.dev/testkit"))
+                    .map_err(|e| fail(e))?;
+                let names: Vec<String> = listed
+                    .iter()
+                    .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+                    .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+                    .collect();
+                vec![create(out(json!({"listed": names.join(",")})), false, true)]
+            }
+            "read-secret" => {
+                let err = host::get("v1", "Secret", Some(ns), "anything")
+                    .err()
+                    .unwrap_or_else(|| "allowed".into());
+                vec![create(out(json!({"readError": err})), false, true)]
+            }
+            other => return Err(fail(format!("unknown action {other:?}"))),
+        })
+    }
+}
+
+export!(Testkit);

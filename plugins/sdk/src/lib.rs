@@ -190,10 +190,10 @@ macro_rules! export_plugin {
                     $crate::__private::WitHandleError,
                 > {
                     $crate::__private::handle::<$plugin>(event, settings)
-        }
+                }
             }
 
-            $crate::bindings::export_world!(KubewasmPluginExport with_types_in $crate::bindings);
+    $crate::bindings::export_world!(KubewasmPluginExport with_types_in $crate::bindings);
         };
     };
 }

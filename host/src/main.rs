@@ -1,6 +1,7 @@
 //! The `kubewasm` command line.
 #![forbid(unsafe_code)]
 
+use std::io::IsTerminal;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -153,7 +154,8 @@ fn init_logging(cli: &Cli) -> Result<()> {
     let filter = EnvFilter::try_new(&cli.log).context("bad --log filter")?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match cli.log_format {
         LogFormat::Text => builder.with_target(false).compact().init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),

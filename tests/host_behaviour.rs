@@ -1,0 +1,229 @@
+//! Host behaviour beyond the happy path: conflicts between plugins, CRDs installed after
+//! start, watches broken by 410 Gone, bad plugins and bad intents. Each test drives the
+//! real `kubewasm` binary against the embedded API server and asserts cluster state.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+fn trigger(name: &str, labels: Value, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default", "labels": labels},
+           "data": data})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_plugins_get_409_naming_both_managers_and_only_force_wins() {
+    let env = Env::with_crds(false).await;
+    let testkit = test_plugin("testkit");
+    for (name, value, force) in [("writer-a", "a", false), ("writer-b", "b", false), ("writer-f", "f", true)] {
+        env.add_plugin(
+            &testkit,
+            name,
+            Some(&format!(
+                "name: {name}\nselector: kubewasm.dev/test=conflict\nvalue: {value}\nforce: {force}\nallowForce: {force}\n"
+            )),
+        );
+    }
+    let host = env.start_host(&[]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(
+        &cms,
+        trigger("go", json!({"kubewasm.dev/test": "conflict"}), json!({"action": "write-shared"})),
+    )
+    .await;
+
+    // The forcing writer ends up owning the field; the others never take it back.
+    let shared = eventually("shared owned by writer-f", CONVERGE, || async {
+        get(&cms, "shared").await.filter(|o| o.data["data"]["key"] == json!("f"))
+    })
+    .await;
+    let conflict = host
+        .wait_log("a 409 from a non-forcing writer", |l| {
+            field(l, "message") == "event failed"
+                && (field(l, "plugin") == "writer-a" || field(l, "plugin") == "writer-b")
+                && field(l, "error").contains("409")
+        })
+        .await;
+    let loser = field(&conflict, "plugin").to_string();
+    let error = field(&conflict, "error");
+    assert!(
+        error.contains("kubewasm-writer-"),
+        "the 409 does not name the owning manager: {error}"
+    );
+    assert!(
+        host.logs().iter().any(|l| field(l, "plugin") == loser
+            && field(l, "manager") == format!("kubewasm-{loser}")
+            && field(l, "message").contains("not forced")),
+        "no line names the losing manager and that it did not force:\n{}",
+        host.dump()
+    );
+    // Still f after the losers retried a few times.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let shared_now = get(&cms, "shared").await.unwrap();
+    assert_eq!(shared_now.data["data"]["key"], json!("f"));
+    let owners_of_key: Vec<String> = shared
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.pointer("/f:data/f:key").is_some())
+        })
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(owners_of_key, ["kubewasm-writer-f"]);
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_installed_after_start_is_watched_without_restart() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&example_plugin("mongodb-monitor"), "mongodb-monitor", None);
+    let host = env.start_host(&[]);
+    host.wait_log("waiting for MongoDB to be served", |l| {
+        field(l, "message").contains("not served") && field(l, "resource").contains("MongoDB")
+    })
+    .await;
+
+    env.apply_path(&root().join("examples/crds")).await;
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    env.create(
+        &dbs,
+        json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+               "metadata": {"name": "late", "namespace": "default"},
+               "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12"}}),
+    )
+    .await;
+    let monitors = env.api("monitoring.coreos.com/v1", "ServiceMonitor", "servicemonitors", Some("default"));
+    eventually("ServiceMonitor late-monitor", CONVERGE, || async {
+        get(&monitors, "late-monitor").await
+    })
+    .await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watch_broken_by_410_relists_and_handles_changes_made_during_the_break() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    let host = env.start_host(&[]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let label = json!({"kubewasm.dev/testkit": "testkit"});
+    env.create(&cms, trigger("before", label.clone(), json!({"value": "1"}))).await;
+    eventually("before-out", CONVERGE, || async { get(&cms, "before-out").await }).await;
+
+    // Break every watch, change things while nobody watches, and compact the history so
+    // the host's resourceVersion is gone: its next watch gets 410 Gone.
+    env.server.pause_watches();
+    env.create(&cms, trigger("during", label.clone(), json!({"value": "2"}))).await;
+    let patch = json!({"data": {"value": "changed"}});
+    cms.patch("before", &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("patch during the break");
+    env.server.compact();
+    env.server.resume_watches();
+
+    eventually("during-out", CONVERGE, || async { get(&cms, "during-out").await }).await;
+    eventually("before-out updated", CONVERGE, || async {
+        get(&cms, "before-out")
+            .await
+            .filter(|o| o.data["data"]["value"] == json!("changed"))
+    })
+    .await;
+    host.wait_log("a relist", |l| field(l, "message") == "relisted").await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// An empty component: valid wasm, but not the kubewasm world.
+fn other_world_component() -> Vec<u8> {
+    wat::parse_str("(component)").expect("wat")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_plugins_and_bad_intents_are_reported_and_everything_else_keeps_flowing() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    std::fs::write(env.plugins.join("garbage.wasm"), "this is not wasm").unwrap();
+    std::fs::write(env.plugins.join("other-world.wasm"), other_world_component()).unwrap();
+    let host = env.start_host(&[]);
+
+    for (file, reason) in [
+        ("garbage.wasm", "not a WebAssembly component"),
+        ("other-world.wasm", "does not implement the kubewasm:plugin@0.1.0 world"),
+    ] {
+        let line = host
+            .wait_log(file, |l| field(l, "message") == "plugin rejected" && field(l, "error").contains(file))
+            .await;
+        assert!(field(&line, "error").contains(reason), "{line}");
+    }
+
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let label = json!({"kubewasm.dev/testkit": "testkit"});
+    let cases = [
+        ("trap", "trapped"),
+        ("bad-json", "invalid intent #0: object is not valid JSON"),
+        ("no-kind", "invalid intent #0: kind is missing"),
+        ("no-name", "invalid intent #0: metadata.name is missing"),
+        ("outside-grant", "intent #1 refused: no grant allows create on v1 Secret"),
+    ];
+    for (action, _) in cases {
+        env.create(&cms, trigger(action, label.clone(), json!({"action": action}))).await;
+    }
+    env.create(&cms, trigger("good", label.clone(), json!({"value": "ok"}))).await;
+
+    for (action, reason) in cases {
+        let line = host
+            .wait_log(&format!("failure of {action}"), |l| {
+                field(l, "message") == "event failed" && field(l, "object").ends_with(&format!("/{action}"))
+            })
+            .await;
+        assert_eq!(field(&line, "plugin"), "testkit", "{line}");
+        assert!(field(&line, "error").contains(reason), "{action}: {line}");
+    }
+    // Failed events are retried with backoff.
+    eventually("trap retried", CONVERGE, || async {
+        let n = host
+            .matching(|l| field(l, "message") == "event failed" && field(l, "object").ends_with("/trap"))
+            .len();
+        (n >= 2).then_some(())
+    })
+    .await;
+    // Other objects keep flowing; nothing of a refused call was applied.
+    let good = eventually("good-out", CONVERGE, || async { get(&cms, "good-out").await }).await;
+    assert_eq!(good.data["data"]["value"], json!("ok"));
+    assert!(get(&cms, "outside-grant-out").await.is_none(), "part of a refused call was applied");
+    let secrets = env.api("v1", "Secret", "secrets", Some("default"));
+    assert!(get(&secrets, "outside-grant-secret").await.is_none());
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_read_the_cache_but_only_what_they_watch() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    let host = env.start_host(&[]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let label = json!({"kubewasm.dev/testkit": "testkit"});
+    env.create(&cms, trigger("peer", label.clone(), json!({"action": "none-such"}))).await;
+    env.create(&cms, trigger("reader", label.clone(), json!({"action": "read"}))).await;
+    env.create(&cms, trigger("snoop", label.clone(), json!({"action": "read-secret"}))).await;
+    let read = eventually("reader-out", CONVERGE, || async { get(&cms, "reader-out").await }).await;
+    let listed = read.data["data"]["listed"].as_str().unwrap_or_default().to_string();
+    assert!(listed.contains("peer") && listed.contains("reader"), "{listed}");
+    let snoop = eventually("snoop-out", CONVERGE, || async { get(&cms, "snoop-out").await }).await;
+    assert!(
+        snoop.data["data"]["readError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not watched or declared"),
+        "{:?}",
+        snoop.data
+    );
+    assert_eq!(host.stop(), Some(0));
+}

@@ -1,0 +1,248 @@
+//! Shared harness for the host's integration tests: an embedded API server on loopback,
+//! the example CRDs, a plugin directory, and the real `kubewasm` binary as a child process
+//! whose JSON logs the tests can read.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kubewasm_apiserver::{ApiServer, Config};
+use serde_json::Value;
+
+/// Repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A built example plugin (`plugins/build.sh`).
+pub fn example_plugin(name: &str) -> PathBuf {
+    let p = root().join("target/plugins").join(format!("{name}.wasm"));
+    assert!(p.is_file(), "{} is missing: run plugins/build.sh (tests/run.sh does)", p.display());
+    p
+}
+
+/// A built test plugin (`tests/plugins/build.sh`).
+pub fn test_plugin(name: &str) -> PathBuf {
+    let p = root().join("target/test-plugins").join(format!("{name}.wasm"));
+    assert!(p.is_file(), "{} is missing: run tests/plugins/build.sh (tests/run.sh does)", p.display());
+    p
+}
+
+/// One test's world.
+pub struct Env {
+    pub server: ApiServer,
+    pub client: Client,
+    pub dir: tempfile::TempDir,
+    pub plugins: PathBuf,
+    pub kubeconfig: PathBuf,
+}
+
+impl Env {
+    /// Server up, example CRDs applied, empty plugin directory.
+    pub async fn new() -> Env {
+        Self::with_crds(true).await
+    }
+
+    /// Server up; the example CRDs applied when `crds`.
+    pub async fn with_crds(crds: bool) -> Env {
+        let server = ApiServer::start(Config::default()).await.expect("start API server");
+        let client = Client::try_from(server.client_config()).expect("client");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir(&plugins).expect("plugins dir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let env = Env {
+            server,
+            client,
+            dir,
+            plugins,
+            kubeconfig,
+        };
+        if crds {
+            env.apply_path(&root().join("examples/crds")).await;
+        }
+        env
+    }
+
+    /// Apply manifests the way `kubewasm dev --apply` does.
+    pub async fn apply_path(&self, path: &Path) {
+        let docs = kubewasm::dev::read_manifests(&[path.to_path_buf()]).expect("read manifests");
+        kubewasm::dev::apply_manifests(&self.client, &docs, Duration::from_secs(20))
+            .await
+            .expect("apply manifests");
+    }
+
+    /// Copy a plugin into the plugin directory as `NAME.wasm`, with optional settings YAML.
+    pub fn add_plugin(&self, wasm: &Path, name: &str, settings: Option<&str>) {
+        std::fs::copy(wasm, self.plugins.join(format!("{name}.wasm"))).expect("copy plugin");
+        if let Some(s) = settings {
+            std::fs::write(self.plugins.join(format!("{name}.yaml")), s).expect("settings");
+        }
+    }
+
+    /// Start `kubewasm run` on the plugin directory.
+    pub fn start_host(&self, extra: &[&str]) -> HostProcess {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+        cmd.args(["--log-format", "json", "--log", "info,kubewasm=debug"])
+            .arg("run")
+            .arg("--plugins")
+            .arg(&self.plugins)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(["--discovery-interval", "300ms", "--retry-base", "100ms", "--retry-max", "2s"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        HostProcess::spawn(cmd)
+    }
+
+    /// `Api<DynamicObject>` for a kind.
+    pub fn api(&self, api_version: &str, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        match ns {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+
+    /// Create an object from JSON.
+    pub async fn create(&self, api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
+        let o: DynamicObject = serde_json::from_value(obj).expect("object");
+        api.create(&PostParams::default(), &o).await.expect("create")
+    }
+
+    /// Apply a JSON object with server-side apply as `manager`.
+    pub async fn apply(&self, api: &Api<DynamicObject>, manager: &str, obj: Value) -> DynamicObject {
+        let name = obj["metadata"]["name"].as_str().expect("name").to_string();
+        api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(&obj))
+            .await
+            .expect("apply")
+    }
+}
+
+/// Poll `f` until it returns Some, or panic after `timeout` with `what`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Default wait for the host to converge.
+pub const CONVERGE: Duration = Duration::from_secs(30);
+
+/// Get an object, None when absent.
+pub async fn get(api: &Api<DynamicObject>, name: &str) -> Option<DynamicObject> {
+    api.get_opt(name).await.expect("get")
+}
+
+/// The `kubewasm` child process and its parsed JSON log lines.
+pub struct HostProcess {
+    child: Child,
+    lines: Arc<Mutex<Vec<Value>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl HostProcess {
+    fn spawn(mut cmd: Command) -> HostProcess {
+        let mut child = cmd.spawn().expect("spawn kubewasm");
+        let stderr = child.stderr.take().expect("stderr");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let v = serde_json::from_str::<Value>(&line)
+                    .unwrap_or_else(|_| serde_json::json!({"message": line, "raw": true}));
+                if std::env::var_os("KUBEWASM_TEST_ECHO").is_some() {
+                    eprintln!("{line}");
+                }
+                sink.lock().expect("log lock").push(v);
+            }
+        });
+        HostProcess {
+            child,
+            lines,
+            reader: Some(reader),
+        }
+    }
+
+    /// Every log line so far.
+    pub fn logs(&self) -> Vec<Value> {
+        self.lines.lock().expect("log lock").clone()
+    }
+
+    /// Log lines matching `pred`.
+    pub fn matching(&self, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        self.logs().into_iter().filter(|l| pred(l)).collect()
+    }
+
+    /// Wait until a log line matches `pred`; returns it.
+    pub async fn wait_log(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        eventually(what, CONVERGE, || {
+            let found = self.logs().into_iter().find(|l| pred(l));
+            async move { found }
+        })
+        .await
+        .clone()
+    }
+
+    /// Dump the logs (for failure messages).
+    pub fn dump(&self) -> String {
+        self.logs()
+            .iter()
+            .map(|l| l.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let status = self.child.wait().expect("wait kubewasm");
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        status.code()
+    }
+}
+
+impl Drop for HostProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Field of a log line as a string.
+pub fn field<'a>(line: &'a Value, key: &str) -> &'a str {
+    line.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// The managers in an object's managedFields.
+pub fn managers(o: &DynamicObject) -> Vec<String> {
+    o.metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect()
+}

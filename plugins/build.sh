@@ -9,7 +9,13 @@ target=wasm32-wasip2
 build_dir="$root/target/plugins-build"
 out_dir="$root/target/plugins"
 
-if ! rustup target list --installed 2>/dev/null | grep -qx "$target"; then
+# Install the target if this toolchain lacks it (rustup target add is idempotent, but asking
+# first keeps offline runs quiet).
+if [ ! -d "$(rustc --print sysroot)/lib/rustlib/$target" ]; then
+    if ! command -v rustup >/dev/null; then
+        echo "error: the $target target is missing and rustup is not available to add it" >&2
+        exit 1
+    fi
     echo "installing the $target target"
     rustup target add "$target"
 fi

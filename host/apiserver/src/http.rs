@@ -1,0 +1,496 @@
+//! The HTTP API: one fallback handler parses the path (resources are dynamic),
+//! authenticates, and dispatches to discovery, CRUD, patch, apply and watch.
+
+use crate::discovery;
+use crate::error::{ApiResult, StatusError};
+use crate::patch::{self, PatchType};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::store::{DeleteOptions, ListOptions, Ownership, Propagation, Store, Target};
+use crate::table::{self, Output};
+use crate::watch::{self, WatchRequest};
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use http::{HeaderMap, Method, StatusCode, header};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Shared state of the HTTP handler.
+pub struct App {
+    /// The store.
+    pub store: Arc<Store>,
+    /// Required bearer token.
+    pub token: Option<String>,
+    /// Watch bookmark period.
+    pub bookmark_interval: Duration,
+    /// `host:port` the server listens on.
+    pub server_address: String,
+    /// Flips to true on shutdown; ends watches.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The axum router.
+pub fn router(app: Arc<App>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(app)
+}
+
+const MAX_BODY: usize = 16 * 1024 * 1024;
+
+fn json_response(code: u16, v: &Value) -> Response {
+    json_response_typed(code, v, "application/json")
+}
+
+fn json_response_typed(code: u16, v: &Value, content_type: &str) -> Response {
+    let body = serde_json::to_vec(v).unwrap_or_default();
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from(body))
+        .unwrap_or_default()
+}
+
+fn status_response(e: &StatusError) -> Response {
+    json_response(e.code, &e.to_status())
+}
+
+async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let result = dispatch(&app, req).await;
+    match result {
+        Ok(r) => {
+            tracing::debug!(%method, %path, status = r.status().as_u16(), "request");
+            r
+        }
+        Err(e) => {
+            tracing::debug!(%method, %path, status = e.code, reason = %e.reason, message = %e.message, "request failed");
+            status_response(&e)
+        }
+    }
+}
+
+fn parse_query(q: Option<&str>) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for pair in q.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let dec = |s: &str| {
+            percent_encoding::percent_decode_str(&s.replace('+', " "))
+                .decode_utf8_lossy()
+                .into_owned()
+        };
+        out.insert(dec(k), dec(v));
+    }
+    out
+}
+
+fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+fn truthy(q: &HashMap<String, String>, k: &str) -> bool {
+    matches!(q.get(k).map(String::as_str), Some("1" | "true" | "True"))
+}
+
+fn authorized(app: &App, headers: &HeaderMap) -> bool {
+    let Some(token) = &app.token else { return true };
+    let auth = header_str(headers, header::AUTHORIZATION);
+    auth.strip_prefix("Bearer ")
+        .is_some_and(|t| t.trim() == token)
+}
+
+async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
+    if !authorized(app, req.headers()) {
+        return Err(StatusError::unauthorized());
+    }
+    let path = req.uri().path().to_string();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let accept = header_str(req.headers(), header::ACCEPT).to_string();
+    let get = req.method() == Method::GET;
+    match segs.as_slice() {
+        ["healthz" | "livez" | "readyz", ..] if get => Ok(Response::builder()
+            .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+            .body(Body::from("ok"))
+            .unwrap_or_default()),
+        ["version"] if get => Ok(json_response(200, &discovery::version())),
+        ["api"] if get => {
+            if discovery::wants_aggregated(&accept) {
+                let reg = app.store.registry();
+                Ok(json_response_typed(
+                    200,
+                    &discovery::aggregated(&reg, true),
+                    discovery::AGGREGATED_CONTENT_TYPE,
+                ))
+            } else {
+                Ok(json_response(
+                    200,
+                    &discovery::core_versions(&app.server_address),
+                ))
+            }
+        }
+        ["apis"] if get => {
+            let reg = app.store.registry();
+            if discovery::wants_aggregated(&accept) {
+                Ok(json_response_typed(
+                    200,
+                    &discovery::aggregated(&reg, false),
+                    discovery::AGGREGATED_CONTENT_TYPE,
+                ))
+            } else {
+                Ok(json_response(200, &discovery::group_list(&reg)))
+            }
+        }
+        ["api", v] if get => discovery::resource_list(&app.store.registry(), "", v)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(StatusError::no_route),
+        ["apis", g] if get => discovery::group(&app.store.registry(), g)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(StatusError::no_route),
+        ["apis", g, v] if get => discovery::resource_list(&app.store.registry(), g, v)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(StatusError::no_route),
+        ["api", v, rest @ ..] if !rest.is_empty() => {
+            let (v, rest) = (v.to_string(), owned(rest));
+            resource(app, req, String::new(), v, rest).await
+        }
+        ["apis", g, v, rest @ ..] if !rest.is_empty() => {
+            let (g, v, rest) = (g.to_string(), v.to_string(), owned(rest));
+            resource(app, req, g, v, rest).await
+        }
+        _ => Err(StatusError::no_route()),
+    }
+}
+
+fn owned(s: &[&str]) -> Vec<String> {
+    s.iter().map(|x| x.to_string()).collect()
+}
+
+struct ResourcePath {
+    namespace: Option<String>,
+    plural: String,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+fn parse_resource_path(group: &str, rest: &[String]) -> Option<ResourcePath> {
+    let is_ns_sub = |s: &str| matches!(s, "status" | "finalize");
+    if rest.first().map(String::as_str) == Some("namespaces")
+        && rest.len() >= 3
+        && !(group.is_empty() && rest.len() == 3 && is_ns_sub(&rest[2]))
+    {
+        if rest.len() > 5 {
+            return None;
+        }
+        return Some(ResourcePath {
+            namespace: Some(rest[1].clone()),
+            plural: rest[2].clone(),
+            name: rest.get(3).cloned(),
+            subresource: rest.get(4).cloned(),
+        });
+    }
+    if rest.len() > 3 {
+        return None;
+    }
+    Some(ResourcePath {
+        namespace: None,
+        plural: rest[0].clone(),
+        name: rest.get(1).cloned(),
+        subresource: rest.get(2).cloned(),
+    })
+}
+
+fn manager_name(q: &HashMap<String, String>, headers: &HeaderMap) -> String {
+    match q.get("fieldManager").filter(|m| !m.is_empty()) {
+        Some(m) => m.clone(),
+        None => {
+            let ua = header_str(headers, header::USER_AGENT);
+            ua.split('/')
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(128)
+                .collect()
+        }
+    }
+}
+
+fn list_options(q: &HashMap<String, String>, builtin: bool) -> ApiResult<ListOptions> {
+    Ok(ListOptions {
+        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?,
+        fields: FieldSelector::parse(
+            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
+            builtin,
+        )?,
+        limit: q.get("limit").and_then(|l| l.parse().ok()),
+        continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
+    })
+}
+
+fn delete_options(q: &HashMap<String, String>, body: &[u8]) -> ApiResult<DeleteOptions> {
+    let b: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        patch::parse_body(body, true)?
+    };
+    let policy = b
+        .get("propagationPolicy")
+        .and_then(Value::as_str)
+        .map(String::from)
+        .or_else(|| q.get("propagationPolicy").cloned());
+    let orphan = b
+        .get("orphanDependents")
+        .and_then(Value::as_bool)
+        .or_else(|| q.get("orphanDependents").map(|v| v == "true"));
+    let propagation = match policy.as_deref() {
+        Some("Background") => Some(Propagation::Background),
+        Some("Foreground") => Some(Propagation::Foreground),
+        Some("Orphan") => Some(Propagation::Orphan),
+        Some(other) => {
+            return Err(StatusError::new(
+                422,
+                "Invalid",
+                format!(
+                    "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{other}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
+                ),
+            ));
+        }
+        None => match orphan {
+            Some(true) => Some(Propagation::Orphan),
+            Some(false) => Some(Propagation::Background),
+            None => None,
+        },
+    };
+    let pre = b.get("preconditions");
+    Ok(DeleteOptions {
+        propagation,
+        uid: pre
+            .and_then(|p| p.get("uid"))
+            .and_then(Value::as_str)
+            .map(String::from),
+        resource_version: pre
+            .and_then(|p| p.get("resourceVersion"))
+            .and_then(Value::as_str)
+            .map(String::from),
+    })
+}
+
+fn render(t: &Target, output: Output, v: Value, is_list: bool) -> Value {
+    match output {
+        Output::Full => v,
+        Output::Metadata if is_list => table::partial_list(&v),
+        Output::Metadata => table::partial(&v),
+        Output::Table(inc) => {
+            if is_list {
+                let items: Vec<Value> = v
+                    .get("items")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                table::table(
+                    &t.info,
+                    &t.version,
+                    &items,
+                    v.get("metadata").cloned().unwrap_or(json!({})),
+                    inc,
+                )
+            } else {
+                let rv = v
+                    .pointer("/metadata/resourceVersion")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                table::table(
+                    &t.info,
+                    &t.version,
+                    &[v],
+                    json!({"resourceVersion": rv}),
+                    inc,
+                )
+            }
+        }
+    }
+}
+
+async fn resource(
+    app: &Arc<App>,
+    req: Request,
+    group: String,
+    version: String,
+    rest: Vec<String>,
+) -> ApiResult<Response> {
+    let rp = parse_resource_path(&group, &rest).ok_or_else(StatusError::no_route)?;
+    let mut t = app
+        .store
+        .target(
+            &group,
+            &version,
+            &rp.plural,
+            rp.namespace.as_deref().unwrap_or(""),
+        )
+        .ok_or_else(StatusError::no_route)?;
+    if rp.namespace.is_some() && !t.info.namespaced {
+        return Err(StatusError::no_route());
+    }
+    if t.info.namespaced && rp.namespace.is_none() && rp.name.is_some() {
+        return Err(StatusError::no_route());
+    }
+    match rp.subresource.as_deref() {
+        None => {}
+        Some("status") if t.info.status => t.subresource = Some("status".into()),
+        Some(_) => return Err(StatusError::no_route()),
+    }
+    let (parts, body) = req.into_parts();
+    let q = parse_query(parts.uri.query());
+    let headers = parts.headers;
+    let method = parts.method;
+    let accept = header_str(&headers, header::ACCEPT).to_string();
+    let output = table::output(&accept, q.get("includeObject").map(String::as_str));
+    let body = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|e| StatusError::bad_request(format!("reading the request body failed: {e}")))?;
+    let dry_run = q.get("dryRun").is_some_and(|d| d == "All");
+    let content_type = header_str(&headers, header::CONTENT_TYPE).to_string();
+    let store = &app.store;
+    let name = rp.name.clone();
+    match (method, name) {
+        (Method::GET, Some(name)) => {
+            let v = store.get(&t, &name)?;
+            Ok(json_response(200, &render(&t, output, v, false)))
+        }
+        (Method::GET, None) => {
+            let opts = list_options(&q, t.info.builtin)?;
+            if truthy(&q, "watch") {
+                return Ok(start_watch(app, t, opts, &q, output));
+            }
+            let v = store.list(&t, &opts)?;
+            Ok(json_response(200, &render(&t, output, v, true)))
+        }
+        (Method::POST, None) => {
+            let body = decode_write_body(&content_type, &body)?;
+            let v = store.create(
+                &t,
+                body,
+                Ownership::Track(manager_name(&q, &headers)),
+                dry_run,
+            )?;
+            Ok(json_response(201, &v))
+        }
+        (Method::PUT, Some(name)) => {
+            let body = decode_write_body(&content_type, &body)?;
+            let v = store.update(
+                &t,
+                &name,
+                body,
+                Ownership::Track(manager_name(&q, &headers)),
+                dry_run,
+            )?;
+            Ok(json_response(200, &v))
+        }
+        (Method::PATCH, Some(name)) => {
+            let kind = patch::patch_type(&content_type, t.info.builtin)?;
+            if kind == PatchType::Apply {
+                let manager = q.get("fieldManager").cloned().unwrap_or_default();
+                if manager.is_empty() {
+                    return Err(StatusError::new(
+                        422,
+                        "Invalid",
+                        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                    ));
+                }
+                let config = patch::parse_body(&body, true)?;
+                let (v, created) =
+                    store.apply(&t, &name, config, &manager, truthy(&q, "force"), dry_run)?;
+                return Ok(json_response(if created { 201 } else { 200 }, &v));
+            }
+            let v = store.patch(
+                &t,
+                &name,
+                |current| patch::apply_patch(kind, current, &body),
+                Ownership::Track(manager_name(&q, &headers)),
+                dry_run,
+            )?;
+            Ok(json_response(200, &v))
+        }
+        (Method::DELETE, Some(name)) => {
+            let opts = delete_options(&q, &body)?;
+            let v = store.delete(&t, &name, &opts)?;
+            Ok(json_response(200, &v))
+        }
+        (Method::DELETE, None) => {
+            let opts = list_options(&q, t.info.builtin)?;
+            let del = delete_options(&q, &body)?;
+            let v = store.delete_collection(&t, &opts, &del)?;
+            Ok(json_response(200, &v))
+        }
+        _ => Err(StatusError::method_not_allowed()),
+    }
+}
+
+fn decode_write_body(content_type: &str, body: &[u8]) -> ApiResult<Value> {
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    match media {
+        "" | "application/json" | "*/*" => patch::parse_body(body, false),
+        "application/yaml" | "application/apply-patch+yaml" => patch::parse_body(body, true),
+        other => Err(StatusError::unsupported_media_type(
+            other,
+            &["application/json", "application/yaml"],
+        )),
+    }
+}
+
+fn start_watch(
+    app: &Arc<App>,
+    t: Target,
+    opts: ListOptions,
+    q: &HashMap<String, String>,
+    output: Output,
+) -> Response {
+    let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
+    let send_initial = truthy(q, "sendInitialEvents");
+    let from = match rv {
+        "" | "0" => None,
+        n => match n.parse::<u64>() {
+            Ok(n) => Some(n),
+            Err(_) => {
+                return status_response(&StatusError::bad_request(format!(
+                    "invalid resource version: {n}"
+                )));
+            }
+        },
+    };
+    let from = if send_initial { None } else { from };
+    let (mut tx, rx) = watch::channel();
+    let response = Response::builder()
+        .status(200)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::CACHE_CONTROL, "no-cache, private")
+        .body(Body::from_stream(rx))
+        .unwrap_or_default();
+    match app.store.watch(&t.info.gr(), from) {
+        Err(e) => {
+            // kube-apiserver answers 200 and one ERROR event (Status 410 Expired).
+            let line = watch::error_line(&e.to_status());
+            tokio::spawn(async move {
+                use futures::SinkExt;
+                let _ = tx.send(Ok(line)).await;
+            });
+        }
+        Ok(start) => {
+            let req = WatchRequest {
+                target: t,
+                opts,
+                bookmarks: truthy(q, "allowWatchBookmarks"),
+                send_initial_events: send_initial,
+                timeout: q
+                    .get("timeoutSeconds")
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .filter(|s| *s > 0)
+                    .map(Duration::from_secs),
+                bookmark_interval: app.bookmark_interval,
+                output,
+            };
+            tokio::spawn(watch::run(req, start, tx, app.shutdown.clone()));
+        }
+    }
+    response
+}

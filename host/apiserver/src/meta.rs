@@ -1,0 +1,168 @@
+//! Object metadata helpers: accessors, timestamps, name generation and validation.
+
+use rand::Rng;
+use serde_json::{Map, Value};
+
+/// Now, RFC3339 with seconds precision, UTC.
+pub fn now() -> String {
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// `metadata.<field>` as a string.
+pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+    obj.get("metadata")?.get(field)?.as_str()
+}
+
+/// The metadata map, created if missing.
+pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj.is_object() {
+        *obj = Value::Object(Map::new());
+    }
+    let Value::Object(o) = obj else {
+        unreachable!("object ensured above")
+    };
+    let m = o
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !m.is_object() {
+        *m = Value::Object(Map::new());
+    }
+    match m {
+        Value::Object(m) => m,
+        _ => unreachable!("object ensured above"),
+    }
+}
+
+/// Sets `metadata.<field>`.
+pub fn set_meta(obj: &mut Value, field: &str, v: Value) {
+    meta_mut(obj).insert(field.into(), v);
+}
+
+/// Removes `metadata.<field>`.
+pub fn remove_meta(obj: &mut Value, field: &str) {
+    meta_mut(obj).remove(field);
+}
+
+/// `metadata.finalizers`.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sets `metadata.finalizers` (removing the field when empty).
+pub fn set_finalizers(obj: &mut Value, f: &[String]) {
+    if f.is_empty() {
+        remove_meta(obj, "finalizers");
+    } else {
+        set_meta(obj, "finalizers", Value::from(f.to_vec()));
+    }
+}
+
+/// `metadata.ownerReferences`.
+pub fn owner_refs(obj: &Value) -> Vec<Value> {
+    obj.pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The resourceVersion as a number.
+pub fn rv_of(obj: &Value) -> u64 {
+    meta_str(obj, "resourceVersion")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A random 5-character suffix from kube's alphabet (no vowels, no confusable digits).
+pub fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// How names of a resource are validated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NameRule {
+    /// RFC 1123 label (namespaces, services).
+    Label,
+    /// RFC 1123 subdomain (most kinds).
+    Subdomain,
+    /// Any valid path segment (RBAC kinds).
+    PathSegment,
+}
+
+/// The name rule kube-apiserver applies to a resource.
+pub fn name_rule(group: &str, plural: &str) -> NameRule {
+    match (group, plural) {
+        ("", "namespaces" | "services") => NameRule::Label,
+        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
+        _ => NameRule::Subdomain,
+    }
+}
+
+/// Validates a name; the error message on failure.
+pub fn validate_name(name: &str, rule: NameRule) -> Result<(), String> {
+    match rule {
+        NameRule::Label => {
+            if is_label(name) {
+                Ok(())
+            } else if name.len() > 63 {
+                Err("must be no more than 63 characters".into())
+            } else {
+                Err(DNS1123_LABEL_MSG.into())
+            }
+        }
+        NameRule::Subdomain => {
+            if name.len() > 253 {
+                Err("must be no more than 253 characters".into())
+            } else if name.split('.').all(is_label) {
+                Ok(())
+            } else {
+                Err(DNS1123_SUBDOMAIN_MSG.into())
+            }
+        }
+        NameRule::PathSegment => {
+            if name == "." || name == ".." {
+                Err(format!("may not be '{name}'"))
+            } else if name.contains('/') || name.contains('%') {
+                Err("may not contain '/' or '%'".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(validate_name("a-b.c", NameRule::Subdomain).is_ok());
+        assert!(validate_name("Bad_Name", NameRule::Subdomain).is_err());
+        assert!(validate_name("a.b", NameRule::Label).is_err());
+        assert!(validate_name("system:admin", NameRule::PathSegment).is_ok());
+        assert_eq!(random_suffix().len(), 5);
+    }
+}

@@ -1,0 +1,575 @@
+//! The catalogue of served resources: the built-in kinds and the kinds that
+//! CustomResourceDefinitions register while the server runs.
+
+use crate::schema::{self, Schema};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Group and plural resource name: the storage identity of a resource.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GroupResource {
+    /// API group ("" for core).
+    pub group: String,
+    /// Plural resource name.
+    pub resource: String,
+}
+
+/// An additional printer column of a CRD version.
+#[derive(Debug, Clone)]
+pub struct PrinterColumn {
+    /// Column header.
+    pub name: String,
+    /// OpenAPI type (`string`, `integer`, `date`, ...).
+    pub ty: String,
+    /// OpenAPI format.
+    pub format: String,
+    /// Description.
+    pub description: String,
+    /// Priority (0 shown by default).
+    pub priority: i64,
+    /// Simple JSONPath (`.spec.x`).
+    pub json_path: String,
+}
+
+/// One served version of a resource.
+#[derive(Debug, Clone)]
+pub struct VersionInfo {
+    /// Version name (`v1`).
+    pub name: String,
+    /// SSA/pruning schema.
+    pub schema: Schema,
+    /// Extra printer columns.
+    pub columns: Vec<PrinterColumn>,
+    /// True when unknown fields are pruned (CRDs with a structural schema).
+    pub prune: bool,
+}
+
+/// A served resource.
+#[derive(Debug, Clone)]
+pub struct ResourceInfo {
+    /// API group.
+    pub group: String,
+    /// Plural name.
+    pub plural: String,
+    /// Singular name.
+    pub singular: String,
+    /// Kind.
+    pub kind: String,
+    /// List kind.
+    pub list_kind: String,
+    /// Namespaced or cluster-scoped.
+    pub namespaced: bool,
+    /// Short names.
+    pub short_names: Vec<String>,
+    /// Categories (`all`).
+    pub categories: Vec<String>,
+    /// Served versions, in priority order.
+    pub versions: Vec<VersionInfo>,
+    /// Has a `status` subresource.
+    pub status: bool,
+    /// Maintains `metadata.generation`.
+    pub generation: bool,
+    /// Built-in (not from a CRD).
+    pub builtin: bool,
+}
+
+impl ResourceInfo {
+    /// Storage identity.
+    pub fn gr(&self) -> GroupResource {
+        GroupResource {
+            group: self.group.clone(),
+            resource: self.plural.clone(),
+        }
+    }
+
+    /// `group/version` or `version` for the core group.
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    /// The served version named `v`.
+    pub fn version(&self, v: &str) -> Option<&VersionInfo> {
+        self.versions.iter().find(|x| x.name == v)
+    }
+
+    /// The verbs of the main resource.
+    pub fn verbs(&self) -> Vec<&'static str> {
+        let mut v = vec!["create", "delete"];
+        if self.plural != "namespaces" {
+            v.push("deletecollection");
+        }
+        v.extend(["get", "list", "patch", "update", "watch"]);
+        v
+    }
+}
+
+/// `(group, version, plural, kind, namespaced, shortNames, status subresource, generation)`.
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    bool,
+    bool,
+);
+
+const BUILTINS: &[Builtin] = &[
+    (
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        false,
+        &["ns"],
+        true,
+        false,
+    ),
+    (
+        "",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        true,
+        &["cm"],
+        false,
+        false,
+    ),
+    ("", "v1", "secrets", "Secret", true, &[], false, false),
+    ("", "v1", "services", "Service", true, &["svc"], true, false),
+    (
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        true,
+        &["sa"],
+        false,
+        false,
+    ),
+    ("", "v1", "events", "Event", true, &["ev"], false, false),
+    ("", "v1", "pods", "Pod", true, &["po"], true, false),
+    (
+        "",
+        "v1",
+        "endpoints",
+        "Endpoints",
+        true,
+        &["ep"],
+        false,
+        false,
+    ),
+    (
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+        &["pvc"],
+        true,
+        false,
+    ),
+    (
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        &["deploy"],
+        true,
+        true,
+    ),
+    (
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        &["rs"],
+        true,
+        true,
+    ),
+    (
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        true,
+        &["sts"],
+        true,
+        true,
+    ),
+    (
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        true,
+        &["ds"],
+        true,
+        true,
+    ),
+    ("batch", "v1", "jobs", "Job", true, &[], true, true),
+    (
+        "batch",
+        "v1",
+        "cronjobs",
+        "CronJob",
+        true,
+        &["cj"],
+        true,
+        true,
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        true,
+        &["ing"],
+        true,
+        true,
+    ),
+    (
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        &[],
+        false,
+        false,
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        true,
+        true,
+    ),
+];
+
+const ALL_CATEGORY: &[&str] = &[
+    "pods",
+    "services",
+    "deployments",
+    "replicasets",
+    "statefulsets",
+    "daemonsets",
+    "jobs",
+    "cronjobs",
+];
+
+/// The served resources.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    resources: BTreeMap<GroupResource, Arc<ResourceInfo>>,
+    group_order: Vec<String>,
+}
+
+impl Registry {
+    /// A registry with the built-in kinds.
+    pub fn new() -> Self {
+        let mut resources = BTreeMap::new();
+        let mut group_order: Vec<String> = Vec::new();
+        for &(group, version, plural, kind, namespaced, short, status, generation) in BUILTINS {
+            if !group_order.iter().any(|g| g == group) {
+                group_order.push(group.to_string());
+            }
+            let info = ResourceInfo {
+                group: group.into(),
+                plural: plural.into(),
+                singular: kind.to_lowercase(),
+                kind: kind.into(),
+                list_kind: format!("{kind}List"),
+                namespaced,
+                short_names: short.iter().map(|s| s.to_string()).collect(),
+                categories: if ALL_CATEGORY.contains(&plural) {
+                    vec!["all".into()]
+                } else {
+                    vec![]
+                },
+                versions: vec![VersionInfo {
+                    name: version.into(),
+                    schema: schema::builtin(group, kind),
+                    columns: vec![],
+                    prune: false,
+                }],
+                status,
+                generation,
+                builtin: true,
+            };
+            resources.insert(info.gr(), Arc::new(info));
+        }
+        Registry {
+            resources,
+            group_order,
+        }
+    }
+
+    /// Looks a resource up by group, version and plural.
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        let info = self.resources.get(&GroupResource {
+            group: group.into(),
+            resource: plural.into(),
+        })?;
+        info.version(version)?;
+        Some(info.clone())
+    }
+
+    /// Looks a resource up by storage identity.
+    pub fn get(&self, gr: &GroupResource) -> Option<Arc<ResourceInfo>> {
+        self.resources.get(gr).cloned()
+    }
+
+    /// All resources.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceInfo>> {
+        self.resources.values()
+    }
+
+    /// Served groups in discovery order, each with its versions in priority order.
+    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut names = self.group_order.clone();
+        let mut extra: Vec<String> = self
+            .resources
+            .values()
+            .map(|r| r.group.clone())
+            .filter(|g| !names.contains(g))
+            .collect();
+        extra.sort();
+        extra.dedup();
+        names.extend(extra);
+        names
+            .into_iter()
+            .filter_map(|g| {
+                let mut versions: Vec<String> = self
+                    .resources
+                    .values()
+                    .filter(|r| r.group == g)
+                    .flat_map(|r| r.versions.iter().map(|v| v.name.clone()))
+                    .collect();
+                if versions.is_empty() {
+                    return None;
+                }
+                versions
+                    .sort_by(|a, b| version_priority(b).cmp(&version_priority(a)).then(a.cmp(b)));
+                versions.dedup();
+                Some((g, versions))
+            })
+            .collect()
+    }
+
+    /// Resources served at group/version.
+    pub fn in_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+        self.resources
+            .values()
+            .filter(|r| r.group == group && r.version(version).is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// Registers (or replaces) the resource a CRD defines; `None` when the CRD is unusable.
+    pub fn register_crd(&mut self, crd: &Value) -> Option<Arc<ResourceInfo>> {
+        let info = Arc::new(crd_info(crd)?);
+        if self.resources.get(&info.gr()).is_some_and(|r| r.builtin) {
+            return None;
+        }
+        self.resources.insert(info.gr(), info.clone());
+        Some(info)
+    }
+
+    /// Removes the resource a CRD defined.
+    pub fn unregister(&mut self, gr: &GroupResource) {
+        if self.resources.get(gr).is_some_and(|r| !r.builtin) {
+            self.resources.remove(gr);
+        }
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Kubernetes version priority: GA > beta > alpha > other, higher numbers first.
+pub fn version_priority(v: &str) -> (u8, u64, u64) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u64>() else {
+        return (0, 0, 0);
+    };
+    let tail = &rest[digits.len()..];
+    if tail.is_empty() {
+        return (3, major, 0);
+    }
+    let minor = |t: &str| t.parse::<u64>().ok();
+    if let Some(n) = tail.strip_prefix("beta").and_then(minor) {
+        return (2, major, n);
+    }
+    if let Some(n) = tail.strip_prefix("alpha").and_then(minor) {
+        return (1, major, n);
+    }
+    (0, 0, 0)
+}
+
+fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
+    let mut cur = v;
+    for p in path {
+        cur = cur.get(p)?;
+    }
+    cur.as_str()
+}
+
+fn crd_info(crd: &Value) -> Option<ResourceInfo> {
+    let spec = crd.get("spec")?;
+    let group = spec.get("group")?.as_str()?.to_string();
+    let names = spec.get("names")?;
+    let plural = names.get("plural")?.as_str()?.to_string();
+    let kind = names.get("kind")?.as_str()?.to_string();
+    let singular = str_at(names, &["singular"])
+        .map(String::from)
+        .unwrap_or_else(|| kind.to_lowercase());
+    let list_kind = str_at(names, &["listKind"])
+        .map(String::from)
+        .unwrap_or_else(|| format!("{kind}List"));
+    let strings = |key: &str| -> Vec<String> {
+        names
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let namespaced = str_at(spec, &["scope"]) != Some("Cluster");
+    let mut status = false;
+    let mut versions = Vec::new();
+    for v in spec.get("versions")?.as_array()? {
+        if v.get("served").and_then(Value::as_bool) == Some(false) {
+            continue;
+        }
+        let name = v.get("name")?.as_str()?.to_string();
+        if v.pointer("/subresources/status").is_some() {
+            status = true;
+        }
+        let root = v.pointer("/schema/openAPIV3Schema");
+        let prune = root.is_some()
+            && spec.get("preserveUnknownFields").and_then(Value::as_bool) != Some(true)
+            && root
+                .and_then(|r| r.get("x-kubernetes-preserve-unknown-fields"))
+                .and_then(Value::as_bool)
+                != Some(true);
+        let columns = v
+            .get("additionalPrinterColumns")
+            .and_then(Value::as_array)
+            .map(|cols| {
+                cols.iter()
+                    .filter_map(|c| {
+                        Some(PrinterColumn {
+                            name: c.get("name")?.as_str()?.to_string(),
+                            ty: str_at(c, &["type"]).unwrap_or("string").to_string(),
+                            format: str_at(c, &["format"]).unwrap_or("").to_string(),
+                            description: str_at(c, &["description"]).unwrap_or("").to_string(),
+                            priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                            json_path: c.get("jsonPath")?.as_str()?.to_string(),
+                        })
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        versions.push(VersionInfo {
+            name,
+            schema: schema::from_openapi(root),
+            columns,
+            prune,
+        });
+    }
+    if versions.is_empty() {
+        return None;
+    }
+    versions.sort_by(|a, b| {
+        version_priority(&b.name)
+            .cmp(&version_priority(&a.name))
+            .then(a.name.cmp(&b.name))
+    });
+    Some(ResourceInfo {
+        group,
+        plural,
+        singular,
+        kind,
+        list_kind,
+        namespaced,
+        short_names: strings("shortNames"),
+        categories: strings("categories"),
+        versions,
+        status,
+        generation: true,
+        builtin: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_order() {
+        let mut v = vec!["v1alpha1", "v2", "v1beta1", "v1", "foo"];
+        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        assert_eq!(v, vec!["v2", "v1", "v1beta1", "v1alpha1", "foo"]);
+    }
+}

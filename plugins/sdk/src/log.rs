@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Natively (in `cargo test`), lines go to stderr and to
-//! [`testing::take_logs`](crate::testing::take_logs).
+//! [`testing::take_logs`](crate::testing::take_logs); a native benchmark silences them
+//! with [`testing::silence_logs`](crate::testing::silence_logs).
 
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +56,6 @@ mod imp {
     use super::Level;
 
     pub(super) fn log(level: Level, message: &str) {
-        eprintln!("[plugin {level:?}] {message}");
         crate::testing::record_log(level, message);
     }
 }

@@ -3,8 +3,13 @@
 //! In `cargo test`, [`host::get`](crate::host::get)/[`host::list`](crate::host::list) read
 //! the objects given to [`set_objects`], and log lines are kept for [`take_logs`]. Both are
 //! per thread, so tests running in parallel do not see each other's state.
+//!
+//! Log lines are also echoed to stderr (cargo test shows them for failing tests). A native
+//! benchmark should call [`silence_logs`] first.
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::Value;
 
@@ -13,7 +18,17 @@ use crate::object::ObjectExt;
 
 thread_local! {
     static OBJECTS: RefCell<Vec<Value>> = const { RefCell::new(Vec::new()) };
-    static LOGS: RefCell<Vec<(Level, String)>> = const { RefCell::new(Vec::new()) };
+    static LOGS: RefCell<VecDeque<(Level, String)>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// At most this many log lines are kept per thread (the oldest are dropped).
+pub const MAX_KEPT_LOGS: usize = 1000;
+
+static SILENT: AtomicBool = AtomicBool::new(false);
+
+/// Stops echoing and keeping log lines, on every thread (for native benchmarks).
+pub fn silence_logs() {
+    SILENT.store(true, Ordering::Relaxed);
 }
 
 /// Replaces the objects the native `host::get`/`host::list` see (this thread only).
@@ -23,11 +38,21 @@ pub fn set_objects(objects: Vec<Value>) {
 
 /// Returns and clears the log lines written on this thread.
 pub fn take_logs() -> Vec<(Level, String)> {
-    LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()))
+    LOGS.with(|l| std::mem::take(&mut *l.borrow_mut()).into())
 }
 
 pub(crate) fn record_log(level: Level, message: &str) {
-    LOGS.with(|l| l.borrow_mut().push((level, message.to_owned())));
+    if SILENT.load(Ordering::Relaxed) {
+        return;
+    }
+    eprintln!("[plugin {level:?}] {message}");
+    LOGS.with(|l| {
+        let mut l = l.borrow_mut();
+        if l.len() >= MAX_KEPT_LOGS {
+            l.pop_front();
+        }
+        l.push_back((level, message.to_owned()));
+    });
 }
 
 fn same_kind(o: &Value, api_version: &str, kind: &str) -> bool {

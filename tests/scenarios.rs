@@ -3,6 +3,7 @@
 
 mod support;
 
+use kube::ResourceExt;
 use serde_json::{Value, json};
 use support::*;
 
@@ -18,18 +19,33 @@ fn site(name: &str, members: u32) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provision_on_demand_creates_owned_children_converges_and_cleans_up() {
     let env = Env::new().await;
-    env.add_plugin(&example_plugin("contentsite-provisioner"), "contentsite-provisioner", None);
+    env.add_plugin(
+        &example_plugin("contentsite-provisioner"),
+        "contentsite-provisioner",
+        None,
+    );
     let host = env.start_host(&[]);
 
-    let sites = env.api("sites.kubewasm.dev/v1alpha1", "ContentSite", "contentsites", Some("default"));
+    let sites = env.api(
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some("default"),
+    );
     let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
     let services = env.api("v1", "Service", "services", Some("default"));
 
     let created = env.create(&sites, site("blog", 3)).await;
     let site_uid = created.metadata.uid.clone().expect("uid");
 
-    let db = eventually("MongoDB blog-db", CONVERGE, || async { get(&dbs, "blog-db").await }).await;
-    let svc = eventually("Service blog", CONVERGE, || async { get(&services, "blog").await }).await;
+    let db = eventually("MongoDB blog-db", CONVERGE, || async {
+        get(&dbs, "blog-db").await
+    })
+    .await;
+    let svc = eventually("Service blog", CONVERGE, || async {
+        get(&services, "blog").await
+    })
+    .await;
     assert_eq!(db.data["spec"]["members"], json!(3), "{}", host.dump());
 
     for (what, obj) in [("MongoDB", &db), ("Service", &svc)] {
@@ -46,7 +62,9 @@ async fn provision_on_demand_creates_owned_children_converges_and_cleans_up() {
     }
     // The plugin also reports on the site's status subresource.
     let status = eventually("ContentSite status.databaseRef", CONVERGE, || async {
-        get(&sites, "blog").await.filter(|s| s.data["status"]["databaseRef"] == json!("blog-db"))
+        get(&sites, "blog")
+            .await
+            .filter(|s| s.data["status"]["databaseRef"] == json!("blog-db"))
     })
     .await;
     assert_eq!(status.data["status"]["serviceRef"], json!("blog"));
@@ -54,14 +72,20 @@ async fn provision_on_demand_creates_owned_children_converges_and_cleans_up() {
     // A spec change converges the child.
     env.apply(&sites, "test-user", site("blog", 5)).await;
     eventually("MongoDB members 5", CONVERGE, || async {
-        get(&dbs, "blog-db").await.filter(|d| d.data["spec"]["members"] == json!(5))
+        get(&dbs, "blog-db")
+            .await
+            .filter(|d| d.data["spec"]["members"] == json!(5))
     })
     .await;
 
     // Deleting the site removes its children through ownerReferences.
-    sites.delete("blog", &Default::default()).await.expect("delete site");
+    sites
+        .delete("blog", &Default::default())
+        .await
+        .expect("delete site");
     eventually("children garbage-collected", CONVERGE, || async {
-        (get(&dbs, "blog-db").await.is_none() && get(&services, "blog").await.is_none()).then_some(())
+        (get(&dbs, "blog-db").await.is_none() && get(&services, "blog").await.is_none())
+            .then_some(())
     })
     .await;
     assert_eq!(host.stop(), Some(0));
@@ -74,7 +98,12 @@ async fn watch_what_you_dont_own_adds_monitoring_to_foreign_databases() {
     let host = env.start_host(&[]);
 
     let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
-    let monitors = env.api("monitoring.coreos.com/v1", "ServiceMonitor", "servicemonitors", Some("default"));
+    let monitors = env.api(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        Some("default"),
+    );
     // Created by the test (some other team's tooling), not by a plugin.
     env.create(
         &dbs,
@@ -93,7 +122,10 @@ async fn watch_what_you_dont_own_adds_monitoring_to_foreign_databases() {
         sm.metadata.managed_fields,
         host.dump()
     );
-    assert_eq!(sm.data["spec"]["selector"]["matchLabels"]["app"], json!("orders"));
+    assert_eq!(
+        sm.data["spec"]["selector"]["matchLabels"]["app"],
+        json!("orders")
+    );
     assert_eq!(host.stop(), Some(0));
 }
 
@@ -109,7 +141,17 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
         "seldondeployments",
         Some("default"),
     );
-    let ingresses = env.api("networking.k8s.io/v1", "Ingress", "ingresses", Some("default"));
+    let ingresses = env.api(
+        "networking.k8s.io/v1",
+        "Ingress",
+        "ingresses",
+        Some("default"),
+    );
+    host.wait_log("seldondeployments cache synced", |l| {
+        field(l, "message") == "cache synced"
+            && field(l, "resource").starts_with("seldondeployments")
+    })
+    .await;
     env.create(
         &sds,
         json!({"apiVersion": "machinelearning.seldon.io/v1", "kind": "SeldonDeployment",
@@ -121,21 +163,39 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
         let sds = sds.clone();
         async move {
             let patch = json!({"status": {"state": state}});
-            sds.patch_status("iris", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
-                .await
-                .expect("patch status")
+            sds.patch_status(
+                "iris",
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .expect("patch status")
         }
     };
+    host.wait_log("added event for iris", |l| {
+        field(l, "message") == "event"
+            && field(l, "plugin") == "seldon-endpoint"
+            && field(l, "event") == "added"
+    })
+    .await;
     set_state("Creating").await;
     // The host handles the Creating transition without writing anything.
     host.wait_log("modified event for iris", |l| {
-        field(l, "message") == "event" && field(l, "plugin") == "seldon-endpoint" && field(l, "event") == "modified"
+        field(l, "message") == "event"
+            && field(l, "plugin") == "seldon-endpoint"
+            && field(l, "event") == "modified"
     })
     .await;
-    assert!(get(&ingresses, "iris").await.is_none(), "Ingress before Available");
+    assert!(
+        get(&ingresses, "iris").await.is_none(),
+        "Ingress before Available"
+    );
 
     set_state("Available").await;
-    let ingress = eventually("Ingress iris", CONVERGE, || async { get(&ingresses, "iris").await }).await;
+    let ingress = eventually("Ingress iris", CONVERGE, || async {
+        get(&ingresses, "iris").await
+    })
+    .await;
     let sd = eventually("public-url annotation", CONVERGE, || async {
         get(&sds, "iris")
             .await
@@ -143,22 +203,33 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
     })
     .await;
     let url = sd.annotations()["kubewasm.dev/public-url"].clone();
-    let host_rule = ingress.data["spec"]["rules"][0]["host"].as_str().expect("rule host");
-    assert!(url.contains(host_rule), "url {url} vs ingress host {host_rule}");
+    let host_rule = ingress.data["spec"]["rules"][0]["host"]
+        .as_str()
+        .expect("rule host");
+    assert!(
+        url.contains(host_rule),
+        "url {url} vs ingress host {host_rule}"
+    );
 
     // Later unrelated updates cause no further writes.
     let ingress_rv = ingress.metadata.resource_version.clone();
     let applied_before = host
-        .matching(|l| field(l, "plugin") == "seldon-endpoint" && field(l, "message").starts_with("applied"))
+        .matching(|l| {
+            field(l, "plugin") == "seldon-endpoint" && field(l, "message").starts_with("applied")
+        })
         .len();
     let events_before = host
         .matching(|l| field(l, "message") == "event" && field(l, "plugin") == "seldon-endpoint")
         .len();
     let labelled = {
         let patch = json!({"metadata": {"labels": {"team": "ml"}}});
-        sds.patch("iris", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
-            .await
-            .expect("label")
+        sds.patch(
+            "iris",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .expect("label")
     };
     eventually("host saw the unrelated update", CONVERGE, || async {
         let n = host
@@ -170,10 +241,19 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
     // Give a write, if there were one, time to land before asserting there was none.
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     let applied_after = host
-        .matching(|l| field(l, "plugin") == "seldon-endpoint" && field(l, "message").starts_with("applied"))
+        .matching(|l| {
+            field(l, "plugin") == "seldon-endpoint" && field(l, "message").starts_with("applied")
+        })
         .len();
     assert_eq!(applied_before, applied_after, "{}", host.dump());
-    assert_eq!(get(&ingresses, "iris").await.unwrap().metadata.resource_version, ingress_rv);
+    assert_eq!(
+        get(&ingresses, "iris")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version,
+        ingress_rv
+    );
     assert_eq!(
         get(&sds, "iris").await.unwrap().metadata.resource_version,
         labelled.metadata.resource_version,

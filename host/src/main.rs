@@ -59,6 +59,20 @@ enum Command {
         /// The plugin file.
         file: PathBuf,
     },
+    /// Run plugins offline against YAML test cases (see plugins/conformance/README.md).
+    /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
+    /// any failure.
+    Test {
+        /// Test-case files or directories (every .yaml/.yml, recursively).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Run every case against this plugin file instead of the case's `plugin:`.
+        #[arg(long, value_name = "FILE")]
+        plugin: Option<PathBuf>,
+        /// Rewrite each case's expectation with the plugin's actual output.
+        #[arg(long)]
+        update: bool,
+    },
 }
 
 #[derive(Args, Debug, Clone)]
@@ -267,6 +281,20 @@ async fn main() -> Result<()> {
             run_host(client, args.host.config()?).await
         }
         Command::Dev(args) => dev(args).await,
+        Command::Test {
+            paths,
+            plugin,
+            update,
+        } => {
+            let mut report = String::new();
+            let opts = kubewasm::testcase::RunOptions { plugin, update };
+            let (_, failed) = kubewasm::testcase::run(&paths, &opts, &mut report).await?;
+            print!("{report}");
+            if failed > 0 {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
         Command::Inspect { file } => {
             let out = kubewasm::inspect::inspect(&file).await?;
             print!("{}", serde_yaml_ng::to_string(&out)?);

@@ -7,6 +7,7 @@
 //! store ([`state::PluginState`]) with its deadline, memory cap and cluster view.
 
 pub mod bindings;
+pub mod codecache;
 mod convert;
 pub mod engine;
 pub mod limits;

@@ -1,0 +1,54 @@
+//! Watching the plugin directory: a debounced notify watcher that signals "look again".
+//!
+//! The signal carries no detail on purpose: the host rescans the whole directory and
+//! compares content hashes, which handles every way files change — writes, renames into
+//! place, and Kubernetes ConfigMap/Secret volumes that swap a `..data` symlink.
+
+use std::path::Path;
+use std::time::Duration;
+
+use notify::RecursiveMode;
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use tokio::sync::mpsc;
+
+use crate::Error;
+
+/// Keeps the directory watch alive; dropping it stops watching.
+pub struct DirWatch {
+    _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+}
+
+/// Watch `dir`; a message arrives on the receiver after each quiet period of `debounce`
+/// that followed a change.
+pub fn watch_dir(dir: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Receiver<()>), Error> {
+    let (tx, rx) = mpsc::channel(1);
+    let mut debouncer = new_debouncer(debounce, None, move |res: DebounceEventResult| match res {
+        // A full channel already holds a pending "look again": nothing is lost.
+        Ok(events) if !events.is_empty() => {
+            let _ = tx.try_send(());
+        }
+        Ok(_) => {}
+        Err(errors) => {
+            for e in errors {
+                tracing::warn!(error = %e, "plugin directory watch error");
+            }
+            let _ = tx.try_send(());
+        }
+    })
+    .map_err(|e| Error::Io {
+        context: format!("watching {}", dir.display()),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    debouncer
+        .watch(dir, RecursiveMode::NonRecursive)
+        .map_err(|e| Error::Io {
+            context: format!("watching {}", dir.display()),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    Ok((
+        DirWatch {
+            _debouncer: debouncer,
+        },
+        rx,
+    ))
+}

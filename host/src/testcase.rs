@@ -1,0 +1,675 @@
+//! `kubewasm test`: run a plugin's real `.wasm` offline against YAML test cases, through
+//! the same runtime, intent decoding and grant check as `kubewasm run`.
+//!
+//! The file format is documented in `plugins/conformance/README.md`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::Error;
+use crate::error::CallError;
+use crate::grant;
+use crate::intent::{self, Action, RawIntent};
+use crate::manifest::Manifest;
+use crate::registry;
+use crate::resource::{ResourceRef, split_api_version};
+use crate::runtime::plugin::compile;
+use crate::runtime::{
+    ClusterView, CompiledPlugin, EventType, Limits, PluginEngine, PluginEvent, ReadError,
+};
+use crate::selector::LabelSelector;
+
+/// One test case.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestCase {
+    /// Shown in the report.
+    pub name: String,
+    /// The plugin file, relative to the test file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PathBuf>,
+    /// Settings given to describe and handle (overrides the settings file beside the plugin).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Value>,
+    /// Objects served to `host.get` / `host.list`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<Value>,
+    /// The event.
+    pub event: CaseEvent,
+    /// What must come out.
+    pub expect: Expect,
+}
+
+/// The event of a case.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CaseEvent {
+    /// added | modified | deleted | resync.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Watch id; default: the plugin's first watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<String>,
+    /// The object.
+    pub object: Value,
+    /// The previous object, for modified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_object: Option<Value>,
+}
+
+/// Expected outcome.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// exact (default) or subset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<String>,
+    /// Expected intents, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intents: Option<Vec<Value>>,
+    /// Expected failure (substring of the error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Expected retry flag of a plugin error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<bool>,
+}
+
+/// Result of one case.
+#[derive(Debug)]
+pub struct CaseResult {
+    /// File and case name.
+    pub label: String,
+    /// None: passed; Some: why it failed.
+    pub failure: Option<String>,
+}
+
+/// Options of a run.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Use this plugin file for every case.
+    pub plugin: Option<PathBuf>,
+    /// Rewrite the expectations with the actual output.
+    pub update: bool,
+}
+
+/// The objects of a case, scoped like `run` scopes reads: watched kinds and `reads` only.
+struct FixtureCluster {
+    objects: Vec<Value>,
+    allowed: Vec<ResourceRef>,
+}
+
+/// kubectl's guess from kind to resource, for offline matching of resource-argument watches.
+fn guess_plural(kind: &str) -> String {
+    let k = kind.to_ascii_lowercase();
+    if k.ends_with('s') {
+        format!("{k}es")
+    } else if let Some(stem) = k.strip_suffix('y')
+        && !stem.ends_with(['a', 'e', 'i', 'o', 'u'])
+    {
+        format!("{stem}ies")
+    } else {
+        format!("{k}s")
+    }
+}
+
+fn allows(refs: &[ResourceRef], api_version: &str, kind: &str) -> bool {
+    let (group, version) = split_api_version(api_version);
+    refs.iter().any(|r| match r {
+        ResourceRef::Kind(t) => t.api_version == api_version && t.kind == kind,
+        ResourceRef::Resource(a) => {
+            a.group == group
+                && a.version.as_deref().is_none_or(|v| v == version)
+                && a.plural == guess_plural(kind)
+        }
+    })
+}
+
+impl FixtureCluster {
+    fn matching<'a>(
+        &'a self,
+        api_version: &'a str,
+        kind: &'a str,
+    ) -> Result<impl Iterator<Item = &'a Value> + 'a, ReadError> {
+        if !allows(&self.allowed, api_version, kind) {
+            return Err(ReadError::NotAllowed(format!("{api_version}/{kind}")));
+        }
+        Ok(self.objects.iter().filter(move |o| {
+            o["apiVersion"].as_str() == Some(api_version) && o["kind"].as_str() == Some(kind)
+        }))
+    }
+}
+
+impl ClusterView for FixtureCluster {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<String>, ReadError> {
+        Ok(self
+            .matching(api_version, kind)?
+            .find(|o| {
+                o["metadata"]["name"].as_str() == Some(name)
+                    && o["metadata"]["namespace"].as_str() == namespace
+            })
+            .map(Value::to_string))
+    }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<String>, ReadError> {
+        let selector = match label_selector {
+            Some(s) => LabelSelector::parse(s).map_err(ReadError::Selector)?,
+            None => LabelSelector::default(),
+        };
+        Ok(self
+            .matching(api_version, kind)?
+            .filter(|o| namespace.is_none() || o["metadata"]["namespace"].as_str() == namespace)
+            .filter(|o| {
+                let labels: BTreeMap<String, String> =
+                    serde_json::from_value(o["metadata"]["labels"].clone()).unwrap_or_default();
+                selector.matches(&labels)
+            })
+            .map(Value::to_string)
+            .collect())
+    }
+}
+
+/// An intent as test cases write it.
+pub fn intent_json(raw: &RawIntent) -> Value {
+    let parsed =
+        |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()));
+    let target = |t: &crate::intent::ObjectRef| {
+        let mut v = json!({"apiVersion": t.api_version, "kind": t.kind, "name": t.name});
+        if let Some(ns) = &t.namespace {
+            v["namespace"] = json!(ns);
+        }
+        v
+    };
+    match raw {
+        RawIntent::Create {
+            object,
+            force,
+            owned_by_trigger,
+        } => {
+            json!({"create": {"object": parsed(object), "ownedByTrigger": owned_by_trigger, "force": force}})
+        }
+        RawIntent::Patch {
+            target: t,
+            body,
+            strategy,
+            status,
+            force,
+        } => json!({"patch": {
+            "target": target(t),
+            "body": parsed(body),
+            "strategy": match strategy { intent::Strategy::Apply => "apply", intent::Strategy::Merge => "merge" },
+            "status": status,
+            "force": force,
+        }}),
+        RawIntent::Delete {
+            target: t,
+            uid,
+            resource_version,
+            propagation,
+        } => {
+            let mut d = json!({"target": target(t)});
+            if let Some(u) = uid {
+                d["uid"] = json!(u);
+            }
+            if let Some(rv) = resource_version {
+                d["resourceVersion"] = json!(rv);
+            }
+            if let Some(p) = propagation {
+                d["propagation"] = json!(p.as_api());
+            }
+            json!({ "delete": d })
+        }
+    }
+}
+
+/// Fill the defaults a test author may leave out, so `{create: {object}}` equals the full form.
+fn normalize(expected: &Value) -> Value {
+    let mut v = expected.clone();
+    if let Some(c) = v.get_mut("create").and_then(Value::as_object_mut) {
+        c.entry("ownedByTrigger").or_insert(json!(false));
+        c.entry("force").or_insert(json!(false));
+    }
+    if let Some(p) = v.get_mut("patch").and_then(Value::as_object_mut) {
+        p.entry("strategy").or_insert(json!("apply"));
+        p.entry("status").or_insert(json!(false));
+        p.entry("force").or_insert(json!(false));
+    }
+    v
+}
+
+/// Differences between `expected` and `actual`, one line per path. In subset mode, keys
+/// absent from `expected` are ignored and `"<any>"` matches anything.
+pub fn json_diff(
+    expected: &Value,
+    actual: &Value,
+    subset: bool,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    if subset && expected == &json!("<any>") {
+        return;
+    }
+    match (expected, actual) {
+        (Value::Object(e), Value::Object(a)) => {
+            for (k, ev) in e {
+                let p = format!("{path}.{k}");
+                match a.get(k) {
+                    Some(av) => json_diff(ev, av, subset, &p, out),
+                    None => out.push(format!("{p}: expected {ev}, missing")),
+                }
+            }
+            if !subset {
+                for (k, av) in a {
+                    if !e.contains_key(k) {
+                        out.push(format!("{path}.{k}: unexpected {av}"));
+                    }
+                }
+            }
+        }
+        (Value::Array(e), Value::Array(a)) => {
+            if e.len() != a.len() {
+                out.push(format!(
+                    "{path}: expected {} items, got {}",
+                    e.len(),
+                    a.len()
+                ));
+            }
+            for (i, (ev, av)) in e.iter().zip(a).enumerate() {
+                json_diff(ev, av, subset, &format!("{path}[{i}]"), out);
+            }
+        }
+        (e, a) if e != a => out.push(format!("{path}: expected {e}, got {a}")),
+        _ => {}
+    }
+}
+
+fn event_type(s: &str) -> Result<EventType, String> {
+    Ok(match s {
+        "added" => EventType::Added,
+        "modified" => EventType::Modified,
+        "deleted" => EventType::Deleted,
+        "resync" => EventType::Resync,
+        other => return Err(format!("unknown event type {other:?}")),
+    })
+}
+
+/// Check intents the way `run` does before applying, minus what needs a cluster (scope
+/// and discovery): decoding and grants. Namespaced-ness is taken from the intent or trigger.
+fn validate(
+    manifest: &Manifest,
+    raw: &[RawIntent],
+    limits: &Limits,
+    trigger: &Value,
+) -> Result<(), String> {
+    for (index, r) in raw.iter().enumerate() {
+        let i = intent::decode(r.clone(), limits.max_intent_bytes)
+            .map_err(|e| format!("invalid intent #{index}: {e}"))?;
+        let namespace = i.target.namespace.clone().or_else(|| {
+            trigger["metadata"]["namespace"]
+                .as_str()
+                .map(str::to_string)
+        });
+        let access = grant::Access {
+            api_version: &i.target.api_version,
+            kind: &i.target.kind,
+            namespace: namespace.as_deref(),
+            verb: i.verb,
+            force: i.force,
+        };
+        grant::check(manifest, &access).map_err(|e| format!("intent #{index} refused: {e}"))?;
+        if i.owned_by_trigger && !matches!(i.action, Action::Apply { .. }) {
+            return Err(format!(
+                "intent #{index}: owned-by-trigger on a non-create intent"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Loads plugins once per file and once per settings.
+struct Loader {
+    engine: PluginEngine,
+    components: BTreeMap<PathBuf, (wasmtime::component::Component, String)>,
+}
+
+impl Loader {
+    async fn plugin(
+        &mut self,
+        path: &Path,
+        settings: Option<String>,
+    ) -> Result<CompiledPlugin, Error> {
+        if !self.components.contains_key(path) {
+            let bytes = std::fs::read(path).map_err(|source| Error::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+            let c = compile(&self.engine, path, bytes).await?;
+            self.components.insert(path.to_path_buf(), (c, digest));
+        }
+        let (component, digest) = self.components[path].clone();
+        let settings = match settings {
+            Some(s) => Some(s),
+            None => registry::read_settings(path)?,
+        };
+        CompiledPlugin::new(
+            &self.engine,
+            path,
+            component,
+            digest,
+            settings,
+            Limits::default(),
+            false,
+            1,
+        )
+        .await
+    }
+}
+
+async fn run_case(
+    loader: &mut Loader,
+    file: &Path,
+    case: &TestCase,
+    opts: &RunOptions,
+) -> Result<(Vec<Value>, Option<String>), String> {
+    let plugin_path = match (&opts.plugin, &case.plugin) {
+        (Some(p), _) => p.clone(),
+        (None, Some(p)) => file.parent().unwrap_or(Path::new(".")).join(p),
+        (None, None) => return Err("no plugin: give `plugin:` in the case or --plugin".into()),
+    };
+    let settings = case.settings.as_ref().map(Value::to_string);
+    let plugin = loader
+        .plugin(&plugin_path, settings)
+        .await
+        .map_err(|e| e.to_string())?;
+    let m = &plugin.manifest;
+    let watch_id = case
+        .event
+        .watch
+        .clone()
+        .or_else(|| m.watches.first().map(|w| w.id.clone()))
+        .ok_or("the plugin declares no watches")?;
+    let allowed: Vec<ResourceRef> = m
+        .watches
+        .iter()
+        .map(|w| w.resource.clone())
+        .chain(m.reads.iter().cloned())
+        .collect();
+    let event = PluginEvent {
+        event_type: event_type(&case.event.event_type)?,
+        watch_id,
+        object: case.event.object.to_string().into(),
+        old_object: case.event.old_object.as_ref().map(|o| o.to_string().into()),
+    };
+    let cluster = Arc::new(FixtureCluster {
+        objects: case.cluster.clone(),
+        allowed,
+    });
+    let label = format!(
+        "{} {}",
+        case.event.object["kind"].as_str().unwrap_or("object"),
+        case.event.object["metadata"]["name"]
+            .as_str()
+            .unwrap_or("?")
+    );
+    match plugin.handle(&event, &label, cluster).await {
+        Ok(raw) => {
+            let intents: Vec<Value> = raw.iter().map(intent_json).collect();
+            let refused = validate(m, &raw, &plugin.limits, &case.event.object).err();
+            Ok((intents, refused))
+        }
+        Err(CallError::Plugin { message, retry }) => Ok((
+            vec![],
+            Some(format!("plugin error (retry: {retry}): {message}")),
+        )),
+        Err(e) => Ok((vec![], Some(e.to_string()))),
+    }
+}
+
+fn check(case: &TestCase, intents: &[Value], error: &Option<String>) -> Option<String> {
+    let subset = case.expect.r#match.as_deref() == Some("subset");
+    let mut report = String::new();
+    match (&case.expect.error, error) {
+        (Some(want), Some(got)) if got.contains(want.as_str()) => {
+            if let Some(retry) = case.expect.retry
+                && !got.contains(&format!("retry: {retry}"))
+            {
+                let _ = writeln!(report, "  error {got:?} does not have retry: {retry}");
+            }
+        }
+        (Some(want), Some(got)) => {
+            let _ = writeln!(
+                report,
+                "  expected an error containing {want:?}, got {got:?}"
+            );
+        }
+        (Some(want), None) => {
+            let _ = writeln!(
+                report,
+                "  expected an error containing {want:?}, got {} intents",
+                intents.len()
+            );
+        }
+        (None, Some(got)) => {
+            let _ = writeln!(report, "  unexpected error: {got}");
+        }
+        (None, None) => {}
+    }
+    if let Some(expected) = &case.expect.intents {
+        let expected: Vec<Value> = expected.iter().map(normalize).collect();
+        let mut diffs = Vec::new();
+        json_diff(
+            &Value::Array(expected),
+            &Value::Array(intents.to_vec()),
+            subset,
+            "intents",
+            &mut diffs,
+        );
+        for d in diffs {
+            let _ = writeln!(report, "  {d}");
+        }
+    } else if case.expect.error.is_none() {
+        let _ = writeln!(report, "  the case expects neither intents nor an error");
+    }
+    (!report.is_empty()).then_some(report)
+}
+
+/// Test-case files under `paths` (directories: every .yaml/.yml, sorted, recursively).
+pub fn case_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut files = Vec::new();
+    fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+        if p.is_dir() {
+            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|source| Error::Io {
+                    context: format!("reading {}", p.display()),
+                    source,
+                })?
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect();
+            entries.sort();
+            for e in entries {
+                if e.is_dir() || e.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+                    walk(&e, out)?;
+                }
+            }
+            Ok(())
+        } else if p.is_file() {
+            out.push(p.to_path_buf());
+            Ok(())
+        } else {
+            Err(Error::Io {
+                context: format!("test path {}", p.display()),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file or directory",
+                ),
+            })
+        }
+    }
+    for p in paths {
+        walk(p, &mut files)?;
+    }
+    Ok(files)
+}
+
+/// Run every case in `paths`, printing a report to `out`. Returns (passed, failed).
+pub async fn run(
+    paths: &[PathBuf],
+    opts: &RunOptions,
+    out: &mut String,
+) -> Result<(usize, usize), Error> {
+    let mut loader = Loader {
+        engine: PluginEngine::new()?,
+        components: BTreeMap::new(),
+    };
+    let (mut passed, mut failed) = (0, 0);
+    let mut seen = HashSet::new();
+    for file in case_files(paths)? {
+        let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
+            context: format!("reading {}", file.display()),
+            source,
+        })?;
+        let mut cases = Vec::new();
+        for de in serde_yaml_ng::Deserializer::from_str(&text) {
+            match TestCase::deserialize(de) {
+                Ok(c) => cases.push(Ok(c)),
+                Err(e) => cases.push(Err(e.to_string())),
+            }
+        }
+        let mut updated = Vec::new();
+        for case in cases {
+            let case = match case {
+                Ok(c) => c,
+                Err(e) => {
+                    failed += 1;
+                    let _ = writeln!(out, "FAIL {}: not a test case: {e}", file.display());
+                    continue;
+                }
+            };
+            let label = format!("{}: {}", file.display(), case.name);
+            if !seen.insert(label.clone()) {
+                let _ = writeln!(out, "note: duplicate case name {label}");
+            }
+            match run_case(&mut loader, &file, &case, opts).await {
+                Err(e) => {
+                    failed += 1;
+                    let _ = writeln!(out, "FAIL {label}\n  {e}");
+                    updated.push(case);
+                }
+                Ok((intents, error)) => {
+                    if opts.update {
+                        let mut c = case.clone();
+                        c.expect.intents = error.is_none().then(|| intents.clone());
+                        c.expect.error = error.clone();
+                        updated.push(c);
+                        passed += 1;
+                        let _ = writeln!(out, "updated {label}");
+                        continue;
+                    }
+                    match check(&case, &intents, &error) {
+                        None => {
+                            passed += 1;
+                            let _ = writeln!(out, "ok   {label}");
+                        }
+                        Some(report) => {
+                            failed += 1;
+                            let _ = write!(out, "FAIL {label}\n{report}");
+                        }
+                    }
+                    updated.push(case);
+                }
+            }
+        }
+        if opts.update {
+            let docs: Vec<String> = updated
+                .iter()
+                .filter_map(|c| serde_yaml_ng::to_string(c).ok())
+                .collect();
+            std::fs::write(&file, docs.join("---\n")).map_err(|source| Error::Io {
+                context: format!("writing {}", file.display()),
+                source,
+            })?;
+        }
+    }
+    let _ = writeln!(out, "{passed} passed, {failed} failed");
+    Ok((passed, failed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_reports_paths_and_subset_ignores_extras() {
+        let e = json!({"a": 1, "b": {"c": [1, 2]}, "t": "<any>"});
+        let a = json!({"a": 2, "b": {"c": [1]}, "t": "2026-01-01", "x": true});
+        let mut out = vec![];
+        json_diff(&e, &a, false, "", &mut out);
+        assert!(
+            out.contains(&".a: expected 1, got 2".to_string()),
+            "{out:?}"
+        );
+        assert!(
+            out.contains(&".b.c: expected 2 items, got 1".to_string()),
+            "{out:?}"
+        );
+        assert!(
+            out.iter().any(|l| l.starts_with(".x: unexpected")),
+            "{out:?}"
+        );
+        assert!(out.iter().any(|l| l.starts_with(".t: expected")), "{out:?}");
+        let mut out = vec![];
+        json_diff(&e, &a, true, "", &mut out);
+        assert_eq!(out.len(), 2, "{out:?}");
+    }
+
+    #[test]
+    fn expected_intents_get_defaults() {
+        let n = normalize(&json!({"create": {"object": {}}}));
+        assert_eq!(
+            n,
+            json!({"create": {"object": {}, "ownedByTrigger": false, "force": false}})
+        );
+        let n = normalize(&json!({"patch": {"target": {}, "body": {}}}));
+        assert_eq!(n["patch"]["strategy"], json!("apply"));
+    }
+
+    #[test]
+    fn plural_guess_matches_resource_watches() {
+        assert_eq!(guess_plural("SeldonDeployment"), "seldondeployments");
+        assert_eq!(guess_plural("Ingress"), "ingresses");
+        assert_eq!(guess_plural("NetworkPolicy"), "networkpolicies");
+        let refs = vec![ResourceRef::Resource(
+            crate::resource::ResourceArg::parse("seldondeployments.v1.machinelearning.seldon.io")
+                .unwrap(),
+        )];
+        assert!(allows(
+            &refs,
+            "machinelearning.seldon.io/v1",
+            "SeldonDeployment"
+        ));
+        assert!(!allows(
+            &refs,
+            "machinelearning.seldon.io/v2",
+            "SeldonDeployment"
+        ));
+    }
+}

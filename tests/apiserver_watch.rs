@@ -436,16 +436,14 @@ async fn watcher_relists_after_410_and_sees_changes_made_during_the_break() {
         .await
         .expect("secret");
     s.compact();
-    let err = tokio::time::timeout(Duration::from_secs(20), async {
-        loop {
-            match w.next().await.expect("open") {
-                Err(e) => return e,
-                Ok(ev) => panic!("unexpected event before the 410: {ev:?}"),
-            }
-        }
-    })
-    .await
-    .expect("410 in time");
+    let err = match tokio::time::timeout(Duration::from_secs(20), w.next())
+        .await
+        .expect("410 in time")
+        .expect("open")
+    {
+        Err(e) => e,
+        Ok(ev) => panic!("unexpected event before the 410: {ev:?}"),
+    };
     assert!(format!("{err:?}").contains("410"), "{err:?}");
     // The watcher is between watches now: change state before it relists.
     cms.create(&PostParams::default(), &cm("during-break", "1"))

@@ -85,7 +85,7 @@ fn parse_query(q: Option<&str>) -> HashMap<String, String> {
     out
 }
 
-fn header_str<'a>(h: &'a HeaderMap, name: header::HeaderName) -> &'a str {
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
     h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
 }
 

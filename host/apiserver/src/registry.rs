@@ -569,7 +569,7 @@ mod tests {
     #[test]
     fn version_order() {
         let mut v = vec!["v1alpha1", "v2", "v1beta1", "v1", "foo"];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|x| std::cmp::Reverse(version_priority(x)));
         assert_eq!(v, vec!["v2", "v1", "v1beta1", "v1alpha1", "foo"]);
     }
 }

@@ -19,7 +19,11 @@ fn trigger(name: &str, labels: Value, data: Value) -> Value {
 async fn conflicting_plugins_get_409_naming_both_managers_and_only_force_wins() {
     let env = Env::with_crds(false).await;
     let testkit = test_plugin("testkit");
-    for (name, value, force) in [("writer-a", "a", false), ("writer-b", "b", false), ("writer-f", "f", true)] {
+    for (name, value, force) in [
+        ("writer-a", "a", false),
+        ("writer-b", "b", false),
+        ("writer-f", "f", true),
+    ] {
         env.add_plugin(
             &testkit,
             name,
@@ -32,13 +36,19 @@ async fn conflicting_plugins_get_409_naming_both_managers_and_only_force_wins() 
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     env.create(
         &cms,
-        trigger("go", json!({"kubewasm.dev/test": "conflict"}), json!({"action": "write-shared"})),
+        trigger(
+            "go",
+            json!({"kubewasm.dev/test": "conflict"}),
+            json!({"action": "write-shared"}),
+        ),
     )
     .await;
 
     // The forcing writer ends up owning the field; the others never take it back.
     let shared = eventually("shared owned by writer-f", CONVERGE, || async {
-        get(&cms, "shared").await.filter(|o| o.data["data"]["key"] == json!("f"))
+        get(&cms, "shared")
+            .await
+            .filter(|o| o.data["data"]["key"] == json!("f"))
     })
     .await;
     let conflict = host
@@ -100,7 +110,12 @@ async fn a_crd_installed_after_start_is_watched_without_restart() {
                "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12"}}),
     )
     .await;
-    let monitors = env.api("monitoring.coreos.com/v1", "ServiceMonitor", "servicemonitors", Some("default"));
+    let monitors = env.api(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        Some("default"),
+    );
     eventually("ServiceMonitor late-monitor", CONVERGE, || async {
         get(&monitors, "late-monitor").await
     })
@@ -115,28 +130,47 @@ async fn a_watch_broken_by_410_relists_and_handles_changes_made_during_the_break
     let host = env.start_host(&[]);
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     let label = json!({"kubewasm.dev/testkit": "testkit"});
-    env.create(&cms, trigger("before", label.clone(), json!({"value": "1"}))).await;
-    eventually("before-out", CONVERGE, || async { get(&cms, "before-out").await }).await;
+    env.create(
+        &cms,
+        trigger("before", label.clone(), json!({"value": "1"})),
+    )
+    .await;
+    eventually("before-out", CONVERGE, || async {
+        get(&cms, "before-out").await
+    })
+    .await;
 
     // Break every watch, change things while nobody watches, and compact the history so
     // the host's resourceVersion is gone: its next watch gets 410 Gone.
     env.server.pause_watches();
-    env.create(&cms, trigger("during", label.clone(), json!({"value": "2"}))).await;
+    env.create(
+        &cms,
+        trigger("during", label.clone(), json!({"value": "2"})),
+    )
+    .await;
     let patch = json!({"data": {"value": "changed"}});
-    cms.patch("before", &Default::default(), &kube::api::Patch::Merge(&patch))
-        .await
-        .expect("patch during the break");
+    cms.patch(
+        "before",
+        &Default::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .expect("patch during the break");
     env.server.compact();
     env.server.resume_watches();
 
-    eventually("during-out", CONVERGE, || async { get(&cms, "during-out").await }).await;
+    eventually("during-out", CONVERGE, || async {
+        get(&cms, "during-out").await
+    })
+    .await;
     eventually("before-out updated", CONVERGE, || async {
         get(&cms, "before-out")
             .await
             .filter(|o| o.data["data"]["value"] == json!("changed"))
     })
     .await;
-    host.wait_log("a relist", |l| field(l, "message") == "relisted").await;
+    host.wait_log("a relist", |l| field(l, "message") == "relisted")
+        .await;
     assert_eq!(host.stop(), Some(0));
 }
 
@@ -150,15 +184,24 @@ async fn bad_plugins_and_bad_intents_are_reported_and_everything_else_keeps_flow
     let env = Env::with_crds(false).await;
     env.add_plugin(&test_plugin("testkit"), "testkit", None);
     std::fs::write(env.plugins.join("garbage.wasm"), "this is not wasm").unwrap();
-    std::fs::write(env.plugins.join("other-world.wasm"), other_world_component()).unwrap();
+    std::fs::write(
+        env.plugins.join("other-world.wasm"),
+        other_world_component(),
+    )
+    .unwrap();
     let host = env.start_host(&[]);
 
     for (file, reason) in [
         ("garbage.wasm", "not a WebAssembly component"),
-        ("other-world.wasm", "does not implement the kubewasm:plugin@0.1.0 world"),
+        (
+            "other-world.wasm",
+            "does not implement the kubewasm:plugin@0.1.0 world",
+        ),
     ] {
         let line = host
-            .wait_log(file, |l| field(l, "message") == "plugin rejected" && field(l, "error").contains(file))
+            .wait_log(file, |l| {
+                field(l, "message") == "plugin rejected" && field(l, "error").contains(file)
+            })
             .await;
         assert!(field(&line, "error").contains(reason), "{line}");
     }
@@ -170,17 +213,26 @@ async fn bad_plugins_and_bad_intents_are_reported_and_everything_else_keeps_flow
         ("bad-json", "invalid intent #0: object is not valid JSON"),
         ("no-kind", "invalid intent #0: kind is missing"),
         ("no-name", "invalid intent #0: metadata.name is missing"),
-        ("outside-grant", "intent #1 refused: no grant allows create on v1 Secret"),
+        (
+            "outside-grant",
+            "intent #1 refused: no grant allows create on v1 Secret",
+        ),
     ];
     for (action, _) in cases {
-        env.create(&cms, trigger(action, label.clone(), json!({"action": action}))).await;
+        env.create(
+            &cms,
+            trigger(action, label.clone(), json!({"action": action})),
+        )
+        .await;
     }
-    env.create(&cms, trigger("good", label.clone(), json!({"value": "ok"}))).await;
+    env.create(&cms, trigger("good", label.clone(), json!({"value": "ok"})))
+        .await;
 
     for (action, reason) in cases {
         let line = host
             .wait_log(&format!("failure of {action}"), |l| {
-                field(l, "message") == "event failed" && field(l, "object").ends_with(&format!("/{action}"))
+                field(l, "message") == "event failed"
+                    && field(l, "object").ends_with(&format!("/{action}"))
             })
             .await;
         assert_eq!(field(&line, "plugin"), "testkit", "{line}");
@@ -189,15 +241,23 @@ async fn bad_plugins_and_bad_intents_are_reported_and_everything_else_keeps_flow
     // Failed events are retried with backoff.
     eventually("trap retried", CONVERGE, || async {
         let n = host
-            .matching(|l| field(l, "message") == "event failed" && field(l, "object").ends_with("/trap"))
+            .matching(|l| {
+                field(l, "message") == "event failed" && field(l, "object").ends_with("/trap")
+            })
             .len();
         (n >= 2).then_some(())
     })
     .await;
     // Other objects keep flowing; nothing of a refused call was applied.
-    let good = eventually("good-out", CONVERGE, || async { get(&cms, "good-out").await }).await;
+    let good = eventually("good-out", CONVERGE, || async {
+        get(&cms, "good-out").await
+    })
+    .await;
     assert_eq!(good.data["data"]["value"], json!("ok"));
-    assert!(get(&cms, "outside-grant-out").await.is_none(), "part of a refused call was applied");
+    assert!(
+        get(&cms, "outside-grant-out").await.is_none(),
+        "part of a refused call was applied"
+    );
     let secrets = env.api("v1", "Secret", "secrets", Some("default"));
     assert!(get(&secrets, "outside-grant-secret").await.is_none());
     assert_eq!(host.stop(), Some(0));
@@ -210,13 +270,37 @@ async fn plugins_read_the_cache_but_only_what_they_watch() {
     let host = env.start_host(&[]);
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     let label = json!({"kubewasm.dev/testkit": "testkit"});
-    env.create(&cms, trigger("peer", label.clone(), json!({"action": "none-such"}))).await;
-    env.create(&cms, trigger("reader", label.clone(), json!({"action": "read"}))).await;
-    env.create(&cms, trigger("snoop", label.clone(), json!({"action": "read-secret"}))).await;
-    let read = eventually("reader-out", CONVERGE, || async { get(&cms, "reader-out").await }).await;
-    let listed = read.data["data"]["listed"].as_str().unwrap_or_default().to_string();
-    assert!(listed.contains("peer") && listed.contains("reader"), "{listed}");
-    let snoop = eventually("snoop-out", CONVERGE, || async { get(&cms, "snoop-out").await }).await;
+    env.create(
+        &cms,
+        trigger("peer", label.clone(), json!({"action": "none-such"})),
+    )
+    .await;
+    env.create(
+        &cms,
+        trigger("reader", label.clone(), json!({"action": "read"})),
+    )
+    .await;
+    env.create(
+        &cms,
+        trigger("snoop", label.clone(), json!({"action": "read-secret"})),
+    )
+    .await;
+    let read = eventually("reader-out", CONVERGE, || async {
+        get(&cms, "reader-out").await
+    })
+    .await;
+    let listed = read.data["data"]["listed"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        listed.contains("peer") && listed.contains("reader"),
+        "{listed}"
+    );
+    let snoop = eventually("snoop-out", CONVERGE, || async {
+        get(&cms, "snoop-out").await
+    })
+    .await;
     assert!(
         snoop.data["data"]["readError"]
             .as_str()

@@ -36,12 +36,21 @@ fn site_json() -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let wasm = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/plugins/contentsite-provisioner.wasm");
-    assert!(wasm.is_file(), "run plugins/build.sh first ({} missing)", wasm.display());
+    let wasm = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/plugins/contentsite-provisioner.wasm");
+    assert!(
+        wasm.is_file(),
+        "run plugins/build.sh first ({} missing)",
+        wasm.display()
+    );
     let object = site_json();
     eprintln!("event object: {} bytes", object.len());
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
     let engine = PluginEngine::new().unwrap();
     let load = |reuse: bool| {
         let options = LoadOptions {
@@ -64,17 +73,27 @@ fn bench(c: &mut Criterion) {
     group.bench_function("native", |b| {
         let settings = contentsite_provisioner::Settings::default();
         b.iter(|| {
-            let ev = kubewasm_sdk::Event::new(kubewasm_sdk::EventType::Added, "sites", object.as_str());
+            let ev =
+                kubewasm_sdk::Event::new(kubewasm_sdk::EventType::Added, "sites", object.as_str());
             let intents = contentsite_provisioner::handle_event(&ev, &settings).unwrap();
-            let out: Vec<String> = intents.iter().map(|i| serde_json::to_string(i).unwrap()).collect();
+            let out: Vec<String> = intents
+                .iter()
+                .map(|i| serde_json::to_string(i).unwrap())
+                .collect();
             assert_eq!(out.len(), 3);
             out
         })
     });
-    for (name, plugin) in [("wasm/reused-instance", &reused), ("wasm/fresh-instance", &fresh)] {
+    for (name, plugin) in [
+        ("wasm/reused-instance", &reused),
+        ("wasm/fresh-instance", &fresh),
+    ] {
         group.bench_function(name, |b| {
             b.to_async(&rt).iter(|| async {
-                let out = plugin.handle(&event, "ContentSite shop/blog", Arc::new(NoCluster)).await.unwrap();
+                let out = plugin
+                    .handle(&event, "ContentSite shop/blog", Arc::new(NoCluster))
+                    .await
+                    .unwrap();
                 assert_eq!(out.len(), 3);
                 out
             })

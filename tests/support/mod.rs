@@ -10,7 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
 use kubewasm_apiserver::{ApiServer, Config};
 use serde_json::Value;
 
@@ -22,14 +24,24 @@ pub fn root() -> PathBuf {
 /// A built example plugin (`plugins/build.sh`).
 pub fn example_plugin(name: &str) -> PathBuf {
     let p = root().join("target/plugins").join(format!("{name}.wasm"));
-    assert!(p.is_file(), "{} is missing: run plugins/build.sh (tests/run.sh does)", p.display());
+    assert!(
+        p.is_file(),
+        "{} is missing: run plugins/build.sh (tests/run.sh does)",
+        p.display()
+    );
     p
 }
 
 /// A built test plugin (`tests/plugins/build.sh`).
 pub fn test_plugin(name: &str) -> PathBuf {
-    let p = root().join("target/test-plugins").join(format!("{name}.wasm"));
-    assert!(p.is_file(), "{} is missing: run tests/plugins/build.sh (tests/run.sh does)", p.display());
+    let p = root()
+        .join("target/test-plugins")
+        .join(format!("{name}.wasm"));
+    assert!(
+        p.is_file(),
+        "{} is missing: run tests/plugins/build.sh (tests/run.sh does)",
+        p.display()
+    );
     p
 }
 
@@ -50,7 +62,9 @@ impl Env {
 
     /// Server up; the example CRDs applied when `crds`.
     pub async fn with_crds(crds: bool) -> Env {
-        let server = ApiServer::start(Config::default()).await.expect("start API server");
+        let server = ApiServer::start(Config::default())
+            .await
+            .expect("start API server");
         let client = Client::try_from(server.client_config()).expect("client");
         let dir = tempfile::tempdir().expect("tempdir");
         let plugins = dir.path().join("plugins");
@@ -95,7 +109,14 @@ impl Env {
             .arg(&self.plugins)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
-            .args(["--discovery-interval", "300ms", "--retry-base", "100ms", "--retry-max", "2s"])
+            .args([
+                "--discovery-interval",
+                "300ms",
+                "--retry-base",
+                "100ms",
+                "--retry-max",
+                "2s",
+            ])
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -103,9 +124,16 @@ impl Env {
     }
 
     /// `Api<DynamicObject>` for a kind.
-    pub fn api(&self, api_version: &str, kind: &str, plural: &str, ns: Option<&str>) -> Api<DynamicObject> {
+    pub fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        plural: &str,
+        ns: Option<&str>,
+    ) -> Api<DynamicObject> {
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-        let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
+        let ar =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural);
         match ns {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
@@ -115,15 +143,26 @@ impl Env {
     /// Create an object from JSON.
     pub async fn create(&self, api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
         let o: DynamicObject = serde_json::from_value(obj).expect("object");
-        api.create(&PostParams::default(), &o).await.expect("create")
+        api.create(&PostParams::default(), &o)
+            .await
+            .expect("create")
     }
 
     /// Apply a JSON object with server-side apply as `manager`.
-    pub async fn apply(&self, api: &Api<DynamicObject>, manager: &str, obj: Value) -> DynamicObject {
+    pub async fn apply(
+        &self,
+        api: &Api<DynamicObject>,
+        manager: &str,
+        obj: Value,
+    ) -> DynamicObject {
         let name = obj["metadata"]["name"].as_str().expect("name").to_string();
-        api.patch(&name, &PatchParams::apply(manager).force(), &Patch::Apply(&obj))
-            .await
-            .expect("apply")
+        api.patch(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .expect("apply")
     }
 }
 

@@ -29,6 +29,8 @@ pub struct App {
     pub server_address: String,
     /// Flips to true on shutdown; ends watches.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// True during a simulated watch outage ([`crate::ApiServer::pause_watches`]).
+    pub outage: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The axum router.
@@ -466,31 +468,40 @@ fn start_watch(
         .header(header::CACHE_CONTROL, "no-cache, private")
         .body(Body::from_stream(rx))
         .unwrap_or_default();
-    match app.store.watch(&t.info.gr(), from) {
-        Err(e) => {
-            // kube-apiserver answers 200 and one ERROR event (Status 410 Expired).
-            let line = watch::error_line(&e.to_status());
-            tokio::spawn(async move {
+    let bookmarks = truthy(q, "allowWatchBookmarks");
+    let timeout = q
+        .get("timeoutSeconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|s| *s > 0)
+        .map(Duration::from_secs);
+    let app = app.clone();
+    tokio::spawn(async move {
+        // During a simulated outage the request is held, like a partitioned server;
+        // it starts (or gets 410 Expired) once watches resume.
+        let mut outage = app.outage.clone();
+        let resumed = outage.wait_for(|down| !*down).await.map(|_| ()).is_ok();
+        if !resumed {
+            return;
+        }
+        match app.store.watch(&t.info.gr(), from) {
+            Err(e) => {
+                // kube-apiserver answers 200 and one ERROR event (Status 410 Expired).
                 use futures::SinkExt;
-                let _ = tx.send(Ok(line)).await;
-            });
+                let _ = tx.send(Ok(watch::error_line(&e.to_status()))).await;
+            }
+            Ok(start) => {
+                let req = WatchRequest {
+                    target: t,
+                    opts,
+                    bookmarks,
+                    send_initial_events: send_initial,
+                    timeout,
+                    bookmark_interval: app.bookmark_interval,
+                    output,
+                };
+                watch::run(req, start, tx, app.shutdown.clone(), app.outage.clone()).await;
+            }
         }
-        Ok(start) => {
-            let req = WatchRequest {
-                target: t,
-                opts,
-                bookmarks: truthy(q, "allowWatchBookmarks"),
-                send_initial_events: send_initial,
-                timeout: q
-                    .get("timeoutSeconds")
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .filter(|s| *s > 0)
-                    .map(Duration::from_secs),
-                bookmark_interval: app.bookmark_interval,
-                output,
-            };
-            tokio::spawn(watch::run(req, start, tx, app.shutdown.clone()));
-        }
-    }
+    });
     response
 }

@@ -81,6 +81,7 @@ pub struct ApiServer {
     token: Option<String>,
     store: Arc<store::Store>,
     stop: tokio::sync::watch::Sender<bool>,
+    outage: tokio::sync::watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -104,12 +105,14 @@ impl ApiServer {
         let url = format!("{scheme}://{host_port}");
         let store = store::Store::new(config.history_limit);
         let (stop, shutdown) = tokio::sync::watch::channel(false);
+        let (outage, outage_rx) = tokio::sync::watch::channel(false);
         let app = Arc::new(http::App {
             store: store.clone(),
             token: config.token.clone(),
             bookmark_interval: config.bookmark_interval,
             server_address: host_port,
             shutdown: shutdown.clone(),
+            outage: outage_rx,
         });
         let router = http::router(app);
         let acceptor = material
@@ -126,6 +129,7 @@ impl ApiServer {
             token: config.token,
             store,
             stop,
+            outage,
             tasks: vec![accept_task, gc_task],
         })
     }
@@ -178,6 +182,19 @@ impl ApiServer {
     /// Drops all watch history: a watch from any older resourceVersion now gets 410 Expired.
     pub fn compact(&self) {
         self.store.compact();
+    }
+
+    /// Simulates a watch outage (a partitioned or restarting server): closes every open
+    /// watch stream and holds new watch requests until [`ApiServer::resume_watches`].
+    /// Reads and writes keep working. With [`ApiServer::compact`] in between, clients
+    /// come back to `410 Gone` and must relist.
+    pub fn pause_watches(&self) {
+        self.outage.send_replace(true);
+    }
+
+    /// Ends a simulated watch outage; held watch requests proceed.
+    pub fn resume_watches(&self) {
+        self.outage.send_replace(false);
     }
 
     /// Stops serving and waits for the server tasks to end.

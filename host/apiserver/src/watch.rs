@@ -145,12 +145,14 @@ impl Ctx {
     }
 }
 
-/// Runs a watch, writing event lines into `tx` until timeout, lag, shutdown or disconnect.
+/// Runs a watch, writing event lines into `tx` until timeout, lag, shutdown, a simulated
+/// outage or disconnect.
 pub async fn run(
     req: WatchRequest,
     start: WatchStart,
     tx: Tx,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
+    mut outage: tokio::sync::watch::Receiver<bool>,
 ) {
     let WatchStart {
         initial,
@@ -204,6 +206,8 @@ pub async fn run(
                 }
             } => return,
             _ = shutdown.changed() => return,
+            // A simulated outage drops every open watch.
+            _ = async { outage.wait_for(|down| *down).await.map(|_| ()) } => return,
         }
     }
 }

@@ -175,7 +175,7 @@ def _decode_dataclass(cls: type, value: Any, strict: bool) -> Any:
             elif not _has_default(f):
                 raise DecodeError(
                     f"invalid length {i}, expected struct {cls.__name__} "
-                    f"with {len(fields)} elements"
+                    f"with {len(fields)} element{'' if len(fields) == 1 else 's'}"
                 )
         return cls(**kwargs)
     if not isinstance(value, dict):

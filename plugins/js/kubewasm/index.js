@@ -389,7 +389,7 @@ export function nowRfc3339() {
  * @returns {ObjectRef}
  */
 function toRef(target) {
-  if (isObject(target) && isObject(target.metadata)) return objectRef(target);
+  if (isObject(target) && isObject(/** @type {any} */ (target).metadata)) return objectRef(target);
   const r = /** @type {ObjectRef} */ (target);
   return ref(r.apiVersion, r.kind, r.namespace, r.name);
 }
@@ -584,6 +584,46 @@ export function validateManifest(m) {
     ids.add(w.id);
   }
   return undefined;
+}
+
+/**
+ * Whether the manifest's grants allow `i`, as the host checks it: `undefined` when allowed,
+ * else a message naming what is missing. Use it in tests to keep grants and intents in step.
+ * @param {Manifest} m
+ * @param {Intent} i
+ * @returns {string | undefined}
+ */
+export function permits(m, i) {
+  /** @type {ObjectRef} */
+  let target;
+  let verb;
+  let force = false;
+  if ('create' in i) {
+    target = objectRef(i.create.object);
+    verb = 'create';
+    force = !!i.create.force;
+  } else if ('patch' in i) {
+    target = i.patch.target;
+    verb = i.patch.status ? 'patch-status' : 'patch';
+    force = !!i.patch.force;
+  } else {
+    target = i.delete.target;
+    verb = 'delete';
+  }
+  const group = groupOf(target.apiVersion);
+  /** @param {string[]} list @param {string} v */
+  const anyOr = (list, v) => list.some((x) => x === '*' || x === v);
+  const ok = m.grants.some(
+    (g) =>
+      g.verbs.some((v) => VERBS[v] === verb) &&
+      anyOr(g.apiGroups, group) &&
+      anyOr(g.kinds, target.kind) &&
+      ((g.namespaces ?? []).length === 0 ||
+        (target.namespace !== undefined && g.namespaces.includes(target.namespace))) &&
+      (!force || g.allowForce),
+  );
+  if (ok) return undefined;
+  return `no grant allows ${verb}${force ? ' (forced)' : ''} on ${target.apiVersion} ${target.kind} in namespace ${target.namespace ?? '<cluster>'}`;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::Error;
-use crate::runtime::{CompiledPlugin, Limits, PluginEngine, plugin::compile};
+use crate::runtime::plugin::{InstancePolicy, compile};
+use crate::runtime::{CompiledPlugin, Limits, PluginEngine};
 
 /// How plugins are loaded.
 #[derive(Debug, Clone)]
@@ -104,8 +105,10 @@ pub async fn load_plugin(
         digest,
         settings,
         options.limits.clone(),
-        options.reuse_instances,
-        options.pool_size,
+        InstancePolicy {
+            reuse: options.reuse_instances,
+            pool_size: options.pool_size,
+        },
     )
     .await
 }

@@ -116,7 +116,7 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
             .ok_or_else(|| format!("expected (values) after {op} in {part:?}"))?;
         let values = inner
             .split(',')
-            .map(|v| label_value(v))
+            .map(label_value)
             .collect::<Result<Vec<_>, _>>()?;
         return Ok(if op == "in" {
             Requirement::In(key, values)

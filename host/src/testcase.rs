@@ -18,7 +18,7 @@ use crate::intent::{self, Action, RawIntent};
 use crate::manifest::Manifest;
 use crate::registry;
 use crate::resource::{ResourceRef, split_api_version};
-use crate::runtime::plugin::compile;
+use crate::runtime::plugin::{InstancePolicy, compile};
 use crate::runtime::{
     ClusterView, CompiledPlugin, EventType, Limits, PluginEngine, PluginEvent, ReadError,
 };
@@ -376,8 +376,10 @@ impl Loader {
             digest,
             settings,
             Limits::default(),
-            false,
-            1,
+            InstancePolicy {
+                reuse: false,
+                pool_size: 1,
+            },
         )
         .await
     }

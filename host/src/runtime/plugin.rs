@@ -55,6 +55,15 @@ pub struct PluginEvent {
     pub old_object: Option<Arc<str>>,
 }
 
+/// Whether instances are reused between calls, and how many are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InstancePolicy {
+    /// Keep instances after a successful call (a trapped one is always dropped).
+    pub reuse: bool,
+    /// Instances kept at most (one per concurrent call is enough).
+    pub pool_size: usize,
+}
+
 struct Instance {
     store: Store<PluginState>,
     bindings: Plugin,
@@ -131,9 +140,9 @@ impl CompiledPlugin {
         digest: String,
         settings: Option<String>,
         limits: Limits,
-        reuse: bool,
-        pool_size: usize,
+        instances: InstancePolicy,
     ) -> Result<Self, Error> {
+        let InstancePolicy { reuse, pool_size } = instances;
         let world_err = |reason: String| Error::World {
             path: path.to_path_buf(),
             reason,

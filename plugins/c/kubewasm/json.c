@@ -141,6 +141,13 @@ void json_buf_put_quoted(json_buf *b, const char *s, size_t n) {
         case '\r': esc = "\\r"; break;
         case '\t': esc = "\\t"; break;
         default:
+            if (c == 0xC0 && i + 1 < n && (unsigned char)s[i + 1] == 0x80) {
+                /* U+0000, held as C0 80 (see json.h) */
+                json_buf_put(b, s + start, i - start);
+                json_buf_put(b, "\\u0000", 6);
+                start = ++i + 1;
+                continue;
+            }
             if (c >= 0x20) continue;
             memcpy(u, "\\u00", 4);
             u[4] = hex[c >> 4];
@@ -205,10 +212,12 @@ typedef struct {
     const char *error;
 } parser;
 
+/* Records an error at the offending character p->pos (p->n at the end), located as
+ * serde_json does: line, and column = 1-based index of that character in its line. */
 static json *fail(parser *p, const char *msg) {
     if (!p->error) {
-        size_t line = 1, col = 0;
-        for (size_t i = 0; i < p->pos && i < p->n; i++) {
+        size_t line = 1, col = 0, end = p->pos + 1 < p->n ? p->pos + 1 : p->n;
+        for (size_t i = 0; i < end; i++) {
             if (p->s[i] == '\n') {
                 line++;
                 col = 0;
@@ -245,6 +254,7 @@ static json *parse_value(parser *p);
 
 static int hex4(parser *p, unsigned *out) {
     unsigned v = 0;
+    size_t start = p->pos;
     for (int i = 0; i < 4; i++) {
         if (p->pos >= p->n) {
             fail(p, "EOF while parsing a string");
@@ -256,6 +266,8 @@ static int hex4(parser *p, unsigned *out) {
         else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
         else if (c >= 'A' && c <= 'F') v |= (unsigned)(c - 'A' + 10);
         else {
+            /* serde_json reads all four characters first */
+            p->pos = start + 3 < p->n ? start + 3 : p->n;
             fail(p, "invalid escape");
             return 0;
         }
@@ -267,6 +279,10 @@ static int hex4(parser *p, unsigned *out) {
 static void put_utf8(json_buf *b, unsigned cp) {
     char t[4];
     size_t n;
+    if (cp == 0) {
+        json_buf_put(b, "\xC0\x80", 2); /* U+0000, held as C0 80 (see json.h) */
+        return;
+    }
     if (cp < 0x80) {
         t[0] = (char)cp;
         n = 1;
@@ -341,6 +357,7 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
             unsigned cp;
             if (!hex4(p, &cp)) return 0;
             if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                p->pos--;
                 fail(p, "lone leading surrogate in hex escape");
                 return 0;
             }
@@ -358,6 +375,7 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
                 p->pos += 2;
                 if (!hex4(p, &lo)) return 0;
                 if (lo < 0xDC00 || lo > 0xDFFF) {
+                    p->pos--;
                     fail(p, "lone leading surrogate in hex escape");
                     return 0;
                 }
@@ -367,6 +385,7 @@ static int parse_string(parser *p, char **out, size_t *out_len) {
             break;
         }
         default:
+            p->pos--;
             fail(p, "invalid escape");
             return 0;
         }
@@ -428,7 +447,7 @@ static json *parse_number(parser *p) {
         errno = 0;
         v->f = strtod(v->str, NULL);
         if (errno == ERANGE && (v->f > 1.0 || v->f < -1.0)) {
-            p->pos = start;
+            p->pos--;
             return fail(p, "number out of range");
         }
     }
@@ -453,6 +472,7 @@ static json *parse_array(parser *p) {
         p->pos++;
         return a;
     }
+    if (p->pos >= p->n) return fail(p, "EOF while parsing a list");
     for (;;) {
         json *item = parse_value(p);
         if (!item) return NULL;
@@ -461,7 +481,7 @@ static json *parse_array(parser *p) {
         if (p->pos >= p->n) return fail(p, "EOF while parsing a list");
         char c = p->s[p->pos++];
         if (c == ']') return a;
-        if (c != ',') return fail(p, "expected `,` or `]`");
+        if (c != ',') return p->pos--, fail(p, "expected `,` or `]`");
         skip_ws(p);
         if (p->pos < p->n && p->s[p->pos] == ']') return fail(p, "trailing comma");
     }
@@ -507,8 +527,9 @@ static json *parse_object(parser *p) {
         if (p->pos >= p->n) return fail(p, "EOF while parsing an object");
         char c = p->s[p->pos++];
         if (c == '}') return o;
-        if (c != ',') return fail(p, "expected `,` or `}`");
+        if (c != ',') return p->pos--, fail(p, "expected `,` or `}`");
         skip_ws(p);
+        if (p->pos >= p->n) return fail(p, "EOF while parsing a value");
     }
 }
 
@@ -544,7 +565,6 @@ json *json_parse(const char *text, size_t len, const char **error) {
     if (v) {
         skip_ws(&p);
         if (p.pos < p.n) {
-            p.pos++;
             v = fail(&p, "trailing characters");
         }
     }
@@ -746,8 +766,19 @@ json *json_uint(uint64_t u) {
 
 json *json_strn(const char *s, size_t n) {
     json *v = new_value(JSON_STRING);
-    v->str = json_strndup(s, n);
-    v->len = n;
+    if (memchr(s, 0, n)) {
+        json_buf b = {0};
+        json_buf_put(&b, "", 0);
+        for (size_t i = 0; i < n; i++) {
+            if (s[i]) json_buf_putc(&b, s[i]);
+            else json_buf_put(&b, "\xC0\x80", 2);
+        }
+        v->str = b.data;
+        v->len = b.len;
+    } else {
+        v->str = json_strndup(s, n);
+        v->len = n;
+    }
     return v;
 }
 

@@ -16,8 +16,10 @@
  *     that one (as serde_json's map does);
  *     json_len/json_key_at/json_value_at still see every member, in document order.
  *
- * Strings are NUL-terminated UTF-8; json_string_len gives the length for strings holding
- * "\u0000".
+ * Strings are NUL-terminated UTF-8. A U+0000 inside a string ("\u0000") is held as the two
+ * bytes C0 80 ("modified UTF-8", as Java does), so every string is a plain C string and
+ * survives strcmp, kw_fmt and copies; json_write turns it back into \u0000, and the kubewasm
+ * layer back into U+0000 when a string leaves the component.
  */
 #ifndef KUBEWASM_JSON_H
 #define KUBEWASM_JSON_H
@@ -84,7 +86,7 @@ const char *json_number_text(const json *v);
 
 /* The string, or NULL when v is not a string. */
 const char *json_string(const json *v);
-size_t json_string_len(const json *v);
+size_t json_string_len(const json *v); /* in bytes, U+0000 counting 2 */
 /* true when v is the string s (exact bytes). */
 bool json_string_is(const json *v, const char *s);
 
@@ -114,7 +116,7 @@ json *json_boolean(bool b);
 json *json_int(int64_t i);
 json *json_uint(uint64_t u);
 json *json_str(const char *s);                /* copies s; NULL s gives JSON null */
-json *json_strn(const char *s, size_t n);     /* copies n bytes */
+json *json_strn(const char *s, size_t n);     /* copies n bytes (NUL bytes become C0 80) */
 json *json_array(void);
 json *json_object(void);
 

@@ -16,3 +16,14 @@ cargo test --manifest-path plugins/Cargo.toml --quiet
 
 echo "== host, embedded API server, integration tests"
 cargo test --workspace --quiet
+
+echo "== conformance: every language's plugins against the reference cases"
+kubewasm="$root/target/debug/kubewasm"
+for dir in plugins/conformance/*/; do
+    scenario="$(basename "$dir")"
+    for wasm in target/plugins/"$scenario".wasm target/plugins-*/"$scenario".wasm; do
+        [ -f "$wasm" ] || continue
+        echo "-- $wasm"
+        "$kubewasm" --log warn test --plugin "$wasm" "$dir"
+    done
+done

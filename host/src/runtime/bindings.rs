@@ -7,5 +7,5 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use exports::kubewasm::plugin::handler;
-pub use kubewasm::plugin::types;
+pub use self::exports::kubewasm::plugin::handler;
+pub use self::kubewasm::plugin::types;

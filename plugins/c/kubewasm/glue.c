@@ -14,6 +14,7 @@
 #include "plugin.h"
 
 void kw__reset_event_cache(void);
+void kw__set_decode_source(const char *text, size_t len);
 
 /* ---------------------------------------------------------------- strings in and out */
 
@@ -86,9 +87,11 @@ static void end_call(void) {
 /* Settings as the Rust SDK reads them: none, empty or `null` give the defaults. */
 static bool load_settings(plugin_string_t *maybe) {
     json *settings = NULL;
+    const char *text = NULL;
+    size_t n = 0;
     if (maybe) {
-        const char *text = in_str(maybe);
-        size_t n = maybe->len;
+        text = json_strndup((const char *)maybe->ptr, maybe->len);
+        n = maybe->len;
         while (n && (*text == ' ' || *text == '\t' || *text == '\n' || *text == '\r')) text++, n--;
         while (n && (text[n - 1] == ' ' || text[n - 1] == '\t' || text[n - 1] == '\n' || text[n - 1] == '\r')) n--;
         if (n && !(n == 4 && memcmp(text, "null", 4) == 0)) {
@@ -97,7 +100,10 @@ static bool load_settings(plugin_string_t *maybe) {
             if (!settings) return kw_fail("invalid settings: %s", err);
         }
     }
-    if (kw_plugin_settings(settings)) return true;
+    kw__set_decode_source(text, n);
+    bool ok = kw_plugin_settings(settings);
+    kw__set_decode_source(NULL, 0);
+    if (ok) return true;
     if (!kw_failed()) kw_fail("rejected");
     return kw_fail_context("invalid settings");
 }

@@ -8,6 +8,7 @@
 typedef struct {
     char *key;
     size_t key_len;
+    size_t key_end; /* parsed: offset of the key's closing quote + 1 */
     json *value;
 } json_member;
 
@@ -23,6 +24,7 @@ struct json {
     size_t cap;
     json **items;
     json_member *members;
+    size_t end; /* parsed: offset just past the value's text; 0 for built values */
 };
 
 /* ------------------------------------------------------------------ arena */
@@ -82,6 +84,7 @@ char *json_strndup(const char *s, size_t n) {
 char *json_strdup(const char *s) { return json_strndup(s, s ? strlen(s) : 0); }
 
 static json *get_n(const json *o, const char *key, size_t n);
+static void object_append_at(json *o, char *key, size_t key_len, json *v, size_t key_end);
 
 /* ------------------------------------------------------------------ buffer */
 
@@ -488,6 +491,10 @@ static json *parse_array(parser *p) {
 }
 
 static void object_append(json *o, char *key, size_t key_len, json *v) {
+    object_append_at(o, key, key_len, v, 0);
+}
+
+static void object_append_at(json *o, char *key, size_t key_len, json *v, size_t key_end) {
     if (o->len == o->cap) {
         size_t cap = o->cap ? o->cap * 2 : 4;
         json_member *m = json_alloc(cap * sizeof *m);
@@ -498,6 +505,7 @@ static void object_append(json *o, char *key, size_t key_len, json *v) {
     o->members[o->len].key = key;
     o->members[o->len].key_len = key_len;
     o->members[o->len].value = v;
+    o->members[o->len].key_end = key_end;
     o->len++;
 }
 
@@ -516,13 +524,14 @@ static json *parse_object(parser *p) {
         char *key;
         size_t key_len;
         if (!parse_string(p, &key, &key_len)) return NULL;
+        size_t key_end = p->pos;
         skip_ws(p);
         if (p->pos >= p->n) return fail(p, "EOF while parsing an object");
         if (p->s[p->pos] != ':') return fail(p, "expected `:`");
         p->pos++;
         json *v = parse_value(p);
         if (!v) return NULL;
-        object_append(o, key, key_len, v);
+        object_append_at(o, key, key_len, v, key_end);
         skip_ws(p);
         if (p->pos >= p->n) return fail(p, "EOF while parsing an object");
         char c = p->s[p->pos++];
@@ -533,7 +542,15 @@ static json *parse_object(parser *p) {
     }
 }
 
+static json *parse_value_inner(parser *p);
+
 static json *parse_value(parser *p) {
+    json *v = parse_value_inner(p);
+    if (v) v->end = p->pos;
+    return v;
+}
+
+static json *parse_value_inner(parser *p) {
     skip_ws(p);
     if (p->pos >= p->n) return fail(p, "EOF while parsing a value");
     char c = p->s[p->pos];
@@ -866,4 +883,30 @@ json *json_clone(const json *v) {
                           v->members[i].key_len, json_clone(v->members[i].value));
     }
     return c;
+}
+
+/* ------------------------------------------------------------------ locations */
+
+size_t json_end_offset(const json *v) { return v ? v->end : 0; }
+
+size_t json_key_end_offset(const json *o, size_t i) {
+    return json_is_object(o) && i < o->len ? o->members[i].key_end : 0;
+}
+
+char *json_location(const char *text, size_t len, size_t end) {
+    size_t line = 1, col = 0;
+    for (size_t i = 0; i < end && i < len; i++) {
+        if (text[i] == '\n') {
+            line++;
+            col = 0;
+        } else {
+            col++;
+        }
+    }
+    json_buf b = {0};
+    json_buf_puts(&b, "line ");
+    json_buf_put_u64(&b, line);
+    json_buf_puts(&b, " column ");
+    json_buf_put_u64(&b, col);
+    return b.data;
 }

@@ -159,4 +159,14 @@ const char *json_buf_str(json_buf *b);
  * Escapes like serde_json: quote, backslash, control characters; nothing else. */
 char *json_write(const json *v, size_t *len);
 
+/* ---- locations (for error messages about parsed documents) ---- */
+
+/* Offset just past a parsed value's text / a parsed member's key (its closing quote); 0 for
+ * values built in code. */
+size_t json_end_offset(const json *v);
+size_t json_key_end_offset(const json *object, size_t i);
+/* "line L column C" of the character before offset end in text, as serde_json reports
+ * errors found after reading a token. */
+char *json_location(const char *text, size_t len, size_t end);
+
 #endif

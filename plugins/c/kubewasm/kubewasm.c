@@ -530,6 +530,25 @@ char *kw_now_rfc3339(void) {
 
 /* ================================================================ decoding settings */
 
+/* The settings text while kw_plugin_settings runs (set by glue.c): decode errors then end in
+ * " at line L column C", as serde_json's do when the Rust SDK decodes the settings text. */
+static const char *decode_src;
+static size_t decode_len;
+
+void kw__set_decode_source(const char *text, size_t len) {
+    decode_src = text;
+    decode_len = len;
+}
+
+static bool fail_at(size_t end, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    char *msg = vfmt(fmt, ap);
+    va_end(ap);
+    if (decode_src && end) return kw_fail("%s at %s", msg, json_location(decode_src, decode_len, end));
+    return kw_fail("%s", msg);
+}
+
 const char *kw_unexpected(const json *v) {
     switch (json_typeof(v)) {
     case JSON_NULL: return "null";
@@ -546,7 +565,8 @@ const char *kw_unexpected(const json *v) {
 
 bool kw_decode_struct(const json *v, const char *what, const char *const *fields, unsigned flags) {
     if (!v) return true;
-    if (!json_is_object(v)) return kw_fail("invalid type: %s, expected %s", kw_unexpected(v), what);
+    if (!json_is_object(v))
+        return fail_at(json_end_offset(v), "invalid type: %s, expected %s", kw_unexpected(v), what);
     for (size_t i = 0; i < json_len(v); i++) {
         const char *key = json_key_at(v, i);
         bool known = false;
@@ -566,11 +586,12 @@ bool kw_decode_struct(const json *v, const char *what, const char *const *fields
                     json_buf_putc(&b, '`');
                 }
             }
-            return kw_fail("%s", b.data);
+            return fail_at(json_key_end_offset(v, i), "%s", b.data);
         }
         if (known && (flags & KW_DENY_DUPLICATES)) {
             for (size_t j = 0; j < i; j++)
-                if (strcmp(json_key_at(v, j), key) == 0) return kw_fail("duplicate field `%s`", key);
+                if (strcmp(json_key_at(v, j), key) == 0)
+                    return fail_at(json_key_end_offset(v, i), "duplicate field `%s`", key);
         }
     }
     return true;
@@ -583,7 +604,8 @@ bool kw_decode_string(const json *obj, const char *key, bool nullable, const cha
         *out = NULL;
         return true;
     }
-    if (!json_is_string(v)) return kw_fail("invalid type: %s, expected a string", kw_unexpected(v));
+    if (!json_is_string(v))
+        return fail_at(json_end_offset(v), "invalid type: %s, expected a string", kw_unexpected(v));
     *out = json_string(v);
     return true;
 }
@@ -594,10 +616,10 @@ static bool decode_int(const json *obj, const char *key, bool nullable, int64_t 
     json *v = json_get(obj, key);
     if (!v || (nullable && json_is_null(v))) return true;
     if (!json_is_number(v) || json_number_kind(v) == JSON_NUM_FLOAT)
-        return kw_fail("invalid type: %s, expected %s", kw_unexpected(v), ty);
+        return fail_at(json_end_offset(v), "invalid type: %s, expected %s", kw_unexpected(v), ty);
     int64_t i;
     if (!json_as_i64(v, &i) || i < lo || i > hi)
-        return kw_fail("invalid value: integer `%s`, expected %s", json_number_text(v), ty);
+        return fail_at(json_end_offset(v), "invalid value: integer `%s`, expected %s", json_number_text(v), ty);
     *out = i;
     if (present) *present = true;
     return true;
@@ -624,10 +646,12 @@ bool kw_decode_i32(const json *obj, const char *key, bool nullable, int32_t *out
 bool kw_decode_string_map(const json *obj, const char *key, json **out) {
     json *v = json_get(obj, key);
     if (!v) return true;
-    if (!json_is_object(v)) return kw_fail("invalid type: %s, expected a map", kw_unexpected(v));
+    if (!json_is_object(v))
+        return fail_at(json_end_offset(v), "invalid type: %s, expected a map", kw_unexpected(v));
     for (size_t i = 0; i < json_len(v); i++) {
         json *x = json_value_at(v, i);
-        if (!json_is_string(x)) return kw_fail("invalid type: %s, expected a string", kw_unexpected(x));
+        if (!json_is_string(x))
+            return fail_at(json_end_offset(x), "invalid type: %s, expected a string", kw_unexpected(x));
     }
     *out = v;
     return true;

@@ -7,7 +7,7 @@
 #
 #   plugins/js/build.sh                  # all plugins
 #   plugins/js/build.sh mongodb-monitor  # just these
-#   OUT_DIR=target/plugins plugins/js/build.sh   # another output folder
+#   OUT_DIR=target/plugins plugins/js/build.sh   # another output folder (relative to cwd)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -15,7 +15,7 @@ root="$(cd "$here/../.." && pwd)"
 wit="$root/wit"
 world="plugin"
 out_dir="${OUT_DIR:-$root/target/plugins-js}"
-case "$out_dir" in /*) ;; *) out_dir="$root/$out_dir" ;; esac
+case "$out_dir" in /*) ;; *) out_dir="$PWD/$out_dir" ;; esac  # relative to the caller's cwd
 stage_root="$root/target/plugins-js-build"
 
 for tool in node npm sha256sum; do
@@ -46,6 +46,7 @@ else
 fi
 
 mkdir -p "$out_dir"
+out_dir="$(cd "$out_dir" && pwd)"
 for name in "${names[@]}"; do
     src="$here/$name"
     [ -f "$src/index.js" ] || { echo "error: $src/index.js not found" >&2; exit 1; }
@@ -71,8 +72,10 @@ for name in "${names[@]}"; do
         echo "$name: componentize-js $cjs_version"
         # Disable both http and fetch-event, or the component imports wasi:http.
         # No --aot: it needs the network.
-        "$componentize" "$stage/entry.js" --wit "$wit" --world-name "$world" \
-            --disable http fetch-event -o "$wasm.tmp"
+        # Run from the stage folder with a relative entry path: componentize-js mangles an
+        # absolute one when the caller's cwd is `/`.
+        (cd "$stage" && "$componentize" entry.js --wit "$wit" --world-name "$world" \
+            --disable http fetch-event -o "$wasm.tmp")
         mv "$wasm.tmp" "$wasm"
         echo "$inputs_hash" >"$hash_file"
     fi

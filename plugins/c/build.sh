@@ -100,7 +100,10 @@ for p in json.load(sys.stdin)["packages"]:
 fi
 
 # ---- Bindings for wit/plugin.wit.
-"$wit_bindgen" c --world plugin --out-dir "$bindings" "$root/wit" >/dev/null
+if ! log="$("$wit_bindgen" c --world plugin --out-dir "$bindings" "$root/wit" 2>&1)"; then
+    echo "$log" >&2
+    exit 1
+fi
 
 # ---- Plugins.
 cflags=(--target=wasm32-wasi -mexec-model=reactor -Oz -std=c11 -Wall -Wextra -Werror

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds every C plugin (plugins/c/<name>/, any folder holding .c files except kubewasm/) into
+# Builds every C plugin (plugins/c/<name>/: any folder holding .c files but kubewasm/ and tests/) into
 # target/plugins-c/<name>.wasm, with plugins/<name>/<name>.yaml (its settings) beside it.
 # Works from any directory.
 #
@@ -111,7 +111,7 @@ cflags=(--target=wasm32-wasi -mexec-model=reactor -Oz -std=c11 -Wall -Wextra -We
 built=()
 for dir in "$here"/*/; do
     name="$(basename "$dir")"
-    [ "$name" != kubewasm ] || continue
+    case "$name" in kubewasm | tests) continue ;; esac
     compgen -G "$dir*.c" >/dev/null || continue
     core="$build_dir/$name.core.wasm"
     clang "${cflags[@]}" "$dir"*.c "$here"/kubewasm/*.c "$bindings"/*.c \

@@ -2,8 +2,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use tokio::sync::mpsc;
@@ -18,7 +18,8 @@ use crate::dispatch::{Delivery, Handler, Queue, QueueConfig, QueueKey};
 use crate::grant;
 use crate::intent;
 use crate::manifest::Watch;
-use crate::registry::{self, LoadOptions};
+use crate::registry::{self, LoadOptions, Loader, PluginFile};
+use crate::reload;
 use crate::resource::ResourceRef;
 use crate::runtime::{CompiledPlugin, EventType, PluginEngine, PluginEvent};
 use crate::selector::{FieldSelector, LabelSelector};
@@ -35,6 +36,14 @@ pub struct HostConfig {
     pub watch: WatchConfig,
     /// Queue settings.
     pub queue: QueueConfig,
+    /// On-disk compiled-code cache; None keeps compiled code in memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// Quiet period after a change in the plugin directory before reloading; None: no
+    /// hot reload.
+    pub reload_debounce: Option<Duration>,
+    /// Rescan the plugin directory this often even without change notifications
+    /// (network filesystems); None: only on notifications.
+    pub rescan_interval: Option<Duration>,
 }
 
 /// A watch with its selectors parsed once, for routing.
@@ -92,16 +101,64 @@ impl Route {
     }
 }
 
-/// One plugin at work: the compiled plugin and its queue.
+/// The slot a plugin's queue workers read the current version from: a replaced plugin
+/// takes effect at the next event of each object, while running calls finish on the old one.
+type Slot = Arc<RwLock<Arc<CompiledPlugin>>>;
+
+/// One plugin at work.
+#[derive(Clone)]
 struct Active {
     plugin: Arc<CompiledPlugin>,
-    routes: Vec<Route>,
+    routes: Arc<Vec<Route>>,
     queue: Arc<Queue>,
+    slot: Slot,
+}
+
+/// The plugins at work. Immutable: a reload builds a new one and swaps it whole.
+#[derive(Clone, Default)]
+struct Environment {
+    plugins: BTreeMap<String, Active>,
+}
+
+impl Environment {
+    fn desired(&self) -> BTreeSet<ResourceRef> {
+        self.plugins
+            .values()
+            .flat_map(|a| {
+                let m = &a.plugin.manifest;
+                m.watches
+                    .iter()
+                    .map(|w| w.resource.clone())
+                    .chain(m.reads.iter().cloned())
+            })
+            .collect()
+    }
+}
+
+/// What the host knows about one file of the plugin directory.
+struct FileState {
+    /// Fingerprint of the last version looked at (loaded or rejected).
+    fingerprint: String,
+    /// The plugin this file currently serves (an older version when the newest was rejected).
+    serving: Option<String>,
+    /// Why the newest version was rejected.
+    rejected: Option<String>,
+}
+
+/// Status of the plugin directory, for logs, readiness and metrics.
+#[derive(Debug, Clone, Default)]
+pub struct PluginStatus {
+    /// Plugins at work: name → (version, file).
+    pub loaded: BTreeMap<String, (String, PathBuf)>,
+    /// Files whose newest version was rejected, with the reason.
+    pub rejected: BTreeMap<PathBuf, String>,
+    /// Reloads done (added, replaced or removed plugins).
+    pub reloads: u64,
 }
 
 /// Handles a plugin's deliveries: call, decode, check, apply.
 struct PluginHandler {
-    plugin: Arc<CompiledPlugin>,
+    slot: Slot,
     applier: Arc<Applier>,
     watches: Arc<WatchManager>,
     caches: Arc<Caches>,
@@ -109,8 +166,8 @@ struct PluginHandler {
 
 impl PluginHandler {
     /// Kinds the plugin may read: what it watches plus what it declared, once resolved.
-    fn view(&self) -> Arc<PluginView> {
-        let m = &self.plugin.manifest;
+    fn view(&self, plugin: &CompiledPlugin) -> Arc<PluginView> {
+        let m = &plugin.manifest;
         let allowed: HashSet<_> = m
             .watches
             .iter()
@@ -122,8 +179,8 @@ impl PluginHandler {
         Arc::new(PluginView::new(self.caches.clone(), allowed))
     }
 
-    async fn run(&self, d: &Delivery) -> Result<usize, Error> {
-        let name = self.plugin.name().to_string();
+    async fn run(&self, plugin: &CompiledPlugin, d: &Delivery) -> Result<usize, Error> {
+        let name = plugin.name().to_string();
         let object = d.object.describe();
         let event = PluginEvent {
             event_type: d.event_type,
@@ -132,9 +189,8 @@ impl PluginHandler {
             old_object: d.old.as_ref().map(|o| o.json.clone()),
         };
         let started = Instant::now();
-        let raw = self
-            .plugin
-            .handle(&event, &object, self.view())
+        let raw = plugin
+            .handle(&event, &object, self.view(plugin))
             .await
             .map_err(|kind| Error::Call {
                 plugin: name.clone(),
@@ -143,7 +199,7 @@ impl PluginHandler {
         tracing::debug!(plugin = %name, object = %object, intents = raw.len(), took = ?started.elapsed(), "plugin returned");
 
         // Validate everything before writing anything: a call is applied whole or not at all.
-        let max = self.plugin.limits.max_intent_bytes;
+        let max = plugin.limits.max_intent_bytes;
         let mut prepared = Vec::with_capacity(raw.len());
         for (index, r) in raw.into_iter().enumerate() {
             let decoded = intent::decode(r, max).map_err(|reason| Error::InvalidIntent {
@@ -168,7 +224,7 @@ impl PluginHandler {
                     });
                 }
             };
-            grant::check(&self.plugin.manifest, &p.access()).map_err(|reason| Error::Refused {
+            grant::check(&plugin.manifest, &p.access()).map_err(|reason| Error::Refused {
                 plugin: name.clone(),
                 index,
                 reason,
@@ -176,7 +232,7 @@ impl PluginHandler {
             prepared.push(p);
         }
 
-        let manager = self.plugin.manifest.field_manager();
+        let manager = plugin.manifest.field_manager();
         for p in &prepared {
             match self.applier.execute(&manager, p).await {
                 Ok(Outcome::Written { resource_version }) => tracing::info!(
@@ -205,10 +261,15 @@ impl PluginHandler {
 
 impl Handler for PluginHandler {
     async fn handle(&self, d: &Delivery) -> Result<(), Error> {
-        let name = self.plugin.name();
+        // The version current when the event starts handles it, start to finish.
+        let plugin = match self.slot.read() {
+            Ok(p) => p.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let name = plugin.name();
         let object = d.object.describe();
-        tracing::info!(plugin = name, event = d.event_type.as_str(), watch = %d.watch_id, object = %object, "event");
-        match self.run(d).await {
+        tracing::info!(plugin = name, version = %plugin.manifest.version, event = d.event_type.as_str(), watch = %d.watch_id, object = %object, "event");
+        match self.run(&plugin, d).await {
             Ok(_) => Ok(()),
             Err(e) => {
                 let retry = e.is_retryable();
@@ -219,127 +280,464 @@ impl Handler for PluginHandler {
     }
 }
 
+/// Everything the host's tasks share.
+struct Shared {
+    dir: PathBuf,
+    loader: Loader,
+    queue_config: QueueConfig,
+    applier: Arc<Applier>,
+    caches: Arc<Caches>,
+    watches: Arc<WatchManager>,
+    env: RwLock<Arc<Environment>>,
+    files: tokio::sync::Mutex<BTreeMap<PathBuf, FileState>>,
+    workers: Mutex<Vec<JoinSet<()>>>,
+    status: RwLock<PluginStatus>,
+    loaded_once: std::sync::atomic::AtomicBool,
+}
+
+enum Change {
+    Added(String),
+    Replaced(String),
+}
+
+impl Shared {
+    fn env(&self) -> Arc<Environment> {
+        match self.env.read() {
+            Ok(e) => e.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn new_active(&self, plugin: Arc<CompiledPlugin>) -> Active {
+        let name = plugin.name().to_string();
+        let slot: Slot = Arc::new(RwLock::new(plugin.clone()));
+        let queue = Queue::new(name, self.queue_config.clone());
+        let handler = Arc::new(PluginHandler {
+            slot: slot.clone(),
+            applier: self.applier.clone(),
+            watches: self.watches.clone(),
+            caches: self.caches.clone(),
+        });
+        let set = queue.spawn(handler);
+        if let Ok(mut w) = self.workers.lock() {
+            w.push(set);
+        }
+        Active {
+            routes: Arc::new(plugin.manifest.watches.iter().map(Route::new).collect()),
+            plugin,
+            queue,
+            slot,
+        }
+    }
+
+    /// Bring the running plugins in line with the plugin directory. A file that changed is
+    /// loaded and validated first; only a good version replaces the running one.
+    async fn reconcile(&self) {
+        let mut files = self.files.lock().await;
+        let listing = match registry::plugin_files(&self.dir) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list the plugin directory; keeping the running plugins");
+                return;
+            }
+        };
+        let mut env = (*self.env()).clone();
+        let mut changes = Vec::new();
+        let mut removed = Vec::new();
+
+        for path in &listing {
+            let file = match PluginFile::read(path) {
+                Ok(f) => f,
+                Err(e) => {
+                    // Unreadable now (e.g. mid-write, or bad settings): keep what runs.
+                    let fp = format!("unreadable: {e}");
+                    let state = files.entry(path.clone()).or_insert(FileState {
+                        fingerprint: String::new(),
+                        serving: None,
+                        rejected: None,
+                    });
+                    if state.fingerprint != fp {
+                        tracing::error!(error = %e, still_serving = ?state.serving, "plugin rejected");
+                        state.fingerprint = fp;
+                        state.rejected = Some(e.to_string());
+                    }
+                    continue;
+                }
+            };
+            let fp = file.fingerprint();
+            if files.get(path).is_some_and(|s| s.fingerprint == fp) {
+                continue;
+            }
+            let loaded = self.loader.load(file).await;
+            let state = files.entry(path.clone()).or_insert(FileState {
+                fingerprint: String::new(),
+                serving: None,
+                rejected: None,
+            });
+            state.fingerprint = fp;
+            let loaded = match loaded {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::error!(error = %e, still_serving = ?state.serving, "plugin rejected");
+                    state.rejected = Some(e.to_string());
+                    continue;
+                }
+            };
+            let name = loaded.plugin.name().to_string();
+            if let Some(owner) = env.plugins.get(&name)
+                && owner.plugin.path != *path
+            {
+                let e = Error::DuplicateName {
+                    path: path.clone(),
+                    name: name.clone(),
+                    other: owner.plugin.path.clone(),
+                };
+                tracing::error!(error = %e, "plugin rejected");
+                state.rejected = Some(e.to_string());
+                continue;
+            }
+            state.rejected = None;
+            let plugin = Arc::new(loaded.plugin);
+            let how = loaded.source.as_str();
+            if let Some(old_name) = state.serving.clone().filter(|n| *n != name)
+                && let Some(old) = env.plugins.remove(&old_name)
+            {
+                removed.push(old);
+                tracing::info!(plugin = %old_name, file = %path.display(), "plugin renamed to {name}");
+            }
+            match env.plugins.get_mut(&name) {
+                Some(active) => {
+                    let old_version = active.plugin.manifest.version.clone();
+                    active.plugin = plugin.clone();
+                    active.routes =
+                        Arc::new(plugin.manifest.watches.iter().map(Route::new).collect());
+                    tracing::info!(plugin = %name, from = %old_version, to = %plugin.manifest.version,
+                        how, took = ?loaded.took, file = %path.display(), "plugin replaced");
+                    changes.push(Change::Replaced(name.clone()));
+                }
+                None => {
+                    tracing::info!(plugin = %name, version = %plugin.manifest.version, how,
+                        took = ?loaded.took, file = %path.display(),
+                        watches = plugin.manifest.watches.len(), "plugin loaded");
+                    env.plugins.insert(name.clone(), self.new_active(plugin));
+                    changes.push(Change::Added(name.clone()));
+                }
+            }
+            state.serving = Some(name);
+        }
+
+        // Files that disappeared take their plugin with them.
+        let gone: Vec<PathBuf> = files
+            .keys()
+            .filter(|p| !listing.contains(p))
+            .cloned()
+            .collect();
+        for path in gone {
+            if let Some(state) = files.remove(&path)
+                && let Some(name) = state.serving
+                && let Some(active) = env.plugins.remove(&name)
+            {
+                tracing::info!(plugin = %name, version = %active.plugin.manifest.version, file = %path.display(), "plugin removed");
+                removed.push(active);
+            }
+        }
+
+        let nothing_changed = changes.is_empty() && removed.is_empty();
+        if !nothing_changed {
+            // Swap first, then point the slots of replaced plugins at their new versions.
+            for change in &changes {
+                if let Change::Replaced(name) = change
+                    && let Some(active) = env.plugins.get(name)
+                    && let Ok(mut slot) = active.slot.write()
+                {
+                    *slot = active.plugin.clone();
+                }
+            }
+            let env = Arc::new(env);
+            if let Ok(mut e) = self.env.write() {
+                *e = env.clone();
+            }
+            self.watches.set_desired(env.desired());
+            for active in &removed {
+                active.queue.close();
+            }
+            self.replay(&env, &changes);
+            let digests: HashSet<String> = env
+                .plugins
+                .values()
+                .map(|a| a.plugin.digest.clone())
+                .collect();
+            self.loader.retain(&digests);
+        }
+        self.publish_status(&files, nothing_changed);
+        self.loaded_once
+            .store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// New plugins see the objects already cached (as `added`); replaced ones get every
+    /// object again (as `resync`) so the new version's output converges everywhere. Objects
+    /// of kinds not cached yet arrive through their watcher's initial list.
+    fn replay(&self, env: &Environment, changes: &[Change]) {
+        for change in changes {
+            let (name, event_type) = match change {
+                Change::Added(n) => (n, EventType::Added),
+                Change::Replaced(n) => (n, EventType::Resync),
+            };
+            let Some(active) = env.plugins.get(name) else {
+                continue;
+            };
+            for route in active.routes.iter() {
+                let Some(res) = self.watches.resolved(&route.resource) else {
+                    continue;
+                };
+                let Some(cache) = self.caches.get(&res.type_ref()) else {
+                    continue;
+                };
+                if !cache.is_synced() {
+                    continue;
+                }
+                for obj in cache.snapshot() {
+                    if !route.selects(&obj) {
+                        continue;
+                    }
+                    active.queue.push(
+                        QueueKey {
+                            watch_id: route.id.clone(),
+                            object: obj.key(),
+                        },
+                        Delivery {
+                            watch_id: route.id.clone(),
+                            event_type,
+                            object: obj,
+                            old: None,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn publish_status(&self, files: &BTreeMap<PathBuf, FileState>, unchanged: bool) {
+        let env = self.env();
+        if let Ok(mut st) = self.status.write() {
+            st.loaded = env
+                .plugins
+                .iter()
+                .map(|(n, a)| {
+                    (
+                        n.clone(),
+                        (a.plugin.manifest.version.clone(), a.plugin.path.clone()),
+                    )
+                })
+                .collect();
+            st.rejected = files
+                .iter()
+                .filter_map(|(p, s)| s.rejected.clone().map(|r| (p.clone(), r)))
+                .collect();
+            if !unchanged {
+                st.reloads += 1;
+            }
+        }
+    }
+
+    /// Route one watch event to every plugin whose watch selects it.
+    fn route(&self, ev: &WatchEvent) {
+        let env = self.env();
+        for a in env.plugins.values() {
+            for route in a.routes.iter() {
+                let Some(res) = self.watches.resolved(&route.resource) else {
+                    continue;
+                };
+                if res.key() != ev.resource {
+                    continue;
+                }
+                let Some(event_type) = route.event_for(ev) else {
+                    continue;
+                };
+                a.queue.push(
+                    QueueKey {
+                        watch_id: route.id.clone(),
+                        object: ev.object.key(),
+                    },
+                    Delivery {
+                        watch_id: route.id.clone(),
+                        event_type,
+                        object: ev.object.clone(),
+                        old: if event_type == EventType::Modified {
+                            ev.old.clone()
+                        } else {
+                            None
+                        },
+                    },
+                );
+            }
+        }
+    }
+}
+
 /// A running host. Build with [`Host::start`], stop with [`Host::shutdown`].
 pub struct Host {
+    shared: Arc<Shared>,
     cancel: CancellationToken,
-    router: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
     manager_task: tokio::task::JoinHandle<()>,
     manager_cancel: CancellationToken,
-    queues: Vec<Arc<Queue>>,
-    workers: Vec<JoinSet<()>>,
-    /// The watch manager (readiness, resolved resources).
-    pub watches: Arc<WatchManager>,
-    /// Names of the loaded plugins.
-    pub plugins: Vec<String>,
+    _dir_watch: Option<reload::DirWatch>,
 }
 
 impl Host {
-    /// Load the plugins, start the watches and dispatch. Bad plugin files are logged and
-    /// skipped; only an unreadable plugin directory or a broken engine is an error.
+    /// Load the plugins, start the watches and dispatch, and (when configured) follow the
+    /// plugin directory. Bad plugin files are logged and skipped; only an unreadable plugin
+    /// directory or a broken engine is an error.
     pub async fn start(client: Client, config: HostConfig) -> Result<Host, Error> {
-        let engine = PluginEngine::new()?;
-        let set = registry::load_dir(&engine, &config.plugins_dir, &config.load).await?;
-        if set.plugins.is_empty() {
-            tracing::warn!(dir = %config.plugins_dir.display(), "no plugins loaded");
+        if !config.plugins_dir.is_dir() {
+            return Err(Error::Io {
+                context: format!("plugin directory {}", config.plugins_dir.display()),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
+            });
         }
+        let engine = PluginEngine::new()?;
+        let loader = Loader::new(engine, config.load.clone(), config.cache_dir.as_deref())?;
         let discovery = Arc::new(Discovery::new(client.clone()));
         let caches = Arc::new(Caches::default());
         let applier = Arc::new(Applier::new(client.clone(), discovery.clone()));
         let (tx, mut rx) = mpsc::channel::<WatchEvent>(4096);
         let watches =
             WatchManager::new(client, discovery, caches.clone(), config.watch.clone(), tx);
-
-        let mut desired = BTreeSet::new();
-        let mut active: BTreeMap<String, Active> = BTreeMap::new();
-        let mut workers = Vec::new();
-        for (name, plugin) in &set.plugins {
-            let m = &plugin.manifest;
-            desired.extend(m.watches.iter().map(|w| w.resource.clone()));
-            desired.extend(m.reads.iter().cloned());
-            let queue = Queue::new(name.clone(), config.queue.clone());
-            let handler = Arc::new(PluginHandler {
-                plugin: plugin.clone(),
-                applier: applier.clone(),
-                watches: watches.clone(),
-                caches: caches.clone(),
-            });
-            workers.push(queue.spawn(handler));
-            active.insert(
-                name.clone(),
-                Active {
-                    plugin: plugin.clone(),
-                    routes: m.watches.iter().map(Route::new).collect(),
-                    queue,
-                },
-            );
-        }
-        watches.set_desired(desired);
-        let manager_cancel = CancellationToken::new();
-        let manager_task = tokio::spawn(watches.clone().run(manager_cancel.clone()));
-
-        let cancel = CancellationToken::new();
-        let queues: Vec<_> = active.values().map(|a| a.queue.clone()).collect();
-        let router_watches = watches.clone();
-        let router_cancel = cancel.clone();
-        let router = tokio::spawn(async move {
-            loop {
-                let ev = tokio::select! {
-                    _ = router_cancel.cancelled() => break,
-                    ev = rx.recv() => match ev { Some(ev) => ev, None => break },
-                };
-                for a in active.values() {
-                    for route in &a.routes {
-                        let Some(res) = router_watches.resolved(&route.resource) else {
-                            continue;
-                        };
-                        if res.key() != ev.resource {
-                            continue;
-                        }
-                        let Some(event_type) = route.event_for(&ev) else {
-                            continue;
-                        };
-                        let key = QueueKey {
-                            watch_id: route.id.clone(),
-                            object: ev.object.key(),
-                        };
-                        let delivery = Delivery {
-                            watch_id: route.id.clone(),
-                            event_type,
-                            object: ev.object.clone(),
-                            old: if event_type == EventType::Modified {
-                                ev.old.clone()
-                            } else {
-                                None
-                            },
-                        };
-                        tracing::trace!(plugin = a.plugin.name(), "queued");
-                        a.queue.push(key, delivery);
-                    }
-                }
-            }
+        let shared = Arc::new(Shared {
+            dir: config.plugins_dir.clone(),
+            loader,
+            queue_config: config.queue.clone(),
+            applier,
+            caches,
+            watches: watches.clone(),
+            env: RwLock::new(Arc::new(Environment::default())),
+            files: tokio::sync::Mutex::new(BTreeMap::new()),
+            workers: Mutex::new(Vec::new()),
+            status: RwLock::new(PluginStatus::default()),
+            loaded_once: std::sync::atomic::AtomicBool::new(false),
         });
 
+        // Follow the directory from before the first scan, so no change slips between them.
+        let dir_watch = match config.reload_debounce {
+            Some(debounce) => Some(reload::watch_dir(&config.plugins_dir, debounce)?),
+            None => None,
+        };
+        shared.reconcile().await;
+        if shared.env().plugins.is_empty() {
+            tracing::warn!(dir = %config.plugins_dir.display(), "no plugins loaded");
+        }
+
+        let manager_cancel = CancellationToken::new();
+        let manager_task = tokio::spawn(watches.run(manager_cancel.clone()));
+        let cancel = CancellationToken::new();
+        let mut tasks = Vec::new();
+
+        let router_shared = shared.clone();
+        let router_cancel = cancel.clone();
+        tasks.push(tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = router_cancel.cancelled() => break,
+                    ev = rx.recv() => match ev {
+                        Some(ev) => router_shared.route(&ev),
+                        None => break,
+                    },
+                }
+            }
+        }));
+
+        let (dir_watch, notifications) = match dir_watch {
+            Some((w, rx)) => (Some(w), Some(rx)),
+            None => (None, None),
+        };
+        if notifications.is_some() || config.rescan_interval.is_some() {
+            let reload_shared = shared.clone();
+            let reload_cancel = cancel.clone();
+            let mut notifications = notifications;
+            let rescan = config.rescan_interval;
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    tokio::select! {
+                        _ = reload_cancel.cancelled() => break,
+                        n = async {
+                            match notifications.as_mut() {
+                                Some(rx) => rx.recv().await,
+                                None => std::future::pending().await,
+                            }
+                        } => if n.is_none() { break },
+                        _ = async {
+                            match rescan {
+                                Some(d) => tokio::time::sleep(d).await,
+                                None => std::future::pending().await,
+                            }
+                        } => {}
+                    }
+                    reload_shared.reconcile().await;
+                }
+            }));
+        }
+
         Ok(Host {
+            shared,
             cancel,
-            router,
+            tasks,
             manager_task,
             manager_cancel,
-            queues,
-            workers,
-            watches,
-            plugins: set.plugins.keys().cloned().collect(),
+            _dir_watch: dir_watch,
         })
+    }
+
+    /// Names of the plugins at work.
+    pub fn plugins(&self) -> Vec<String> {
+        self.shared.env().plugins.keys().cloned().collect()
+    }
+
+    /// Plugins, rejected files and reload count.
+    pub fn status(&self) -> PluginStatus {
+        self.shared
+            .status
+            .read()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    /// Ready: the plugin directory was loaded once and every watched resource is served
+    /// and its cache synced.
+    pub fn ready(&self) -> bool {
+        self.shared
+            .loaded_once
+            .load(std::sync::atomic::Ordering::Acquire)
+            && self.shared.watches.ready()
+    }
+
+    /// Events waiting per plugin.
+    pub fn queue_depths(&self) -> BTreeMap<String, usize> {
+        self.shared
+            .env()
+            .plugins
+            .iter()
+            .map(|(n, a)| (n.clone(), a.queue.depth()))
+            .collect()
     }
 
     /// Stop taking events, let in-flight calls and applies finish, stop the watches.
     pub async fn shutdown(self) {
         self.cancel.cancel();
-        let _ = self.router.await;
-        for q in &self.queues {
-            q.close();
+        for t in self.tasks {
+            let _ = t.await;
         }
-        for mut w in self.workers {
-            while w.join_next().await.is_some() {}
+        for a in self.shared.env().plugins.values() {
+            a.queue.close();
+        }
+        let sets = self
+            .shared
+            .workers
+            .lock()
+            .map(|mut w| std::mem::take(&mut *w))
+            .unwrap_or_default();
+        for mut set in sets {
+            while set.join_next().await.is_some() {}
         }
         self.manager_cancel.cancel();
         let _ = self.manager_task.await;

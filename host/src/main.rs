@@ -107,6 +107,21 @@ struct HostArgs {
     /// Instantiate a fresh instance for every event instead of reusing instances.
     #[arg(long)]
     fresh_instances: bool,
+    /// Keep compiled plugins here, so restarts and reloads of known plugins skip
+    /// compilation (keyed by content hash and engine version; must be writable only by
+    /// the host).
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Quiet period after a change in the plugin directory before reloading it.
+    #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
+    reload_debounce: Duration,
+    /// Do not follow the plugin directory: load it once at start.
+    #[arg(long)]
+    no_reload: bool,
+    /// Also rescan the plugin directory this often, for filesystems without change
+    /// notifications (0 disables).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    rescan_interval: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -160,6 +175,10 @@ impl HostArgs {
                 retry_base: self.retry_base,
                 retry_max: self.retry_max,
             },
+            cache_dir: self.cache_dir.clone(),
+            reload_debounce: (!self.no_reload).then_some(self.reload_debounce),
+            rescan_interval: (!self.no_reload && !self.rescan_interval.is_zero())
+                .then_some(self.rescan_interval),
         })
     }
 }
@@ -229,7 +248,7 @@ async fn shutdown_signal() {
 
 async fn run_host(client: kube::Client, config: HostConfig) -> Result<()> {
     let host = Host::start(client, config).await?;
-    tracing::info!(plugins = ?host.plugins, "host running; Ctrl-C to stop");
+    tracing::info!(plugins = ?host.plugins(), "host running; Ctrl-C to stop");
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight events");
     host.shutdown().await;

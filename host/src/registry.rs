@@ -1,16 +1,20 @@
-//! The plugin registry: reads a plugin directory into an immutable [`PluginSet`].
+//! The plugin registry: the plugin directory's layout, and loading plugin files through
+//! the compiled-code cache.
 //!
 //! A plugin is `NAME.wasm`, optionally with settings in `NAME.yaml`, `NAME.yml` or
 //! `NAME.json` beside it. Hidden entries (Kubernetes volume internals such as `..data`)
 //! are skipped; symlinks are followed, so ConfigMap and Secret volumes work.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
 
 use crate::Error;
+use wasmtime::component::Component;
+
+use crate::runtime::codecache::{CodeCache, Source};
 use crate::runtime::plugin::{InstancePolicy, compile};
 use crate::runtime::{CompiledPlugin, Limits, PluginEngine};
 
@@ -33,15 +37,6 @@ impl Default for LoadOptions {
             pool_size: 4,
         }
     }
-}
-
-/// Every loaded plugin, by name. Immutable: a reload builds a new set.
-#[derive(Default)]
-pub struct PluginSet {
-    /// Plugins by manifest name.
-    pub plugins: BTreeMap<String, Arc<CompiledPlugin>>,
-    /// Files that were rejected, with the reason.
-    pub rejected: Vec<(PathBuf, Error)>,
 }
 
 /// The plugin files in `dir`, sorted.
@@ -85,72 +80,145 @@ pub fn read_settings(wasm: &Path) -> Result<Option<String>, Error> {
     Ok(None)
 }
 
-/// Read, compile, link and describe one plugin file.
+/// A plugin file as read from disk: its bytes, settings, and a fingerprint of both.
+pub struct PluginFile {
+    /// The `.wasm` path.
+    pub path: PathBuf,
+    /// The component bytes.
+    pub bytes: Vec<u8>,
+    /// sha256 of the bytes, hex.
+    pub digest: String,
+    /// The settings as JSON text.
+    pub settings: Option<String>,
+}
+
+impl PluginFile {
+    /// Read a plugin and its settings.
+    pub fn read(path: &Path) -> Result<Self, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let settings = read_settings(path)?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        Ok(PluginFile {
+            path: path.to_path_buf(),
+            bytes,
+            digest,
+            settings,
+        })
+    }
+
+    /// Changes when the component or its settings change.
+    pub fn fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(self.digest.as_bytes());
+        h.update(self.settings.as_deref().unwrap_or("").as_bytes());
+        hex::encode(h.finalize())
+    }
+}
+
+/// A loaded plugin and how it was obtained.
+pub struct Loaded {
+    /// The plugin.
+    pub plugin: CompiledPlugin,
+    /// Compiled now or taken from the code cache.
+    pub source: Source,
+    /// Time from file bytes to a described plugin.
+    pub took: std::time::Duration,
+}
+
+/// Compiles and links plugins, through an in-memory and an optional on-disk code cache.
+pub struct Loader {
+    engine: PluginEngine,
+    options: LoadOptions,
+    disk: Option<CodeCache>,
+    memory: Mutex<HashMap<String, Component>>,
+}
+
+impl Loader {
+    /// A loader; `cache_dir` enables the on-disk compiled-code cache.
+    pub fn new(
+        engine: PluginEngine,
+        options: LoadOptions,
+        cache_dir: Option<&Path>,
+    ) -> Result<Self, Error> {
+        let disk = cache_dir.map(|d| CodeCache::new(d, &engine)).transpose()?;
+        Ok(Loader {
+            engine,
+            options,
+            disk,
+            memory: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The engine plugins are compiled with.
+    pub fn engine(&self) -> &PluginEngine {
+        &self.engine
+    }
+
+    /// Compile (or fetch from cache), link, describe and validate.
+    pub async fn load(&self, file: PluginFile) -> Result<Loaded, Error> {
+        let started = std::time::Instant::now();
+        let cached = self
+            .memory
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&file.digest).cloned())
+            .or_else(|| {
+                self.disk
+                    .as_ref()
+                    .and_then(|d| d.get(&self.engine, &file.digest))
+            });
+        let (component, source) = match cached {
+            Some(c) => (c, Source::Cached),
+            None => {
+                let c = compile(&self.engine, &file.path, file.bytes).await?;
+                if let Some(d) = &self.disk {
+                    d.put(&file.digest, &c);
+                }
+                (c, Source::Compiled)
+            }
+        };
+        if let Ok(mut m) = self.memory.lock() {
+            m.insert(file.digest.clone(), component.clone());
+        }
+        let plugin = CompiledPlugin::new(
+            &self.engine,
+            &file.path,
+            component,
+            file.digest,
+            file.settings,
+            self.options.limits.clone(),
+            InstancePolicy {
+                reuse: self.options.reuse_instances,
+                pool_size: self.options.pool_size,
+            },
+        )
+        .await?;
+        Ok(Loaded {
+            plugin,
+            source,
+            took: started.elapsed(),
+        })
+    }
+
+    /// Forget in-memory components no loaded plugin uses any more.
+    pub fn retain(&self, digests: &std::collections::HashSet<String>) {
+        if let Ok(mut m) = self.memory.lock() {
+            m.retain(|d, _| digests.contains(d));
+        }
+    }
+}
+
+/// Read, compile, link and describe one plugin file (no code cache).
 pub async fn load_plugin(
     engine: &PluginEngine,
     path: &Path,
     options: &LoadOptions,
 ) -> Result<CompiledPlugin, Error> {
-    let bytes = std::fs::read(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let settings = read_settings(path)?;
-    let digest = hex::encode(Sha256::digest(&bytes));
-    let component = compile(engine, path, bytes).await?;
-    CompiledPlugin::new(
-        engine,
-        path,
-        component,
-        digest,
-        settings,
-        options.limits.clone(),
-        InstancePolicy {
-            reuse: options.reuse_instances,
-            pool_size: options.pool_size,
-        },
-    )
-    .await
-}
-
-/// Load every plugin in `dir`. A bad file is reported and skipped; the others load.
-pub async fn load_dir(
-    engine: &PluginEngine,
-    dir: &Path,
-    options: &LoadOptions,
-) -> Result<PluginSet, Error> {
-    let mut set = PluginSet::default();
-    for path in plugin_files(dir)? {
-        let started = std::time::Instant::now();
-        match load_plugin(engine, &path, options).await {
-            Ok(p) => {
-                if let Some(other) = set.plugins.get(p.name()) {
-                    let err = Error::DuplicateName {
-                        path: path.clone(),
-                        name: p.name().to_string(),
-                        other: other.path.clone(),
-                    };
-                    tracing::error!(error = %err, "plugin rejected");
-                    set.rejected.push((path, err));
-                    continue;
-                }
-                tracing::info!(
-                    plugin = p.name(),
-                    version = %p.manifest.version,
-                    file = %path.display(),
-                    watches = p.manifest.watches.len(),
-                    took = ?started.elapsed(),
-                    "plugin loaded"
-                );
-                set.plugins.insert(p.name().to_string(), Arc::new(p));
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "plugin rejected");
-                set.rejected.push((path, err));
-            }
-        }
-    }
-    Ok(set)
+    let loader = Loader::new(engine.clone(), options.clone(), None)?;
+    Ok(loader.load(PluginFile::read(path)?).await?.plugin)
 }
 
 #[cfg(test)]

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Builds every example plugin for wasm32-wasip2 (release) into target/plugins/NAME.wasm,
-# with its settings file NAME.yaml beside it. Works from any directory.
+# Builds every example plugin of every language: the Rust ones for wasm32-wasip2 (release)
+# into target/plugins/NAME.wasm with their settings NAME.yaml beside them, then the
+# JavaScript, Python and C versions into target/plugins/{js,python,c}/NAME.wasm (each
+# language's build.sh installs its toolchain at pinned versions, only when missing).
+# Works from any directory. KUBEWASM_LANGS="js python c" chooses the other languages
+# (empty: Rust only).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,4 +48,9 @@ done
 echo "plugins in ${out_dir#"$root"/}:"
 for f in "$out_dir"/*.wasm; do
     printf '  %-36s %8d bytes\n' "$(basename "$f")" "$(wc -c <"$f")"
+done
+
+for lang in ${KUBEWASM_LANGS-js python c}; do
+    echo "== $lang plugins"
+    bash "$here/$lang/build.sh"
 done

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh clone: builds every plugin (installing the wasm
-# target if needed), runs the plugin SDK's native tests, then every workspace test.
+# The whole test suite, from a fresh clone: builds every plugin of every language
+# (installing toolchains at pinned versions when missing), runs the SDKs' native tests,
+# every workspace test, and the cross-language conformance suite.
 set -euo pipefail
+export KUBEWASM_CACHE_DIR="${KUBEWASM_CACHE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/kubewasm-cache}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
@@ -11,8 +13,10 @@ bash plugins/build.sh
 echo "== building test-only plugins"
 bash tests/plugins/build.sh
 
-echo "== plugin SDK and plugins: native unit tests"
+echo "== plugin SDK and plugins: native unit tests (Rust, JavaScript, Python)"
 cargo test --manifest-path plugins/Cargo.toml --quiet
+(cd plugins/js && npm test --silent)
+python3 -m unittest discover -s plugins/python/tests
 
 echo "== host, embedded API server, integration tests"
 cargo test --workspace --quiet
@@ -21,7 +25,7 @@ echo "== conformance: every language's plugins against the reference cases"
 kubewasm="$root/target/debug/kubewasm"
 for dir in plugins/conformance/*/; do
     scenario="$(basename "$dir")"
-    for wasm in target/plugins/"$scenario".wasm target/plugins-*/"$scenario".wasm; do
+    for wasm in target/plugins/"$scenario".wasm target/plugins/*/"$scenario".wasm; do
         [ -f "$wasm" ] || continue
         echo "-- $wasm"
         "$kubewasm" --log warn test --plugin "$wasm" "$dir"

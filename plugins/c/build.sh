@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every C plugin (plugins/c/<name>/: any folder holding .c files but kubewasm/ and tests/) into
-# target/plugins-c/<name>.wasm, with plugins/<name>/<name>.yaml (its settings) beside it.
+# target/plugins/c/<name>.wasm, with plugins/<name>/<name>.yaml (its settings) beside it.
 # Works from any directory.
 #
 # Installs what it needs, only when missing, at pinned versions:
@@ -21,7 +21,7 @@ root="$(cd "$here/../.." && pwd)"
 tools="$root/target/tools"
 bindings="$root/target/c-bindings"
 build_dir="$root/target/plugins-c-build"
-out_dir="$root/target/plugins-c"
+out_dir="$root/target/plugins/c"
 mkdir -p "$tools" "$bindings" "$build_dir" "$out_dir"
 
 timed() { # timed LABEL CMD...: runs CMD, then prints how long it took

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every JavaScript plugin (plugins/js/<name>/index.js) into
-# target/plugins-js/<name>.wasm with componentize-js, and copies the settings file
+# target/plugins/js/<name>.wasm with componentize-js, and copies the settings file
 # plugins/<name>/<name>.yaml (or plugins/js/<name>/<name>.yaml) beside it.
 # Works from any directory. Idempotent: `npm ci` only when node_modules is missing or the
 # lockfile changed; a plugin is rebuilt only when its inputs changed.
@@ -14,7 +14,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 wit="$root/wit"
 world="plugin"
-out_dir="${OUT_DIR:-$root/target/plugins-js}"
+out_dir="${OUT_DIR:-$root/target/plugins/js}"
 case "$out_dir" in /*) ;; *) out_dir="$PWD/$out_dir" ;; esac  # relative to the caller's cwd
 stage_root="$root/target/plugins-js-build"
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds every Python plugin (plugins/python/<name>/app.py) into
-# target/plugins-python/<name>.wasm with componentize-py, and copies the settings file
+# target/plugins/python/<name>.wasm with componentize-py, and copies the settings file
 # plugins/<name>/<name>.yaml beside it when there is one. Works from any directory.
 #
 # Idempotent: the venv target/venv-python is (re)created only when it is missing or
@@ -15,7 +15,7 @@ root="$(cd "$here/../.." && pwd)"
 wit="$root/wit"
 world="kubewasm:plugin/plugin"
 venv="$root/target/venv-python"
-out_dir="$root/target/plugins-python"
+out_dir="$root/target/plugins/python"
 stage_root="$out_dir/.build"
 bindings_dir="$root/target/python-bindings"
 python="${PYTHON:-python3}"

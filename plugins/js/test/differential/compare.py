@@ -22,7 +22,7 @@ def blank_now(v, keep):
 
 def run(name, cases, describe_settings):
     rust = harness.Plugin(os.path.join(ROOT, "target", "plugins", f"{name}.wasm"))
-    js = harness.Plugin(os.path.join(ROOT, "target", "plugins-js", f"{name}.wasm"))
+    js = harness.Plugin(os.path.join(ROOT, "target", "plugins", "js", f"{name}.wasm"))
     fails = 0
     for s in describe_settings:
         a, b = rust.describe(s), js.describe(s)

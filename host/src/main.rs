@@ -72,6 +72,9 @@ enum Command {
         /// Rewrite each case's expectation with the plugin's actual output.
         #[arg(long)]
         update: bool,
+        /// Keep compiled plugins here between runs.
+        #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+        cache_dir: Option<PathBuf>,
     },
 }
 
@@ -304,9 +307,14 @@ async fn main() -> Result<()> {
             paths,
             plugin,
             update,
+            cache_dir,
         } => {
             let mut report = String::new();
-            let opts = kubewasm::testcase::RunOptions { plugin, update };
+            let opts = kubewasm::testcase::RunOptions {
+                plugin,
+                update,
+                cache_dir,
+            };
             let (_, failed) = kubewasm::testcase::run(&paths, &opts, &mut report).await?;
             print!("{report}");
             if failed > 0 {

@@ -16,9 +16,8 @@ use crate::error::CallError;
 use crate::grant;
 use crate::intent::{self, Action, RawIntent};
 use crate::manifest::Manifest;
-use crate::registry;
+use crate::registry::{LoadOptions, Loader, PluginFile};
 use crate::resource::{ResourceRef, split_api_version};
-use crate::runtime::plugin::{InstancePolicy, compile};
 use crate::runtime::{
     ClusterView, CompiledPlugin, EventType, Limits, PluginEngine, PluginEvent, ReadError,
 };
@@ -96,6 +95,8 @@ pub struct RunOptions {
     pub plugin: Option<PathBuf>,
     /// Rewrite the expectations with the actual output.
     pub update: bool,
+    /// Compiled-code cache directory.
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// The objects of a case, scoped like `run` scopes reads: watched kinds and `reads` only.
@@ -343,50 +344,18 @@ fn validate(
     Ok(())
 }
 
-/// Loads plugins once per file and once per settings.
-struct Loader {
-    engine: PluginEngine,
-    components: BTreeMap<PathBuf, (wasmtime::component::Component, String)>,
-}
-
-impl Loader {
-    async fn plugin(
-        &mut self,
-        path: &Path,
-        settings: Option<String>,
-    ) -> Result<CompiledPlugin, Error> {
-        if !self.components.contains_key(path) {
-            let bytes = std::fs::read(path).map_err(|source| Error::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
-            let c = compile(&self.engine, path, bytes).await?;
-            self.components.insert(path.to_path_buf(), (c, digest));
-        }
-        let (component, digest) = self.components[path].clone();
-        let settings = match settings {
-            Some(s) => Some(s),
-            None => registry::read_settings(path)?,
-        };
-        CompiledPlugin::new(
-            &self.engine,
-            path,
-            component,
-            digest,
-            settings,
-            Limits::default(),
-            InstancePolicy {
-                reuse: false,
-                pool_size: 1,
-            },
-        )
-        .await
+/// Loads each case's plugin through the registry's loader (and its code cache), with the
+/// case's settings in place of the file's.
+async fn load(loader: &Loader, path: &Path, settings: Option<String>) -> Result<CompiledPlugin, Error> {
+    let mut file = PluginFile::read(path)?;
+    if settings.is_some() {
+        file.settings = settings;
     }
+    Ok(loader.load(file).await?.plugin)
 }
 
 async fn run_case(
-    loader: &mut Loader,
+    loader: &Loader,
     file: &Path,
     case: &TestCase,
     opts: &RunOptions,
@@ -397,8 +366,7 @@ async fn run_case(
         (None, None) => return Err("no plugin: give `plugin:` in the case or --plugin".into()),
     };
     let settings = case.settings.as_ref().map(Value::to_string);
-    let plugin = loader
-        .plugin(&plugin_path, settings)
+    let plugin = load(loader, &plugin_path, settings)
         .await
         .map_err(|e| e.to_string())?;
     let m = &plugin.manifest;
@@ -538,10 +506,12 @@ pub async fn run(
     opts: &RunOptions,
     out: &mut String,
 ) -> Result<(usize, usize), Error> {
-    let mut loader = Loader {
-        engine: PluginEngine::new()?,
-        components: BTreeMap::new(),
+    let options = LoadOptions {
+        reuse_instances: false,
+        pool_size: 1,
+        ..LoadOptions::default()
     };
+    let loader = Loader::new(PluginEngine::new()?, options, opts.cache_dir.as_deref())?;
     let (mut passed, mut failed) = (0, 0);
     let mut seen = HashSet::new();
     for file in case_files(paths)? {
@@ -570,7 +540,7 @@ pub async fn run(
             if !seen.insert(label.clone()) {
                 let _ = writeln!(out, "note: duplicate case name {label}");
             }
-            match run_case(&mut loader, &file, &case, opts).await {
+            match run_case(&loader, &file, &case, opts).await {
                 Err(e) => {
                     failed += 1;
                     let _ = writeln!(out, "FAIL {label}\n  {e}");

@@ -13,3 +13,7 @@ mkdir -p "$root/target/test-plugins"
 for name in testkit; do
     cp "$root/target/plugins-build/$target/release/$name.wasm" "$root/target/test-plugins/$name.wasm"
 done
+# A second build of testkit with different code (version 2), for the hot-reload tests.
+TESTKIT_VERSION=2 cargo build --quiet --release --target "$target" --manifest-path "$here/Cargo.toml" \
+    --target-dir "$root/target/plugins-build-v2" -p testkit
+cp "$root/target/plugins-build-v2/$target/release/testkit.wasm" "$root/target/test-plugins/testkit-v2.wasm"

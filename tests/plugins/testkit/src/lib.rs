@@ -1,6 +1,7 @@
 //! testkit: one plugin whose behaviour the tests choose.
 //!
-//! Settings (`NAME.yaml`): `name` (manifest name, default `testkit`), `selector` (label
+//! Settings (`NAME.yaml`): `name` (manifest name, default `testkit`), `version` (default:
+//! the build's, 1 or 2), `selector` (label
 //! selector on ConfigMaps, default `kubewasm.dev/testkit=<name>`), `value` (written by
 //! `write-shared`), `force` (force that write), `allowForce` (grant force).
 //!
@@ -27,6 +28,20 @@ use kubewasm::plugin::types::{
 };
 
 struct Testkit;
+
+/// Built twice by tests/plugins/build.sh: as version 1 and (TESTKIT_VERSION=2) as version 2,
+/// so reload tests can replace the file with different code.
+const BUILD_VERSION: &str = match option_env!("TESTKIT_VERSION") {
+    Some(v) => v,
+    None => "1",
+};
+
+fn version_of(s: &Value) -> String {
+    s.get("version")
+        .and_then(Value::as_str)
+        .unwrap_or(BUILD_VERSION)
+        .to_string()
+}
 
 fn settings(s: &Option<String>) -> Value {
     s.as_deref()
@@ -60,11 +75,7 @@ impl Guest for Testkit {
             .unwrap_or_else(|| format!("kubewasm.dev/testkit={name}"));
         Ok(Manifest {
             name,
-            version: s
-                .get("version")
-                .and_then(Value::as_str)
-                .unwrap_or("1")
-                .to_string(),
+            version: version_of(&s),
             watches: vec![Watch {
                 id: "configmaps".into(),
                 resource: ResourceRef::Kind(TypeRef {
@@ -108,7 +119,7 @@ impl Guest for Testkit {
         };
         Ok(match action {
             "copy" => vec![create(
-                out(json!({"from": name_of(&s), "value": obj["data"]["value"]})),
+                out(json!({"from": name_of(&s), "version": version_of(&s), "value": obj["data"]["value"]})),
                 false,
                 true,
             )],

@@ -1,0 +1,391 @@
+//! hostile: a plugin that attacks the host, for the sandbox tests (`tests/sandbox.rs`).
+//!
+//! Settings (`NAME.yaml`): `name` (manifest name, default `hostile`, so several copies can
+//! run side by side), `attack` (the attack when the trigger does not name one), `namespace`
+//! (the only namespace its grant covers, default `default`), `describe` (`loop`, `trap` or
+//! `memory`: attack already in `describe`).
+//!
+//! It watches ConfigMaps labelled `kubewasm.dev/hostile=<name>` and is granted `create` of
+//! ConfigMaps in its namespace, nothing else. The triggering ConfigMap's `data.attack`
+//! picks what `handle` does:
+//!
+//! | attack | what it does |
+//! | --- | --- |
+//! | `loop` | spins forever |
+//! | `memory` | allocates and touches 1 MiB chunks until an allocation fails |
+//! | `huge-intent` | one create intent of 5 MiB of JSON |
+//! | `many-intents` | 10,000 small create intents |
+//! | `trap` | panics (an `unreachable` trap with `panic = "abort"`) |
+//! | `unreachable` | executes `unreachable` directly |
+//! | `stack` | unbounded recursion |
+//! | `outside-grant` | a granted write, then a Secret (kind not granted) |
+//! | `outside-namespace` | a granted write, then a ConfigMap in `kube-system` |
+//! | `escalate` | a granted write, then a ClusterRoleBinding to `cluster-admin` |
+//! | `outside-verb` | a granted write, then a delete and a patch of a ConfigMap |
+//! | `read-undeclared` | `host.get`/`host.list` of Secrets and ClusterRoles; reports the errors |
+//! | `read-wide` | `host.list` of every ConfigMap in every namespace; reports what it saw |
+//! | `file` | opens `data.path` (default `/etc/passwd`), lists `/` and `.`, creates a file |
+//! | `socket` | TCP connect to `127.0.0.1:1` and `data.addr`, TCP/UDP bind, a DNS lookup |
+//! | `env` | reads environment variables, arguments, `data.var` and the working directory |
+//! | `log-flood` | 10,000 log lines |
+//!
+//! Attacks that return (reads, files, sockets, environment) report what happened in the
+//! ConfigMap `<trigger>-out`, which the grant allows, so a test can assert that the
+//! capability was absent.
+
+use std::fmt::Display;
+use std::hint::black_box;
+
+use serde_json::{Map, Value, json};
+
+wit_bindgen::generate!({
+    path: "../../../wit",
+    world: "kubewasm:plugin/plugin",
+});
+
+use exports::kubewasm::plugin::handler::Guest;
+use kubewasm::plugin::host;
+use kubewasm::plugin::types::{
+    CreateIntent, DeleteIntent, Event, EventType, Grant, HandleError, Intent, LogLevel, Manifest,
+    ObjectRef, PatchIntent, PatchStrategy, ResourceRef, TypeRef, Verb, Watch,
+};
+
+struct Hostile;
+
+fn settings(s: &Option<String>) -> Value {
+    s.as_deref()
+        .and_then(|t| serde_json::from_str(t).ok())
+        .unwrap_or(Value::Null)
+}
+
+fn text<'a>(s: &'a Value, key: &str, default: &'a str) -> &'a str {
+    s.get(key).and_then(Value::as_str).unwrap_or(default)
+}
+
+fn create(object: Value) -> Intent {
+    Intent::Create(CreateIntent {
+        object: object.to_string(),
+        force: false,
+        owned_by_trigger: false,
+    })
+}
+
+fn outcome<T, E: Display>(r: Result<T, E>, ok: impl FnOnce(T) -> String) -> String {
+    match r {
+        Ok(v) => format!("ok: {}", ok(v)),
+        Err(e) => format!("err: {e}"),
+    }
+}
+
+/// Spin until the host interrupts the call.
+fn spin() -> ! {
+    let mut n: u64 = 0;
+    loop {
+        n = black_box(n.wrapping_add(1));
+    }
+}
+
+/// Allocate and touch memory until the host refuses to grow it.
+fn hoard() -> usize {
+    const CHUNK: usize = 1 << 20;
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    loop {
+        let mut chunk: Vec<u8> = Vec::new();
+        if chunk.try_reserve_exact(CHUNK).is_err() {
+            // Only reached if the allocator reports failure instead of trapping.
+            return held.len();
+        }
+        chunk.resize(CHUNK, 0);
+        for i in (0..CHUNK).step_by(4096) {
+            chunk[i] = (i >> 12) as u8 | 1;
+        }
+        held.push(black_box(chunk));
+        if held.len() % 16 == 0 {
+            host::log(LogLevel::Info, &format!("holding {} MiB", held.len()));
+        }
+    }
+}
+
+fn recurse(depth: u64) -> u64 {
+    let buf = black_box([depth; 64]);
+    if black_box(depth) == u64::MAX {
+        return 0;
+    }
+    black_box(recurse(depth + 1)).wrapping_add(buf[depth as usize % 64])
+}
+
+fn describe_attack(s: &Value) {
+    match text(s, "describe", "") {
+        "loop" => spin(),
+        "trap" => panic!("hostile describe was asked to trap"),
+        "memory" => {
+            hoard();
+        }
+        _ => {}
+    }
+}
+
+impl Guest for Hostile {
+    fn describe(settings_json: Option<String>) -> Result<Manifest, String> {
+        let s = settings(&settings_json);
+        describe_attack(&s);
+        let name = text(&s, "name", "hostile").to_string();
+        Ok(Manifest {
+            watches: vec![Watch {
+                id: "triggers".into(),
+                resource: ResourceRef::Kind(TypeRef {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                }),
+                namespace: None,
+                label_selector: Some(format!("kubewasm.dev/hostile={name}")),
+                field_selector: None,
+            }],
+            grants: vec![Grant {
+                api_groups: vec!["".into()],
+                kinds: vec!["ConfigMap".into()],
+                namespaces: vec![text(&s, "namespace", "default").to_string()],
+                verbs: vec![Verb::Create],
+                allow_force: false,
+            }],
+            reads: vec![],
+            name,
+            version: "1".into(),
+        })
+    }
+
+    fn handle(event: Event, settings_json: Option<String>) -> Result<Vec<Intent>, HandleError> {
+        let s = settings(&settings_json);
+        let obj: Value = serde_json::from_str(&event.object).map_err(|e| HandleError {
+            message: e.to_string(),
+            retry: false,
+        })?;
+        if event.event_type == EventType::Deleted {
+            return Ok(vec![]);
+        }
+        let ns = obj["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let cm = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or("unnamed")
+            .to_string();
+        let data = |key: &str| obj["data"][key].as_str().map(str::to_string);
+        let attack = data("attack").unwrap_or_else(|| text(&s, "attack", "none").to_string());
+        host::log(LogLevel::Info, &format!("attack {attack} from {ns}/{cm}"));
+
+        let out_name = format!("{cm}-out");
+        let out = |report: Map<String, Value>| {
+            create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                          "metadata": {"name": out_name, "namespace": ns},
+                          "data": report}))
+        };
+        let granted = || out(Map::from_iter([("partial".to_string(), json!("yes"))]));
+        let report = |pairs: Vec<(&str, String)>| {
+            out(pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Value::String(v)))
+                .collect())
+        };
+
+        Ok(match attack.as_str() {
+            "loop" => spin(),
+            "memory" => {
+                let mib = hoard();
+                vec![report(vec![("survivedMiB", mib.to_string())])]
+            }
+            "huge-intent" => vec![out(Map::from_iter([(
+                "big".to_string(),
+                Value::String("x".repeat(5 << 20)),
+            )]))],
+            "many-intents" => (0..10_000)
+                .map(|i| {
+                    create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": format!("{cm}-{i}"), "namespace": ns}}))
+                })
+                .collect(),
+            "trap" => panic!("hostile was asked to trap"),
+            "unreachable" => core::arch::wasm32::unreachable(),
+            "stack" => {
+                let depth = recurse(0);
+                vec![report(vec![("depth", depth.to_string())])]
+            }
+            "outside-grant" => vec![
+                granted(),
+                create(json!({"apiVersion": "v1", "kind": "Secret",
+                              "metadata": {"name": format!("{cm}-secret"), "namespace": ns},
+                              "stringData": {"stolen": "yes"}})),
+            ],
+            "outside-namespace" => vec![
+                granted(),
+                create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": format!("{cm}-escape"), "namespace": "kube-system"}})),
+            ],
+            "escalate" => vec![
+                granted(),
+                create(json!({"apiVersion": "rbac.authorization.k8s.io/v1",
+                              "kind": "ClusterRoleBinding",
+                              "metadata": {"name": format!("{cm}-admin")},
+                              "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                          "kind": "ClusterRole", "name": "cluster-admin"},
+                              "subjects": [{"kind": "ServiceAccount", "name": "default",
+                                            "namespace": ns}]})),
+            ],
+            "outside-verb" => {
+                let target = |name: &str| ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    namespace: Some(ns.clone()),
+                    name: name.to_string(),
+                };
+                let victim = data("victim").unwrap_or_else(|| "victim".into());
+                vec![
+                    granted(),
+                    Intent::Patch(PatchIntent {
+                        target: target(&victim),
+                        body: json!({"data": {"patched": "by-hostile"}}).to_string(),
+                        strategy: PatchStrategy::Merge,
+                        status: false,
+                        force: false,
+                    }),
+                    Intent::Delete(DeleteIntent {
+                        target: target(&victim),
+                        uid: None,
+                        resource_version: None,
+                        propagation: None,
+                    }),
+                ]
+            }
+            "read-undeclared" => {
+                let secret = host::get("v1", "Secret", Some(&ns), "victim");
+                let secrets = host::list("v1", "Secret", None, None);
+                let role = host::get(
+                    "rbac.authorization.k8s.io/v1",
+                    "ClusterRole",
+                    None,
+                    "cluster-admin",
+                );
+                vec![report(vec![
+                    ("getSecret", outcome(secret, |o| format!("{o:?}"))),
+                    ("listSecrets", outcome(secrets, |l| l.join("\n"))),
+                    ("getClusterRole", outcome(role, |o| format!("{o:?}"))),
+                ])]
+            }
+            "read-wide" => {
+                let all = host::list("v1", "ConfigMap", None, None);
+                let seen = outcome(all, |items| {
+                    items
+                        .iter()
+                        .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+                        .map(|o| {
+                            format!(
+                                "{}/{}",
+                                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                                o["metadata"]["name"].as_str().unwrap_or("")
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                });
+                vec![report(vec![("seen", seen)])]
+            }
+            "file" => {
+                let path = data("path").unwrap_or_else(|| "/etc/passwd".into());
+                let names = |rd: std::fs::ReadDir| {
+                    rd.filter_map(Result::ok)
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                vec![report(vec![
+                    (
+                        "read",
+                        outcome(std::fs::read_to_string(&path), |t| {
+                            t.chars().take(200).collect()
+                        }),
+                    ),
+                    ("listRoot", outcome(std::fs::read_dir("/"), names)),
+                    ("listCwd", outcome(std::fs::read_dir("."), names)),
+                    (
+                        "createTmp",
+                        outcome(std::fs::write("/tmp/kubewasm-hostile", b"x"), |()| {
+                            "written".into()
+                        }),
+                    ),
+                    (
+                        "cwd",
+                        outcome(std::env::current_dir(), |p| p.display().to_string()),
+                    ),
+                ])]
+            }
+            "socket" => {
+                use std::net::{TcpListener, TcpStream, ToSocketAddrs, UdpSocket};
+                let connect = |addr: &str| {
+                    outcome(TcpStream::connect(addr), |s| {
+                        format!("connected from {:?}", s.local_addr().ok())
+                    })
+                };
+                let addr = data("addr").unwrap_or_else(|| "127.0.0.1:1".into());
+                vec![report(vec![
+                    ("connectClosed", connect("127.0.0.1:1")),
+                    ("connectAddr", connect(&addr)),
+                    (
+                        "listen",
+                        outcome(TcpListener::bind("127.0.0.1:0"), |l| {
+                            format!("listening on {:?}", l.local_addr().ok())
+                        }),
+                    ),
+                    (
+                        "udp",
+                        outcome(
+                            UdpSocket::bind("127.0.0.1:0")
+                                .and_then(|u| u.send_to(b"hello", "127.0.0.1:9")),
+                            |n| format!("sent {n} bytes"),
+                        ),
+                    ),
+                    (
+                        "lookup",
+                        outcome(("localhost", 80).to_socket_addrs(), |a| {
+                            format!("{:?}", a.collect::<Vec<_>>())
+                        }),
+                    ),
+                ])]
+            }
+            "env" => {
+                let var = data("var").unwrap_or_else(|| "HOME".into());
+                let vars: Vec<String> = std::env::vars_os()
+                    .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                    .collect();
+                let args: Vec<String> = std::env::args_os()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect();
+                vec![report(vec![
+                    ("vars", vars.join("\n")),
+                    ("varCount", vars.len().to_string()),
+                    ("args", args.join(" ")),
+                    ("argCount", args.len().to_string()),
+                    ("var", outcome(std::env::var(&var), |v| v)),
+                    (
+                        "cwd",
+                        outcome(std::env::current_dir(), |p| p.display().to_string()),
+                    ),
+                ])]
+            }
+            "log-flood" => {
+                for i in 0..10_000 {
+                    host::log(LogLevel::Info, &format!("flood line {i}"));
+                }
+                vec![granted()]
+            }
+            other => {
+                return Err(HandleError {
+                    message: format!("unknown attack {other:?}"),
+                    retry: false,
+                });
+            }
+        })
+    }
+}
+
+export!(Hostile);

@@ -1,0 +1,1 @@
+//! Property tests of intent decoding and the grant check (filled in below).

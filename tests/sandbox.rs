@@ -1,0 +1,1 @@
+//! Sandbox tests: hostile plugins against the real host (filled in below).

@@ -1,0 +1,334 @@
+//! Hot reload of the plugin directory, against the embedded API server with the real
+//! binary: add, replace, remove, invalid replacement, ConfigMap-style symlink swap,
+//! half-written file, settings change, the watch set growing and shrinking, and a stress
+//! run that replaces the plugin while objects keep changing.
+
+mod support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::*;
+
+fn cm(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default", "labels": {"kubewasm.dev/testkit": "testkit"}},
+           "data": {"value": value}})
+}
+
+/// Replace `dest` atomically with `src`'s bytes (write beside it, rename into place).
+fn install(src: &Path, dest: &Path) {
+    let tmp = dest.with_file_name(format!(
+        ".{}.tmp",
+        dest.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::copy(src, &tmp).unwrap();
+    std::fs::rename(&tmp, dest).unwrap();
+}
+
+fn write_atomic(dest: &Path, text: &str) {
+    let tmp = dest.with_file_name(format!(
+        ".{}.tmp",
+        dest.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, dest).unwrap();
+}
+
+/// Wait until `<name>-out` carries `version` (and `value`, when given).
+async fn out_has(
+    cms: &Api<DynamicObject>,
+    name: &str,
+    version: &str,
+    value: Option<&str>,
+) -> DynamicObject {
+    let out = format!("{name}-out");
+    eventually(&format!("{out} at version {version}"), CONVERGE, || async {
+        get(cms, &out).await.filter(|o| {
+            o.data["data"]["version"] == json!(version)
+                && value.is_none_or(|v| o.data["data"]["value"] == json!(v))
+        })
+    })
+    .await
+}
+
+fn host_args() -> [&'static str; 2] {
+    ["--reload-debounce", "200ms"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn add_replace_remove_and_invalid_replacement() {
+    let env = Env::with_crds(false).await;
+    let host = env.start_host(&host_args());
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let wasm = env.plugins.join("testkit.wasm");
+
+    // Add.
+    install(&test_plugin("testkit"), &wasm);
+    host.wait_log("testkit loaded", |l| {
+        field(l, "message") == "plugin loaded" && field(l, "plugin") == "testkit"
+    })
+    .await;
+    env.create(&cms, cm("a", "1")).await;
+    out_has(&cms, "a", "1", Some("1")).await;
+
+    // Replace with different code: objects already there converge to the new version's
+    // output, and new events run on it.
+    install(&test_plugin("testkit-v2"), &wasm);
+    let line = host
+        .wait_log("testkit replaced", |l| {
+            field(l, "message") == "plugin replaced"
+        })
+        .await;
+    assert_eq!(
+        (field(&line, "from"), field(&line, "to")),
+        ("1", "2"),
+        "{line}"
+    );
+    assert!(
+        ["compiled", "cache hit"].contains(&field(&line, "how")),
+        "{line}"
+    );
+    assert!(!field(&line, "took").is_empty(), "{line}");
+    out_has(&cms, "a", "2", Some("1")).await;
+    env.create(&cms, cm("b", "1")).await;
+    out_has(&cms, "b", "2", None).await;
+
+    // An invalid replacement is rejected with one clear line; version 2 keeps serving.
+    let garbage = env.dir.path().join("garbage");
+    std::fs::write(&garbage, "this is not a component").unwrap();
+    install(&garbage, &wasm);
+    let rejected = host
+        .wait_log("invalid replacement rejected", |l| {
+            field(l, "message") == "plugin rejected"
+        })
+        .await;
+    assert!(
+        field(&rejected, "error").contains("not a WebAssembly component"),
+        "{rejected}"
+    );
+    assert!(
+        field(&rejected, "still_serving").contains("testkit"),
+        "{rejected}"
+    );
+    env.create(&cms, cm("c", "1")).await;
+    out_has(&cms, "c", "2", None).await;
+
+    // Remove: the plugin stops, and its watch is released.
+    std::fs::remove_file(&wasm).unwrap();
+    host.wait_log("testkit removed", |l| {
+        field(l, "message") == "plugin removed"
+    })
+    .await;
+    host.wait_log("configmaps watch released", |l| {
+        field(l, "message").starts_with("watch stopped")
+            && field(l, "resource").starts_with("configmaps")
+    })
+    .await;
+    env.create(&cms, cm("d", "1")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        get(&cms, "d-out").await.is_none(),
+        "a removed plugin handled an event"
+    );
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configmap_volume_symlink_swap_and_settings_change() {
+    let env = Env::with_crds(false).await;
+    let dir = &env.plugins;
+    // The layout the kubelet writes for a ConfigMap volume.
+    let v1 = dir.join("..2026_11_30_00_00_00.000000001");
+    std::fs::create_dir(&v1).unwrap();
+    std::fs::copy(test_plugin("testkit"), v1.join("testkit.wasm")).unwrap();
+    std::os::unix::fs::symlink(v1.file_name().unwrap(), dir.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/testkit.wasm", dir.join("testkit.wasm")).unwrap();
+
+    let host = env.start_host(&host_args());
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, cm("a", "1")).await;
+    out_has(&cms, "a", "1", None).await;
+
+    // The kubelet's update: a new timestamped dir, then an atomic rename of `..data`.
+    let v2 = dir.join("..2026_11_30_00_01_00.000000002");
+    std::fs::create_dir(&v2).unwrap();
+    std::fs::copy(test_plugin("testkit-v2"), v2.join("testkit.wasm")).unwrap();
+    std::fs::write(v2.join("testkit.yaml"), "version: \"2-from-settings\"\n").unwrap();
+    std::os::unix::fs::symlink("..data/testkit.yaml", dir.join("testkit.yaml")).unwrap_or(());
+    std::os::unix::fs::symlink(v2.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(&v1).unwrap();
+    out_has(&cms, "a", "2-from-settings", None).await;
+
+    // A settings change alone reloads the plugin with the new settings.
+    write_atomic(&v2.join("testkit.yaml"), "version: \"3\"\n");
+    let line = host
+        .wait_log("reload on settings change", |l| {
+            field(l, "message") == "plugin replaced" && field(l, "to") == "3"
+        })
+        .await;
+    assert_eq!(
+        field(&line, "how"),
+        "cache hit",
+        "same component bytes must not recompile: {line}"
+    );
+    out_has(&cms, "a", "3", None).await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_written_file_is_never_loaded() {
+    let env = Env::with_crds(false).await;
+    let wasm = env.plugins.join("testkit.wasm");
+    install(&test_plugin("testkit"), &wasm);
+    let host = env.start_host(&host_args());
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, cm("a", "1")).await;
+    out_has(&cms, "a", "1", None).await;
+
+    // Write the new version in place, in two halves with a pause longer than the debounce.
+    let bytes = std::fs::read(test_plugin("testkit-v2")).unwrap();
+    let (first, rest) = bytes.split_at(bytes.len() / 2);
+    std::fs::write(&wasm, first).unwrap();
+    host.wait_log("half file rejected", |l| {
+        field(l, "message") == "plugin rejected"
+    })
+    .await;
+    env.create(&cms, cm("during", "1")).await;
+    out_has(&cms, "during", "1", None).await;
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&wasm)
+            .unwrap();
+        f.write_all(rest).unwrap();
+    }
+    host.wait_log("full file loaded", |l| {
+        field(l, "message") == "plugin replaced" && field(l, "to") == "2"
+    })
+    .await;
+    out_has(&cms, "during", "2", None).await;
+    let replaced = host.matching(|l| field(l, "message") == "plugin replaced");
+    assert_eq!(
+        replaced.len(),
+        1,
+        "only the complete file may be loaded: {replaced:?}"
+    );
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_watch_set_follows_the_union_of_manifests() {
+    let env = Env::new().await;
+    install(&test_plugin("testkit"), &env.plugins.join("testkit.wasm"));
+    let host = env.start_host(&host_args());
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, cm("a", "1")).await;
+    out_has(&cms, "a", "1", None).await;
+    let configmap_watches = |h: &HostProcess| {
+        h.matching(|l| {
+            field(l, "message") == "watch started" && field(l, "resource").starts_with("configmaps")
+        })
+        .len()
+    };
+    assert_eq!(configmap_watches(&host), 1);
+
+    // A plugin watching a new kind: its watch starts, the ConfigMap watch is undisturbed.
+    install(
+        &example_plugin("mongodb-monitor"),
+        &env.plugins.join("mongodb-monitor.wasm"),
+    );
+    host.wait_log("mongodbs watch started", |l| {
+        field(l, "message") == "watch started" && field(l, "resource").starts_with("mongodbs")
+    })
+    .await;
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    env.create(
+        &dbs,
+        json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+        "metadata": {"name": "db", "namespace": "default"}, "spec": {"members": 1}}),
+    )
+    .await;
+    let monitors = env.api(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        Some("default"),
+    );
+    eventually("db-monitor", CONVERGE, || async {
+        get(&monitors, "db-monitor").await
+    })
+    .await;
+    env.create(&cms, cm("b", "1")).await;
+    out_has(&cms, "b", "1", None).await;
+    assert_eq!(
+        configmap_watches(&host),
+        1,
+        "the ConfigMap watch was restarted"
+    );
+
+    // Removing it stops the MongoDB watch only.
+    std::fs::remove_file(env.plugins.join("mongodb-monitor.wasm")).unwrap();
+    host.wait_log("mongodbs watch stopped", |l| {
+        field(l, "message").starts_with("watch stopped")
+            && field(l, "resource").starts_with("mongodbs")
+    })
+    .await;
+    env.create(&cms, cm("c", "1")).await;
+    out_has(&cms, "c", "1", None).await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_change_is_lost_while_the_plugin_is_replaced_repeatedly() {
+    const OBJECTS: usize = 30;
+    const ROUNDS: usize = 6;
+    let env = Env::with_crds(false).await;
+    let wasm = env.plugins.join("testkit.wasm");
+    install(&test_plugin("testkit"), &wasm);
+    let host = env.start_host(&["--reload-debounce", "100ms", "--concurrency", "8"]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    for i in 0..OBJECTS {
+        env.create(&cms, cm(&format!("o{i}"), "0")).await;
+    }
+    let versions = [test_plugin("testkit-v2"), test_plugin("testkit")];
+    for round in 1..=ROUNDS {
+        // Replace the plugin in the middle of a burst of changes.
+        for i in 0..OBJECTS {
+            if i == OBJECTS / 2 {
+                install(&versions[round % 2], &wasm);
+            }
+            let patch = json!({"data": {"value": round.to_string()}});
+            cms.patch(
+                &format!("o{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // End on version 2 whatever the last round installed.
+    install(&test_plugin("testkit-v2"), &wasm);
+    for i in 0..OBJECTS {
+        out_has(&cms, &format!("o{i}"), "2", Some(&ROUNDS.to_string())).await;
+    }
+    let replaced = host
+        .matching(|l| field(l, "message") == "plugin replaced")
+        .len();
+    assert!(
+        replaced >= 3,
+        "the plugin was replaced only {replaced} times"
+    );
+    let failures = host.matching(|l| field(l, "message") == "event failed");
+    assert!(
+        failures.is_empty(),
+        "events failed during reloads: {failures:?}"
+    );
+    assert_eq!(host.stop(), Some(0));
+}

@@ -346,7 +346,11 @@ fn validate(
 
 /// Loads each case's plugin through the registry's loader (and its code cache), with the
 /// case's settings in place of the file's.
-async fn load(loader: &Loader, path: &Path, settings: Option<String>) -> Result<CompiledPlugin, Error> {
+async fn load(
+    loader: &Loader,
+    path: &Path,
+    settings: Option<String>,
+) -> Result<CompiledPlugin, Error> {
     let mut file = PluginFile::read(path)?;
     if settings.is_some() {
         file.settings = settings;

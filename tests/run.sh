@@ -18,8 +18,8 @@ cargo test --manifest-path plugins/Cargo.toml --quiet
 (cd plugins/js && npm test --silent)
 python3 -m unittest discover -s plugins/python/tests
 
-echo "== host, embedded API server, integration tests"
-cargo test --workspace --quiet
+echo "== building the host"
+cargo build -p kubewasm --quiet
 
 echo "== conformance: every language's plugins against the reference cases"
 kubewasm="$root/target/debug/kubewasm"
@@ -31,3 +31,6 @@ for dir in plugins/conformance/*/; do
         "$kubewasm" --log warn test --plugin "$wasm" "$dir"
     done
 done
+
+echo "== host, embedded API server, integration tests"
+cargo test --workspace --quiet

@@ -261,3 +261,78 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// The ContentSite scenario chained across languages: the Python provisioner creates the
+/// MongoDB, the JavaScript monitor reacts to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provision_and_monitor_chained_across_python_and_javascript() {
+    let env = Env::new().await;
+    env.add_plugin(
+        &lang_plugin("python", "contentsite-provisioner"),
+        "contentsite-provisioner",
+        None,
+    );
+    env.add_plugin(
+        &lang_plugin("js", "mongodb-monitor"),
+        "mongodb-monitor",
+        None,
+    );
+    let host = env.start_host(&[]);
+    // Compiling an 18 MB Python component takes a while without the code cache.
+    for plugin in ["contentsite-provisioner", "mongodb-monitor"] {
+        host.wait_log_for(plugin, std::time::Duration::from_secs(180), |l| {
+            field(l, "message") == "plugin loaded" && field(l, "plugin") == plugin
+        })
+        .await;
+    }
+
+    let sites = env.api(
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some("default"),
+    );
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    let monitors = env.api(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        Some("default"),
+    );
+    let site = env.create(&sites, site("shop", 3)).await;
+
+    let db = eventually("MongoDB shop-db from Python", CONVERGE, || async {
+        get(&dbs, "shop-db").await
+    })
+    .await;
+    assert!(managers(&db).contains(&"kubewasm-contentsite-provisioner".to_string()));
+    assert_eq!(
+        db.metadata.owner_references.as_ref().unwrap()[0].uid,
+        site.metadata.uid.clone().unwrap()
+    );
+    let sm = eventually("ServiceMonitor from JavaScript", CONVERGE, || async {
+        get(&monitors, "shop-db-monitor").await
+    })
+    .await;
+    assert!(
+        managers(&sm).contains(&"kubewasm-mongodb-monitor".to_string()),
+        "{}",
+        host.dump()
+    );
+    assert_eq!(
+        sm.metadata.owner_references.as_ref().unwrap()[0].uid,
+        db.metadata.uid.clone().unwrap()
+    );
+
+    // Deleting the site cascades through both generations of children.
+    sites
+        .delete("shop", &Default::default())
+        .await
+        .expect("delete");
+    eventually("cascade", CONVERGE, || async {
+        (get(&dbs, "shop-db").await.is_none() && get(&monitors, "shop-db-monitor").await.is_none())
+            .then_some(())
+    })
+    .await;
+    assert_eq!(host.stop(), Some(0));
+}

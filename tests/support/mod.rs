@@ -32,6 +32,21 @@ pub fn example_plugin(name: &str) -> PathBuf {
     p
 }
 
+/// A built example plugin in another language (`plugins/build.sh`): `lang` is `js`,
+/// `python` or `c`.
+pub fn lang_plugin(lang: &str, name: &str) -> PathBuf {
+    let p = root()
+        .join("target/plugins")
+        .join(lang)
+        .join(format!("{name}.wasm"));
+    assert!(
+        p.is_file(),
+        "{} is missing: run plugins/build.sh (tests/run.sh does)",
+        p.display()
+    );
+    p
+}
+
 /// A built test plugin (`tests/plugins/build.sh`).
 pub fn test_plugin(name: &str) -> PathBuf {
     let p = root()
@@ -234,7 +249,17 @@ impl HostProcess {
 
     /// Wait until a log line matches `pred`; returns it.
     pub async fn wait_log(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        eventually(what, CONVERGE, || {
+        self.wait_log_for(what, CONVERGE, pred).await
+    }
+
+    /// Like [`HostProcess::wait_log`] with an explicit timeout (loading big plugins).
+    pub async fn wait_log_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        eventually(what, timeout, || {
             let found = self.logs().into_iter().find(|l| pred(l));
             async move { found }
         })

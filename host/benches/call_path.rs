@@ -3,8 +3,9 @@
 //! Compares, in one process:
 //! - `native`: the same plugin logic compiled natively (`contentsite_provisioner::handle_event`),
 //!   including JSON parsing of the event and serialization of the intents — the baseline;
-//! - `wasm/reused-instance`: the real `.wasm` through the host's call path, reusing instances;
-//! - `wasm/fresh-instance`: a new Store + instantiation from the `InstancePre` per event.
+//! - `<lang>/reused-instance`: the real `.wasm` (Rust, JavaScript, Python builds of the same
+//!   plugin) through the host's call path, reusing instances;
+//! - `<lang>/fresh-instance`: a new Store + instantiation from the `InstancePre` per event.
 //!
 //! Needs `plugins/build.sh` to have built `target/plugins/contentsite-provisioner.wasm`.
 
@@ -52,16 +53,16 @@ fn bench(c: &mut Criterion) {
         .build()
         .unwrap();
     let engine = PluginEngine::new().unwrap();
-    let load = |reuse: bool| {
+    let load = |path: &Path, reuse: bool| {
         let options = LoadOptions {
             reuse_instances: reuse,
             pool_size: 1,
             ..LoadOptions::default()
         };
-        Arc::new(rt.block_on(load_plugin(&engine, &wasm, &options)).unwrap())
+        Arc::new(rt.block_on(load_plugin(&engine, path, &options)).unwrap())
     };
-    let reused = load(true);
-    let fresh = load(false);
+    let rust_reused = load(&wasm, true);
+    let rust_fresh = load(&wasm, false);
     let event = PluginEvent {
         event_type: EventType::Added,
         watch_id: "sites".into(),
@@ -84,11 +85,26 @@ fn bench(c: &mut Criterion) {
             out
         })
     });
-    for (name, plugin) in [
-        ("wasm/reused-instance", &reused),
-        ("wasm/fresh-instance", &fresh),
-    ] {
-        group.bench_function(name, |b| {
+    let mut plugins = vec![
+        ("rust/reused-instance".to_string(), rust_reused),
+        ("rust/fresh-instance".to_string(), rust_fresh),
+    ];
+    // The same plugin in the other languages, when plugins/build.sh built them.
+    for lang in ["js", "python"] {
+        let path = wasm
+            .parent()
+            .unwrap()
+            .join(lang)
+            .join("contentsite-provisioner.wasm");
+        if path.is_file() {
+            plugins.push((format!("{lang}/reused-instance"), load(&path, true)));
+            plugins.push((format!("{lang}/fresh-instance"), load(&path, false)));
+        } else {
+            eprintln!("skipping {lang}: {} not built", path.display());
+        }
+    }
+    for (name, plugin) in &plugins {
+        group.bench_function(name.as_str(), |b| {
             b.to_async(&rt).iter(|| async {
                 let out = plugin
                     .handle(&event, "ContentSite shop/blog", Arc::new(NoCluster))

@@ -1,5 +1,801 @@
-//! Deployment artifacts (deploy/): kustomize renders, the embedded API server accepts
-//! what it renders, the Helm chart yields the same kinds.
+//! The deployment artifacts in `deploy/`: the build script the image runs, the Dockerfile,
+//! the kustomize base, components and example overlay (rendered with `kubectl kustomize`,
+//! checked, and applied to the embedded API server) and the Helm chart (rendered with a
+//! real `helm`, checked against the kustomize base, applied too).
+//!
+//! kubectl and helm are external tools: a test that needs one that is missing says
+//! SKIPPED on stderr and passes. helm: `deploy/tools/install-helm.sh` puts one in
+//! `target/tools/helm/helm`, which is looked for after `$KUBEWASM_HELM` and `PATH`.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject, GroupVersionKind};
+use kubewasm_apiserver::ApiServer;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use support::root;
+
+const NAMESPACE: &str = "kubewasm-system";
+const EXAMPLE_PLUGINS: [&str; 3] = [
+    "contentsite-provisioner",
+    "mongodb-monitor",
+    "seldon-endpoint",
+];
+/// The most a ConfigMap may hold (data plus binaryData), as kube-apiserver validates.
+const CONFIGMAP_LIMIT: usize = 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// tools
+
+fn tool_works(path: &Path, args: &[&str]) -> bool {
+    Command::new(path)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn kubectl() -> Option<PathBuf> {
+    let p = PathBuf::from("kubectl");
+    if tool_works(&p, &["version", "--client"]) {
+        Some(p)
+    } else {
+        eprintln!("SKIPPED: kubectl is not installed: the kustomize manifests were not rendered");
+        None
+    }
+}
+
+fn helm() -> Option<PathBuf> {
+    let candidates = std::env::var_os("KUBEWASM_HELM")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            PathBuf::from("helm"),
+            root().join("target/tools/helm/helm"),
+        ]);
+    for p in candidates {
+        if tool_works(&p, &["version", "--short"]) {
+            return Some(p);
+        }
+    }
+    eprintln!(
+        "SKIPPED: no helm binary ($KUBEWASM_HELM, PATH, target/tools/helm/helm): the chart was \
+         not rendered; deploy/tools/install-helm.sh installs one"
+    );
+    None
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn parse_docs(yaml: &str) -> Vec<Value> {
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .map(|de| Value::deserialize(de).expect("rendered YAML parses"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn kustomize(kubectl: &Path, dir: &Path) -> Vec<Value> {
+    parse_docs(&run(Command::new(kubectl).arg("kustomize").arg(dir)))
+}
+
+/// `deploy/kubernetes` copied into a temporary folder, with the built example plugins in
+/// `overlays/example/plugins/` (where the overlay's configMapGenerator reads them; kustomize
+/// loads files only from inside a kustomization) and one extra overlay, `overlays/all`,
+/// that adds both components to the base.
+fn staged_kubernetes() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    copy_dir(&root().join("deploy/kubernetes"), &tmp.path().join("kubernetes"));
+    let plugins = tmp.path().join("kubernetes/overlays/example/plugins");
+    for name in EXAMPLE_PLUGINS {
+        let wasm = support::example_plugin(name);
+        std::fs::copy(&wasm, plugins.join(format!("{name}.wasm"))).expect("copy plugin");
+        std::fs::copy(
+            wasm.with_extension("yaml"),
+            plugins.join(format!("{name}.yaml")),
+        )
+        .expect("copy plugin settings");
+    }
+    let all = tmp.path().join("kubernetes/overlays/all");
+    std::fs::create_dir_all(&all).unwrap();
+    std::fs::write(
+        all.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../../base]\n\
+         components: [../../components/servicemonitor, ../../components/plugin-image]\n",
+    )
+    .unwrap();
+    tmp
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// rendered objects
+
+fn kind_of(o: &Value) -> &str {
+    o["kind"].as_str().unwrap_or("")
+}
+
+fn kinds(docs: &[Value]) -> BTreeSet<String> {
+    docs.iter().map(|d| kind_of(d).to_string()).collect()
+}
+
+fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| kind_of(d) == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} among the rendered objects"))
+}
+
+fn only<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    let found: Vec<&Value> = docs.iter().filter(|d| kind_of(d) == kind).collect();
+    assert_eq!(found.len(), 1, "expected exactly one {kind}");
+    found[0]
+}
+
+fn container<'a>(deployment: &'a Value, name: &str) -> &'a Value {
+    deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .chain(deployment["spec"]["template"]["spec"]["initContainers"].as_array())
+        .flatten()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+fn args(c: &Value) -> Vec<&str> {
+    c["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect()
+}
+
+fn volume<'a>(deployment: &'a Value, name: &str) -> &'a Value {
+    deployment["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no volume {name}"))
+}
+
+/// The restricted posture every container of the host's pod must have.
+fn assert_container_hardened(c: &Value) {
+    let sc = &c["securityContext"];
+    let what = c["name"].as_str().unwrap();
+    assert_eq!(sc["runAsNonRoot"], true, "{what}: runAsNonRoot");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}: readOnlyRootFilesystem");
+    assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}: allowPrivilegeEscalation");
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]), "{what}: capabilities");
+    assert!(sc["capabilities"].get("add").is_none(), "{what}: adds capabilities");
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{what}: seccomp");
+    assert!(
+        c["resources"]["requests"].is_object() && c["resources"]["limits"]["memory"].is_string(),
+        "{what}: resources"
+    );
+}
+
+/// What every rendering of the host's Deployment shares.
+fn assert_host_deployment(d: &Value) {
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert!(pod["terminationGracePeriodSeconds"].as_u64().unwrap() >= 10);
+    assert!(pod["serviceAccountName"].is_string());
+    let selector = &d["spec"]["selector"]["matchLabels"];
+    for (k, v) in selector.as_object().unwrap() {
+        assert_eq!(&d["spec"]["template"]["metadata"]["labels"][k], v, "pod label {k}");
+    }
+
+    let c = container(d, "kubewasm");
+    assert_container_hardened(c);
+    let a = args(c);
+    assert_eq!(a[0], "run");
+    for want in [
+        "--plugins=/plugins",
+        "--cache-dir=/var/cache/kubewasm",
+        "--log-format=json",
+        "--metrics-addr=0.0.0.0:9090",
+    ] {
+        assert!(a.contains(&want), "args lack {want}: {a:?}");
+    }
+    assert_eq!(c["ports"], json!([{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}]));
+    assert_eq!(c["livenessProbe"]["httpGet"], json!({"path": "/healthz", "port": "metrics"}));
+    assert_eq!(c["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "metrics"}));
+    assert_eq!(c["startupProbe"]["httpGet"], json!({"path": "/healthz", "port": "metrics"}));
+    let env: BTreeMap<&str, &Value> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e))
+        .collect();
+    assert_eq!(
+        env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.name"
+    );
+    assert_eq!(
+        env["POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    let mounts: BTreeMap<&str, &Value> = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap(), m))
+        .collect();
+    assert_eq!(mounts["plugins"]["mountPath"], "/plugins");
+    assert_eq!(mounts["plugins"]["readOnly"], true);
+    assert!(
+        mounts["plugins"].get("subPath").is_none(),
+        "a subPath mount never sees ConfigMap updates"
+    );
+    assert_eq!(mounts["cache"]["mountPath"], "/var/cache/kubewasm");
+    assert!(volume(d, "cache")["emptyDir"].is_object(), "cache is an emptyDir");
+}
+
+/// ConfigMap names projected into /plugins.
+fn projected_configmaps(d: &Value) -> Vec<&str> {
+    volume(d, "plugins")["projected"]["sources"]
+        .as_array()
+        .expect("plugins is a projected volume")
+        .iter()
+        .map(|s| s["configMap"]["name"].as_str().expect("a ConfigMap source"))
+        .collect()
+}
+
+/// (group, resource) → verbs over every rule of the roles of `kind`.
+fn rbac_rules(docs: &[Value], kind: &str) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for role in docs.iter().filter(|d| kind_of(d) == kind) {
+        for rule in role["rules"].as_array().unwrap() {
+            let strs = |k: &str| -> Vec<String> {
+                rule[k]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|v| v.as_str().unwrap().to_string())
+                    .collect()
+            };
+            let verbs = strs("verbs");
+            let (groups, resources) = if rule.get("nonResourceURLs").is_some() {
+                (vec!["<url>".to_string()], strs("nonResourceURLs"))
+            } else {
+                (strs("apiGroups"), strs("resources"))
+            };
+            for g in &groups {
+                for r in &resources {
+                    out.entry((g.clone(), r.clone()))
+                        .or_default()
+                        .extend(verbs.iter().cloned());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn verbs(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// The default RBAC covers exactly what the example plugins and the host need.
+fn assert_example_rbac(docs: &[Value]) {
+    let cluster = rbac_rules(docs, "ClusterRole");
+    let read = ["get", "list", "watch"];
+    let expect: Vec<(&str, &str, Vec<&str>)> = vec![
+        ("sites.kubewasm.dev", "contentsites", read.to_vec()),
+        ("sites.kubewasm.dev", "contentsites/status", vec!["patch"]),
+        ("sites.kubewasm.dev", "contentsites/finalizers", vec!["update"]),
+        ("mongodb.com", "mongodbs", vec!["get", "list", "watch", "create", "patch"]),
+        ("mongodb.com", "mongodbs/finalizers", vec!["update"]),
+        ("", "services", vec!["create", "patch"]),
+        ("monitoring.coreos.com", "servicemonitors", vec!["create", "patch"]),
+        ("machinelearning.seldon.io", "seldondeployments", vec!["get", "list", "watch", "patch"]),
+        ("machinelearning.seldon.io", "seldondeployments/finalizers", vec!["update"]),
+        ("networking.k8s.io", "ingresses", vec!["create", "patch"]),
+        ("", "events", vec!["create", "patch"]),
+        ("events.k8s.io", "events", vec!["create", "patch"]),
+    ];
+    for (g, r, v) in &expect {
+        assert_eq!(
+            cluster.get(&(g.to_string(), r.to_string())),
+            Some(&verbs(v)),
+            "ClusterRole rule for {r}.{g}"
+        );
+    }
+    let non_url = cluster.keys().filter(|(g, _)| g != "<url>").count();
+    assert_eq!(non_url, expect.len(), "ClusterRole grants more: {cluster:?}");
+    for (_, verbs) in &cluster {
+        assert!(!verbs.contains("*"), "no wildcard verbs");
+        assert!(!verbs.contains("delete"), "the example plugins delete nothing");
+    }
+    let role = rbac_rules(docs, "Role");
+    assert_eq!(
+        role,
+        BTreeMap::from([(
+            ("coordination.k8s.io".to_string(), "leases".to_string()),
+            verbs(&["get", "create", "update"])
+        )]),
+        "the namespaced Role holds only the Lease"
+    );
+    let binding = only(docs, "ClusterRoleBinding");
+    let sa = only(docs, "ServiceAccount");
+    assert_eq!(binding["subjects"][0]["name"], sa["metadata"]["name"]);
+    assert_eq!(binding["subjects"][0]["namespace"], sa["metadata"]["namespace"]);
+}
+
+fn b64_decode(s: &str) -> Vec<u8> {
+    let val = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => (c - b'A') as u32,
+            b'a'..=b'z' => (c - b'a' + 26) as u32,
+            b'0'..=b'9' => (c - b'0' + 52) as u32,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let bytes: Vec<u8> = s.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    for chunk in bytes.chunks(4) {
+        let pad = chunk.iter().filter(|&&c| c == b'=').count();
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= if c == b'=' { 0 } else { val(c) } << (18 - 6 * i);
+        }
+        out.extend_from_slice(&n.to_be_bytes()[1..4 - pad]);
+    }
+    out
+}
+
+fn configmap_size(cm: &Value) -> usize {
+    let data: usize = cm["data"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.as_str().unwrap().len())
+        .sum();
+    let binary: usize = cm["binaryData"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| k.len() + b64_decode(v.as_str().unwrap()).len())
+        .sum();
+    data + binary
+}
+
+// ---------------------------------------------------------------------------------------
+// applying to the embedded API server
+
+/// Apply `docs` (after the example CRDs, for the ServiceMonitor) the way `kubewasm dev
+/// --apply` does. Kinds the embedded server does not serve are reported and left out;
+/// returns them.
+async fn apply_rendered(client: &Client, docs: &[Value], what: &str) -> BTreeSet<String> {
+    let mut not_served = BTreeSet::new();
+    let mut served = Vec::new();
+    for d in docs {
+        let (group, version) = match d["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), d["apiVersion"].as_str().unwrap().to_string()),
+        };
+        let gvk = GroupVersionKind::gvk(&group, &version, kind_of(d));
+        if kube::discovery::pinned_kind(client, &gvk).await.is_ok() {
+            served.push(d.clone());
+        } else {
+            not_served.insert(kind_of(d).to_string());
+        }
+    }
+    if !not_served.is_empty() {
+        eprintln!(
+            "NOTE ({what}): the embedded API server does not serve {not_served:?}; \
+             those objects were not applied"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rendered.yaml");
+    let yaml: Vec<String> = served
+        .iter()
+        .map(|d| serde_yaml_ng::to_string(d).unwrap())
+        .collect();
+    std::fs::write(&file, yaml.join("---\n")).unwrap();
+    let parsed = kubewasm::dev::read_manifests(&[file]).expect("read rendered manifests");
+    assert_eq!(parsed.len(), served.len());
+    let applied = kubewasm::dev::apply_manifests(client, &parsed, Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: the embedded API server refused: {e}"));
+    assert_eq!(applied, served.len());
+    // Every object is there, as rendered.
+    for d in &served {
+        let (group, version) = match d["apiVersion"].as_str().unwrap().split_once('/') {
+            Some((g, v)) => (g.to_string(), v.to_string()),
+            None => (String::new(), d["apiVersion"].as_str().unwrap().to_string()),
+        };
+        let gvk = GroupVersionKind::gvk(&group, &version, kind_of(d));
+        let (res, caps) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+        let api: Api<DynamicObject> = match caps.scope {
+            kube::discovery::Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                d["metadata"]["namespace"].as_str().unwrap_or("default"),
+                &res,
+            ),
+            kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &res),
+        };
+        let name = d["metadata"]["name"].as_str().unwrap();
+        let got = api
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: {} {name} not stored: {e}", kind_of(d)));
+        let got = serde_json::to_value(&got).unwrap();
+        for field in ["spec", "rules", "data", "binaryData", "subjects", "roleRef"] {
+            if let Some(want) = d.get(field) {
+                assert_eq!(&got[field], want, "{what}: {} {name}: {field}", kind_of(d));
+            }
+        }
+    }
+    not_served
+}
+
+async fn api_server() -> (ApiServer, Client) {
+    let server = ApiServer::start(Default::default())
+        .await
+        .expect("start API server");
+    let client = Client::try_from(server.client_config()).expect("client");
+    let crds = kubewasm::dev::read_manifests(&[root().join("examples/crds")]).unwrap();
+    kubewasm::dev::apply_manifests(&client, &crds, Duration::from_secs(20))
+        .await
+        .expect("example CRDs");
+    (server, client)
+}
+
+// ---------------------------------------------------------------------------------------
+// tests
 
 #[test]
-fn placeholder() {}
+fn build_script_parses_and_prints_its_commands() {
+    let script = root().join("deploy/build.sh");
+    run(Command::new("bash").arg("-n").arg(&script));
+    run(Command::new("bash").arg("-n").arg(root().join("deploy/tools/install-helm.sh")));
+
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().join("out");
+    let printed = run(Command::new("bash")
+        .arg(&script)
+        .arg("--dry-run")
+        .arg(&out)
+        .env("CARGO_TARGET_DIR", "/tmp/some-target"));
+    let lines: Vec<&str> = printed.lines().collect();
+    assert_eq!(lines.len(), 3, "{printed}");
+    assert!(
+        lines[0].starts_with("+ cargo build --release --locked -p kubewasm ")
+            && lines[0].contains("--target-dir /tmp/some-target"),
+        "{printed}"
+    );
+    assert_eq!(lines[1], format!("+ mkdir -p {}", out.display()));
+    assert_eq!(
+        lines[2],
+        format!(
+            "+ install -m 0755 /tmp/some-target/release/kubewasm {}/kubewasm",
+            out.display()
+        )
+    );
+    assert!(!out.exists(), "a dry run creates nothing");
+    // --print is the same; no output dir is a usage error.
+    assert_eq!(
+        run(Command::new("bash").arg(&script).arg("--print").arg(&out).env("CARGO_TARGET_DIR", "/tmp/some-target")),
+        printed
+    );
+    let status = Command::new("bash").arg(&script).output().unwrap().status;
+    assert_eq!(status.code(), Some(2));
+}
+
+#[test]
+fn dockerfile_builds_with_the_script_and_runs_as_nonroot() {
+    let text = std::fs::read_to_string(root().join("deploy/Dockerfile")).unwrap();
+    let instructions: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    let froms: Vec<&&str> = instructions.iter().filter(|l| l.starts_with("FROM ")).collect();
+    assert_eq!(froms.len(), 2, "multi-stage: {froms:?}");
+    assert!(froms[0].contains("rust:1.95-bookworm") && froms[0].ends_with(" AS build"));
+    assert!(froms[1].contains("distroless/cc-debian12:nonroot"));
+    assert!(instructions.iter().any(|l| l.starts_with("RUN bash deploy/build.sh /out")));
+    let runtime = &instructions[instructions.iter().position(|l| l == froms[1]).unwrap()..];
+    assert!(runtime.contains(&"USER 65532:65532"));
+    assert!(runtime.contains(&r#"ENTRYPOINT ["/usr/local/bin/kubewasm"]"#));
+    assert!(runtime.contains(
+        &r#"CMD ["run", "--plugins", "/plugins", "--cache-dir", "/var/cache/kubewasm", "--log-format", "json"]"#
+    ));
+    assert!(
+        runtime
+            .iter()
+            .any(|l| l.starts_with("COPY --from=build --chown=65532:65532") && l.ends_with(" /var/cache/kubewasm")),
+        "the cache dir exists and belongs to the runtime user"
+    );
+    let ignore = std::fs::read_to_string(root().join("deploy/Dockerfile.dockerignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "**/target"));
+}
+
+#[test]
+fn kustomize_base_renders_a_hardened_host() {
+    let Some(kubectl) = kubectl() else { return };
+    let docs = kustomize(&kubectl, &root().join("deploy/kubernetes/base"));
+    assert_eq!(
+        kinds(&docs),
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "Namespace",
+            "PodDisruptionBudget",
+            "Role",
+            "RoleBinding",
+            "Service",
+            "ServiceAccount"
+        ]
+        .map(String::from)
+        .into(),
+    );
+    for d in &docs {
+        if kind_of(d) != "Namespace" && !kind_of(d).starts_with("Cluster") {
+            assert_eq!(d["metadata"]["namespace"], NAMESPACE, "{} namespace", kind_of(d));
+        }
+    }
+    assert_eq!(
+        find(&docs, "Namespace", NAMESPACE)["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    let d = only(&docs, "Deployment");
+    assert_host_deployment(d);
+    assert_eq!(d["spec"]["replicas"], 1);
+    assert_eq!(container(d, "kubewasm")["image"], "kubewasm:0.1.0");
+    assert!(!args(container(d, "kubewasm")).contains(&"--leader-elect"));
+    assert_eq!(projected_configmaps(d), ["kubewasm-plugins"]);
+    let plugins_cm = find(&docs, "ConfigMap", "kubewasm-plugins");
+    assert!(plugins_cm.get("binaryData").is_none());
+
+    // The metrics Service selects the host's pods, on the named port.
+    let svc = find(&docs, "Service", "kubewasm-metrics");
+    for (k, v) in svc["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(&d["spec"]["template"]["metadata"]["labels"][k], v);
+    }
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+    let pdb = only(&docs, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(d["spec"]["template"]["spec"]["serviceAccountName"], only(&docs, "ServiceAccount")["metadata"]["name"]);
+
+    assert_example_rbac(&docs);
+}
+
+#[test]
+fn kustomize_example_overlay_and_components_render() {
+    let Some(kubectl) = kubectl() else { return };
+    let staged = staged_kubernetes();
+    let k = staged.path().join("kubernetes");
+
+    let docs = kustomize(&kubectl, &k.join("overlays/example"));
+    let d = only(&docs, "Deployment");
+    assert_host_deployment(d);
+    assert_eq!(d["spec"]["replicas"], 2);
+    let a = args(container(d, "kubewasm"));
+    assert!(a.contains(&"--leader-elect") && a.contains(&"--lease-name=kubewasm"), "{a:?}");
+    let projected = projected_configmaps(d);
+    for name in EXAMPLE_PLUGINS {
+        let cm_name = format!("kubewasm-plugin-{name}");
+        assert!(projected.contains(&cm_name.as_str()), "{cm_name} is not mounted");
+        let cm = find(&docs, "ConfigMap", &cm_name);
+        let wasm = std::fs::read(support::example_plugin(name)).unwrap();
+        let stored = b64_decode(cm["binaryData"][format!("{name}.wasm")].as_str().expect("binaryData"));
+        assert!(stored == wasm, "{name}.wasm differs from the built plugin");
+        assert!(cm["data"][format!("{name}.yaml")].is_string(), "{name}.yaml settings");
+        let size = configmap_size(cm);
+        assert!(size <= CONFIGMAP_LIMIT, "{cm_name} holds {size} bytes, over 1 MiB");
+    }
+    assert_example_rbac(&docs);
+
+    // Both components on the base: ServiceMonitor, plugins from an image.
+    let docs = kustomize(&kubectl, &k.join("overlays/all"));
+    let sm = only(&docs, "ServiceMonitor");
+    assert_eq!(sm["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    let svc = only(&docs, "Service");
+    for (k, v) in sm["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(&svc["metadata"]["labels"][k], v, "the ServiceMonitor selects the Service");
+    }
+    let d = only(&docs, "Deployment");
+    assert_host_deployment(d);
+    let init = container(d, "plugins");
+    assert_container_hardened(init);
+    assert_eq!(init["volumeMounts"][0]["name"], "plugins");
+    let plugins = volume(d, "plugins");
+    assert!(plugins["emptyDir"].is_object() && plugins.get("projected").is_none(), "{plugins}");
+    assert!(!docs.iter().any(|d| kind_of(d) == "ConfigMap"), "no plugin ConfigMap left");
+}
+
+#[tokio::test]
+async fn rendered_manifests_are_accepted_by_the_api_server() {
+    let Some(kubectl) = kubectl() else { return };
+    let staged = staged_kubernetes();
+    let k = staged.path().join("kubernetes");
+    let (_server, client) = api_server().await;
+    let mut not_served = BTreeSet::new();
+    for dir in ["base", "overlays/example", "overlays/all"] {
+        let docs = kustomize(&kubectl, &k.join(dir));
+        not_served.extend(apply_rendered(&client, &docs, dir).await);
+    }
+    // Only kinds the embedded server does not emulate may be left out.
+    assert!(
+        not_served.iter().all(|k| k == "PodDisruptionBudget"),
+        "not applied: {not_served:?}"
+    );
+    // The example's plugin ConfigMaps round-trip byte for byte.
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    for name in EXAMPLE_PLUGINS {
+        let cm = cms.get(&format!("kubewasm-plugin-{name}")).await.unwrap();
+        let stored = &cm.binary_data.unwrap()[&format!("{name}.wasm")].0;
+        assert!(*stored == std::fs::read(support::example_plugin(name)).unwrap());
+    }
+}
+
+/// Render the chart with `helm template` and `--set` values.
+fn helm_template(helm: &Path, set: &[&str]) -> Vec<Value> {
+    let mut cmd = Command::new(helm);
+    cmd.args(["template", "kubewasm"])
+        .arg(root().join("deploy/helm/kubewasm"))
+        .args(["--namespace", NAMESPACE]);
+    for s in set {
+        cmd.arg("--set").arg(s);
+    }
+    parse_docs(&run(&mut cmd))
+}
+
+#[test]
+fn helm_chart_renders_what_the_kustomize_base_does() {
+    let Some(helm) = helm() else { return };
+    run(Command::new(&helm).arg("lint").arg(root().join("deploy/helm/kubewasm")));
+    let chart = helm_template(&helm, &["namespace.create=true"]);
+    let d = only(&chart, "Deployment");
+    assert_host_deployment(d);
+    assert_eq!(d["spec"]["replicas"], 1);
+    assert_eq!(container(d, "kubewasm")["image"], "kubewasm:0.1.0");
+    assert_eq!(projected_configmaps(d), ["kubewasm-plugins"]);
+    assert_example_rbac(&chart);
+
+    let Some(kubectl) = kubectl() else { return };
+    let base = kustomize(&kubectl, &root().join("deploy/kubernetes/base"));
+    assert_eq!(kinds(&chart), kinds(&base), "the chart yields the base's kinds");
+    // Same names, same pod and container specs (labels aside: the chart adds Helm's).
+    let names = |docs: &[Value]| -> BTreeSet<(String, String)> {
+        docs.iter()
+            .map(|d| (kind_of(d).to_string(), d["metadata"]["name"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    assert_eq!(names(&chart), names(&base));
+    let base_d = only(&base, "Deployment");
+    let pod = |d: &Value| {
+        let mut p = d["spec"]["template"]["spec"].clone();
+        p.as_object_mut().unwrap().remove("containers");
+        p
+    };
+    assert_eq!(pod(d), pod(base_d));
+    assert_eq!(container(d, "kubewasm"), container(base_d, "kubewasm"));
+    assert_eq!(d["spec"]["strategy"], base_d["spec"]["strategy"]);
+    assert_eq!(rbac_rules(&chart, "ClusterRole"), rbac_rules(&base, "ClusterRole"));
+    assert_eq!(rbac_rules(&chart, "Role"), rbac_rules(&base, "Role"));
+    assert_eq!(
+        only(&chart, "PodDisruptionBudget")["spec"]["maxUnavailable"],
+        only(&base, "PodDisruptionBudget")["spec"]["maxUnavailable"]
+    );
+    assert_eq!(only(&chart, "Service")["spec"]["ports"], only(&base, "Service")["spec"]["ports"]);
+}
+
+#[tokio::test]
+async fn helm_chart_values_for_plugins_ha_and_metrics() {
+    let Some(helm) = helm() else { return };
+    // Inline plugin with --set-file (base64, line-wrapped as `base64` prints it).
+    let tmp = tempfile::tempdir().unwrap();
+    let wasm_path = support::example_plugin("mongodb-monitor");
+    let wasm = std::fs::read(&wasm_path).unwrap();
+    let b64 = tmp.path().join("mongodb-monitor.wasm.b64");
+    let encoded = run(Command::new("base64").arg(&wasm_path));
+    assert!(encoded.contains('\n'));
+    std::fs::write(&b64, encoded).unwrap();
+    let out = run(Command::new(&helm)
+        .args(["template", "kubewasm"])
+        .arg(root().join("deploy/helm/kubewasm"))
+        .args(["--namespace", NAMESPACE])
+        .arg("--set-file")
+        .arg(format!("plugins.binaryData.mongodb-monitor\\.wasm={}", b64.display()))
+        .arg("--set-file")
+        .arg(format!(
+            "plugins.data.mongodb-monitor\\.yaml={}",
+            wasm_path.with_extension("yaml").display()
+        ))
+        .args(["--set", "replicas=2", "--set", "leaderElection.enabled=true"])
+        .args(["--set", "metrics.serviceMonitor.enabled=true"])
+        .args(["--set", "metrics.serviceMonitor.labels.release=prometheus"])
+        .args(["--set", "plugins.configMaps={kubewasm-plugin-a,kubewasm-plugin-b}"]));
+    let docs = parse_docs(&out);
+    let cm = find(&docs, "ConfigMap", "kubewasm-plugins");
+    assert!(b64_decode(cm["binaryData"]["mongodb-monitor.wasm"].as_str().unwrap()) == wasm);
+    assert_eq!(
+        cm["data"]["mongodb-monitor.yaml"].as_str().unwrap(),
+        std::fs::read_to_string(wasm_path.with_extension("yaml")).unwrap()
+    );
+    let d = only(&docs, "Deployment");
+    assert_host_deployment(d);
+    assert_eq!(d["spec"]["replicas"], 2);
+    let a = args(container(d, "kubewasm"));
+    assert!(a.contains(&"--leader-elect") && a.contains(&"--lease-name=kubewasm"), "{a:?}");
+    assert_eq!(
+        projected_configmaps(d),
+        ["kubewasm-plugins", "kubewasm-plugin-a", "kubewasm-plugin-b"]
+    );
+    let sm = only(&docs, "ServiceMonitor");
+    assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
+
+    // The chart's objects are accepted too.
+    let (_server, client) = api_server().await;
+    let not_served = apply_rendered(&client, &docs, "helm").await;
+    assert!(not_served.iter().all(|k| k == "PodDisruptionBudget"), "{not_served:?}");
+
+    // More than one replica without leader election is refused at render time.
+    let refused = Command::new(&helm)
+        .args(["template", "kubewasm"])
+        .arg(root().join("deploy/helm/kubewasm"))
+        .args(["--set", "replicas=2"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("leaderElection.enabled"));
+
+    // Plugins from an image: the same init container as the kustomize component.
+    let docs = helm_template(
+        &helm,
+        &["plugins.image.repository=kubewasm-plugins", "plugins.image.tag=0.1.0"],
+    );
+    assert!(!docs.iter().any(|d| kind_of(d) == "ConfigMap"));
+    let d = only(&docs, "Deployment");
+    assert_host_deployment(d);
+    let plugins = volume(d, "plugins");
+    assert!(plugins["emptyDir"].is_object() && plugins.get("projected").is_none());
+    let init = container(d, "plugins");
+    assert_container_hardened(init);
+    if let Some(kubectl) = kubectl() {
+        let staged = staged_kubernetes();
+        let all = kustomize(&kubectl, &staged.path().join("kubernetes/overlays/all"));
+        assert_eq!(init, container(only(&all, "Deployment"), "plugins"));
+    }
+}

@@ -117,6 +117,12 @@ impl Env {
 
     /// Start `kubewasm run` on the plugin directory.
     pub fn start_host(&self, extra: &[&str]) -> HostProcess {
+        self.start_host_with_env(extra, &[])
+    }
+
+    /// Start `kubewasm run` like [`Env::start_host`], with extra environment variables
+    /// (e.g. a canary a plugin must not be able to read).
+    pub fn start_host_with_env(&self, extra: &[&str], vars: &[(&str, &str)]) -> HostProcess {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
         cmd.args(["--log-format", "json", "--log", "info,kubewasm=debug"])
             .arg("run")
@@ -132,7 +138,10 @@ impl Env {
                 "--retry-max",
                 "2s",
             ])
+            // A free port per host: tests run in parallel.
+            .args(["--metrics-addr", "127.0.0.1:0"])
             .args(extra)
+            .envs(vars.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         HostProcess::spawn(cmd)
@@ -235,6 +244,11 @@ impl HostProcess {
             lines,
             reader: Some(reader),
         }
+    }
+
+    /// The child's process id (for /proc inspection).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Every log line so far.

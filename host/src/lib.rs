@@ -26,6 +26,7 @@ pub mod host;
 pub mod inspect;
 pub mod intent;
 pub mod manifest;
+pub mod rbac;
 pub mod registry;
 pub mod reload;
 pub mod resource;

@@ -53,6 +53,15 @@ pub enum Error {
         index: usize,
         reason: String,
     },
+    /// The plugin is quarantined after repeated failures; the event waits.
+    #[error(
+        "plugin {plugin}: quarantined for {remaining:?} more after repeated failures (last: {reason})"
+    )]
+    Quarantined {
+        plugin: String,
+        reason: String,
+        remaining: std::time::Duration,
+    },
     /// A kind or resource is not served by the API server (yet).
     #[error("{what} is not served by the API server")]
     UnknownResource { what: String },
@@ -82,6 +91,12 @@ pub enum Error {
     /// The WebAssembly engine could not be set up.
     #[error("wasm engine: {0}")]
     Engine(String),
+    /// The in-cluster configuration (service-account files, service env vars) is unusable.
+    #[error("in-cluster configuration: {0}")]
+    InCluster(String),
+    /// Leader election cannot run as configured.
+    #[error("leader election on lease {lease}: {reason}")]
+    LeaderElection { lease: String, reason: String },
 }
 
 /// Why a plugin call failed.
@@ -104,7 +119,38 @@ pub enum CallError {
     Limit(String),
 }
 
+impl CallError {
+    /// Short cause for metrics: deadline, memory, trap, limit, plugin.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Deadline(_) => "deadline",
+            CallError::Memory(_) => "memory",
+            CallError::Trap(_) => "trap",
+            CallError::Plugin { .. } => "plugin",
+            CallError::Limit(_) => "limit",
+        }
+    }
+
+    /// Whether the sandbox stopped the call (as opposed to the plugin answering an error).
+    pub fn is_sandbox_failure(&self) -> bool {
+        !matches!(self, CallError::Plugin { .. })
+    }
+}
+
 impl Error {
+    /// Short cause for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Call { kind, .. } => kind.kind(),
+            Error::InvalidIntent { .. } => "invalid-intent",
+            Error::Refused { .. } => "refused",
+            Error::Quarantined { .. } => "quarantined",
+            Error::Api { status: 409, .. } => "conflict",
+            Error::Api { .. } | Error::Kube { .. } => "api",
+            _ => "other",
+        }
+    }
+
     /// Whether retrying the same event later can succeed.
     pub fn is_retryable(&self) -> bool {
         !matches!(

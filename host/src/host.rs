@@ -18,6 +18,8 @@ use crate::dispatch::{Delivery, Handler, Queue, QueueConfig, QueueKey};
 use crate::grant;
 use crate::intent;
 use crate::manifest::Watch;
+use crate::metrics::{EventLabels, InfoLabels, Metrics, PluginLabel};
+use crate::quarantine::{Health, QuarantinePolicy};
 use crate::registry::{self, LoadOptions, Loader, PluginFile};
 use crate::reload;
 use crate::resource::ResourceRef;
@@ -44,6 +46,8 @@ pub struct HostConfig {
     /// Rescan the plugin directory this often even without change notifications
     /// (network filesystems); None: only on notifications.
     pub rescan_interval: Option<Duration>,
+    /// When failing plugins are quarantined.
+    pub quarantine: QuarantinePolicy,
 }
 
 /// A watch with its selectors parsed once, for routing.
@@ -101,9 +105,15 @@ impl Route {
     }
 }
 
+/// One version of a plugin and its health (a new version starts healthy).
+struct Version {
+    plugin: Arc<CompiledPlugin>,
+    health: Health,
+}
+
 /// The slot a plugin's queue workers read the current version from: a replaced plugin
 /// takes effect at the next event of each object, while running calls finish on the old one.
-type Slot = Arc<RwLock<Arc<CompiledPlugin>>>;
+type Slot = Arc<RwLock<Arc<Version>>>;
 
 /// One plugin at work.
 #[derive(Clone)]
@@ -162,6 +172,7 @@ struct PluginHandler {
     applier: Arc<Applier>,
     watches: Arc<WatchManager>,
     caches: Arc<Caches>,
+    metrics: Arc<Metrics>,
 }
 
 impl PluginHandler {
@@ -189,13 +200,17 @@ impl PluginHandler {
             old_object: d.old.as_ref().map(|o| o.json.clone()),
         };
         let started = Instant::now();
-        let raw = plugin
-            .handle(&event, &object, self.view(plugin))
-            .await
-            .map_err(|kind| Error::Call {
+        let result = plugin.handle(&event, &object, self.view(plugin)).await;
+        self.metrics
+            .call_seconds
+            .get_or_create(&PluginLabel {
                 plugin: name.clone(),
-                kind,
-            })?;
+            })
+            .observe(started.elapsed().as_secs_f64());
+        let raw = result.map_err(|kind| Error::Call {
+            plugin: name.clone(),
+            kind,
+        })?;
         tracing::debug!(plugin = %name, object = %object, intents = raw.len(), took = ?started.elapsed(), "plugin returned");
 
         // Validate everything before writing anything: a call is applied whole or not at all.
@@ -234,7 +249,22 @@ impl PluginHandler {
 
         let manager = plugin.manifest.field_manager();
         for p in &prepared {
-            match self.applier.execute(&manager, p).await {
+            let result = self.applier.execute(&manager, p).await;
+            let outcome = match &result {
+                Ok(_) => "applied",
+                Err(e) if e.status() == Some(409) => "conflict",
+                Err(_) => "error",
+            };
+            self.metrics.intent(&name, p.intent.verb.as_str(), outcome);
+            if outcome == "conflict" {
+                self.metrics
+                    .conflicts
+                    .get_or_create(&PluginLabel {
+                        plugin: name.clone(),
+                    })
+                    .inc();
+            }
+            match result {
                 Ok(Outcome::Written { resource_version }) => tracing::info!(
                     plugin = %name, manager = %manager, trigger = %object,
                     resource_version = %resource_version, "applied {}", p.describe()
@@ -262,18 +292,68 @@ impl PluginHandler {
 impl Handler for PluginHandler {
     async fn handle(&self, d: &Delivery) -> Result<(), Error> {
         // The version current when the event starts handles it, start to finish.
-        let plugin = match self.slot.read() {
-            Ok(p) => p.clone(),
+        let version = match self.slot.read() {
+            Ok(v) => v.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
         };
+        let plugin = &version.plugin;
         let name = plugin.name();
         let object = d.object.describe();
+        if let Err(q) = version.health.check() {
+            // The event waits in the queue (retried with backoff) until the quarantine ends.
+            tracing::debug!(plugin = name, object = %object, "plugin quarantined; event deferred");
+            return Err(Error::Quarantined {
+                plugin: name.to_string(),
+                reason: q.reason,
+                remaining: q.remaining,
+            });
+        }
+        self.metrics
+            .events
+            .get_or_create(&EventLabels {
+                plugin: name.to_string(),
+                event: d.event_type.as_str().to_string(),
+            })
+            .inc();
         tracing::info!(plugin = name, version = %plugin.manifest.version, event = d.event_type.as_str(), watch = %d.watch_id, object = %object, "event");
-        match self.run(&plugin, d).await {
-            Ok(_) => Ok(()),
+        match self.run(plugin, d).await {
+            Ok(_) => {
+                version.health.success();
+                self.metrics
+                    .quarantined
+                    .get_or_create(&PluginLabel {
+                        plugin: name.to_string(),
+                    })
+                    .set(0);
+                Ok(())
+            }
             Err(e) => {
                 let retry = e.is_retryable();
+                self.metrics.error(name, e.kind());
                 tracing::error!(plugin = name, object = %object, event = d.event_type.as_str(), retry, error = %e, "event failed");
+                match &e {
+                    Error::Call { kind, .. } if kind.is_sandbox_failure() => {
+                        if version.health.failure(&kind.to_string()) {
+                            self.metrics
+                                .quarantined
+                                .get_or_create(&PluginLabel {
+                                    plugin: name.to_string(),
+                                })
+                                .set(1);
+                            tracing::error!(plugin = name, reason = %kind, "plugin quarantined: it receives no events until its file changes or the cooldown passes");
+                        }
+                    }
+                    // The plugin answered: it works, whatever it answered.
+                    _ => {
+                        version.health.success();
+                        self.metrics
+                            .quarantined
+                            .get_or_create(&PluginLabel {
+                                plugin: name.to_string(),
+                            })
+                            .set(0);
+                    }
+                }
                 Err(e)
             }
         }
@@ -293,6 +373,8 @@ struct Shared {
     workers: Mutex<Vec<JoinSet<()>>>,
     status: RwLock<PluginStatus>,
     loaded_once: std::sync::atomic::AtomicBool,
+    metrics: Arc<Metrics>,
+    quarantine: QuarantinePolicy,
 }
 
 enum Change {
@@ -308,15 +390,29 @@ impl Shared {
         }
     }
 
+    fn version(&self, plugin: Arc<CompiledPlugin>) -> Arc<Version> {
+        self.metrics
+            .quarantined
+            .get_or_create(&PluginLabel {
+                plugin: plugin.name().to_string(),
+            })
+            .set(0);
+        Arc::new(Version {
+            plugin,
+            health: Health::new(self.quarantine),
+        })
+    }
+
     fn new_active(&self, plugin: Arc<CompiledPlugin>) -> Active {
         let name = plugin.name().to_string();
-        let slot: Slot = Arc::new(RwLock::new(plugin.clone()));
+        let slot: Slot = Arc::new(RwLock::new(self.version(plugin.clone())));
         let queue = Queue::new(name, self.queue_config.clone());
         let handler = Arc::new(PluginHandler {
             slot: slot.clone(),
             applier: self.applier.clone(),
             watches: self.watches.clone(),
             caches: self.caches.clone(),
+            metrics: self.metrics.clone(),
         });
         let set = queue.spawn(handler);
         if let Ok(mut w) = self.workers.lock() {
@@ -448,9 +544,11 @@ impl Shared {
             for change in &changes {
                 if let Change::Replaced(name) = change
                     && let Some(active) = env.plugins.get(name)
-                    && let Ok(mut slot) = active.slot.write()
                 {
-                    *slot = active.plugin.clone();
+                    let version = self.version(active.plugin.clone());
+                    if let Ok(mut slot) = active.slot.write() {
+                        *slot = version;
+                    }
                 }
             }
             let env = Arc::new(env);
@@ -536,6 +634,18 @@ impl Shared {
                 .collect();
             if !unchanged {
                 st.reloads += 1;
+                self.metrics.reloads.inc();
+            }
+            self.metrics.rejected_files.set(st.rejected.len() as i64);
+            self.metrics.plugin_info.clear();
+            for (plugin, (version, _)) in &st.loaded {
+                self.metrics
+                    .plugin_info
+                    .get_or_create(&InfoLabels {
+                        plugin: plugin.clone(),
+                        version: version.clone(),
+                    })
+                    .set(1);
             }
         }
     }
@@ -589,7 +699,11 @@ impl Host {
     /// Load the plugins, start the watches and dispatch, and (when configured) follow the
     /// plugin directory. Bad plugin files are logged and skipped; only an unreadable plugin
     /// directory or a broken engine is an error.
-    pub async fn start(client: Client, config: HostConfig) -> Result<Host, Error> {
+    pub async fn start(
+        client: Client,
+        config: HostConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Host, Error> {
         if !config.plugins_dir.is_dir() {
             return Err(Error::Io {
                 context: format!("plugin directory {}", config.plugins_dir.display()),
@@ -602,8 +716,14 @@ impl Host {
         let caches = Arc::new(Caches::default());
         let applier = Arc::new(Applier::new(client.clone(), discovery.clone()));
         let (tx, mut rx) = mpsc::channel::<WatchEvent>(4096);
-        let watches =
-            WatchManager::new(client, discovery, caches.clone(), config.watch.clone(), tx);
+        let watches = WatchManager::new(
+            client,
+            discovery,
+            caches.clone(),
+            config.watch.clone(),
+            tx,
+            metrics.clone(),
+        );
         let shared = Arc::new(Shared {
             dir: config.plugins_dir.clone(),
             loader,
@@ -616,6 +736,8 @@ impl Host {
             workers: Mutex::new(Vec::new()),
             status: RwLock::new(PluginStatus::default()),
             loaded_once: std::sync::atomic::AtomicBool::new(false),
+            metrics: metrics.clone(),
+            quarantine: config.quarantine,
         });
 
         // Follow the directory from before the first scan, so no change slips between them.
@@ -643,6 +765,27 @@ impl Host {
                         Some(ev) => router_shared.route(&ev),
                         None => break,
                     },
+                }
+            }
+        }));
+
+        let gauge_shared = shared.clone();
+        let gauge_cancel = cancel.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = gauge_cancel.cancelled() => break,
+                    _ = tick.tick() => {}
+                }
+                for (name, active) in &gauge_shared.env().plugins {
+                    gauge_shared
+                        .metrics
+                        .queue_depth
+                        .get_or_create(&PluginLabel {
+                            plugin: name.clone(),
+                        })
+                        .set(active.queue.depth() as i64);
                 }
             }
         }));
@@ -705,10 +848,18 @@ impl Host {
     /// Ready: the plugin directory was loaded once and every watched resource is served
     /// and its cache synced.
     pub fn ready(&self) -> bool {
-        self.shared
-            .loaded_once
-            .load(std::sync::atomic::Ordering::Acquire)
-            && self.shared.watches.ready()
+        self.readiness_check()()
+    }
+
+    /// The readiness check as a closure, for the `/readyz` endpoint.
+    pub fn readiness_check(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+        let shared = self.shared.clone();
+        move || {
+            shared
+                .loaded_once
+                .load(std::sync::atomic::Ordering::Acquire)
+                && shared.watches.ready()
+        }
     }
 
     /// Events waiting per plugin.

@@ -9,7 +9,12 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kubewasm::dispatch::QueueConfig;
+use std::sync::Arc;
+
 use kubewasm::host::{Host, HostConfig};
+use kubewasm::metrics::Metrics;
+use kubewasm::ops::{self, Readiness};
+use kubewasm::quarantine::QuarantinePolicy;
 use kubewasm::registry::LoadOptions;
 use kubewasm::runtime::Limits;
 use kubewasm::watch::WatchConfig;
@@ -21,7 +26,12 @@ use tracing_subscriber::EnvFilter;
 /// they may write; the host watches those kinds, calls the plugins with each change as
 /// JSON, and applies the intents they return with server-side apply.
 #[derive(Parser, Debug)]
-#[command(name = "kubewasm", version, propagate_version = true)]
+#[command(
+    name = "kubewasm",
+    version,
+    propagate_version = true,
+    args_override_self = true
+)]
 struct Cli {
     /// Log format.
     #[arg(
@@ -125,6 +135,22 @@ struct HostArgs {
     /// notifications (0 disables).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     rescan_interval: Duration,
+    /// Maximum log lines one call may write; further lines are dropped and counted.
+    #[arg(long, default_value_t = 100)]
+    max_log_lines: usize,
+    /// Maximum size of one intent's JSON, in KiB.
+    #[arg(long, default_value_t = 1024)]
+    max_intent_kib: usize,
+    /// Quarantine a plugin after this many consecutive failed calls (traps, deadlines,
+    /// memory cap, limits); 0 disables quarantine.
+    #[arg(long, default_value_t = 5)]
+    quarantine_after: u32,
+    /// How long a quarantine lasts (a new version of the plugin file ends it at once).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    quarantine_cooldown: Duration,
+    /// Address of the /healthz, /readyz and /metrics endpoint (`off` disables it).
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    metrics_addr: String,
 }
 
 #[derive(Args, Debug)]
@@ -164,7 +190,8 @@ impl HostArgs {
                     deadline: self.call_deadline,
                     memory: self.memory_mib << 20,
                     max_intents: self.max_intents,
-                    ..Limits::default()
+                    max_intent_bytes: self.max_intent_kib << 10,
+                    max_log_lines: self.max_log_lines,
                 },
                 reuse_instances: !self.fresh_instances,
                 pool_size: self.concurrency,
@@ -182,6 +209,22 @@ impl HostArgs {
             reload_debounce: (!self.no_reload).then_some(self.reload_debounce),
             rescan_interval: (!self.no_reload && !self.rescan_interval.is_zero())
                 .then_some(self.rescan_interval),
+            quarantine: QuarantinePolicy {
+                threshold: self.quarantine_after,
+                cooldown: self.quarantine_cooldown,
+            },
+        })
+    }
+
+    fn metrics_addr(&self) -> Result<Option<SocketAddr>> {
+        if self.metrics_addr == "off" {
+            return Ok(None);
+        }
+        self.metrics_addr.parse().map(Some).with_context(|| {
+            format!(
+                "--metrics-addr {:?} is not host:port or off",
+                self.metrics_addr
+            )
         })
     }
 }
@@ -249,12 +292,22 @@ async fn shutdown_signal() {
     }
 }
 
-async fn run_host(client: kube::Client, config: HostConfig) -> Result<()> {
-    let host = Host::start(client, config).await?;
+async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
+    let config = args.config()?;
+    let metrics = Arc::new(Metrics::new());
+    metrics.leader.set(1);
+    let readiness = Readiness::default();
+    let ops_cancel = tokio_util::sync::CancellationToken::new();
+    if let Some(addr) = args.metrics_addr()? {
+        ops::serve(addr, metrics.clone(), readiness.clone(), ops_cancel.clone()).await?;
+    }
+    let host = Host::start(client, config, metrics).await?;
+    readiness.set(host.readiness_check());
     tracing::info!(plugins = ?host.plugins(), "host running; Ctrl-C to stop");
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight events");
     host.shutdown().await;
+    ops_cancel.cancel();
     Ok(())
 }
 
@@ -283,7 +336,7 @@ async fn dev(args: DevArgs) -> Result<()> {
         tracing::info!(objects = n, "manifests applied");
     }
     match args.host.plugins {
-        Some(_) => run_host(client, args.host.config()?).await?,
+        Some(_) => run_host(client, &args.host).await?,
         None => {
             tracing::info!("no --plugins given: serving the API only; Ctrl-C to stop");
             shutdown_signal().await;
@@ -300,7 +353,7 @@ async fn main() -> Result<()> {
     match cli.command {
         Command::Run(args) => {
             let client = client_for(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
-            run_host(client, args.host.config()?).await
+            run_host(client, &args.host).await
         }
         Command::Dev(args) => dev(args).await,
         Command::Test {

@@ -88,8 +88,69 @@ pub struct PluginFile {
     pub bytes: Vec<u8>,
     /// sha256 of the bytes, hex.
     pub digest: String,
-    /// The settings as JSON text.
+    /// The settings as JSON text, without the host's own `kubewasm` key.
     pub settings: Option<String>,
+    /// Per-plugin limit overrides from the settings' `kubewasm` key.
+    pub overrides: LimitOverrides,
+}
+
+/// Limits an operator sets for one plugin under the `kubewasm` key of its settings file
+/// (the key is removed before the plugin sees its settings):
+///
+/// ```yaml
+/// kubewasm:
+///   callDeadline: 5s
+///   memoryMiB: 512
+///   maxIntents: 1000
+///   maxIntentKiB: 2048
+///   maxLogLines: 500
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitOverrides {
+    /// Deadline of one call, e.g. `5s`.
+    #[serde(default, with = "humantime_serde_opt")]
+    pub call_deadline: Option<std::time::Duration>,
+    /// Memory cap in MiB.
+    #[serde(default, rename = "memoryMiB")]
+    pub memory_mib: Option<usize>,
+    /// Maximum intents per call.
+    #[serde(default)]
+    pub max_intents: Option<usize>,
+    /// Maximum size of one intent in KiB.
+    #[serde(default, rename = "maxIntentKiB")]
+    pub max_intent_kib: Option<usize>,
+    /// Maximum log lines per call.
+    #[serde(default)]
+    pub max_log_lines: Option<usize>,
+}
+
+mod humantime_serde_opt {
+    use serde::Deserialize;
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<std::time::Duration>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+impl LimitOverrides {
+    /// `base` with these overrides applied.
+    pub fn apply(&self, base: &Limits) -> Limits {
+        Limits {
+            deadline: self.call_deadline.unwrap_or(base.deadline),
+            memory: self.memory_mib.map(|m| m << 20).unwrap_or(base.memory),
+            max_intents: self.max_intents.unwrap_or(base.max_intents),
+            max_intent_bytes: self
+                .max_intent_kib
+                .map(|k| k << 10)
+                .unwrap_or(base.max_intent_bytes),
+            max_log_lines: self.max_log_lines.unwrap_or(base.max_log_lines),
+        }
+    }
 }
 
 impl PluginFile {
@@ -99,21 +160,23 @@ impl PluginFile {
             path: path.to_path_buf(),
             source,
         })?;
-        let settings = read_settings(path)?;
+        let (settings, overrides) = split_settings(path, read_settings(path)?)?;
         let digest = hex::encode(Sha256::digest(&bytes));
         Ok(PluginFile {
             path: path.to_path_buf(),
             bytes,
             digest,
             settings,
+            overrides,
         })
     }
 
-    /// Changes when the component or its settings change.
+    /// Changes when the component, its settings or its limits change.
     pub fn fingerprint(&self) -> String {
         let mut h = Sha256::new();
         h.update(self.digest.as_bytes());
         h.update(self.settings.as_deref().unwrap_or("").as_bytes());
+        h.update(format!("{:?}", self.overrides).as_bytes());
         hex::encode(h.finalize())
     }
 }
@@ -189,7 +252,7 @@ impl Loader {
             component,
             file.digest,
             file.settings,
-            self.options.limits.clone(),
+            file.overrides.apply(&self.options.limits),
             InstancePolicy {
                 reuse: self.options.reuse_instances,
                 pool_size: self.options.pool_size,
@@ -209,6 +272,28 @@ impl Loader {
             m.retain(|d, _| digests.contains(d));
         }
     }
+}
+
+/// Take the host's `kubewasm` key out of the settings.
+fn split_settings(
+    path: &Path,
+    settings: Option<String>,
+) -> Result<(Option<String>, LimitOverrides), Error> {
+    let Some(text) = settings else {
+        return Ok((None, LimitOverrides::default()));
+    };
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    let Some(host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
+        return Ok((Some(text), LimitOverrides::default()));
+    };
+    let overrides: LimitOverrides =
+        serde_json::from_value(host_part).map_err(|e| Error::Settings {
+            path: path.to_path_buf(),
+            settings: path.with_extension("yaml"),
+            reason: format!("kubewasm limits: {e}"),
+        })?;
+    Ok((Some(value.to_string()), overrides))
 }
 
 /// Read, compile, link and describe one plugin file (no code cache).
@@ -238,6 +323,28 @@ mod tests {
             .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, ["a.wasm", "b.wasm"]);
+    }
+
+    #[test]
+    fn the_kubewasm_key_sets_limits_and_is_hidden_from_the_plugin() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"x").unwrap();
+        std::fs::write(
+            dir.path().join("p.yaml"),
+            "domain: a\nkubewasm:\n  callDeadline: 5s\n  memoryMiB: 64\n  maxLogLines: 7\n",
+        )
+        .unwrap();
+        let f = PluginFile::read(&wasm).unwrap();
+        assert_eq!(f.settings.as_deref(), Some(r#"{"domain":"a"}"#));
+        let l = f.overrides.apply(&Limits::default());
+        assert_eq!(l.deadline, std::time::Duration::from_secs(5));
+        assert_eq!(l.memory, 64 << 20);
+        assert_eq!(l.max_log_lines, 7);
+        assert_eq!(l.max_intents, Limits::default().max_intents);
+        std::fs::write(dir.path().join("p.yaml"), "kubewasm: {memoryMB: 1}\n").unwrap();
+        let err = PluginFile::read(&wasm).err().unwrap().to_string();
+        assert!(err.contains("unknown field `memoryMB`"), "{err}");
     }
 
     #[test]

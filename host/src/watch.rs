@@ -21,6 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::Error;
 use crate::cache::{CachedObject, Caches, ObjectKey, ResourceCache, ResourceKey};
 use crate::discovery::{Discovery, Resolved};
+use crate::metrics::{Metrics, ResourceLabel};
 use crate::resource::ResourceRef;
 use crate::runtime::EventType;
 
@@ -69,6 +70,7 @@ pub struct WatchManager {
     events: mpsc::Sender<WatchEvent>,
     desired: tokio_watch::Sender<BTreeSet<ResourceRef>>,
     resolved: RwLock<HashMap<ResourceRef, Arc<Resolved>>>,
+    metrics: Arc<Metrics>,
 }
 
 impl WatchManager {
@@ -79,6 +81,7 @@ impl WatchManager {
         caches: Arc<Caches>,
         config: WatchConfig,
         events: mpsc::Sender<WatchEvent>,
+        metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(WatchManager {
             client,
@@ -88,6 +91,7 @@ impl WatchManager {
             events,
             desired: tokio_watch::Sender::new(BTreeSet::new()),
             resolved: RwLock::new(HashMap::new()),
+            metrics,
         })
     }
 
@@ -199,6 +203,7 @@ impl WatchManager {
                 self.config.resync,
                 cancel.clone(),
                 self.caches.clone(),
+                self.metrics.clone(),
             ));
             tracing::info!(resource = %key, kind = %res.type_ref(), "watch started");
             running.insert(key, Running { cancel, task });
@@ -232,8 +237,16 @@ async fn watch_resource(
     resync: Option<Duration>,
     cancel: CancellationToken,
     caches: Arc<Caches>,
+    metrics: Arc<Metrics>,
 ) {
     let key = res.key();
+    // A clone shares the value: no registry lock is held across awaits.
+    let restarts = metrics
+        .watch_restarts
+        .get_or_create(&ResourceLabel {
+            resource: key.to_string(),
+        })
+        .clone();
     let api: Api<DynamicObject> = Api::all_with(client, &res.api);
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
@@ -294,6 +307,7 @@ async fn watch_resource(
                 if first {
                     tracing::info!(resource = %key, objects = cache.len(), "cache synced");
                 } else {
+                    restarts.inc();
                     tracing::info!(resource = %key, objects = cache.len(), "relisted");
                 }
             }
@@ -311,6 +325,7 @@ async fn watch_resource(
                 emit(&tx, &key, EventType::Deleted, o, None).await;
             }
             Err(e) => {
+                restarts.inc();
                 tracing::warn!(resource = %key, error = %e, "watch error; kube's watcher retries with backoff");
             }
         }

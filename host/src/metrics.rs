@@ -1,0 +1,231 @@
+//! Prometheus metrics of the host, served at `/metrics` by `ops`.
+
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// `plugin`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabel {
+    /// Plugin name.
+    pub plugin: String,
+}
+
+/// `plugin`, `event`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EventLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// added | modified | deleted | resync.
+    pub event: String,
+}
+
+/// `plugin`, `verb`, `result`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IntentLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// create | patch | patch-status | delete.
+    pub verb: String,
+    /// applied | conflict | error | refused | invalid.
+    pub result: String,
+}
+
+/// `plugin`, `kind`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// deadline | memory | trap | limit | plugin | invalid-intent | refused | api | quarantined.
+    pub kind: String,
+}
+
+/// `plugin`, `version`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InfoLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin version.
+    pub version: String,
+}
+
+/// `resource`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    /// `plural.version.group`.
+    pub resource: String,
+}
+
+/// Every metric the host exports.
+pub struct Metrics {
+    registry: Mutex<Registry>,
+    /// Events handed to plugins.
+    pub events: Family<EventLabels, Counter>,
+    /// Duration of plugin calls.
+    pub call_seconds: Family<PluginLabel, Histogram>,
+    /// Intents by verb and result.
+    pub intents: Family<IntentLabels, Counter>,
+    /// 409 conflicts on apply.
+    pub conflicts: Family<PluginLabel, Counter>,
+    /// Failed events by cause.
+    pub errors: Family<ErrorLabels, Counter>,
+    /// 1 while a plugin is quarantined.
+    pub quarantined: Family<PluginLabel, Gauge>,
+    /// Loaded plugins (value 1) by version.
+    pub plugin_info: Family<InfoLabels, Gauge>,
+    /// Events waiting per plugin.
+    pub queue_depth: Family<PluginLabel, Gauge>,
+    /// Relists (initial list excluded) and watch errors per resource.
+    pub watch_restarts: Family<ResourceLabel, Counter>,
+    /// Plugin directory reloads that changed something.
+    pub reloads: Counter,
+    /// Plugin files whose newest version is rejected.
+    pub rejected_files: Gauge,
+    /// 1 while this replica is the leader (or runs without leader election).
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// All metrics, registered.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("kubewasm");
+        let m = Metrics {
+            registry: Mutex::new(Registry::default()),
+            events: Family::default(),
+            call_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.000_05, 2.5, 14))
+            }),
+            intents: Family::default(),
+            conflicts: Family::default(),
+            errors: Family::default(),
+            quarantined: Family::default(),
+            plugin_info: Family::default(),
+            queue_depth: Family::default(),
+            watch_restarts: Family::default(),
+            reloads: Counter::default(),
+            rejected_files: Gauge::default(),
+            leader: Gauge::default(),
+        };
+        registry.register("events", "Events handed to plugins", m.events.clone());
+        registry.register(
+            "plugin_call_seconds",
+            "Duration of plugin calls",
+            m.call_seconds.clone(),
+        );
+        registry.register("intents", "Intents by verb and result", m.intents.clone());
+        registry.register(
+            "conflicts",
+            "Server-side apply conflicts (409)",
+            m.conflicts.clone(),
+        );
+        registry.register("errors", "Failed events by cause", m.errors.clone());
+        registry.register(
+            "plugin_quarantined",
+            "1 while the plugin is quarantined",
+            m.quarantined.clone(),
+        );
+        registry.register(
+            "plugin_info",
+            "Loaded plugins by version",
+            m.plugin_info.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Events waiting per plugin",
+            m.queue_depth.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "Relists and watch errors per resource",
+            m.watch_restarts.clone(),
+        );
+        registry.register(
+            "reloads",
+            "Plugin directory reloads that changed something",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "rejected_plugin_files",
+            "Plugin files whose newest version is rejected",
+            m.rejected_files.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica applies intents",
+            m.leader.clone(),
+        );
+        if let Ok(mut r) = m.registry.lock() {
+            *r = registry;
+        }
+        m
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Ok(r) = self.registry.lock() {
+            let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+        }
+        out
+    }
+
+    /// Count a failed event.
+    pub fn error(&self, plugin: &str, kind: &str) {
+        self.errors
+            .get_or_create(&ErrorLabels {
+                plugin: plugin.to_string(),
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// Count an intent outcome.
+    pub fn intent(&self, plugin: &str, verb: &str, result: &str) {
+        self.intents
+            .get_or_create(&IntentLabels {
+                plugin: plugin.to_string(),
+                verb: verb.to_string(),
+                result: result.to_string(),
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodes_registered_families() {
+        let m = Metrics::new();
+        m.error("p", "trap");
+        m.intent("p", "create", "applied");
+        m.call_seconds
+            .get_or_create(&PluginLabel { plugin: "p".into() })
+            .observe(0.001);
+        let text = m.encode();
+        assert!(
+            text.contains(r#"kubewasm_errors_total{plugin="p",kind="trap"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kubewasm_intents_total{plugin="p",verb="create",result="applied"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("kubewasm_plugin_call_seconds_bucket"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! The operations surface: /healthz, /readyz, /metrics, and quarantine of failing plugins,
+//! with the real binary against the embedded API server.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use serde_json::json;
+use support::*;
+
+/// GET over plain HTTP/1.0: (status, body).
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of the first sample line starting with `prefix`.
+fn sample(metrics: &str, prefix: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn ops_addr(host: &HostProcess) -> String {
+    let line = host
+        .wait_log("ops endpoint", |l| {
+            field(l, "message").starts_with("serving /healthz")
+        })
+        .await;
+    field(&line, "addr").to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_caches_and_metrics_count_the_scenario() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&example_plugin("mongodb-monitor"), "mongodb-monitor", None);
+    let host = env.start_host(&[]);
+    let addr = ops_addr(&host).await;
+    assert_eq!(http_get(&addr, "/healthz").0, 200);
+    // MongoDB is not served yet: the cache cannot sync, so the host is not ready.
+    host.wait_log("waiting for MongoDB", |l| {
+        field(l, "message").contains("not served")
+    })
+    .await;
+    assert_eq!(http_get(&addr, "/readyz").0, 503);
+
+    env.apply_path(&root().join("examples/crds")).await;
+    let ready_addr = addr.clone();
+    eventually("ready", CONVERGE, || {
+        let a = ready_addr.clone();
+        async move { (http_get(&a, "/readyz").0 == 200).then_some(()) }
+    })
+    .await;
+
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    env.create(
+        &dbs,
+        json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+        "metadata": {"name": "m", "namespace": "default"}, "spec": {"members": 1}}),
+    )
+    .await;
+    let monitors = env.api(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        Some("default"),
+    );
+    eventually("m-monitor", CONVERGE, || async {
+        get(&monitors, "m-monitor").await
+    })
+    .await;
+
+    let (status, text) = http_get(&addr, "/metrics");
+    assert_eq!(status, 200);
+    let p = r#"plugin="mongodb-monitor""#;
+    assert!(
+        sample(
+            &text,
+            &format!(r#"kubewasm_events_total{{{p},event="added"}}"#)
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            &format!(r#"kubewasm_intents_total{{{p},verb="create",result="applied"}}"#)
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
+        "{text}"
+    );
+    assert!(
+        sample(
+            &text,
+            &format!(r#"kubewasm_plugin_call_seconds_count{{{p}}}"#)
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!(r#"kubewasm_plugin_info{{{p},version="0.1.0"}}"#)
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    assert_eq!(
+        sample(&text, &format!(r#"kubewasm_plugin_quarantined{{{p}}}"#)),
+        Some(0.0),
+        "{text}"
+    );
+    assert!(text.contains("kubewasm_queue_depth"), "{text}");
+    assert!(text.contains("kubewasm_watch_restarts_total"), "{text}");
+    assert_eq!(host.stop(), Some(0));
+}
+
+fn trigger(name: &str, action: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default", "labels": {"kubewasm.dev/testkit": "testkit"}},
+           "data": {"action": action, "value": name}})
+}
+
+fn quarantined(addr: &str) -> Option<f64> {
+    sample(
+        &http_get(addr, "/metrics").1,
+        r#"kubewasm_plugin_quarantined{plugin="testkit"}"#,
+    )
+}
+
+async fn quarantined_host(env: &Env, cooldown: &str) -> (HostProcess, String) {
+    std::fs::copy(test_plugin("testkit"), env.plugins.join("testkit.wasm")).unwrap();
+    let host = env.start_host(&[
+        "--quarantine-after",
+        "3",
+        "--quarantine-cooldown",
+        cooldown,
+        "--retry-max",
+        "500ms",
+        "--reload-debounce",
+        "200ms",
+    ]);
+    let addr = ops_addr(&host).await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, trigger("bomb", "trap")).await;
+    let line = host
+        .wait_log("quarantined", |l| {
+            field(l, "message").starts_with("plugin quarantined")
+        })
+        .await;
+    assert_eq!(field(&line, "plugin"), "testkit", "{line}");
+    assert!(field(&line, "reason").contains("trapped"), "{line}");
+    assert_eq!(quarantined(&addr), Some(1.0));
+    (host, addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_plugin_gets_no_events_until_the_cooldown_passes() {
+    let env = Env::with_crds(false).await;
+    let (host, addr) = quarantined_host(&env, "2s").await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, trigger("good", "copy")).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(
+        get(&cms, "good-out").await.is_none(),
+        "a quarantined plugin handled an event"
+    );
+    // The bad object goes away; after the cooldown the waiting events are handled.
+    cms.delete("bomb", &Default::default()).await.unwrap();
+    eventually("good-out after the cooldown", CONVERGE, || async {
+        get(&cms, "good-out").await
+    })
+    .await;
+    assert_eq!(quarantined(&addr), Some(0.0));
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_plugin_file_ends_a_quarantine_at_once() {
+    let env = Env::with_crds(false).await;
+    // A cooldown far longer than the test: only the new file can end this quarantine.
+    let (host, addr) = quarantined_host(&env, "10m").await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    cms.delete("bomb", &Default::default()).await.unwrap();
+    let wasm = env.plugins.join("testkit.wasm");
+    std::fs::copy(test_plugin("testkit-v2"), env.dir.path().join("v2.wasm")).unwrap();
+    std::fs::rename(env.dir.path().join("v2.wasm"), &wasm).unwrap();
+    host.wait_log("replaced", |l| field(l, "message") == "plugin replaced")
+        .await;
+    assert_eq!(quarantined(&addr), Some(0.0));
+    env.create(&cms, trigger("after", "copy")).await;
+    eventually("after-out from the new version", CONVERGE, || async {
+        get(&cms, "after-out")
+            .await
+            .filter(|o| o.data["data"]["version"] == json!("2"))
+    })
+    .await;
+    assert_eq!(host.stop(), Some(0));
+}

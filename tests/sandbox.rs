@@ -1,1 +1,783 @@
-//! Sandbox tests: hostile plugins against the real host (filled in below).
+//! The sandbox: hostile plugins (`tests/plugins/hostile`) attack the real `kubewasm` binary
+//! running against the embedded API server, one test per attack. During every attack a
+//! well-behaved plugin (testkit, `copy`) keeps handling events and its output is asserted;
+//! the cluster is checked for anything of a refused call, and the host's log for a line
+//! naming the plugin, the object and the reason.
+//!
+//! Limits used throughout: `--call-deadline 500ms --memory-mib 64 --max-intents 256`, and
+//! the default intent size limit of 1 MiB.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use kube::api::ListParams;
+use serde_json::{Value, json};
+use support::*;
+
+const LIMITS: &[&str] = &[
+    "--call-deadline",
+    "500ms",
+    "--memory-mib",
+    "64",
+    "--max-intents",
+    "256",
+];
+
+/// The well-behaved plugin's settings: testkit named `good`, copying its ConfigMaps.
+const GOOD: &str = "name: good\nselector: kubewasm.dev/good=yes\n";
+
+/// A world with the good plugin and the named hostile copies (settings YAML each).
+fn world(env: &Env, hostile: &[(&str, &str)]) {
+    env.add_plugin(&test_plugin("testkit"), "good", Some(GOOD));
+    let wasm = test_plugin("hostile");
+    for (name, extra) in hostile {
+        env.add_plugin(&wasm, name, Some(&format!("name: {name}\n{extra}")));
+    }
+}
+
+fn configmap(name: &str, labels: Value, data: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default", "labels": labels},
+           "data": data})
+}
+
+/// Trigger `attack` of the hostile plugin `plugin` with ConfigMap `cm`.
+async fn attack(env: &Env, plugin: &str, cm: &str, attack: &str, extra: Value) {
+    let mut data = json!({"attack": attack});
+    if let (Some(d), Some(e)) = (data.as_object_mut(), extra.as_object()) {
+        d.extend(e.clone());
+    }
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(
+        &cms,
+        configmap(cm, json!({"kubewasm.dev/hostile": plugin}), data),
+    )
+    .await;
+}
+
+/// The good plugin handles a fresh object while the attack goes on; returns how long it took.
+async fn good_keeps_working(env: &Env, tag: &str) -> Duration {
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let name = format!("good-{tag}");
+    let started = Instant::now();
+    env.create(
+        &cms,
+        configmap(
+            &name,
+            json!({"kubewasm.dev/good": "yes"}),
+            json!({"value": tag}),
+        ),
+    )
+    .await;
+    let out = eventually(&format!("{name}-out"), CONVERGE, || async {
+        get(&cms, &format!("{name}-out")).await
+    })
+    .await;
+    assert_eq!(out.data["data"]["value"], json!(tag));
+    assert_eq!(out.data["data"]["from"], json!("good"));
+    started.elapsed()
+}
+
+/// Wait for the host's `event failed` line for `plugin` on `default/cm`; check its reason.
+async fn failure(host: &HostProcess, plugin: &str, cm: &str, reason: &str) -> Value {
+    let object = format!("default/{cm}");
+    let line = host
+        .wait_log(&format!("{plugin} failing on {cm}"), |l| {
+            field(l, "message") == "event failed"
+                && field(l, "plugin") == plugin
+                && field(l, "object").ends_with(&object)
+        })
+        .await;
+    assert!(
+        field(&line, "error").contains(reason),
+        "{plugin} on {cm}: want {reason:?} in {line}"
+    );
+    assert!(
+        field(&line, "error").contains(&format!("plugin {plugin}")),
+        "the error does not name the plugin: {line}"
+    );
+    eprintln!("{plugin} on {cm}: {}", field(&line, "error"));
+    line
+}
+
+/// How many `event failed` lines there are for `plugin` on `default/cm`.
+fn failures(host: &HostProcess, plugin: &str, cm: &str) -> usize {
+    let object = format!("default/{cm}");
+    host.matching(|l| {
+        field(l, "message") == "event failed"
+            && field(l, "plugin") == plugin
+            && field(l, "object").ends_with(&object)
+    })
+    .len()
+}
+
+/// The report ConfigMap `<cm>-out` a returning attack wrote.
+async fn report(env: &Env, cm: &str) -> serde_json::Map<String, Value> {
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let out = eventually(&format!("{cm}-out"), CONVERGE, || async {
+        get(&cms, &format!("{cm}-out")).await
+    })
+    .await;
+    let data = out.data["data"].as_object().cloned().unwrap_or_default();
+    eprintln!("{cm}-out: {}", serde_json::to_string_pretty(&data).unwrap());
+    data
+}
+
+fn entry<'a>(data: &'a serde_json::Map<String, Value>, key: &str) -> &'a str {
+    data.get(key).and_then(Value::as_str).unwrap_or("<absent>")
+}
+
+/// Resident memory of a process in KiB.
+fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn infinite_loops_are_stopped_at_the_deadline_and_the_host_stays_responsive() {
+    let env = Env::with_crds(false).await;
+    // Two copies, each with as many spinning objects as it has workers (concurrency 4).
+    world(&env, &[("loop-a", ""), ("loop-b", "")]);
+    let host = env.start_host(LIMITS);
+    for plugin in ["loop-a", "loop-b"] {
+        for i in 0..4 {
+            attack(&env, plugin, &format!("{plugin}-{i}"), "loop", json!({})).await;
+        }
+    }
+    for plugin in ["loop-a", "loop-b"] {
+        failure(
+            &host,
+            plugin,
+            &format!("{plugin}-0"),
+            "call exceeded its deadline of 500ms",
+        )
+        .await;
+    }
+    // While eight calls spin (and are retried), the good plugin still answers promptly.
+    let mut slowest = Duration::ZERO;
+    for i in 0..3 {
+        slowest = slowest.max(good_keeps_working(&env, &format!("loop-{i}")).await);
+    }
+    eprintln!("slowest good round trip during the loops: {slowest:?}");
+    assert!(
+        slowest < Duration::from_secs(10),
+        "the good plugin took {slowest:?}"
+    );
+    // Failed calls are retried with backoff, and each retry is stopped again.
+    eventually("loop-a-0 retried", CONVERGE, || async {
+        (failures(&host, "loop-a", "loop-a-0") >= 2).then_some(())
+    })
+    .await;
+    // The host shuts down promptly although plugins are spinning.
+    let stopping = Instant::now();
+    assert_eq!(host.stop(), Some(0));
+    assert!(
+        stopping.elapsed() < Duration::from_secs(10),
+        "shutdown took {:?}",
+        stopping.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bomb_is_stopped_at_the_cap() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("bomb", "")]);
+    let host = env.start_host(LIMITS);
+    attack(&env, "bomb", "bomb", "memory", json!({})).await;
+    failure(
+        &host,
+        "bomb",
+        "bomb",
+        "memory limit of 67108864 bytes exceeded",
+    )
+    .await;
+    good_keeps_working(&env, "memory").await;
+    // It really allocated up to near the cap, and never past it.
+    let held: Vec<u64> = host
+        .matching(|l| field(l, "plugin") == "bomb")
+        .iter()
+        .filter_map(|l| {
+            field(l, "message")
+                .strip_prefix("holding ")?
+                .strip_suffix(" MiB")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    let most = held.iter().copied().max().unwrap_or(0);
+    assert!((32..64).contains(&most), "held {held:?}");
+    eventually("bomb retried", CONVERGE, || async {
+        (failures(&host, "bomb", "bomb") >= 2).then_some(())
+    })
+    .await;
+    let rss = rss_kib(host.pid()).unwrap_or(0);
+    eprintln!("host RSS after repeated memory bombs: {} MiB", rss / 1024);
+    assert!(rss < 512 * 1024, "host RSS {rss} KiB");
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    assert!(get(&cms, "bomb-out").await.is_none());
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_huge_intent_is_refused() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("huge", "")]);
+    let host = env.start_host(LIMITS);
+    attack(&env, "huge", "huge", "huge-intent", json!({})).await;
+    let line = failure(&host, "huge", "huge", "over the limit of 1048576").await;
+    assert!(field(&line, "error").contains("intent #0 is 52"), "{line}");
+    good_keeps_working(&env, "huge").await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    assert!(
+        get(&cms, "huge-out").await.is_none(),
+        "the huge intent was applied"
+    );
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_intents_are_refused_and_none_is_applied() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("many", "")]);
+    let host = env.start_host(LIMITS);
+    attack(&env, "many", "many", "many-intents", json!({})).await;
+    failure(
+        &host,
+        "many",
+        "many",
+        "returned 10000 intents, over the limit of 256",
+    )
+    .await;
+    good_keeps_working(&env, "many").await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let names: Vec<String> = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .filter(|n| n.starts_with("many-"))
+        .collect();
+    assert!(names.is_empty(), "applied: {names:?}");
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traps_fail_the_call_and_are_retried() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("trapper", "")]);
+    let host = env.start_host(LIMITS);
+    for kind in ["trap", "unreachable", "stack"] {
+        attack(&env, "trapper", kind, kind, json!({})).await;
+    }
+    failure(&host, "trapper", "trap", "trapped").await;
+    failure(&host, "trapper", "unreachable", "unreachable").await;
+    failure(&host, "trapper", "stack", "trapped").await;
+    good_keeps_working(&env, "trap").await;
+    eventually("trap retried", CONVERGE, || async {
+        (failures(&host, "trapper", "trap") >= 2).then_some(())
+    })
+    .await;
+    let line = host
+        .matching(|l| {
+            field(l, "message") == "event failed" && field(l, "object").ends_with("/trap")
+        })
+        .pop()
+        .unwrap();
+    assert_eq!(line["retry"], json!(true), "{line}");
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_outside_the_grants_are_refused_and_nothing_of_the_call_is_applied() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("intruder", "")]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, configmap("victim", json!({}), json!({"keep": "me"})))
+        .await;
+    let host = env.start_host(LIMITS);
+    let cases = [
+        (
+            "outside-grant",
+            "intent #1 refused: no grant allows create on v1 Secret in namespace default",
+        ),
+        (
+            "outside-namespace",
+            "intent #1 refused: no grant allows create on v1 ConfigMap in namespace kube-system",
+        ),
+        (
+            "escalate",
+            "intent #1 refused: no grant allows create on rbac.authorization.k8s.io/v1 ClusterRoleBinding (cluster-scoped)",
+        ),
+        (
+            "outside-verb",
+            "intent #1 refused: no grant allows patch on v1 ConfigMap in namespace default",
+        ),
+    ];
+    for (kind, _) in cases {
+        attack(&env, "intruder", kind, kind, json!({})).await;
+    }
+    for (kind, reason) in cases {
+        failure(&host, "intruder", kind, reason).await;
+    }
+    good_keeps_working(&env, "grants").await;
+    // Let the refused calls be retried a few times; still nothing of them lands.
+    eventually("escalate retried", CONVERGE, || async {
+        (failures(&host, "intruder", "escalate") >= 2).then_some(())
+    })
+    .await;
+    for (kind, _) in cases {
+        assert!(
+            get(&cms, &format!("{kind}-out")).await.is_none(),
+            "the granted half of the refused {kind} call was applied"
+        );
+    }
+    let secrets = env.api("v1", "Secret", "secrets", Some("default"));
+    assert!(get(&secrets, "outside-grant-secret").await.is_none());
+    let system = env.api("v1", "ConfigMap", "configmaps", Some("kube-system"));
+    assert!(get(&system, "outside-namespace-escape").await.is_none());
+    let bindings = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        None,
+    );
+    assert!(get(&bindings, "escalate-admin").await.is_none());
+    let victim = get(&cms, "victim").await.expect("victim deleted");
+    assert_eq!(victim.data["data"], json!({"keep": "me"}));
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_of_undeclared_kinds_are_refused() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("snoop", "")]);
+    let secrets = env.api("v1", "Secret", "secrets", Some("default"));
+    env.create(
+        &secrets,
+        json!({"apiVersion": "v1", "kind": "Secret",
+               "metadata": {"name": "victim", "namespace": "default"},
+               "stringData": {"password": "hunter2"}}),
+    )
+    .await;
+    let host = env.start_host(LIMITS);
+    attack(&env, "snoop", "snoop", "read-undeclared", json!({})).await;
+    good_keeps_working(&env, "read").await;
+    let data = report(&env, "snoop").await;
+    for (key, kind) in [
+        ("getSecret", "v1/Secret"),
+        ("listSecrets", "v1/Secret"),
+        ("getClusterRole", "rbac.authorization.k8s.io/v1/ClusterRole"),
+    ] {
+        assert_eq!(
+            entry(&data, key),
+            format!("err: {kind} is not watched or declared in `reads` by this plugin"),
+            "{key}"
+        );
+    }
+    assert!(!serde_json::to_string(&data).unwrap().contains("hunter2"));
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// Documents the read scope: `host.list` is limited by kind (what the WIT contract says),
+/// not by the namespace or label selector of the plugin's watch. A plugin that watches
+/// some ConfigMaps can list every ConfigMap the host caches, in every namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_are_limited_by_kind_not_by_the_watch_selector() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("wide", "")]);
+    let host = env.start_host(LIMITS);
+    good_keeps_working(&env, "wide").await;
+    attack(&env, "wide", "wide", "read-wide", json!({})).await;
+    let data = report(&env, "wide").await;
+    let seen = entry(&data, "seen");
+    assert!(seen.starts_with("ok: "), "{seen}");
+    // The good plugin's objects, which the wide plugin's selector does not match.
+    assert!(seen.contains("default/good-wide"), "{seen}");
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_cannot_be_opened() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("files", "")]);
+    let host = env.start_host(LIMITS);
+    // /etc/passwd, and the host's own kubeconfig (credentials to the cluster).
+    attack(&env, "files", "passwd", "file", json!({})).await;
+    let kubeconfig = env.kubeconfig.display().to_string();
+    attack(
+        &env,
+        "files",
+        "kubeconfig",
+        "file",
+        json!({"path": kubeconfig}),
+    )
+    .await;
+    good_keeps_working(&env, "file").await;
+    let here = std::env::current_dir().unwrap().display().to_string();
+    for cm in ["passwd", "kubeconfig"] {
+        let data = report(&env, cm).await;
+        for key in ["read", "listRoot", "listCwd", "createTmp"] {
+            assert!(
+                entry(&data, key).starts_with("err: "),
+                "{cm}: {key} = {}",
+                entry(&data, key)
+            );
+        }
+        let text = serde_json::to_string(&data).unwrap();
+        assert!(
+            !text.contains("root:") && !text.contains("certificate") && !text.contains("token"),
+            "{cm}: file contents leaked: {text}"
+        );
+        assert!(!text.contains(&here), "{cm}: the host's directory leaked");
+    }
+    assert!(!std::path::Path::new("/tmp/kubewasm-hostile").exists());
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sockets_cannot_be_opened() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("net", "")]);
+    let host = env.start_host(LIMITS);
+    // The API server listens: a connection there would succeed if sockets were allowed.
+    let api = env
+        .server
+        .url()
+        .trim_start_matches("https://")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    attack(&env, "net", "net", "socket", json!({"addr": api})).await;
+    good_keeps_working(&env, "socket").await;
+    let data = report(&env, "net").await;
+    for key in ["connectClosed", "connectAddr", "listen", "udp", "lookup"] {
+        assert!(
+            entry(&data, key).starts_with("err: "),
+            "{key} = {}",
+            entry(&data, key)
+        );
+    }
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn environment_and_arguments_are_empty() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("snoop-env", "")]);
+    let host = env.start_host_with_env(LIMITS, &[("KUBEWASM_CANARY", "canary-7f3a")]);
+    attack(
+        &env,
+        "snoop-env",
+        "env",
+        "env",
+        json!({"var": "KUBEWASM_CANARY"}),
+    )
+    .await;
+    good_keeps_working(&env, "env").await;
+    let data = report(&env, "env").await;
+    assert_eq!(entry(&data, "varCount"), "0");
+    assert_eq!(entry(&data, "vars"), "");
+    assert_eq!(entry(&data, "argCount"), "0");
+    assert_eq!(entry(&data, "args"), "");
+    assert!(
+        entry(&data, "var").starts_with("err: "),
+        "{}",
+        entry(&data, "var")
+    );
+    let text = serde_json::to_string(&data).unwrap();
+    assert!(!text.contains("canary-7f3a"), "{text}");
+    assert!(!text.contains("kubeconfig"), "{text}");
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_flood_is_capped_per_call() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("chatty", "")]);
+    let host = env.start_host(LIMITS);
+    attack(&env, "chatty", "chatty", "log-flood", json!({})).await;
+    let dropped = host
+        .wait_log("log lines dropped", |l| {
+            field(l, "plugin") == "chatty" && field(l, "message").contains("log lines dropped")
+        })
+        .await;
+    // The first line is the plugin's own "attack ..." line; 99 flood lines fit the cap.
+    assert_eq!(dropped["dropped"], json!(10_000 - 99), "{dropped}");
+    assert!(
+        field(&dropped, "object").ends_with("default/chatty"),
+        "{dropped}"
+    );
+    // The call itself succeeds: dropping log lines is not a failure.
+    report(&env, "chatty").await;
+    good_keeps_working(&env, "log").await;
+    let flood = host
+        .matching(|l| {
+            field(l, "plugin") == "chatty" && field(l, "message").starts_with("flood line")
+        })
+        .len();
+    assert_eq!(flood, 99);
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// The log cap counts lines, not bytes: ten 1 MiB lines from one call all reach the host's
+/// log today. Ignored until the host caps log bytes per call (issue 6: "a cap on log
+/// volume"); run with `--ignored` to see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "the host caps log lines per call but not their size"]
+async fn huge_log_lines_are_capped_in_bytes() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("loud", "")]);
+    let host = env.start_host(LIMITS);
+    attack(&env, "loud", "loud", "log-huge", json!({})).await;
+    report(&env, "loud").await;
+    good_keeps_working(&env, "loud").await;
+    let bytes: usize = host
+        .matching(|l| field(l, "plugin") == "loud")
+        .iter()
+        .map(|l| field(l, "message").len())
+        .sum();
+    eprintln!("log bytes from one call of loud: {bytes}");
+    assert!(bytes < 1 << 20, "one call logged {bytes} bytes");
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_attacking_in_describe_is_rejected_and_the_others_load() {
+    let env = Env::with_crds(false).await;
+    world(
+        &env,
+        &[
+            ("describe-loop", "describe: loop\n"),
+            ("describe-trap", "describe: trap\n"),
+            ("describe-memory", "describe: memory\n"),
+        ],
+    );
+    let host = env.start_host(LIMITS);
+    for (file, reason) in [
+        ("describe-loop.wasm", "call exceeded its deadline of 500ms"),
+        ("describe-trap.wasm", "trapped"),
+        ("describe-memory.wasm", "memory limit of 67108864 bytes"),
+    ] {
+        let line = host
+            .wait_log(file, |l| {
+                field(l, "message") == "plugin rejected" && field(l, "error").contains(file)
+            })
+            .await;
+        assert!(field(&line, "error").contains(reason), "{line}");
+        eprintln!("{file}: {}", field(&line, "error"));
+    }
+    good_keeps_working(&env, "describe").await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// `kubewasm rbac` for the example plugins: the objects follow the manifests, and the
+/// embedded API server's RBAC kinds accept the YAML.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
+    use kubewasm::manifest::Verb;
+    use kubewasm::rbac::{RbacOptions, guess, render, to_yaml};
+    use kubewasm::registry::{LoadOptions, load_plugin};
+    use kubewasm::runtime::PluginEngine;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    let engine = PluginEngine::new().unwrap();
+    let mut plugins = Vec::new();
+    for name in [
+        "contentsite-provisioner",
+        "mongodb-monitor",
+        "seldon-endpoint",
+    ] {
+        plugins.push(
+            load_plugin(&engine, &example_plugin(name), &LoadOptions::default())
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}")),
+        );
+    }
+    let manifests: Vec<_> = plugins.iter().map(|p| &p.manifest).collect();
+    let objects = render(&manifests, |r| Some(guess(r)), &RbacOptions::default());
+    let yaml = to_yaml(&objects);
+    eprintln!("{yaml}");
+
+    // Parse the YAML back and flatten every role into (namespace, group, resource) → verbs.
+    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    assert_eq!(docs, objects);
+    type Perms = BTreeMap<(Option<String>, String, String), BTreeSet<String>>;
+    let mut perms: Perms = BTreeMap::new();
+    for doc in &docs {
+        if doc["kind"] != "ClusterRole" && doc["kind"] != "Role" {
+            continue;
+        }
+        let ns = doc["metadata"]["namespace"].as_str().map(str::to_string);
+        for rule in doc["rules"].as_array().unwrap() {
+            for g in rule["apiGroups"].as_array().into_iter().flatten() {
+                for r in rule["resources"].as_array().unwrap() {
+                    for v in rule["verbs"].as_array().unwrap() {
+                        perms
+                            .entry((
+                                ns.clone(),
+                                g.as_str().unwrap().into(),
+                                r.as_str().unwrap().into(),
+                            ))
+                            .or_default()
+                            .insert(v.as_str().unwrap().into());
+                    }
+                }
+            }
+        }
+    }
+    let has = |ns: Option<&str>, group: &str, resource: &str, verbs: &[&str]| {
+        let got = perms
+            .get(&(
+                ns.map(str::to_string),
+                group.to_string(),
+                resource.to_string(),
+            ))
+            .cloned()
+            .unwrap_or_default();
+        verbs.iter().all(|v| got.contains(*v))
+    };
+    // Every watch and read: get/list/watch. Every granted verb: its RBAC verbs.
+    for m in &manifests {
+        for r in m.watches.iter().map(|w| &w.resource).chain(m.reads.iter()) {
+            let k = guess(r);
+            assert!(
+                has(None, &k.group, &k.plural, &["get", "list", "watch"]),
+                "{}: no read of {r}",
+                m.name
+            );
+        }
+        for g in &m.grants {
+            for (group, kind) in g
+                .api_groups
+                .iter()
+                .flat_map(|gr| g.kinds.iter().map(move |k| (gr, k)))
+            {
+                let api_version = if group.is_empty() {
+                    "v1".to_string()
+                } else {
+                    format!("{group}/v1")
+                };
+                let k = guess(&kubewasm::resource::ResourceRef::Kind(
+                    kubewasm::resource::TypeRef::new(api_version, kind.as_str()),
+                ));
+                let namespaces: Vec<Option<&str>> = if g.namespaces.is_empty() {
+                    vec![None]
+                } else {
+                    g.namespaces.iter().map(|n| Some(n.as_str())).collect()
+                };
+                for ns in namespaces {
+                    for v in &g.verbs {
+                        let (resource, verbs) = match v {
+                            Verb::Create => (k.plural.clone(), vec!["create", "patch"]),
+                            Verb::Patch => (k.plural.clone(), vec!["patch"]),
+                            Verb::PatchStatus => (format!("{}/status", k.plural), vec!["patch"]),
+                            Verb::Delete => (k.plural.clone(), vec!["delete"]),
+                        };
+                        assert!(
+                            has(ns, &k.group, &resource, &verbs),
+                            "{}: grant {v:?} on {group}/{kind} in {ns:?} missing",
+                            m.name
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // Nothing beyond the manifests: every resource in a rule is watched, read, granted,
+    // a subresource of one, events or leases.
+    let mut known: BTreeSet<(String, String)> = BTreeSet::new();
+    for m in &manifests {
+        for r in m.watches.iter().map(|w| &w.resource).chain(m.reads.iter()) {
+            let k = guess(r);
+            known.insert((k.group, k.plural));
+        }
+        for g in &m.grants {
+            for group in &g.api_groups {
+                for kind in &g.kinds {
+                    let av = if group.is_empty() {
+                        "v1".into()
+                    } else {
+                        format!("{group}/v1")
+                    };
+                    let k = guess(&kubewasm::resource::ResourceRef::Kind(
+                        kubewasm::resource::TypeRef::new(av, kind.as_str()),
+                    ));
+                    known.insert((k.group, k.plural));
+                }
+            }
+        }
+    }
+    known.insert(("".into(), "events".into()));
+    known.insert(("events.k8s.io".into(), "events".into()));
+    known.insert(("coordination.k8s.io".into(), "leases".into()));
+    for (ns, group, resource) in perms.keys() {
+        let base = resource.split('/').next().unwrap().to_string();
+        assert!(
+            known.contains(&(group.clone(), base)),
+            "{ns:?} {group}/{resource} is not needed by any manifest"
+        );
+        assert!(
+            !resource.contains('*') && group != "*",
+            "wildcard in {resource}"
+        );
+    }
+    // Leases only in the host's namespace; no write verbs on what is only watched.
+    assert!(has(
+        Some("kubewasm"),
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"]
+    ));
+    assert!(!perms.contains_key(&(None, "coordination.k8s.io".into(), "leases".into())));
+    let sites = &perms[&(None, "sites.kubewasm.dev".into(), "contentsites".into())];
+    assert_eq!(
+        sites,
+        &BTreeSet::from(["get".into(), "list".into(), "watch".into()])
+    );
+
+    // The embedded API server accepts it as `kubectl apply` would send it.
+    let env = Env::with_crds(false).await;
+    let namespaces = env.api("v1", "Namespace", "namespaces", None);
+    env.create(
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubewasm"}}),
+    )
+    .await;
+    let file = env.dir.path().join("rbac.yaml");
+    std::fs::write(&file, &yaml).unwrap();
+    env.apply_path(&file).await;
+    let roles = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "clusterroles",
+        None,
+    );
+    let stored = get(&roles, "kubewasm").await.expect("ClusterRole stored");
+    let want = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
+    assert_eq!(stored.data["rules"], want["rules"]);
+    let bindings = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        None,
+    );
+    assert!(get(&bindings, "kubewasm").await.is_some());
+    let role = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        "roles",
+        Some("kubewasm"),
+    );
+    assert!(get(&role, "kubewasm").await.is_some());
+    let sa = env.api("v1", "ServiceAccount", "serviceaccounts", Some("kubewasm"));
+    assert!(get(&sa, "kubewasm").await.is_some());
+}

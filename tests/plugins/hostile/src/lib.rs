@@ -28,6 +28,7 @@
 //! | `socket` | TCP connect to `127.0.0.1:1` and `data.addr`, TCP/UDP bind, a DNS lookup |
 //! | `env` | reads environment variables, arguments, `data.var` and the working directory |
 //! | `log-flood` | 10,000 log lines |
+//! | `log-huge` | `data.lines` (default 10) log lines of `data.bytes` (default 1 MiB) each |
 //!
 //! Attacks that return (reads, files, sockets, environment) report what happened in the
 //! ConfigMap `<trigger>-out`, which the grant allows, so a test can assert that the
@@ -375,6 +376,18 @@ impl Guest for Hostile {
             "log-flood" => {
                 for i in 0..10_000 {
                     host::log(LogLevel::Info, &format!("flood line {i}"));
+                }
+                vec![granted()]
+            }
+            "log-huge" => {
+                let number = |key: &str, default: usize| {
+                    data(key)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(default)
+                };
+                let line = "x".repeat(number("bytes", 1 << 20));
+                for _ in 0..number("lines", 10) {
+                    host::log(LogLevel::Info, &line);
                 }
                 vec![granted()]
             }

@@ -69,6 +69,9 @@ enum Command {
         /// The plugin file.
         file: PathBuf,
     },
+    /// Print the least-privilege RBAC (ServiceAccount, Roles/ClusterRoles, bindings) the
+    /// host needs for the plugins in DIR, as YAML for `kubectl apply -f -`.
+    Rbac(RbacArgs),
     /// Run plugins offline against YAML test cases (see plugins/conformance/README.md).
     /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
     /// any failure.
@@ -151,6 +154,30 @@ struct HostArgs {
     /// Address of the /healthz, /readyz and /metrics endpoint (`off` disables it).
     #[arg(long, default_value = "0.0.0.0:9090")]
     metrics_addr: String,
+}
+
+#[derive(Args, Debug)]
+struct RbacArgs {
+    /// Plugin directory.
+    #[arg(long, value_name = "DIR")]
+    plugins: PathBuf,
+    /// Put the namespaced permissions in Roles in this namespace (watches and grants
+    /// must all stay inside it) instead of a ClusterRole.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Name of the roles and bindings.
+    #[arg(long, default_value = "kubewasm")]
+    name: String,
+    /// The host's ServiceAccount.
+    #[arg(long, default_value = "kubewasm")]
+    service_account: String,
+    /// Namespace the host runs in (its ServiceAccount, Events and Lease).
+    #[arg(long, default_value = "kubewasm")]
+    service_account_namespace: String,
+    /// Resolve kinds to resources through this cluster's discovery instead of guessing
+    /// plurals offline.
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -346,6 +373,54 @@ async fn dev(args: DevArgs) -> Result<()> {
     Ok(())
 }
 
+async fn rbac(args: RbacArgs) -> Result<()> {
+    use kubewasm::rbac::{self, RbacOptions, ResolvedKind};
+    use kubewasm::registry::{LoadOptions, load_plugin, plugin_files};
+    let engine = kubewasm::runtime::PluginEngine::new()?;
+    let mut plugins = Vec::new();
+    for path in plugin_files(&args.plugins)? {
+        match load_plugin(&engine, &path, &LoadOptions::default()).await {
+            Ok(p) => plugins.push(p),
+            Err(e) => anyhow::bail!("{e}"),
+        }
+    }
+    let mut resolved = std::collections::HashMap::new();
+    if let Some(path) = &args.kubeconfig {
+        let client = client_for(Some(path), None).await?;
+        let discovery = kubewasm::discovery::Discovery::new(client);
+        for p in &plugins {
+            let m = &p.manifest;
+            let refs = m
+                .watches
+                .iter()
+                .map(|w| w.resource.clone())
+                .chain(m.reads.iter().cloned());
+            for r in refs {
+                if let Ok(res) = discovery.resolve(&r).await {
+                    resolved.insert(
+                        r,
+                        ResolvedKind {
+                            group: res.api.group.clone(),
+                            plural: res.api.plural.clone(),
+                            namespaced: res.namespaced,
+                        },
+                    );
+                }
+            }
+        }
+    }
+    let manifests: Vec<_> = plugins.iter().map(|p| &p.manifest).collect();
+    let opts = RbacOptions {
+        namespace: args.namespace,
+        name: args.name,
+        service_account: args.service_account,
+        service_account_namespace: args.service_account_namespace,
+    };
+    let objects = rbac::render(&manifests, |r| resolved.get(r).cloned(), &opts);
+    print!("{}", rbac::to_yaml(&objects));
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();
@@ -375,6 +450,7 @@ async fn main() -> Result<()> {
             }
             Ok(())
         }
+        Command::Rbac(args) => rbac(args).await,
         Command::Inspect { file } => {
             let out = kubewasm::inspect::inspect(&file).await?;
             print!("{}", serde_yaml_ng::to_string(&out)?);

@@ -195,16 +195,18 @@ impl WatchManager {
             let cache = Arc::new(ResourceCache::new(res.type_ref(), res.namespaced));
             self.caches.insert(cache.clone());
             let cancel = CancellationToken::new();
-            let task = tokio::spawn(watch_resource(
-                self.client.clone(),
-                res.clone(),
-                cache,
-                self.events.clone(),
-                self.config.resync,
-                cancel.clone(),
-                self.caches.clone(),
-                self.metrics.clone(),
-            ));
+            let task = tokio::spawn(
+                WatchTask {
+                    client: self.client.clone(),
+                    res: res.clone(),
+                    cache,
+                    tx: self.events.clone(),
+                    resync: self.config.resync,
+                    caches: self.caches.clone(),
+                    metrics: self.metrics.clone(),
+                }
+                .run(cancel.clone()),
+            );
             tracing::info!(resource = %key, kind = %res.type_ref(), "watch started");
             running.insert(key, Running { cancel, task });
         }
@@ -228,109 +230,122 @@ async fn emit(
         .await;
 }
 
-/// Watch one resource until cancelled, keeping `cache` current and emitting events.
-async fn watch_resource(
+/// The watcher of one resource.
+struct WatchTask {
     client: Client,
     res: Arc<Resolved>,
     cache: Arc<ResourceCache>,
     tx: mpsc::Sender<WatchEvent>,
     resync: Option<Duration>,
-    cancel: CancellationToken,
     caches: Arc<Caches>,
     metrics: Arc<Metrics>,
-) {
-    let key = res.key();
-    // A clone shares the value: no registry lock is held across awaits.
-    let restarts = metrics
-        .watch_restarts
-        .get_or_create(&ResourceLabel {
-            resource: key.to_string(),
-        })
-        .clone();
-    let api: Api<DynamicObject> = Api::all_with(client, &res.api);
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(stream);
-    let mut relist: Option<HashMap<ObjectKey, Arc<CachedObject>>> = None;
-    let resync_every = resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
-    let mut resync_timer =
-        tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
-    loop {
-        let item = tokio::select! {
-            _ = cancel.cancelled() => break,
-            _ = resync_timer.tick() => {
-                if resync.is_some() && cache.is_synced() {
-                    for obj in cache.snapshot() {
-                        emit(&tx, &key, EventType::Resync, obj, None).await;
-                    }
-                }
-                continue;
-            }
-            item = stream.next() => item,
-        };
-        let Some(item) = item else { break };
-        match item {
-            Ok(Event::Init) => relist = Some(HashMap::new()),
-            Ok(Event::InitApply(obj)) => {
-                let o = with_types(obj, &res);
-                if let Some(buf) = relist.as_mut() {
-                    buf.insert(o.key(), o);
-                }
-            }
-            Ok(Event::InitDone) => {
-                let fresh = relist.take().unwrap_or_default();
-                let first = !cache.is_synced();
-                let before = cache.replace(fresh.clone());
-                // Diff the relist against what we had: this is how changes made while the
-                // watch was broken (410 Gone, disconnects) still become events.
-                for (k, obj) in &fresh {
-                    match before.get(k) {
-                        None => emit(&tx, &key, EventType::Added, obj.clone(), None).await,
-                        Some(old) if old.resource_version() != obj.resource_version() => {
-                            emit(
-                                &tx,
-                                &key,
-                                EventType::Modified,
-                                obj.clone(),
-                                Some(old.clone()),
-                            )
-                            .await
+}
+
+impl WatchTask {
+    /// Watch until cancelled, keeping the cache current and emitting events.
+    async fn run(self, cancel: CancellationToken) {
+        let WatchTask {
+            client,
+            res,
+            cache,
+            tx,
+            resync,
+            caches,
+            metrics,
+        } = self;
+        let key = res.key();
+        // A clone shares the value: no registry lock is held across awaits.
+        let restarts = metrics
+            .watch_restarts
+            .get_or_create(&ResourceLabel {
+                resource: key.to_string(),
+            })
+            .clone();
+        let api: Api<DynamicObject> = Api::all_with(client, &res.api);
+        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        let mut relist: Option<HashMap<ObjectKey, Arc<CachedObject>>> = None;
+        let resync_every = resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
+        let mut resync_timer =
+            tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
+        loop {
+            let item = tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = resync_timer.tick() => {
+                    if resync.is_some() && cache.is_synced() {
+                        for obj in cache.snapshot() {
+                            emit(&tx, &key, EventType::Resync, obj, None).await;
                         }
-                        Some(_) => {}
+                    }
+                    continue;
+                }
+                item = stream.next() => item,
+            };
+            let Some(item) = item else { break };
+            match item {
+                Ok(Event::Init) => relist = Some(HashMap::new()),
+                Ok(Event::InitApply(obj)) => {
+                    let o = with_types(obj, &res);
+                    if let Some(buf) = relist.as_mut() {
+                        buf.insert(o.key(), o);
                     }
                 }
-                for (k, old) in before {
-                    if !fresh.contains_key(&k) {
-                        emit(&tx, &key, EventType::Deleted, old, None).await;
+                Ok(Event::InitDone) => {
+                    let fresh = relist.take().unwrap_or_default();
+                    let first = !cache.is_synced();
+                    let before = cache.replace(fresh.clone());
+                    // Diff the relist against what we had: this is how changes made while the
+                    // watch was broken (410 Gone, disconnects) still become events.
+                    for (k, obj) in &fresh {
+                        match before.get(k) {
+                            None => emit(&tx, &key, EventType::Added, obj.clone(), None).await,
+                            Some(old) if old.resource_version() != obj.resource_version() => {
+                                emit(
+                                    &tx,
+                                    &key,
+                                    EventType::Modified,
+                                    obj.clone(),
+                                    Some(old.clone()),
+                                )
+                                .await
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    for (k, old) in before {
+                        if !fresh.contains_key(&k) {
+                            emit(&tx, &key, EventType::Deleted, old, None).await;
+                        }
+                    }
+                    cache.mark_synced();
+                    if first {
+                        tracing::info!(resource = %key, objects = cache.len(), "cache synced");
+                    } else {
+                        restarts.inc();
+                        tracing::info!(resource = %key, objects = cache.len(), "relisted");
                     }
                 }
-                cache.mark_synced();
-                if first {
-                    tracing::info!(resource = %key, objects = cache.len(), "cache synced");
-                } else {
+                Ok(Event::Apply(obj)) => {
+                    let o = with_types(obj, &res);
+                    match cache.insert(o.clone()) {
+                        None => emit(&tx, &key, EventType::Added, o, None).await,
+                        Some(old) if old.resource_version() == o.resource_version() => {}
+                        Some(old) => emit(&tx, &key, EventType::Modified, o, Some(old)).await,
+                    }
+                }
+                Ok(Event::Delete(obj)) => {
+                    let o = with_types(obj, &res);
+                    cache.remove(&o.key());
+                    emit(&tx, &key, EventType::Deleted, o, None).await;
+                }
+                Err(e) => {
                     restarts.inc();
-                    tracing::info!(resource = %key, objects = cache.len(), "relisted");
+                    tracing::warn!(resource = %key, error = %e, "watch error; kube's watcher retries with backoff");
                 }
-            }
-            Ok(Event::Apply(obj)) => {
-                let o = with_types(obj, &res);
-                match cache.insert(o.clone()) {
-                    None => emit(&tx, &key, EventType::Added, o, None).await,
-                    Some(old) if old.resource_version() == o.resource_version() => {}
-                    Some(old) => emit(&tx, &key, EventType::Modified, o, Some(old)).await,
-                }
-            }
-            Ok(Event::Delete(obj)) => {
-                let o = with_types(obj, &res);
-                cache.remove(&o.key());
-                emit(&tx, &key, EventType::Deleted, o, None).await;
-            }
-            Err(e) => {
-                restarts.inc();
-                tracing::warn!(resource = %key, error = %e, "watch error; kube's watcher retries with backoff");
             }
         }
+        caches.remove(&res.type_ref());
     }
-    caches.remove(&res.type_ref());
 }
 
 /// Objects from list responses may lack apiVersion/kind; plugins always get them.

@@ -101,7 +101,7 @@ fn hoard() -> usize {
             chunk[i] = (i >> 12) as u8 | 1;
         }
         held.push(black_box(chunk));
-        if held.len() % 16 == 0 {
+        if held.len().is_multiple_of(16) {
             host::log(LogLevel::Info, &format!("holding {} MiB", held.len()));
         }
     }
@@ -381,9 +381,7 @@ impl Guest for Hostile {
             }
             "log-huge" => {
                 let number = |key: &str, default: usize| {
-                    data(key)
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(default)
+                    data(key).and_then(|v| v.parse().ok()).unwrap_or(default)
                 };
                 let line = "x".repeat(number("bytes", 1 << 20));
                 for _ in 0..number("lines", 10) {

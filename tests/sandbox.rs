@@ -548,6 +548,38 @@ async fn huge_log_lines_are_capped_in_bytes() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// The JSON size limit covers create objects and patch bodies, not the strings of an
+/// object reference: a delete intent with a 5 MiB kind passes decoding and reaches
+/// discovery, and the failure line repeats the 5 MiB. Ignored until references are
+/// bounded too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "object references (kind, apiVersion, uid, resourceVersion) have no size limit"]
+async fn oversized_references_are_refused_before_discovery() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("bigref", "")]);
+    let host = env.start_host(LIMITS);
+    attack(&env, "bigref", "bigref", "huge-ref", json!({})).await;
+    let object = "default/bigref";
+    let line = host
+        .wait_log("bigref failing", |l| {
+            field(l, "message") == "event failed" && field(l, "object").ends_with(object)
+        })
+        .await;
+    let error = field(&line, "error");
+    eprintln!(
+        "bigref: {} bytes: {}...",
+        error.len(),
+        &error[..error.len().min(160)]
+    );
+    good_keeps_working(&env, "bigref").await;
+    assert!(
+        error.len() < 64 << 10,
+        "a {} byte failure line",
+        error.len()
+    );
+    assert_eq!(host.stop(), Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_attacking_in_describe_is_rejected_and_the_others_load() {
     let env = Env::with_crds(false).await;

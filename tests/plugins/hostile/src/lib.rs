@@ -28,6 +28,7 @@
 //! | `socket` | TCP connect to `127.0.0.1:1` and `data.addr`, TCP/UDP bind, a DNS lookup |
 //! | `env` | reads environment variables, arguments, `data.var` and the working directory |
 //! | `log-flood` | 10,000 log lines |
+//! | `huge-ref` | a delete intent whose kind and uid are 5 MiB each (outside the JSON size limit) |
 //! | `log-huge` | `data.lines` (default 10) log lines of `data.bytes` (default 1 MiB) each |
 //!
 //! Attacks that return (reads, files, sockets, environment) report what happened in the
@@ -379,6 +380,17 @@ impl Guest for Hostile {
                 }
                 vec![granted()]
             }
+            "huge-ref" => vec![Intent::Delete(DeleteIntent {
+                target: ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "K".repeat(5 << 20),
+                    namespace: Some(ns.clone()),
+                    name: "victim".into(),
+                },
+                uid: Some("u".repeat(5 << 20)),
+                resource_version: None,
+                propagation: None,
+            })],
             "log-huge" => {
                 let number = |key: &str, default: usize| {
                     data(key).and_then(|v| v.parse().ok()).unwrap_or(default)

@@ -1,0 +1,320 @@
+//! Kubernetes Events on the object that triggered a failure, rate limited.
+//!
+//! A failed plugin call or a refused intent is worth a `Warning` Event on the triggering
+//! object, where `kubectl describe` shows it to the object's owner. A plugin that fails
+//! on every resync must not flood the API server though: a repeat of the same
+//! (object uid, reason) within `min_interval` is suppressed and counted, and the next
+//! recorded Event says how many were suppressed (`(N similar suppressed)`).
+//!
+//! Events are core/v1 `Event` objects (served by every cluster and by the embedded API
+//! server), one new object per recorded warning, named like client-go names them.
+//! Recording never fails the caller: errors are logged at debug level.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DynamicObject, PostParams};
+
+/// The `source.component` and `reportingComponent` of every Event the host records.
+pub const COMPONENT: &str = "kubewasm";
+
+/// Longest message recorded, in bytes (longer ones are cut at a character boundary).
+pub const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// Entries the rate limiter keeps before it forgets quiet keys.
+const MAX_KEYS: usize = 4096;
+
+/// Records `Warning` Events on the objects that triggered failures.
+pub struct EventRecorder {
+    client: kube::Client,
+    instance: String,
+    limiter: Mutex<RateLimiter>,
+}
+
+impl EventRecorder {
+    /// A recorder that reports as `instance` (e.g. the pod name) and records the same
+    /// (object, reason) at most once per `min_interval`.
+    pub fn new(client: kube::Client, instance: String, min_interval: Duration) -> Self {
+        EventRecorder {
+            client,
+            instance,
+            limiter: Mutex::new(RateLimiter::new(min_interval)),
+        }
+    }
+
+    /// Records a `Warning` Event with `reason` (CamelCase, e.g. `PluginFailed`) and
+    /// `message` on `object`, unless the same object and reason were recorded within the
+    /// interval. Never fails: a failure to record is logged at debug level.
+    pub async fn warning(&self, object: &DynamicObject, reason: &str, message: &str) {
+        let uid = object.metadata.uid.clone().unwrap_or_default();
+        let key = if uid.is_empty() {
+            // Without a uid (an object that never reached the server), namespace/name.
+            format!(
+                "{}/{}",
+                object.metadata.namespace.as_deref().unwrap_or(""),
+                object.metadata.name.as_deref().unwrap_or("")
+            )
+        } else {
+            uid
+        };
+        let decision = match self.limiter.lock() {
+            Ok(mut l) => l.check(&key, reason, Instant::now()),
+            Err(poisoned) => poisoned.into_inner().check(&key, reason, Instant::now()),
+        };
+        let Some(suppressed) = decision else {
+            tracing::trace!(key, reason, "event suppressed by the rate limiter");
+            return;
+        };
+        let event = build_event(object, reason, message, suppressed, &self.instance);
+        let namespace = event.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
+        if let Err(e) = api.create(&PostParams::default(), &event).await {
+            tracing::debug!(
+                error = %e,
+                reason,
+                object = object.metadata.name.as_deref().unwrap_or(""),
+                namespace,
+                "could not record event"
+            );
+        }
+    }
+}
+
+/// Decides which (key, reason) pairs are recorded: at most one per interval, counting
+/// the ones suppressed in between.
+#[derive(Debug)]
+pub struct RateLimiter {
+    min_interval: Duration,
+    seen: HashMap<(String, String), Seen>,
+}
+
+#[derive(Debug)]
+struct Seen {
+    last: Instant,
+    suppressed: u32,
+}
+
+impl RateLimiter {
+    /// A limiter allowing one record per (key, reason) per `min_interval`.
+    pub fn new(min_interval: Duration) -> Self {
+        RateLimiter {
+            min_interval,
+            seen: HashMap::new(),
+        }
+    }
+
+    /// `Some(n)` when the pair may be recorded at `now`, `n` being the number of repeats
+    /// suppressed since the last record; `None` when this one is suppressed.
+    pub fn check(&mut self, key: &str, reason: &str, now: Instant) -> Option<u32> {
+        if self.seen.len() >= MAX_KEYS {
+            let interval = self.min_interval;
+            self.seen
+                .retain(|_, s| s.suppressed > 0 || now.duration_since(s.last) < interval);
+            if self.seen.len() >= MAX_KEYS {
+                self.seen.clear();
+            }
+        }
+        let k = (key.to_string(), reason.to_string());
+        match self.seen.get_mut(&k) {
+            Some(s) if now.duration_since(s.last) < self.min_interval => {
+                s.suppressed = s.suppressed.saturating_add(1);
+                None
+            }
+            Some(s) => {
+                let n = s.suppressed;
+                s.last = now;
+                s.suppressed = 0;
+                Some(n)
+            }
+            None => {
+                self.seen.insert(
+                    k,
+                    Seen {
+                        last: now,
+                        suppressed: 0,
+                    },
+                );
+                Some(0)
+            }
+        }
+    }
+}
+
+/// The message with the suppression note, cut to [`MAX_MESSAGE_BYTES`].
+fn event_message(message: &str, suppressed: u32) -> String {
+    let suffix = if suppressed > 0 {
+        format!(" ({suppressed} similar suppressed)")
+    } else {
+        String::new()
+    };
+    let room = MAX_MESSAGE_BYTES - suffix.len();
+    let mut out = if message.len() > room {
+        let mut cut = room.saturating_sub('…'.len_utf8());
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}…", &message[..cut])
+    } else {
+        message.to_string()
+    };
+    out.push_str(&suffix);
+    out
+}
+
+fn build_event(
+    object: &DynamicObject,
+    reason: &str,
+    message: &str,
+    suppressed: u32,
+    instance: &str,
+) -> Event {
+    let now = Timestamp::now();
+    let name = object.metadata.name.clone().unwrap_or_default();
+    // Events about cluster-scoped objects live in `default`, as client-go puts them.
+    let namespace = object
+        .metadata
+        .namespace
+        .clone()
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".to_string());
+    // client-go's naming: `<object>.<unix nanos in hex>`, kept under the 253-byte limit.
+    let nanos = now.as_nanosecond();
+    let mut cut = name.len().min(253 - 1 - 32);
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let prefix = name[..cut].trim_end_matches(['.', '-']);
+    let event_name = if prefix.is_empty() {
+        format!("kubewasm.{nanos:x}")
+    } else {
+        format!("{prefix}.{nanos:x}")
+    };
+    let types = object.types.as_ref();
+    Event {
+        metadata: ObjectMeta {
+            name: Some(event_name),
+            namespace: Some(namespace),
+            ..Default::default()
+        },
+        involved_object: ObjectReference {
+            api_version: types.map(|t| t.api_version.clone()),
+            kind: types.map(|t| t.kind.clone()),
+            name: Some(name),
+            namespace: object.metadata.namespace.clone(),
+            uid: object.metadata.uid.clone(),
+            resource_version: object.metadata.resource_version.clone(),
+            ..Default::default()
+        },
+        reason: Some(reason.to_string()),
+        message: Some(event_message(message, suppressed)),
+        type_: Some("Warning".to_string()),
+        source: Some(EventSource {
+            component: Some(COMPONENT.to_string()),
+            host: None,
+        }),
+        reporting_component: Some(COMPONENT.to_string()),
+        reporting_instance: Some(instance.to_string()),
+        first_timestamp: Some(Time(now)),
+        last_timestamp: Some(Time(now)),
+        count: Some(1 + suppressed.min(i32::MAX as u32 - 1) as i32),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_allows_one_per_interval_and_counts_the_rest() {
+        let mut l = RateLimiter::new(Duration::from_secs(10));
+        let t0 = Instant::now();
+        assert_eq!(l.check("uid-a", "PluginFailed", t0), Some(0));
+        assert_eq!(
+            l.check("uid-a", "PluginFailed", t0 + Duration::from_secs(1)),
+            None
+        );
+        assert_eq!(
+            l.check("uid-a", "PluginFailed", t0 + Duration::from_secs(9)),
+            None
+        );
+        // Other reason, other object: independent.
+        assert_eq!(l.check("uid-a", "IntentRefused", t0), Some(0));
+        assert_eq!(l.check("uid-b", "PluginFailed", t0), Some(0));
+        // After the interval: recorded, with the two suppressed ones counted.
+        assert_eq!(
+            l.check("uid-a", "PluginFailed", t0 + Duration::from_secs(10)),
+            Some(2)
+        );
+        assert_eq!(
+            l.check("uid-a", "PluginFailed", t0 + Duration::from_secs(11)),
+            None
+        );
+        assert_eq!(
+            l.check("uid-a", "PluginFailed", t0 + Duration::from_secs(25)),
+            Some(1)
+        );
+        assert_eq!(
+            l.check("uid-a", "PluginFailed", t0 + Duration::from_secs(40)),
+            Some(0)
+        );
+    }
+
+    #[test]
+    fn limiter_forgets_quiet_keys_when_full() {
+        let mut l = RateLimiter::new(Duration::from_millis(1));
+        let t0 = Instant::now();
+        for i in 0..(MAX_KEYS * 2) {
+            assert_eq!(l.check(&format!("k{i}"), "R", t0), Some(0));
+        }
+        assert!(l.seen.len() <= MAX_KEYS);
+    }
+
+    #[test]
+    fn messages_are_cut_at_1024_bytes_keeping_the_count() {
+        assert_eq!(event_message("boom", 0), "boom");
+        assert_eq!(event_message("boom", 3), "boom (3 similar suppressed)");
+        let long = "é".repeat(1000); // 2000 bytes
+        let m = event_message(&long, 0);
+        assert!(m.len() <= MAX_MESSAGE_BYTES, "{}", m.len());
+        assert!(m.ends_with('…'));
+        let m = event_message(&long, 7);
+        assert!(m.len() <= MAX_MESSAGE_BYTES);
+        assert!(m.ends_with("… (7 similar suppressed)"));
+        let exact = "x".repeat(MAX_MESSAGE_BYTES);
+        assert_eq!(event_message(&exact, 0), exact);
+    }
+
+    #[test]
+    fn event_refers_to_the_object() {
+        let mut obj = DynamicObject::new(
+            "site",
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk("example.com", "v1", "ContentSite"),
+                "contentsites",
+            ),
+        )
+        .within("web");
+        obj.metadata.uid = Some("u-1".into());
+        let e = build_event(&obj, "PluginFailed", "boom", 2, "pod-0");
+        assert_eq!(e.metadata.namespace.as_deref(), Some("web"));
+        assert!(e.metadata.name.as_deref().unwrap().starts_with("site."));
+        assert_eq!(e.involved_object.kind.as_deref(), Some("ContentSite"));
+        assert_eq!(
+            e.involved_object.api_version.as_deref(),
+            Some("example.com/v1")
+        );
+        assert_eq!(e.involved_object.uid.as_deref(), Some("u-1"));
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        assert_eq!(e.count, Some(3));
+        assert_eq!(e.message.as_deref(), Some("boom (2 similar suppressed)"));
+        assert_eq!(
+            e.source.and_then(|s| s.component).as_deref(),
+            Some(COMPONENT)
+        );
+    }
+}

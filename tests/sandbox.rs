@@ -527,10 +527,8 @@ async fn a_log_flood_is_capped_per_call() {
 }
 
 /// The log cap counts lines, not bytes: ten 1 MiB lines from one call all reach the host's
-/// log today. Ignored until the host caps log bytes per call (issue 6: "a cap on log
-/// volume"); run with `--ignored` to see it.
+/// log. The host truncates lines to 4 KiB and caps their number per call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the host caps log lines per call but not their size"]
 async fn huge_log_lines_are_capped_in_bytes() {
     let env = Env::with_crds(false).await;
     world(&env, &[("loud", "")]);
@@ -550,10 +548,9 @@ async fn huge_log_lines_are_capped_in_bytes() {
 
 /// The JSON size limit covers create objects and patch bodies, not the strings of an
 /// object reference: a delete intent with a 5 MiB kind passes decoding and reaches
-/// discovery, and the failure line repeats the 5 MiB. Ignored until references are
-/// bounded too.
+/// discovery, and the failure line would repeat the 5 MiB: references count towards the
+/// per-intent size limit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "object references (kind, apiVersion, uid, resourceVersion) have no size limit"]
 async fn oversized_references_are_refused_before_discovery() {
     let env = Env::with_crds(false).await;
     world(&env, &[("bigref", "")]);

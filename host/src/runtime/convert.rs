@@ -99,11 +99,19 @@ pub(crate) fn intent(i: wit::Intent) -> RawIntent {
     }
 }
 
-/// Approximate size of an intent's JSON payloads, for the size limit.
+fn ref_bytes(r: &wit::ObjectRef) -> usize {
+    r.api_version.len() + r.kind.len() + r.namespace.as_ref().map_or(0, String::len) + r.name.len()
+}
+
+/// Size of everything an intent carries (JSON and reference strings), for the size limit.
 pub(crate) fn intent_bytes(i: &wit::Intent) -> usize {
     match i {
         wit::Intent::Create(c) => c.object.len(),
-        wit::Intent::Patch(p) => p.body.len(),
-        wit::Intent::Delete(_) => 0,
+        wit::Intent::Patch(p) => p.body.len() + ref_bytes(&p.target),
+        wit::Intent::Delete(d) => {
+            ref_bytes(&d.target)
+                + d.uid.as_ref().map_or(0, String::len)
+                + d.resource_version.as_ref().map_or(0, String::len)
+        }
     }
 }

@@ -17,6 +17,9 @@ pub struct Limits {
     pub max_log_lines: usize,
 }
 
+/// Longest log line a plugin may write; longer lines are truncated.
+pub const MAX_LOG_LINE_BYTES: usize = 4096;
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {

@@ -157,6 +157,7 @@ impl host::Host for PluginState {
             return;
         }
         self.log_lines += 1;
+        let message = truncate(message, super::limits::MAX_LOG_LINE_BYTES);
         let (plugin, object) = (self.plugin.as_str(), self.object.as_str());
         match level {
             types::LogLevel::Trace => {
@@ -182,7 +183,7 @@ impl host::Host for PluginState {
     ) -> Result<Option<String>, String> {
         self.cluster
             .get(&api_version, &kind, namespace.as_deref(), &name)
-            .map_err(|e| e.to_string())
+            .map_err(|e| self.refused_read(e))
     }
 
     fn list(
@@ -199,6 +200,42 @@ impl host::Host for PluginState {
                 namespace.as_deref(),
                 label_selector.as_deref(),
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| self.refused_read(e))
+    }
+}
+
+impl PluginState {
+    /// A refused read is the plugin's to handle, but the operator sees it too.
+    fn refused_read(&self, e: ReadError) -> String {
+        tracing::warn!(plugin = %self.plugin, object = %self.object, reason = %e, "read refused");
+        e.to_string()
+    }
+}
+
+/// Cut `s` to at most `max` bytes (on a char boundary), saying how much was cut.
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let dropped = s.len() - cut;
+    s.truncate(cut);
+    s.push_str(&format!("… ({dropped} bytes truncated)"));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn long_lines_are_truncated_on_char_boundaries() {
+        assert_eq!(super::truncate("short".into(), 10), "short");
+        let t = super::truncate("ééééé".into(), 5);
+        assert!(
+            t.starts_with("éé") && t.ends_with("(6 bytes truncated)"),
+            "{t}"
+        );
     }
 }

@@ -64,6 +64,9 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         reload_debounce: Some(Duration::from_millis(50)),
         rescan_interval: None,
         quarantine: QuarantinePolicy::default(),
+        leadership: kubewasm::leader::Leadership::always(),
+        event_interval: None,
+        identity: "bench".into(),
     };
     let host = Host::start(client.clone(), config, Arc::new(Metrics::new()))
         .await

@@ -62,6 +62,9 @@ pub enum Error {
         reason: String,
         remaining: std::time::Duration,
     },
+    /// This replica lost leadership while handling an event; the leader will handle it.
+    #[error("plugin {plugin}: not the leader any more; writes stopped")]
+    NotLeader { plugin: String },
     /// A kind or resource is not served by the API server (yet).
     #[error("{what} is not served by the API server")]
     UnknownResource { what: String },

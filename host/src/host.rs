@@ -15,8 +15,10 @@ use crate::apply::{Applier, Outcome, PrepareError};
 use crate::cache::{Caches, PluginView};
 use crate::discovery::Discovery;
 use crate::dispatch::{Delivery, Handler, Queue, QueueConfig, QueueKey};
+use crate::events::EventRecorder;
 use crate::grant;
 use crate::intent;
+use crate::leader::Leadership;
 use crate::manifest::Watch;
 use crate::metrics::{EventLabels, InfoLabels, Metrics, PluginLabel};
 use crate::quarantine::{Health, QuarantinePolicy};
@@ -48,6 +50,13 @@ pub struct HostConfig {
     pub rescan_interval: Option<Duration>,
     /// When failing plugins are quarantined.
     pub quarantine: QuarantinePolicy,
+    /// Whether this replica may write (leader election); [`Leadership::always`] for one replica.
+    pub leadership: Leadership,
+    /// Record Kubernetes Events on objects whose events fail, at most one per object and
+    /// reason per interval (None: do not).
+    pub event_interval: Option<Duration>,
+    /// This replica's name in Events and the Lease (e.g. the pod name).
+    pub identity: String,
 }
 
 /// A watch with its selectors parsed once, for routing.
@@ -173,6 +182,8 @@ struct PluginHandler {
     watches: Arc<WatchManager>,
     caches: Arc<Caches>,
     metrics: Arc<Metrics>,
+    leadership: Leadership,
+    recorder: Option<Arc<EventRecorder>>,
 }
 
 impl PluginHandler {
@@ -249,6 +260,11 @@ impl PluginHandler {
 
         let manager = plugin.manifest.field_manager();
         for p in &prepared {
+            if !self.leadership.is_leader() {
+                return Err(Error::NotLeader {
+                    plugin: name.clone(),
+                });
+            }
             let result = self.applier.execute(&manager, p).await;
             let outcome = match &result {
                 Ok(_) => "applied",
@@ -299,6 +315,12 @@ impl Handler for PluginHandler {
         let plugin = &version.plugin;
         let name = plugin.name();
         let object = d.object.describe();
+        if !self.leadership.is_leader() {
+            // Followers keep caches warm but leave writing to the leader, which resyncs
+            // everything when it takes over.
+            tracing::debug!(plugin = name, object = %object, "not the leader; event left to the leader");
+            return Ok(());
+        }
         if let Err(q) = version.health.check() {
             // The event waits in the queue (retried with backoff) until the quarantine ends.
             tracing::debug!(plugin = name, object = %object, "plugin quarantined; event deferred");
@@ -331,6 +353,18 @@ impl Handler for PluginHandler {
                 let retry = e.is_retryable();
                 self.metrics.error(name, e.kind());
                 tracing::error!(plugin = name, object = %object, event = d.event_type.as_str(), retry, error = %e, "event failed");
+                if let Some(recorder) = &self.recorder
+                    && d.event_type != EventType::Deleted
+                {
+                    let reason = match &e {
+                        Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
+                        Error::Call { .. } => "PluginFailed",
+                        _ => "ApplyFailed",
+                    };
+                    recorder
+                        .warning(&d.object.object, reason, &e.to_string())
+                        .await;
+                }
                 match &e {
                     Error::Call { kind, .. } if kind.is_sandbox_failure() => {
                         if version.health.failure(&kind.to_string()) {
@@ -375,6 +409,8 @@ struct Shared {
     loaded_once: std::sync::atomic::AtomicBool,
     metrics: Arc<Metrics>,
     quarantine: QuarantinePolicy,
+    leadership: Leadership,
+    recorder: Option<Arc<EventRecorder>>,
 }
 
 enum Change {
@@ -413,6 +449,8 @@ impl Shared {
             watches: self.watches.clone(),
             caches: self.caches.clone(),
             metrics: self.metrics.clone(),
+            leadership: self.leadership.clone(),
+            recorder: self.recorder.clone(),
         });
         let set = queue.spawn(handler);
         if let Ok(mut w) = self.workers.lock() {
@@ -572,6 +610,18 @@ impl Shared {
             .store(true, std::sync::atomic::Ordering::Release);
     }
 
+    /// A replica that becomes leader re-delivers every cached object to every plugin, so
+    /// whatever changed while it followed is handled.
+    fn replay_all(&self) {
+        let env = self.env();
+        let changes: Vec<Change> = env
+            .plugins
+            .keys()
+            .map(|n| Change::Replaced(n.clone()))
+            .collect();
+        self.replay(&env, &changes);
+    }
+
     /// New plugins see the objects already cached (as `added`); replaced ones get every
     /// object again (as `resync`) so the new version's output converges everywhere. Objects
     /// of kinds not cached yet arrive through their watcher's initial list.
@@ -652,6 +702,9 @@ impl Shared {
 
     /// Route one watch event to every plugin whose watch selects it.
     fn route(&self, ev: &WatchEvent) {
+        if !self.leadership.is_leader() {
+            return;
+        }
         let env = self.env();
         for a in env.plugins.values() {
             for route in a.routes.iter() {
@@ -717,7 +770,7 @@ impl Host {
         let applier = Arc::new(Applier::new(client.clone(), discovery.clone()));
         let (tx, mut rx) = mpsc::channel::<WatchEvent>(4096);
         let watches = WatchManager::new(
-            client,
+            client.clone(),
             discovery,
             caches.clone(),
             config.watch.clone(),
@@ -738,6 +791,14 @@ impl Host {
             loaded_once: std::sync::atomic::AtomicBool::new(false),
             metrics: metrics.clone(),
             quarantine: config.quarantine,
+            leadership: config.leadership.clone(),
+            recorder: config.event_interval.map(|interval| {
+                Arc::new(EventRecorder::new(
+                    client.clone(),
+                    config.identity.clone(),
+                    interval,
+                ))
+            }),
         });
 
         // Follow the directory from before the first scan, so no change slips between them.
@@ -766,6 +827,27 @@ impl Host {
                         None => break,
                     },
                 }
+            }
+        }));
+
+        let leader_shared = shared.clone();
+        let leader_cancel = cancel.clone();
+        let mut leader_rx = config.leadership.subscribe();
+        tasks.push(tokio::spawn(async move {
+            let mut was = *leader_rx.borrow_and_update();
+            leader_shared.metrics.leader.set(i64::from(was));
+            loop {
+                tokio::select! {
+                    _ = leader_cancel.cancelled() => break,
+                    changed = leader_rx.changed() => if changed.is_err() { break },
+                }
+                let now = *leader_rx.borrow_and_update();
+                leader_shared.metrics.leader.set(i64::from(now));
+                if now && !was {
+                    tracing::info!("leading: re-delivering every cached object to every plugin");
+                    leader_shared.replay_all();
+                }
+                was = now;
             }
         }));
 

@@ -12,6 +12,7 @@ use kubewasm::dispatch::QueueConfig;
 use std::sync::Arc;
 
 use kubewasm::host::{Host, HostConfig};
+use kubewasm::leader::{self, LeaderConfig, Leadership};
 use kubewasm::metrics::Metrics;
 use kubewasm::ops::{self, Readiness};
 use kubewasm::quarantine::QuarantinePolicy;
@@ -154,6 +155,32 @@ struct HostArgs {
     /// Address of the /healthz, /readyz and /metrics endpoint (`off` disables it).
     #[arg(long, default_value = "0.0.0.0:9090")]
     metrics_addr: String,
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease
+    /// applies intents; the others keep warm caches and take over when it goes.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Name of the Lease.
+    #[arg(long, default_value = "kubewasm")]
+    lease_name: String,
+    /// Namespace of the Lease (default: the in-cluster namespace, else `default`).
+    #[arg(long, env = "POD_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// This replica's identity in the Lease and in Events (default: hostname-pid).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// How long a Lease is valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// A leader that could not renew for this long stops applying.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    renew_deadline: Duration,
+    /// How often to try to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    retry_period: Duration,
+    /// Record a Kubernetes Event on an object whose event fails, at most once per object
+    /// and reason per this interval (0 disables Events).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    event_interval: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -240,6 +267,18 @@ impl HostArgs {
                 threshold: self.quarantine_after,
                 cooldown: self.quarantine_cooldown,
             },
+            leadership: Leadership::always(),
+            event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
+            identity: self.identity(),
+        })
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "kubewasm".into());
+            format!("{host}-{}", std::process::id())
         })
     }
 
@@ -288,9 +327,22 @@ async fn client_for(
         None if context.is_some() => kube::Config::from_kubeconfig(&options)
             .await
             .context("loading kubeconfig")?,
-        None => kube::Config::infer()
-            .await
-            .context("no kubeconfig found and not running in a cluster")?,
+        None => {
+            let has_kubeconfig = std::env::var_os("KUBECONFIG").is_some()
+                || std::env::var_os("HOME")
+                    .map(|h| std::path::Path::new(&h).join(".kube/config").is_file())
+                    .unwrap_or(false);
+            if has_kubeconfig || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none() {
+                kube::Config::infer()
+                    .await
+                    .context("no kubeconfig found and not running in a cluster")?
+            } else {
+                let dir = std::env::var_os("KUBEWASM_SERVICEACCOUNT_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(kubewasm::incluster::DEFAULT_DIR));
+                kubewasm::incluster::config_from_dir(&dir).context("in-cluster configuration")?
+            }
+        }
     };
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
@@ -320,13 +372,29 @@ async fn shutdown_signal() {
 }
 
 async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
-    let config = args.config()?;
+    let mut config = args.config()?;
     let metrics = Arc::new(Metrics::new());
-    metrics.leader.set(1);
     let readiness = Readiness::default();
-    let ops_cancel = tokio_util::sync::CancellationToken::new();
+    let background = tokio_util::sync::CancellationToken::new();
     if let Some(addr) = args.metrics_addr()? {
-        ops::serve(addr, metrics.clone(), readiness.clone(), ops_cancel.clone()).await?;
+        ops::serve(addr, metrics.clone(), readiness.clone(), background.clone()).await?;
+    }
+    let mut election = None;
+    if args.leader_elect {
+        let namespace = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let lease = LeaderConfig {
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+            ..LeaderConfig::new(&args.lease_name, namespace, config.identity.clone())
+        };
+        lease.validate()?;
+        let (leadership, task) = leader::spawn(client.clone(), lease, background.clone());
+        config.leadership = leadership;
+        election = Some(task);
     }
     let host = Host::start(client, config, metrics).await?;
     readiness.set(host.readiness_check());
@@ -334,7 +402,11 @@ async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
     shutdown_signal().await;
     tracing::info!("shutting down: finishing in-flight events");
     host.shutdown().await;
-    ops_cancel.cancel();
+    // Then give up the Lease, so another replica takes over at once.
+    background.cancel();
+    if let Some(task) = election {
+        let _ = task.await;
+    }
     Ok(())
 }
 

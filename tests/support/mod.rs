@@ -224,6 +224,11 @@ pub struct HostProcess {
 }
 
 impl HostProcess {
+    /// Spawn a `kubewasm` command built by the test itself (stderr must be piped).
+    pub fn spawn_command(cmd: Command) -> HostProcess {
+        Self::spawn(cmd)
+    }
+
     fn spawn(mut cmd: Command) -> HostProcess {
         let mut child = cmd.spawn().expect("spawn kubewasm");
         let stderr = child.stderr.take().expect("stderr");

@@ -9,6 +9,7 @@ use kube::Client;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::Error;
 use crate::apply::{Applier, Outcome, PrepareError};
@@ -338,7 +339,10 @@ impl Handler for PluginHandler {
             })
             .inc();
         tracing::info!(plugin = name, version = %plugin.manifest.version, event = d.event_type.as_str(), watch = %d.watch_id, object = %object, "event");
-        match self.run(plugin, d).await {
+        // Everything logged while handling this event (plugin logs, applies) carries the
+        // plugin and the object through this span.
+        let span = tracing::info_span!("event", plugin = name, object = %object, event = d.event_type.as_str());
+        match self.run(plugin, d).instrument(span).await {
             Ok(_) => {
                 version.health.success();
                 self.metrics

@@ -1,0 +1,175 @@
+//! The command line: `inspect`, `test` (including that it fails with a diff), and `dev`
+//! (the README's demo) run end to end.
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::*;
+
+fn kubewasm(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["--log", "warn"])
+        .args(args)
+        .output()
+        .expect("run kubewasm");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn inspect_prints_the_world_and_the_manifest() {
+    let wasm = example_plugin("mongodb-monitor");
+    let (code, out, err) = kubewasm(&["inspect", wasm.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("YAML");
+    assert_eq!(doc["manifest"]["name"], "mongodb-monitor");
+    assert_eq!(doc["fieldManager"], "kubewasm-mongodb-monitor");
+    assert_eq!(doc["manifest"]["watches"][0]["resource"]["kind"], "MongoDB");
+    let exports = doc["world"]["exports"].as_array().unwrap();
+    assert!(
+        exports.iter().any(|e| e == "kubewasm:plugin/handler@0.1.0"),
+        "{out}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.wasm");
+    std::fs::write(&bad, "not wasm").unwrap();
+    let (code, _, err) = kubewasm(&["inspect", bad.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a WebAssembly component"), "{err}");
+}
+
+#[test]
+fn the_test_runner_passes_good_cases_and_fails_with_a_diff() {
+    let wasm = example_plugin("mongodb-monitor");
+    let cases = root().join("plugins/conformance/mongodb-monitor");
+    let (code, out, err) = kubewasm(&[
+        "test",
+        "--plugin",
+        wasm.to_str().unwrap(),
+        cases.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.trim_end().ends_with("4 passed, 0 failed"), "{out}");
+
+    // The same case with a wrong expectation must fail, showing where.
+    let dir = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(cases.join("cases.yaml")).unwrap();
+    let first = text.split("\n---").next().unwrap();
+    // Change the expectation only, not the settings.
+    let (input, expect) = first.split_once("expect:").unwrap();
+    let first = format!(
+        "{input}expect:{}",
+        expect.replace("interval: 15s", "interval: 99s")
+    );
+    let case = dir.path().join("wrong.yaml");
+    std::fs::write(&case, first).unwrap();
+    let (code, out, _) = kubewasm(&[
+        "test",
+        "--plugin",
+        wasm.to_str().unwrap(),
+        case.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAIL"), "{out}");
+    assert!(
+        out.contains(
+            r#"intents[0].create.object.spec.endpoints[0].interval: expected "99s", got "15s""#
+        ),
+        "{out}"
+    );
+    assert!(out.trim_end().ends_with("0 passed, 1 failed"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_serves_the_examples_with_the_example_plugins() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for name in [
+        "contentsite-provisioner",
+        "mongodb-monitor",
+        "seldon-endpoint",
+    ] {
+        std::fs::copy(example_plugin(name), plugins.join(format!("{name}.wasm"))).unwrap();
+    }
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+    cmd.args(["--log-format", "json", "dev", "--plugins"])
+        .arg(&plugins)
+        .arg("--apply")
+        .arg(root().join("examples"))
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let host = HostProcess::spawn_command(cmd);
+    host.wait_log("host running", |l| {
+        field(l, "message").starts_with("host running")
+    })
+    .await;
+
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig written");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(config).unwrap();
+    let api = |av: &str, kind: &str, plural: &str| {
+        let (g, v) = av.split_once('/').unwrap_or(("", av));
+        kube::Api::<kube::api::DynamicObject>::namespaced_with(
+            client.clone(),
+            "default",
+            &kube::api::ApiResource::from_gvk_with_plural(
+                &kube::api::GroupVersionKind::gvk(g, v, kind),
+                plural,
+            ),
+        )
+    };
+    // The sample ContentSite and MongoDB from examples/ are provisioned and monitored.
+    let dbs = api("mongodb.com/v1", "MongoDB", "mongodbs");
+    let monitors = api(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+    );
+    let sites = api("sites.kubewasm.dev/v1alpha1", "ContentSite", "contentsites");
+    let site_names: Vec<String> = sites
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect();
+    assert!(!site_names.is_empty(), "examples/ has a ContentSite");
+    for site in &site_names {
+        let db = format!("{site}-db");
+        eventually(&format!("MongoDB {db}"), CONVERGE, || async {
+            get(&dbs, &db).await
+        })
+        .await;
+        let sm = format!("{db}-monitor");
+        eventually(&format!("ServiceMonitor {sm}"), CONVERGE, || async {
+            get(&monitors, &sm).await
+        })
+        .await;
+    }
+    // The live log names plugin, object and manager of each applied intent.
+    let applied = host.matching(|l| field(l, "message").starts_with("applied"));
+    assert!(
+        applied.iter().any(
+            |l| field(l, "manager") == "kubewasm-contentsite-provisioner"
+                && field(l, "message").contains("MongoDB default/")
+        ),
+        "{}",
+        host.dump()
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(host.stop(), Some(0));
+}

@@ -41,13 +41,23 @@ impl Document {
     }
 }
 
+/// The files under `paths` (directories recursively, sorted) whose extension is one of
+/// `extensions`; a path given as a file is taken whatever its extension.
+pub fn files_with_extensions(
+    paths: &[PathBuf],
+    extensions: &[&str],
+) -> Result<Vec<PathBuf>, Error> {
+    let mut files = Vec::new();
+    for p in paths {
+        collect(p, extensions, &mut files)?;
+    }
+    Ok(files)
+}
+
 /// Read YAML/JSON manifests from files and directories (recursively, sorted), skipping
 /// empty documents. `List` kinds are flattened.
 pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<Document>, Error> {
-    let mut files = Vec::new();
-    for p in paths {
-        collect(p, &mut files)?;
-    }
+    let files = files_with_extensions(paths, &["yaml", "yml", "json"])?;
     let mut docs = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
@@ -78,7 +88,7 @@ pub fn read_manifests(paths: &[PathBuf]) -> Result<Vec<Document>, Error> {
     Ok(docs)
 }
 
-fn collect(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+fn collect(p: &Path, extensions: &[&str], out: &mut Vec<PathBuf>) -> Result<(), Error> {
     if p.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
             .map_err(|source| Error::Io {
@@ -91,10 +101,11 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
         entries.sort();
         for e in entries {
             if e.is_dir() {
-                collect(&e, out)?;
+                collect(&e, extensions, out)?;
             } else if e
                 .extension()
-                .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
+                .and_then(|x| x.to_str())
+                .is_some_and(|x| extensions.contains(&x))
             {
                 out.push(e);
             }

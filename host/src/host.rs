@@ -345,12 +345,7 @@ impl Handler for PluginHandler {
         match self.run(plugin, d).instrument(span).await {
             Ok(_) => {
                 version.health.success();
-                self.metrics
-                    .quarantined
-                    .get_or_create(&PluginLabel {
-                        plugin: name.to_string(),
-                    })
-                    .set(0);
+                self.metrics.set_quarantined(name, false);
                 Ok(())
             }
             Err(e) => {
@@ -372,24 +367,14 @@ impl Handler for PluginHandler {
                 match &e {
                     Error::Call { kind, .. } if kind.is_sandbox_failure() => {
                         if version.health.failure(&kind.to_string()) {
-                            self.metrics
-                                .quarantined
-                                .get_or_create(&PluginLabel {
-                                    plugin: name.to_string(),
-                                })
-                                .set(1);
+                            self.metrics.set_quarantined(name, true);
                             tracing::error!(plugin = name, reason = %kind, "plugin quarantined: it receives no events until its file changes or the cooldown passes");
                         }
                     }
                     // The plugin answered: it works, whatever it answered.
                     _ => {
                         version.health.success();
-                        self.metrics
-                            .quarantined
-                            .get_or_create(&PluginLabel {
-                                plugin: name.to_string(),
-                            })
-                            .set(0);
+                        self.metrics.set_quarantined(name, false);
                     }
                 }
                 Err(e)
@@ -431,12 +416,7 @@ impl Shared {
     }
 
     fn version(&self, plugin: Arc<CompiledPlugin>) -> Arc<Version> {
-        self.metrics
-            .quarantined
-            .get_or_create(&PluginLabel {
-                plugin: plugin.name().to_string(),
-            })
-            .set(0);
+        self.metrics.set_quarantined(plugin.name(), false);
         Arc::new(Version {
             plugin,
             health: Health::new(self.quarantine),

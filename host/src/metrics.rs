@@ -190,6 +190,15 @@ impl Metrics {
             .inc();
     }
 
+    /// Set a plugin's quarantine gauge.
+    pub fn set_quarantined(&self, plugin: &str, quarantined: bool) {
+        self.quarantined
+            .get_or_create(&PluginLabel {
+                plugin: plugin.to_string(),
+            })
+            .set(i64::from(quarantined));
+    }
+
     /// Count an intent outcome.
     pub fn intent(&self, plugin: &str, verb: &str, result: &str) {
         self.intents

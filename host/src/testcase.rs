@@ -467,41 +467,7 @@ fn check(case: &TestCase, intents: &[Value], error: &Option<String>) -> Option<S
 
 /// Test-case files under `paths` (directories: every .yaml/.yml, sorted, recursively).
 pub fn case_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
-    let mut files = Vec::new();
-    fn walk(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
-        if p.is_dir() {
-            let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|source| Error::Io {
-                    context: format!("reading {}", p.display()),
-                    source,
-                })?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .collect();
-            entries.sort();
-            for e in entries {
-                if e.is_dir() || e.extension().is_some_and(|x| x == "yaml" || x == "yml") {
-                    walk(&e, out)?;
-                }
-            }
-            Ok(())
-        } else if p.is_file() {
-            out.push(p.to_path_buf());
-            Ok(())
-        } else {
-            Err(Error::Io {
-                context: format!("test path {}", p.display()),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "no such file or directory",
-                ),
-            })
-        }
-    }
-    for p in paths {
-        walk(p, &mut files)?;
-    }
-    Ok(files)
+    crate::dev::files_with_extensions(paths, &["yaml", "yml"])
 }
 
 /// Run every case in `paths`, printing a report to `out`. Returns (passed, failed).

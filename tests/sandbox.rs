@@ -143,7 +143,7 @@ async fn infinite_loops_are_stopped_at_the_deadline_and_the_host_stays_responsiv
     let env = Env::with_crds(false).await;
     // Two copies, each with as many spinning objects as it has workers (concurrency 4).
     world(&env, &[("loop-a", ""), ("loop-b", "")]);
-    let host = env.start_host(LIMITS);
+    let host = env.start_host(&[LIMITS, &["--quarantine-after", "0"]].concat());
     for plugin in ["loop-a", "loop-b"] {
         for i in 0..4 {
             attack(&env, plugin, &format!("{plugin}-{i}"), "loop", json!({})).await;
@@ -272,7 +272,9 @@ async fn ten_thousand_intents_are_refused_and_none_is_applied() {
 async fn traps_fail_the_call_and_are_retried() {
     let env = Env::with_crds(false).await;
     world(&env, &[("trapper", "")]);
-    let host = env.start_host(LIMITS);
+    // Three objects trap on every retry: without this, quarantine (tested in tests/ops.rs)
+    // would stop the retries this test counts.
+    let host = env.start_host(&[LIMITS, &["--quarantine-after", "0"]].concat());
     for kind in ["trap", "unreachable", "stack"] {
         attack(&env, "trapper", kind, kind, json!({})).await;
     }

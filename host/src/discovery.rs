@@ -83,13 +83,6 @@ impl Discovery {
         Ok(resolved)
     }
 
-    /// Forget a resolution (after the API server stops serving it).
-    pub fn forget(&self, r: &ResourceRef) {
-        if let Ok(mut c) = self.cache.lock() {
-            c.remove(r);
-        }
-    }
-
     async fn lookup_kind(&self, t: &TypeRef) -> Result<Resolved, Error> {
         match oneshot::pinned_kind(&self.client, &t.gvk()).await {
             Ok((api, caps)) => Ok(Resolved::from(api, &caps)),

@@ -928,16 +928,6 @@ impl Host {
         }
     }
 
-    /// Events waiting per plugin.
-    pub fn queue_depths(&self) -> BTreeMap<String, usize> {
-        self.shared
-            .env()
-            .plugins
-            .iter()
-            .map(|(n, a)| (n.clone(), a.queue.depth()))
-            .collect()
-    }
-
     /// Stop taking events, let in-flight calls and applies finish, stop the watches.
     pub async fn shutdown(self) {
         self.cancel.cancel();

@@ -83,7 +83,6 @@ pub struct CompiledPlugin {
     /// Limits applied to calls.
     pub limits: Limits,
     engine: PluginEngine,
-    component: Component,
     pre: PluginPre<PluginState>,
     pool: Mutex<Vec<Instance>>,
     pool_size: usize,
@@ -166,7 +165,6 @@ impl CompiledPlugin {
             digest,
             limits,
             engine: engine.clone(),
-            component,
             pre,
             pool: Mutex::new(Vec::new()),
             pool_size: pool_size.max(1),
@@ -180,11 +178,6 @@ impl CompiledPlugin {
     /// The plugin's name.
     pub fn name(&self) -> &str {
         &self.manifest.name
-    }
-
-    /// The compiled component (for introspection and the code cache).
-    pub fn component(&self) -> &Component {
-        &self.component
     }
 
     async fn describe(&self) -> Result<Manifest, Error> {

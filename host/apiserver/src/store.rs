@@ -1017,24 +1017,15 @@ impl State {
             .first()
             .map(|v| v.name.clone())
             .unwrap_or_default();
-        if let Some(o) = body.as_object_mut() {
-            o.insert("apiVersion".into(), json!(t.info.api_version(&version)));
-            o.insert("kind".into(), json!(t.info.kind));
-            if t.info.status && !matches!(own, Ownership::Given(_)) {
-                o.remove("status");
-            }
+        if t.info.status
+            && !matches!(own, Ownership::Given(_))
+            && let Some(o) = body.as_object_mut()
+        {
+            o.remove("status");
         }
-        if let Some(v) = t.info.version(&t.version).filter(|v| v.prune) {
-            v.schema.prune(&mut body);
-        }
+        stamp_identity(t, &mut body, &version, &name);
         {
             let m = meta::meta_mut(&mut body);
-            m.insert("name".into(), json!(name));
-            if t.info.namespaced {
-                m.insert("namespace".into(), json!(t.namespace));
-            } else {
-                m.remove("namespace");
-            }
             for f in [
                 "resourceVersion",
                 "deletionTimestamp",
@@ -1182,24 +1173,9 @@ impl State {
                 None => o.remove("status"),
             };
         }
-        if let Some(o) = new.as_object_mut() {
-            o.insert(
-                "apiVersion".into(),
-                json!(t.info.api_version(&storage_version)),
-            );
-            o.insert("kind".into(), json!(t.info.kind));
-        }
-        if let Some(v) = t.info.version(&t.version).filter(|v| v.prune) {
-            v.schema.prune(&mut new);
-        }
+        stamp_identity(t, &mut new, &storage_version, name);
         {
             let m = meta::meta_mut(&mut new);
-            m.insert("name".into(), json!(name));
-            if t.info.namespaced {
-                m.insert("namespace".into(), json!(t.namespace));
-            } else {
-                m.remove("namespace");
-            }
             for f in [
                 "uid",
                 "creationTimestamp",
@@ -1393,5 +1369,24 @@ fn set_managed(obj: &mut Value, entries: &[ManagedEntry]) {
         meta::remove_meta(obj, "managedFields");
     } else {
         set_meta(obj, "managedFields", apply::encode_managed(entries));
+    }
+}
+
+/// What create and update both impose on a stored object: the storage apiVersion and the
+/// kind, pruning by the structural schema, and the name and namespace of the request.
+fn stamp_identity(t: &Target, body: &mut Value, version: &str, name: &str) {
+    if let Some(o) = body.as_object_mut() {
+        o.insert("apiVersion".into(), json!(t.info.api_version(version)));
+        o.insert("kind".into(), json!(t.info.kind));
+    }
+    if let Some(v) = t.info.version(&t.version).filter(|v| v.prune) {
+        v.schema.prune(body);
+    }
+    let m = meta::meta_mut(body);
+    m.insert("name".into(), json!(name));
+    if t.info.namespaced {
+        m.insert("namespace".into(), json!(t.namespace));
+    } else {
+        m.remove("namespace");
     }
 }

@@ -43,7 +43,7 @@ run() {
     fi
 }
 
-run cargo build --release --locked -p kubewasm \
+run cargo build --release --locked -p kubewasm-cli \
     --manifest-path "$root/Cargo.toml" --target-dir "$target_dir"
 run mkdir -p "$out_dir"
 run install -m 0755 "$binary" "$out_dir/kubewasm"

@@ -7,7 +7,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash plugins/build.sh
-cargo build -p kubewasm
+cargo build -p kubewasm-cli
 echo
 echo "In another terminal:  kubectl --kubeconfig $root/target/kubewasm-dev.kubeconfig get contentsites,mongodbs,services,servicemonitors"
 echo

@@ -514,11 +514,13 @@ async fn apply_rendered(client: &Client, docs: &[Value], what: &str) -> BTreeSet
         .map(|d| serde_yaml_ng::to_string(d).unwrap())
         .collect();
     std::fs::write(&file, yaml.join("---\n")).unwrap();
-    let parsed = kubewasm::dev::read_manifests(&[file]).expect("read rendered manifests");
+    let parsed =
+        kubewasm::apply::manifests::read_manifests(&[file]).expect("read rendered manifests");
     assert_eq!(parsed.len(), served.len());
-    let applied = kubewasm::dev::apply_manifests(client, &parsed, Duration::from_secs(20))
-        .await
-        .unwrap_or_else(|e| panic!("{what}: the embedded API server refused: {e}"));
+    let applied =
+        kubewasm::apply::manifests::apply_manifests(client, &parsed, Duration::from_secs(20))
+            .await
+            .unwrap_or_else(|e| panic!("{what}: the embedded API server refused: {e}"));
     assert_eq!(applied, served.len());
     // Every object is there, as rendered.
     for d in &served {
@@ -556,8 +558,8 @@ async fn api_server() -> (ApiServer, Client) {
         .await
         .expect("start API server");
     let client = Client::try_from(server.client_config()).expect("client");
-    let crds = kubewasm::dev::read_manifests(&[root().join("examples/crds")]).unwrap();
-    kubewasm::dev::apply_manifests(&client, &crds, Duration::from_secs(20))
+    let crds = kubewasm::apply::manifests::read_manifests(&[root().join("examples/crds")]).unwrap();
+    kubewasm::apply::manifests::apply_manifests(&client, &crds, Duration::from_secs(20))
         .await
         .expect("example CRDs");
     (server, client)
@@ -584,7 +586,7 @@ fn build_script_parses_and_prints_its_commands() {
     let lines: Vec<&str> = printed.lines().collect();
     assert_eq!(lines.len(), 3, "{printed}");
     assert!(
-        lines[0].starts_with("+ cargo build --release --locked -p kubewasm ")
+        lines[0].starts_with("+ cargo build --release --locked -p kubewasm-cli ")
             && lines[0].contains("--target-dir /tmp/some-target"),
         "{printed}"
     );

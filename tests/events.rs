@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use kubewasm::events::EventRecorder;
+use kubewasm::apply::events::EventRecorder;
 use kubewasm_apiserver::{ApiServer, Config};
 
 async fn events_about(client: &Client, ns: &str, uid: &str) -> Vec<Event> {

@@ -131,8 +131,8 @@ async fn in_cluster_configuration_over_tls_runs_a_scenario() {
         plugins.join("mongodb-monitor.wasm"),
     )
     .unwrap();
-    let docs = kubewasm::dev::read_manifests(&[root().join("examples/crds")]).unwrap();
-    kubewasm::dev::apply_manifests(&client, &docs, Duration::from_secs(20))
+    let docs = kubewasm::apply::manifests::read_manifests(&[root().join("examples/crds")]).unwrap();
+    kubewasm::apply::manifests::apply_manifests(&client, &docs, Duration::from_secs(20))
         .await
         .unwrap();
 

@@ -311,3 +311,123 @@ async fn plugins_read_the_cache_but_only_what_they_watch() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// `kubewasm test` and `kubewasm run` admit intents through one pipeline: a grant limited to
+/// a namespace never covers a cluster-scoped kind, whatever the trigger's namespace. (They
+/// used to disagree: `test` checked the grant with the trigger's namespace.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn test_and_run_both_refuse_a_cluster_scoped_kind_under_a_namespaced_grant() {
+    let settings = "namespaceGrant: [default]\n";
+    let refusal = "intent #0 refused: no grant allows create on v1 Namespace (cluster-scoped)";
+
+    // Offline, with the test runner: the refusal is what the case gets.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(test_plugin("testkit"), dir.path().join("testkit.wasm")).unwrap();
+    std::fs::write(dir.path().join("testkit.yaml"), settings).unwrap();
+    let case = |expect: &str| {
+        format!(
+            "name: cluster-scoped kind, namespaced grant\nplugin: testkit.wasm\n\
+             event:\n  type: added\n  object:\n    apiVersion: v1\n    kind: ConfigMap\n\
+             \x20   metadata: {{name: cs, namespace: default, uid: u-1, labels: {{kubewasm.dev/testkit: testkit}}}}\n\
+             \x20   data: {{action: cluster-scoped}}\nexpect:\n{expect}"
+        )
+    };
+    let run_case = |text: String| {
+        let file = dir.path().join("case.yaml");
+        std::fs::write(&file, text).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(["--log", "warn", "test"])
+            .arg(&file)
+            .output()
+            .expect("kubewasm test runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = run_case(case(&format!("  error: '{refusal}'\n")));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.trim_end().ends_with("1 passed, 0 failed"), "{out}");
+    // A case that expects the Namespace to be created fails, naming the refusal.
+    let (code, out) = run_case(case(
+        "  intents:\n  - create:\n      object: {apiVersion: v1, kind: Namespace, metadata: {name: cs-ns}}\n",
+    ));
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains(refusal), "{out}");
+
+    // Online, with the host: the same intent is refused and nothing is written.
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", Some(settings));
+    let host = env.start_host(&[]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let label = json!({"kubewasm.dev/testkit": "testkit"});
+    env.create(
+        &cms,
+        trigger("cs", label.clone(), json!({"action": "cluster-scoped"})),
+    )
+    .await;
+    env.create(&cms, trigger("good", label, json!({"value": "ok"})))
+        .await;
+    let line = host
+        .wait_log("the refusal", |l| {
+            field(l, "message") == "event failed" && field(l, "object").ends_with("/cs")
+        })
+        .await;
+    assert!(field(&line, "error").contains(refusal), "{line}");
+    eventually("good-out", CONVERGE, || async {
+        get(&cms, "good-out").await
+    })
+    .await;
+    let namespaces = env.api("v1", "Namespace", "namespaces", None);
+    assert!(
+        get(&namespaces, "cs-ns").await.is_none(),
+        "refused Namespace was created"
+    );
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A selector that does not parse rejects the plugin when it loads, with the watch and the
+/// selector named; it is never matched as "everything".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_selector_rejects_the_plugin_at_load_time() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    env.add_plugin(
+        &test_plugin("testkit"),
+        "broken",
+        Some("name: broken\nselector: 'app in ()'\n"),
+    );
+    let host = env.start_host(&[]);
+    let line = host
+        .wait_log("broken rejected", |l| {
+            field(l, "message") == "plugin rejected" && field(l, "error").contains("broken.wasm")
+        })
+        .await;
+    let error = field(&line, "error");
+    assert!(
+        error.contains("label selector") && error.contains("app in ()"),
+        "{line}"
+    );
+    // The good plugin serves; the broken one handles nothing, not even matching objects.
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(
+        &cms,
+        trigger(
+            "both",
+            json!({"kubewasm.dev/testkit": "testkit", "app": "x"}),
+            json!({}),
+        ),
+    )
+    .await;
+    let out = eventually("both-out", CONVERGE, || async {
+        get(&cms, "both-out").await
+    })
+    .await;
+    assert_eq!(out.data["data"]["from"], json!("testkit"));
+    assert!(
+        host.matching(|l| field(l, "plugin") == "broken" && field(l, "message") == "event")
+            .is_empty(),
+        "the rejected plugin handled an event"
+    );
+    assert_eq!(host.stop(), Some(0));
+}

@@ -22,7 +22,7 @@ cargo test --manifest-path plugins/Cargo.toml --quiet
 python3 -m unittest discover -s plugins/python/tests
 
 echo "== building the host"
-cargo build -p kubewasm --quiet
+cargo build -p kubewasm-cli --quiet
 
 echo "== conformance: every language's plugins against the reference cases"
 kubewasm="$root/target/debug/kubewasm"

@@ -612,10 +612,11 @@ async fn a_plugin_attacking_in_describe_is_rejected_and_the_others_load() {
 /// embedded API server's RBAC kinds accept the YAML.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
-    use kubewasm::manifest::Verb;
-    use kubewasm::rbac::{RbacOptions, guess, render, to_yaml};
-    use kubewasm::registry::{LoadOptions, load_plugin};
+    use kubewasm::core::kind::guess;
+    use kubewasm::core::manifest::Verb;
+    use kubewasm::rbac::{RbacOptions, render, to_yaml};
     use kubewasm::runtime::PluginEngine;
+    use kubewasm::runtime::{LoadOptions, load_plugin};
     use std::collections::{BTreeMap, BTreeSet};
 
     let engine = PluginEngine::new().unwrap();
@@ -697,8 +698,8 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
                 } else {
                     format!("{group}/v1")
                 };
-                let k = guess(&kubewasm::resource::ResourceRef::Kind(
-                    kubewasm::resource::TypeRef::new(api_version, kind.as_str()),
+                let k = guess(&kubewasm::core::resource::ResourceRef::Kind(
+                    kubewasm::core::resource::TypeRef::new(api_version, kind.as_str()),
                 ));
                 let namespaces: Vec<Option<&str>> = if g.namespaces.is_empty() {
                     vec![None]
@@ -739,8 +740,8 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
                     } else {
                         format!("{group}/v1")
                     };
-                    let k = guess(&kubewasm::resource::ResourceRef::Kind(
-                        kubewasm::resource::TypeRef::new(av, kind.as_str()),
+                    let k = guess(&kubewasm::core::resource::ResourceRef::Kind(
+                        kubewasm::core::resource::TypeRef::new(av, kind.as_str()),
                     ));
                     known.insert((k.group, k.plural));
                 }

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 /// Repository root.
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// A built example plugin (`plugins/build.sh`).
@@ -101,8 +101,9 @@ impl Env {
 
     /// Apply manifests the way `kubewasm dev --apply` does.
     pub async fn apply_path(&self, path: &Path) {
-        let docs = kubewasm::dev::read_manifests(&[path.to_path_buf()]).expect("read manifests");
-        kubewasm::dev::apply_manifests(&self.client, &docs, Duration::from_secs(20))
+        let docs = kubewasm::apply::manifests::read_manifests(&[path.to_path_buf()])
+            .expect("read manifests");
+        kubewasm::apply::manifests::apply_manifests(&self.client, &docs, Duration::from_secs(20))
             .await
             .expect("apply manifests");
     }

@@ -4,7 +4,6 @@
 use crate::discovery;
 use crate::error::{ApiResult, StatusError};
 use crate::patch::{self, PatchType};
-use crate::selector::{FieldSelector, LabelSelector};
 use crate::store::{DeleteOptions, ListOptions, Ownership, Propagation, Store, Target};
 use crate::table::{self, Output};
 use crate::watch::{self, WatchRequest};
@@ -12,6 +11,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode, header};
+use kubewasm_core::selector::{FieldSelector, LabelSelector, OBJECT_META_FIELDS};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -217,13 +217,28 @@ fn manager_name(q: &HashMap<String, String>, headers: &HeaderMap) -> String {
     }
 }
 
+/// Selectors parsed by the one implementation kubewasm has (`kubewasm-core`). Custom
+/// resources support only the ObjectMeta fields, as on kube-apiserver (built-in kinds
+/// have field sets of their own, approximated here by any field path).
 fn list_options(q: &HashMap<String, String>, builtin: bool) -> ApiResult<ListOptions> {
+    let label_text = q.get("labelSelector").map(String::as_str).unwrap_or("");
+    let field_text = q.get("fieldSelector").map(String::as_str).unwrap_or("");
+    let labels = LabelSelector::parse(label_text)
+        .map_err(|e| StatusError::bad_request(format!("unable to parse requirement: {e}")))?;
+    let fields = if builtin {
+        FieldSelector::parse(field_text)
+    } else {
+        FieldSelector::parse_restricted(field_text, OBJECT_META_FIELDS)
+    }
+    .map_err(|e| match e {
+        kubewasm_core::selector::SelectorError::UnsupportedField(_) => {
+            StatusError::bad_request(e.to_string())
+        }
+        e => StatusError::bad_request(format!("invalid selector: '{field_text}'; {e}")),
+    })?;
     Ok(ListOptions {
-        labels: LabelSelector::parse(q.get("labelSelector").map(String::as_str).unwrap_or(""))?,
-        fields: FieldSelector::parse(
-            q.get("fieldSelector").map(String::as_str).unwrap_or(""),
-            builtin,
-        )?,
+        labels,
+        fields,
         limit: q.get("limit").and_then(|l| l.parse().ok()),
         continue_token: q.get("continue").filter(|c| !c.is_empty()).cloned(),
     })

@@ -29,7 +29,6 @@ pub mod meta;
 pub mod patch;
 pub mod registry;
 pub mod schema;
-pub mod selector;
 pub mod store;
 pub mod table;
 pub mod tls;

@@ -7,8 +7,8 @@ use crate::apply::{self, ApplyRequest, ManagedEntry};
 use crate::error::{ApiResult, StatusError};
 use crate::meta::{self, finalizers, meta_str, set_meta};
 use crate::registry::{GroupResource, Registry, ResourceInfo};
-use crate::selector::{FieldSelector, LabelSelector};
 use base64::Engine;
+use kubewasm_core::selector::{FieldSelector, LabelSelector};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -128,7 +128,7 @@ pub struct ListOptions {
 impl ListOptions {
     /// True when the object passes both selectors.
     pub fn matches(&self, obj: &Value) -> bool {
-        self.labels.matches(obj) && self.fields.matches(obj)
+        self.labels.matches_object(obj) && self.fields.matches_object(obj)
     }
 }
 

@@ -3,7 +3,9 @@
 //! Settings (`NAME.yaml`): `name` (manifest name, default `testkit`), `version` (default:
 //! the build's, 1 or 2), `selector` (label
 //! selector on ConfigMaps, default `kubewasm.dev/testkit=<name>`), `value` (written by
-//! `write-shared`), `force` (force that write), `allowForce` (grant force).
+//! `write-shared`), `force` (force that write), `allowForce` (grant force),
+//! `namespaceGrant` (a list of namespaces: also grant `create` on core `Namespace` objects,
+//! limited to those namespaces, which can never cover a cluster-scoped kind).
 //!
 //! The triggering ConfigMap's `data.action` picks what `handle` does:
 //! `copy` (default: create `<cm>-out` owned by the trigger, data copied), `write-shared`
@@ -11,7 +13,7 @@
 //! (return a retryable error), `bad-json`, `no-kind`, `no-name` (malformed intents),
 //! `outside-grant` (create a Secret, which no grant allows), `read` (copy the result of
 //! `host.list` of ConfigMaps into `<cm>-out`), `read-secret` (`host.get` of a Secret, not
-//! allowed).
+//! allowed), `cluster-scoped` (create the Namespace `<cm>-ns`).
 
 use serde_json::{Value, json};
 
@@ -86,13 +88,30 @@ impl Guest for Testkit {
                 label_selector: Some(selector),
                 field_selector: None,
             }],
-            grants: vec![Grant {
+            grants: std::iter::once(Grant {
                 api_groups: vec!["".into()],
                 kinds: vec!["ConfigMap".into()],
                 namespaces: vec![],
                 verbs: vec![Verb::Create],
-                allow_force: s.get("allowForce").and_then(Value::as_bool).unwrap_or(false),
-            }],
+                allow_force: s
+                    .get("allowForce")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            })
+            .chain(s.get("namespaceGrant").and_then(Value::as_array).map(|ns| {
+                Grant {
+                    api_groups: vec!["".into()],
+                    kinds: vec!["Namespace".into()],
+                    namespaces: ns
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect(),
+                    verbs: vec![Verb::Create],
+                    allow_force: false,
+                }
+            }))
+            .collect(),
             reads: vec![],
         })
     }
@@ -119,7 +138,9 @@ impl Guest for Testkit {
         };
         Ok(match action {
             "copy" => vec![create(
-                out(json!({"from": name_of(&s), "version": version_of(&s), "value": obj["data"]["value"]})),
+                out(
+                    json!({"from": name_of(&s), "version": version_of(&s), "value": obj["data"]["value"]}),
+                ),
                 false,
                 true,
             )],
@@ -180,6 +201,13 @@ impl Guest for Testkit {
                     .unwrap_or_else(|| "allowed".into());
                 vec![create(out(json!({"readError": err})), false, true)]
             }
+            "cluster-scoped" => vec![create(
+                json!({"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": format!("{cm}-ns")}})
+                .to_string(),
+                false,
+                false,
+            )],
             other => return Err(fail(format!("unknown action {other:?}"))),
         })
     }

@@ -1,0 +1,63 @@
+//! `kubewasm dev`: an embedded API server, example manifests applied to it, and the host
+//! running on it; a demo and plugin sandbox that needs no cluster.
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use kubewasm::apply::manifests;
+
+use super::run::{HostArgs, run_host, shutdown_signal};
+
+/// Flags of `kubewasm dev`.
+#[derive(Args, Debug)]
+pub struct DevArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// Manifests (files or directories) to apply before the host starts; CRDs go first.
+    #[arg(long, value_name = "PATH")]
+    apply: Vec<PathBuf>,
+    /// Port of the embedded API server on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Write a kubeconfig for the embedded API server here (for kubectl).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig_out: Option<PathBuf>,
+}
+
+/// `kubewasm dev`.
+pub async fn dev(args: DevArgs) -> Result<()> {
+    let server = kubewasm_apiserver::ApiServer::start(kubewasm_apiserver::Config {
+        bind: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
+        ..Default::default()
+    })
+    .await
+    .context("starting the embedded API server")?;
+    if let Some(path) = &args.kubeconfig_out {
+        server
+            .write_kubeconfig(path)
+            .with_context(|| format!("writing {}", path.display()))?;
+        tracing::info!(
+            "kubeconfig written: kubectl --kubeconfig {} get all",
+            path.display()
+        );
+    }
+    let client = kube::Client::try_from(server.client_config())
+        .context("client for the embedded API server")?;
+    if !args.apply.is_empty() {
+        let docs = manifests::read_manifests(&args.apply)?;
+        let n = manifests::apply_manifests(&client, &docs, Duration::from_secs(30)).await?;
+        tracing::info!(objects = n, "manifests applied");
+    }
+    match args.host.plugins {
+        Some(_) => run_host(client, &args.host).await?,
+        None => {
+            tracing::info!("no --plugins given: serving the API only; Ctrl-C to stop");
+            shutdown_signal().await;
+        }
+    }
+    server.shutdown().await;
+    Ok(())
+}

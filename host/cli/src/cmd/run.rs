@@ -1,0 +1,293 @@
+//! `kubewasm run`: the host against a cluster; also the host half of `kubewasm dev`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use kubewasm::dispatch::{QuarantinePolicy, QueueConfig};
+use kubewasm::host::{Host, HostConfig};
+use kubewasm::ops::http::{self, Readiness};
+use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
+use kubewasm::ops::metrics::Metrics;
+use kubewasm::runtime::{Limits, LoadOptions};
+use kubewasm::watch::WatchConfig;
+
+/// Flags of the host, shared by `run` and `dev`.
+#[derive(Args, Debug, Clone)]
+pub struct HostArgs {
+    /// Directory of plugins: `NAME.wasm` plus optional `NAME.yaml`/`NAME.json` settings.
+    #[arg(long, value_name = "DIR")]
+    pub plugins: Option<PathBuf>,
+    /// Re-deliver every watched object this often as a `resync` event (0 disables).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    resync: Duration,
+    /// Objects handled in parallel per plugin.
+    #[arg(long, default_value_t = 4)]
+    concurrency: usize,
+    /// Deadline of one plugin call.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    call_deadline: Duration,
+    /// Memory cap per plugin instance, in MiB.
+    #[arg(long, default_value_t = 256)]
+    memory_mib: usize,
+    /// Maximum intents one call may return.
+    #[arg(long, default_value_t = 256)]
+    max_intents: usize,
+    /// First retry delay after a failed event (doubles per attempt).
+    #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+    retry_base: Duration,
+    /// Longest retry delay.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    retry_max: Duration,
+    /// How often to look again for resources that are not served yet (CRDs installed later).
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
+    discovery_interval: Duration,
+    /// Instantiate a fresh instance for every event instead of reusing instances.
+    #[arg(long)]
+    fresh_instances: bool,
+    /// Keep compiled plugins here, so restarts and reloads of known plugins skip
+    /// compilation (keyed by content hash and engine version; must be writable only by
+    /// the host).
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Quiet period after a change in the plugin directory before reloading it.
+    #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
+    reload_debounce: Duration,
+    /// Do not follow the plugin directory: load it once at start.
+    #[arg(long)]
+    no_reload: bool,
+    /// Also rescan the plugin directory this often, for filesystems without change
+    /// notifications (0 disables).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    rescan_interval: Duration,
+    /// Maximum log lines one call may write; further lines are dropped and counted.
+    #[arg(long, default_value_t = 100)]
+    max_log_lines: usize,
+    /// Maximum size of one intent's JSON, in KiB.
+    #[arg(long, default_value_t = 1024)]
+    max_intent_kib: usize,
+    /// Quarantine a plugin after this many consecutive failed calls (traps, deadlines,
+    /// memory cap, limits); 0 disables quarantine.
+    #[arg(long, default_value_t = 5)]
+    quarantine_after: u32,
+    /// How long a quarantine lasts (a new version of the plugin file ends it at once).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    quarantine_cooldown: Duration,
+    /// Address of the /healthz, /readyz and /metrics endpoint (`off` disables it).
+    #[arg(long, default_value = "0.0.0.0:9090")]
+    metrics_addr: String,
+    /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease
+    /// applies intents; the others keep warm caches and take over when it goes.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Name of the Lease.
+    #[arg(long, default_value = "kubewasm")]
+    lease_name: String,
+    /// Namespace of the Lease (default: the in-cluster namespace, else `default`).
+    #[arg(long, env = "POD_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// This replica's identity in the Lease and in Events (default: hostname-pid).
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// How long a Lease is valid without renewal.
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    lease_duration: Duration,
+    /// A leader that could not renew for this long stops applying.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    renew_deadline: Duration,
+    /// How often to try to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    retry_period: Duration,
+    /// Record a Kubernetes Event on an object whose event fails, at most once per object
+    /// and reason per this interval (0 disables Events).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    event_interval: Duration,
+}
+
+/// Flags of `kubewasm run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long)]
+    context: Option<String>,
+}
+
+impl HostArgs {
+    fn config(&self) -> Result<HostConfig> {
+        let plugins_dir = self.plugins.clone().context("--plugins DIR is required")?;
+        Ok(HostConfig {
+            plugins_dir,
+            load: LoadOptions {
+                limits: Limits {
+                    deadline: self.call_deadline,
+                    memory: self.memory_mib << 20,
+                    max_intents: self.max_intents,
+                    max_intent_bytes: self.max_intent_kib << 10,
+                    max_log_lines: self.max_log_lines,
+                },
+                reuse_instances: !self.fresh_instances,
+                pool_size: self.concurrency,
+            },
+            watch: WatchConfig {
+                resync: (!self.resync.is_zero()).then_some(self.resync),
+                discovery_interval: self.discovery_interval,
+            },
+            queue: QueueConfig {
+                concurrency: self.concurrency,
+                retry_base: self.retry_base,
+                retry_max: self.retry_max,
+            },
+            cache_dir: self.cache_dir.clone(),
+            reload_debounce: (!self.no_reload).then_some(self.reload_debounce),
+            rescan_interval: (!self.no_reload && !self.rescan_interval.is_zero())
+                .then_some(self.rescan_interval),
+            quarantine: QuarantinePolicy {
+                threshold: self.quarantine_after,
+                cooldown: self.quarantine_cooldown,
+            },
+            leadership: Leadership::always(),
+            event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
+            identity: self.identity(),
+        })
+    }
+
+    fn identity(&self) -> String {
+        self.identity.clone().unwrap_or_else(|| {
+            let host = std::fs::read_to_string("/etc/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "kubewasm".into());
+            format!("{host}-{}", std::process::id())
+        })
+    }
+
+    fn metrics_addr(&self) -> Result<Option<SocketAddr>> {
+        if self.metrics_addr == "off" {
+            return Ok(None);
+        }
+        self.metrics_addr.parse().map(Some).with_context(|| {
+            format!(
+                "--metrics-addr {:?} is not host:port or off",
+                self.metrics_addr
+            )
+        })
+    }
+}
+
+/// `kubewasm run`.
+pub async fn run(args: RunArgs) -> Result<()> {
+    let client = client_for(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
+    run_host(client, &args.host).await
+}
+
+/// A client from a kubeconfig (file or default locations), else the in-cluster configuration.
+pub async fn client_for(
+    kubeconfig: Option<&PathBuf>,
+    context: Option<&String>,
+) -> Result<kube::Client> {
+    let options = kube::config::KubeConfigOptions {
+        context: context.cloned(),
+        ..Default::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &options)
+                .await
+                .with_context(|| format!("using kubeconfig {}", path.display()))?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .context("loading kubeconfig")?,
+        None => {
+            let has_kubeconfig = std::env::var_os("KUBECONFIG").is_some()
+                || std::env::var_os("HOME")
+                    .map(|h| std::path::Path::new(&h).join(".kube/config").is_file())
+                    .unwrap_or(false);
+            if has_kubeconfig || std::env::var_os("KUBERNETES_SERVICE_HOST").is_none() {
+                kube::Config::infer()
+                    .await
+                    .context("no kubeconfig found and not running in a cluster")?
+            } else {
+                let dir = std::env::var_os("KUBEWASM_SERVICEACCOUNT_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(kubewasm::ops::incluster::DEFAULT_DIR));
+                kubewasm::ops::incluster::config_from_dir(&dir)
+                    .context("in-cluster configuration")?
+            }
+        }
+    };
+    kube::Client::try_from(config).context("building the Kubernetes client")
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {},
+            _ = term.recv() => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
+
+/// Run the host on `client` until SIGINT/SIGTERM.
+pub async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
+    let mut config = args.config()?;
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Readiness::default();
+    let background = tokio_util::sync::CancellationToken::new();
+    if let Some(addr) = args.metrics_addr()? {
+        http::serve(addr, metrics.clone(), readiness.clone(), background.clone()).await?;
+    }
+    let mut election = None;
+    if args.leader_elect {
+        let namespace = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let lease = LeaderConfig {
+            lease_duration: args.lease_duration,
+            renew_deadline: args.renew_deadline,
+            retry_period: args.retry_period,
+            ..LeaderConfig::new(&args.lease_name, namespace, config.identity.clone())
+        };
+        lease.validate()?;
+        let (leadership, task) = leader::spawn(client.clone(), lease, background.clone());
+        config.leadership = leadership;
+        election = Some(task);
+    }
+    let host = Host::start(client, config, metrics).await?;
+    readiness.set(host.readiness_check());
+    tracing::info!(plugins = ?host.plugins(), "host running; Ctrl-C to stop");
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing in-flight events");
+    host.shutdown().await;
+    // Then give up the Lease, so another replica takes over at once.
+    background.cancel();
+    if let Some(task) = election {
+        let _ = task.await;
+    }
+    Ok(())
+}

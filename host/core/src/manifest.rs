@@ -1,0 +1,328 @@
+//! What a plugin declares about itself: its watches, grants and reads.
+//!
+//! These are plain Rust types, independent of the wasm bindings, so the rest of the
+//! host (watch, grant, rbac) never depends on wasmtime. Selectors are parsed when the
+//! manifest is built from the plugin's answer, so an unparsable one rejects the plugin at
+//! load time and is never matched.
+
+use std::collections::HashSet;
+
+use crate::resource::ResourceRef;
+use crate::selector::{FieldSelector, LabelSelector, OBJECT_META_FIELDS, SelectorError};
+
+/// Why a manifest was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ManifestError {
+    /// The plugin name cannot be a field manager suffix and DNS label.
+    #[error(
+        "name {0:?} must be a DNS label: lowercase letters, digits and '-', at most 63 characters"
+    )]
+    BadName(String),
+    /// A watch without an id.
+    #[error("a watch on {0} has an empty id")]
+    EmptyWatchId(String),
+    /// Two watches share an id.
+    #[error("watch id {0:?} is used twice")]
+    DuplicateWatchId(String),
+    /// A watch by kind misses apiVersion or kind.
+    #[error("watch {0:?}: apiVersion and kind are required")]
+    IncompleteKind(String),
+    /// A watch names a resource argument that does not parse.
+    #[error("watch {id:?}: {source}")]
+    BadResource {
+        /// The watch.
+        id: String,
+        /// Why.
+        #[source]
+        source: crate::resource::ResourceError,
+    },
+    /// An entry of `reads` that does not parse.
+    #[error("reads: {0}")]
+    BadRead(#[source] crate::resource::ResourceError),
+    /// A watch's apiVersion is malformed.
+    #[error("watch {id:?}: {source}")]
+    BadApiVersion {
+        /// The watch.
+        id: String,
+        /// Why.
+        #[source]
+        source: crate::resource::ResourceError,
+    },
+    /// A label selector that does not parse.
+    #[error("watch {id:?}: label selector {text:?}: {source}")]
+    LabelSelector {
+        /// The watch.
+        id: String,
+        /// The selector as written.
+        text: String,
+        /// Why.
+        #[source]
+        source: SelectorError,
+    },
+    /// A field selector that does not parse or selects an unsupported field.
+    #[error("watch {id:?}: field selector {text:?}: {source}")]
+    FieldSelector {
+        /// The watch.
+        id: String,
+        /// The selector as written.
+        text: String,
+        /// Why.
+        #[source]
+        source: SelectorError,
+    },
+    /// A grant with no group, kind or verb.
+    #[error("grant #{0} needs at least one api group, kind and verb")]
+    EmptyGrant(usize),
+}
+
+/// A plugin's manifest, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    /// Plugin name (DNS label).
+    pub name: String,
+    /// Free-text version.
+    pub version: String,
+    /// What the plugin receives events for.
+    pub watches: Vec<Watch>,
+    /// What it may write.
+    pub grants: Vec<Grant>,
+    /// Extra kinds it may read from the cache.
+    pub reads: Vec<ResourceRef>,
+}
+
+/// One watch of a plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watch {
+    /// The plugin's name for the watch.
+    pub id: String,
+    /// What to watch.
+    pub resource: ResourceRef,
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Label selector, parsed.
+    pub label_selector: Option<LabelSelector>,
+    /// Field selector, parsed (`metadata.name` and `metadata.namespace` only).
+    pub field_selector: Option<FieldSelector>,
+}
+
+impl Watch {
+    /// Parse a watch's selectors from their text: the one place plugin selector text
+    /// becomes a selector.
+    pub fn parse_selectors(
+        id: &str,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+    ) -> Result<(Option<LabelSelector>, Option<FieldSelector>), ManifestError> {
+        let labels = label_selector
+            .map(|text| {
+                LabelSelector::parse(text).map_err(|source| ManifestError::LabelSelector {
+                    id: id.to_string(),
+                    text: text.to_string(),
+                    source,
+                })
+            })
+            .transpose()?;
+        let fields = field_selector
+            .map(|text| {
+                FieldSelector::parse_restricted(text, OBJECT_META_FIELDS).map_err(|source| {
+                    ManifestError::FieldSelector {
+                        id: id.to_string(),
+                        text: text.to_string(),
+                        source,
+                    }
+                })
+            })
+            .transpose()?;
+        Ok((labels, fields))
+    }
+
+    /// Whether an object with these labels, name and namespace is selected.
+    pub fn selects<'a>(
+        &self,
+        labels: impl Fn(&str) -> Option<&'a str>,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|want| namespace == Some(want))
+            && self
+                .label_selector
+                .as_ref()
+                .is_none_or(|s| s.matches_with(labels))
+            && self
+                .field_selector
+                .as_ref()
+                .is_none_or(|s| s.matches_meta(name, namespace))
+    }
+}
+
+/// A verb a grant allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Verb {
+    /// Create (SSA of a whole object).
+    Create,
+    /// Patch the main resource.
+    Patch,
+    /// Patch the status subresource.
+    PatchStatus,
+    /// Delete.
+    Delete,
+}
+
+impl Verb {
+    /// Lowercase name as used in logs and RBAC.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Create => "create",
+            Verb::Patch => "patch",
+            Verb::PatchStatus => "patch-status",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// Permission to write some objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// API groups (`""` core, `"*"` any).
+    pub api_groups: Vec<String>,
+    /// Kinds (`"*"` any).
+    pub kinds: Vec<String>,
+    /// Namespaces; empty = all (and cluster-scoped).
+    pub namespaces: Vec<String>,
+    /// Allowed verbs.
+    pub verbs: Vec<Verb>,
+    /// Whether `force` may be used.
+    pub allow_force: bool,
+}
+
+impl Manifest {
+    /// The field manager the host uses for this plugin's writes.
+    pub fn field_manager(&self) -> String {
+        format!("kubewasm-{}", self.name)
+    }
+
+    /// Check the manifest for things the host cannot serve. Returns the first problem.
+    pub fn validate(&self) -> Result<(), ManifestError> {
+        if !is_dns_label(&self.name) {
+            return Err(ManifestError::BadName(self.name.clone()));
+        }
+        let mut ids = HashSet::new();
+        for w in &self.watches {
+            if w.id.is_empty() {
+                return Err(ManifestError::EmptyWatchId(w.resource.to_string()));
+            }
+            if !ids.insert(w.id.as_str()) {
+                return Err(ManifestError::DuplicateWatchId(w.id.clone()));
+            }
+            if let ResourceRef::Kind(t) = &w.resource {
+                if t.api_version.is_empty() || t.kind.is_empty() {
+                    return Err(ManifestError::IncompleteKind(w.id.clone()));
+                }
+                crate::resource::check_api_version(&t.api_version).map_err(|source| {
+                    ManifestError::BadApiVersion {
+                        id: w.id.clone(),
+                        source,
+                    }
+                })?;
+            }
+        }
+        for (i, g) in self.grants.iter().enumerate() {
+            if g.verbs.is_empty() || g.kinds.is_empty() || g.api_groups.is_empty() {
+                return Err(ManifestError::EmptyGrant(i));
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything the plugin reads: the resources it watches, then its extra `reads`.
+    /// The one definition of "watches ∪ reads" (caches, read scoping, RBAC).
+    pub fn read_resources(&self) -> impl Iterator<Item = &ResourceRef> {
+        self.watches
+            .iter()
+            .map(|w| &w.resource)
+            .chain(self.reads.iter())
+    }
+
+    /// The watch with this id.
+    pub fn watch(&self, id: &str) -> Option<&Watch> {
+        self.watches.iter().find(|w| w.id == id)
+    }
+}
+
+pub use crate::names::is_dns_label;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{ResourceArg, TypeRef};
+
+    fn manifest() -> Manifest {
+        Manifest {
+            name: "mongodb-monitor".into(),
+            version: "0.1.0".into(),
+            watches: vec![Watch {
+                id: "dbs".into(),
+                resource: ResourceRef::Kind(TypeRef::new("mongodb.com/v1", "MongoDB")),
+                namespace: None,
+                label_selector: Some(LabelSelector::parse("app=db,tier!=x").unwrap()),
+                field_selector: None,
+            }],
+            grants: vec![Grant {
+                api_groups: vec!["monitoring.coreos.com".into()],
+                kinds: vec!["ServiceMonitor".into()],
+                namespaces: vec![],
+                verbs: vec![Verb::Create],
+                allow_force: false,
+            }],
+            reads: vec![],
+        }
+    }
+
+    #[test]
+    fn accepts_a_good_manifest() {
+        assert_eq!(manifest().validate(), Ok(()));
+        assert_eq!(manifest().field_manager(), "kubewasm-mongodb-monitor");
+    }
+
+    #[test]
+    fn rejects_bad_names() {
+        for bad in ["", "Upper", "has space", "-lead", "trail-", &"x".repeat(64)] {
+            let mut m = manifest();
+            m.name = bad.to_string();
+            assert!(m.validate().is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn rejects_duplicate_watch_ids_and_bad_selectors() {
+        let mut m = manifest();
+        m.watches.push(m.watches[0].clone());
+        assert!(matches!(
+            m.validate(),
+            Err(ManifestError::DuplicateWatchId(_))
+        ));
+        let err = Watch::parse_selectors("w", Some("a in ("), None).unwrap_err();
+        assert!(err.to_string().contains("label selector"), "{err}");
+        let err = Watch::parse_selectors("w", None, Some("status.phase=Running")).unwrap_err();
+        assert!(matches!(err, ManifestError::FieldSelector { .. }), "{err}");
+        let mut m = manifest();
+        m.watches[0].resource = ResourceRef::Resource(ResourceArg::parse("x").unwrap());
+        m.watches[0].id = String::new();
+        assert!(matches!(m.validate(), Err(ManifestError::EmptyWatchId(_))));
+        let mut m = manifest();
+        m.watches[0].resource = ResourceRef::Kind(TypeRef::new("a/b/c", "X"));
+        assert!(matches!(
+            m.validate(),
+            Err(ManifestError::BadApiVersion { .. })
+        ));
+    }
+
+    #[test]
+    fn rejects_empty_grants() {
+        let mut m = manifest();
+        m.grants[0].verbs.clear();
+        assert!(m.validate().is_err());
+    }
+}

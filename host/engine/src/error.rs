@@ -1,0 +1,196 @@
+//! The engine's error type, classified by what went wrong rather than by message text.
+
+use std::path::PathBuf;
+
+use kubewasm_core::admit::{AdmitError, Rejection};
+use kubewasm_core::grant::GrantError;
+use kubewasm_core::kind::ResolveError;
+pub use kubewasm_runtime::CallError;
+
+/// Everything that can go wrong in the host. Variants name the plugin and object
+/// involved where there is one, so a log line built from the error is actionable.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A plugin file could not be loaded (read, compiled, linked or described).
+    #[error(transparent)]
+    Load(#[from] kubewasm_runtime::Error),
+    /// Two plugin files declare the same plugin name.
+    #[error("plugin {path}: name {name:?} is already used by {other}")]
+    DuplicateName {
+        /// The file refused.
+        path: PathBuf,
+        /// The name both declare.
+        name: String,
+        /// The file that has it.
+        other: PathBuf,
+    },
+    /// A call into a plugin failed: trap, deadline, memory cap, or the plugin's own error.
+    #[error("plugin {plugin}: {kind}")]
+    Call {
+        /// The plugin.
+        plugin: String,
+        /// What failed.
+        kind: CallError,
+    },
+    /// The plugin returned intents that fail validation; none of them is applied.
+    #[error("plugin {plugin}: invalid intent #{index}: {reason}")]
+    InvalidIntent {
+        /// The plugin.
+        plugin: String,
+        /// Which intent.
+        index: usize,
+        /// Why (boxed: keeps the error small on every `Result` path).
+        reason: Box<AdmitError>,
+    },
+    /// An intent falls outside the plugin's grants; none of the call's intents is applied.
+    #[error("plugin {plugin}: intent #{index} refused: {reason}")]
+    Refused {
+        /// The plugin.
+        plugin: String,
+        /// Which intent.
+        index: usize,
+        /// Why.
+        reason: GrantError,
+    },
+    /// The plugin is quarantined after repeated failures; the event waits.
+    #[error(
+        "plugin {plugin}: quarantined for {remaining:?} more after repeated failures (last: {reason})"
+    )]
+    Quarantined {
+        /// The plugin.
+        plugin: String,
+        /// The last failure.
+        reason: String,
+        /// Time left.
+        remaining: std::time::Duration,
+    },
+    /// This replica lost leadership while handling an event; the leader will handle it.
+    #[error("plugin {plugin}: not the leader any more; writes stopped")]
+    NotLeader {
+        /// The plugin.
+        plugin: String,
+    },
+    /// A kind could not be resolved (not served, or discovery failed).
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    /// The API server answered with an error status.
+    #[error("{verb} {target}: {status} {reason}: {message}")]
+    Api {
+        /// What was being done.
+        verb: &'static str,
+        /// To what.
+        target: String,
+        /// HTTP status.
+        status: u16,
+        /// The Status object's reason.
+        reason: String,
+        /// The Status object's message.
+        message: String,
+    },
+    /// Talking to the API server failed below the HTTP status level.
+    #[error("{context}: {source}")]
+    Kube {
+        /// What was being done.
+        context: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading or writing a local file failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A manifest file (YAML for `kubewasm dev` and the tests) is malformed.
+    #[error("{path}: {reason}")]
+    Document {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message.
+        reason: String,
+    },
+    /// The in-cluster configuration (service-account files, service env vars) is unusable.
+    #[error("in-cluster configuration: {0}")]
+    InCluster(String),
+    /// Leader election cannot run as configured.
+    #[error("leader election on lease {lease}: {reason}")]
+    LeaderElection {
+        /// The Lease.
+        lease: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl Error {
+    /// The error of a call whose intents were rejected.
+    pub fn rejected(plugin: &str, r: Rejection) -> Self {
+        let plugin = plugin.to_string();
+        match r.error {
+            AdmitError::Refused(reason) => Error::Refused {
+                plugin,
+                index: r.index,
+                reason,
+            },
+            reason => Error::InvalidIntent {
+                plugin,
+                index: r.index,
+                reason: Box::new(reason),
+            },
+        }
+    }
+
+    /// Short cause for metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Call { kind, .. } => kind.kind(),
+            Error::InvalidIntent { .. } => "invalid-intent",
+            Error::Refused { .. } => "refused",
+            Error::Quarantined { .. } => "quarantined",
+            Error::Api { status: 409, .. } => "conflict",
+            Error::Api { .. } | Error::Kube { .. } => "api",
+            _ => "other",
+        }
+    }
+
+    /// Whether retrying the same event later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        !matches!(
+            self,
+            Error::Call {
+                kind: CallError::Plugin { retry: false, .. },
+                ..
+            }
+        )
+    }
+
+    /// The HTTP status when the error came from the API server.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Error::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Build an [`Error::Api`] or [`Error::Kube`] from a kube client error.
+    pub fn from_kube(verb: &'static str, target: impl Into<String>, err: kube::Error) -> Self {
+        let target = target.into();
+        match err {
+            kube::Error::Api(status) => Error::Api {
+                verb,
+                target,
+                status: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            },
+            other => Error::Kube {
+                context: format!("{verb} {target}"),
+                source: other,
+            },
+        }
+    }
+}

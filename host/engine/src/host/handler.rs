@@ -1,0 +1,220 @@
+//! The handler of one plugin's deliveries: call the plugin, admit its intents through the
+//! shared pipeline (`kubewasm_core::admit`), apply them, and account for the outcome
+//! (metrics, logs, Warning Events, quarantine).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use kubewasm_core::admit;
+use kubewasm_core::event::EventType;
+use kubewasm_runtime::{CompiledPlugin, PluginEvent};
+use tracing::Instrument;
+
+use crate::Error;
+use crate::apply::events::EventRecorder;
+use crate::apply::{Applier, Outcome};
+use crate::dispatch::{Delivery, Handler};
+use crate::host::environment::Slot;
+use crate::ops::leader::Leadership;
+use crate::ops::metrics::{EventLabels, Metrics, PluginLabel};
+use crate::watch::WatchManager;
+use crate::watch::cache::{Caches, PluginView};
+use crate::watch::discovery::Discovery;
+
+/// What every plugin's handler shares.
+#[derive(Clone)]
+pub(crate) struct HandlerDeps {
+    pub(crate) applier: Arc<Applier>,
+    pub(crate) discovery: Arc<Discovery>,
+    pub(crate) watches: Arc<WatchManager>,
+    pub(crate) caches: Arc<Caches>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) leadership: Leadership,
+    pub(crate) recorder: Option<Arc<EventRecorder>>,
+}
+
+/// Handles a plugin's deliveries with the version in its slot.
+pub(crate) struct PluginHandler {
+    pub(crate) slot: Slot,
+    pub(crate) deps: HandlerDeps,
+}
+
+impl PluginHandler {
+    /// Kinds the plugin may read: what it watches plus what it declared, once resolved.
+    fn view(&self, plugin: &CompiledPlugin) -> Arc<PluginView> {
+        let allowed: HashSet<_> = plugin
+            .manifest
+            .read_resources()
+            .filter_map(|r| self.deps.watches.resolved(r))
+            .map(|r| r.type_ref())
+            .collect();
+        Arc::new(PluginView::new(self.deps.caches.clone(), allowed))
+    }
+
+    async fn run(&self, plugin: &CompiledPlugin, d: &Delivery) -> Result<usize, Error> {
+        let deps = &self.deps;
+        let name = plugin.name().to_string();
+        let object = d.object.describe();
+        let event = PluginEvent {
+            event_type: d.event_type,
+            watch_id: d.watch_id.to_string(),
+            object: d.object.json.clone(),
+            old_object: d.old.as_ref().map(|o| o.json.clone()),
+        };
+        let started = Instant::now();
+        let result = plugin.handle(&event, &object, self.view(plugin)).await;
+        deps.metrics
+            .call_seconds
+            .get_or_create(&PluginLabel {
+                plugin: name.clone(),
+            })
+            .observe(started.elapsed().as_secs_f64());
+        let raw = result.map_err(|kind| Error::Call {
+            plugin: name.clone(),
+            kind,
+        })?;
+        tracing::debug!(plugin = %name, object = %object, intents = raw.len(), took = ?started.elapsed(), "plugin returned");
+
+        // Admit everything before writing anything: a call is applied whole or not at all.
+        let prepared = admit::admit(
+            &plugin.manifest,
+            raw,
+            plugin.limits.max_intent_bytes,
+            &d.object.trigger(),
+            deps.discovery.as_ref(),
+        )
+        .await
+        .map_err(|r| Error::rejected(&name, r))?;
+
+        let manager = plugin.manifest.field_manager();
+        for p in &prepared {
+            if !deps.leadership.is_leader() {
+                return Err(Error::NotLeader {
+                    plugin: name.clone(),
+                });
+            }
+            let result = deps.applier.execute(&manager, p).await;
+            let outcome = match &result {
+                Ok(_) => "applied",
+                Err(e) if e.status() == Some(409) => "conflict",
+                Err(_) => "error",
+            };
+            deps.metrics.intent(&name, p.intent.verb.as_str(), outcome);
+            if outcome == "conflict" {
+                deps.metrics
+                    .conflicts
+                    .get_or_create(&PluginLabel {
+                        plugin: name.clone(),
+                    })
+                    .inc();
+            }
+            match result {
+                Ok(Outcome::Written { resource_version }) => tracing::info!(
+                    plugin = %name, manager = %manager, trigger = %object,
+                    resource_version = %resource_version, "applied {}", p.describe()
+                ),
+                Ok(Outcome::Deleted) => {
+                    tracing::info!(plugin = %name, manager = %manager, trigger = %object, "applied {}", p.describe())
+                }
+                Ok(Outcome::AlreadyGone) => {
+                    tracing::info!(plugin = %name, trigger = %object, "{}: already gone", p.describe())
+                }
+                Err(e) => {
+                    if e.status() == Some(409) && !p.intent.force {
+                        tracing::warn!(plugin = %name, manager = %manager, trigger = %object,
+                            "{}: conflict with another field manager; not forced (the intent did not ask for force)",
+                            p.describe());
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(prepared.len())
+    }
+
+    /// Count, log and report a failed event; quarantine the plugin on sandbox failures.
+    async fn failed(&self, version: &crate::host::environment::Version, d: &Delivery, e: &Error) {
+        let deps = &self.deps;
+        let name = version.plugin.name();
+        let object = d.object.describe();
+        deps.metrics.error(name, e.kind());
+        tracing::error!(plugin = name, object = %object, event = d.event_type.as_str(), retry = e.is_retryable(), error = %e, "event failed");
+        if let Some(recorder) = &deps.recorder
+            && d.event_type != EventType::Deleted
+        {
+            let reason = match e {
+                Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
+                Error::Call { .. } => "PluginFailed",
+                _ => "ApplyFailed",
+            };
+            recorder
+                .warning(&d.object.object, reason, &e.to_string())
+                .await;
+        }
+        match e {
+            Error::Call { kind, .. } if kind.is_sandbox_failure() => {
+                if version.health.failure(&kind.to_string()) {
+                    deps.metrics.set_quarantined(name, true);
+                    tracing::error!(plugin = name, reason = %kind, "plugin quarantined: it receives no events until its file changes or the cooldown passes");
+                }
+            }
+            // The plugin answered: it works, whatever it answered.
+            _ => {
+                version.health.success();
+                deps.metrics.set_quarantined(name, false);
+            }
+        }
+    }
+}
+
+impl Handler for PluginHandler {
+    async fn handle(&self, d: &Delivery) -> Result<(), Error> {
+        // The version current when the event starts handles it, start to finish.
+        let version = match self.slot.read() {
+            Ok(v) => v.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let plugin = &version.plugin;
+        let name = plugin.name();
+        let object = d.object.describe();
+        if !self.deps.leadership.is_leader() {
+            // Followers keep caches warm but leave writing to the leader, which resyncs
+            // everything when it takes over.
+            tracing::debug!(plugin = name, object = %object, "not the leader; event left to the leader");
+            return Ok(());
+        }
+        if let Err(q) = version.health.check() {
+            // The event waits in the queue (retried with backoff) until the quarantine ends.
+            tracing::debug!(plugin = name, object = %object, "plugin quarantined; event deferred");
+            return Err(Error::Quarantined {
+                plugin: name.to_string(),
+                reason: q.reason,
+                remaining: q.remaining,
+            });
+        }
+        self.deps
+            .metrics
+            .events
+            .get_or_create(&EventLabels {
+                plugin: name.to_string(),
+                event: d.event_type.as_str().to_string(),
+            })
+            .inc();
+        tracing::info!(plugin = name, version = %plugin.manifest.version, event = d.event_type.as_str(), watch = %d.watch_id, object = %object, "event");
+        // Everything logged while handling this event (plugin logs, applies) carries the
+        // plugin and the object through this span.
+        let span = tracing::info_span!("event", plugin = name, object = %object, event = d.event_type.as_str());
+        match self.run(plugin, d).instrument(span).await {
+            Ok(_) => {
+                version.health.success();
+                self.deps.metrics.set_quarantined(name, false);
+                Ok(())
+            }
+            Err(e) => {
+                self.failed(&version, d, &e).await;
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,335 @@
+//! The host's caches of watched resources: one per resource, shared by every plugin,
+//! filled by `watch` and read by plugins through `host.get`/`host.list`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use kube::api::DynamicObject;
+
+use kubewasm_core::admit::Trigger;
+use kubewasm_core::resource::TypeRef;
+pub use kubewasm_core::resource::{ObjectKey, ResourceKey};
+use kubewasm_core::selector::LabelSelector;
+use kubewasm_runtime::{ClusterView, ReadError};
+
+/// An object as cached: parsed, plus its JSON text (serialized once, shared by every
+/// plugin that receives it).
+#[derive(Debug)]
+pub struct CachedObject {
+    /// The object.
+    pub object: DynamicObject,
+    /// The same object as JSON.
+    pub json: Arc<str>,
+}
+
+impl CachedObject {
+    /// Wrap an object, serializing it once.
+    pub fn new(object: DynamicObject) -> Arc<Self> {
+        let json: Arc<str> = serde_json::to_string(&object)
+            .unwrap_or_else(|_| "{}".to_string())
+            .into();
+        Arc::new(CachedObject { object, json })
+    }
+
+    /// Its key.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey {
+            namespace: self.object.metadata.namespace.clone(),
+            name: self.object.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Its resourceVersion.
+    pub fn resource_version(&self) -> Option<&str> {
+        self.object.metadata.resource_version.as_deref()
+    }
+
+    /// Its labels.
+    pub fn labels(&self) -> &BTreeMap<String, String> {
+        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
+        self.object.metadata.labels.as_ref().unwrap_or(&EMPTY)
+    }
+
+    /// The object as the intent pipeline sees a trigger.
+    pub fn trigger(&self) -> Trigger {
+        let o = &self.object;
+        Trigger {
+            api_version: o
+                .types
+                .as_ref()
+                .map(|t| t.api_version.clone())
+                .unwrap_or_default(),
+            kind: o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
+            name: o.metadata.name.clone().unwrap_or_default(),
+            namespace: o.metadata.namespace.clone(),
+            uid: o.metadata.uid.clone(),
+        }
+    }
+
+    /// `Kind namespace/name` for logs.
+    pub fn describe(&self) -> String {
+        let kind = self
+            .object
+            .types
+            .as_ref()
+            .map(|t| t.kind.as_str())
+            .unwrap_or("object");
+        format!("{kind} {}", self.key())
+    }
+}
+
+/// The cache of one resource.
+#[derive(Debug)]
+pub struct ResourceCache {
+    /// What it holds.
+    pub kind: TypeRef,
+    /// Whether the resource is namespaced.
+    pub namespaced: bool,
+    objects: RwLock<HashMap<ObjectKey, Arc<CachedObject>>>,
+    synced: AtomicBool,
+}
+
+impl ResourceCache {
+    /// An empty, unsynced cache.
+    pub fn new(kind: TypeRef, namespaced: bool) -> Self {
+        ResourceCache {
+            kind,
+            namespaced,
+            objects: RwLock::new(HashMap::new()),
+            synced: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the first list has completed.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_synced(&self) {
+        self.synced.store(true, Ordering::Release);
+    }
+
+    /// One object.
+    pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.objects.read().ok()?.get(key).cloned()
+    }
+
+    /// Every object.
+    pub fn snapshot(&self) -> Vec<Arc<CachedObject>> {
+        self.objects
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Insert or replace; returns the previous version.
+    pub(crate) fn insert(&self, obj: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
+        self.objects.write().ok()?.insert(obj.key(), obj)
+    }
+
+    /// Remove; returns what was there.
+    pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.objects.write().ok()?.remove(key)
+    }
+
+    /// Replace everything (after a relist); returns the previous contents.
+    pub(crate) fn replace(
+        &self,
+        objects: HashMap<ObjectKey, Arc<CachedObject>>,
+    ) -> HashMap<ObjectKey, Arc<CachedObject>> {
+        match self.objects.write() {
+            Ok(mut m) => std::mem::replace(&mut *m, objects),
+            Err(_) => HashMap::new(),
+        }
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.objects.read().map(|m| m.len()).unwrap_or(0)
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// All caches, by resource and by kind.
+#[derive(Debug, Default)]
+pub struct Caches {
+    by_kind: RwLock<HashMap<TypeRef, Arc<ResourceCache>>>,
+}
+
+impl Caches {
+    /// Register a cache for a kind (replacing any previous one).
+    pub fn insert(&self, cache: Arc<ResourceCache>) {
+        if let Ok(mut m) = self.by_kind.write() {
+            m.insert(cache.kind.clone(), cache);
+        }
+    }
+
+    /// Drop the cache of a kind.
+    pub fn remove(&self, kind: &TypeRef) {
+        if let Ok(mut m) = self.by_kind.write() {
+            m.remove(kind);
+        }
+    }
+
+    /// The cache of a kind.
+    pub fn get(&self, kind: &TypeRef) -> Option<Arc<ResourceCache>> {
+        self.by_kind.read().ok()?.get(kind).cloned()
+    }
+
+    /// Whether every cache has completed its first list.
+    pub fn all_synced(&self) -> bool {
+        self.by_kind
+            .read()
+            .map(|m| m.values().all(|c| c.is_synced()))
+            .unwrap_or(false)
+    }
+}
+
+/// What one plugin may read: the caches, limited to the kinds it watches or declared.
+pub struct PluginView {
+    caches: Arc<Caches>,
+    allowed: HashSet<TypeRef>,
+}
+
+impl PluginView {
+    /// A view of `caches` limited to `allowed` kinds.
+    pub fn new(caches: Arc<Caches>, allowed: HashSet<TypeRef>) -> Self {
+        PluginView { caches, allowed }
+    }
+
+    fn cache(&self, api_version: &str, kind: &str) -> Result<Arc<ResourceCache>, ReadError> {
+        let t = TypeRef::new(api_version, kind);
+        if !self.allowed.contains(&t) {
+            return Err(ReadError::NotAllowed(t.to_string()));
+        }
+        self.caches
+            .get(&t)
+            .ok_or_else(|| ReadError::NotCached(t.to_string()))
+    }
+}
+
+impl ClusterView for PluginView {
+    fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<String>, ReadError> {
+        let cache = self.cache(api_version, kind)?;
+        let key = ObjectKey {
+            namespace: if cache.namespaced {
+                namespace.map(str::to_string)
+            } else {
+                None
+            },
+            name: name.to_string(),
+        };
+        Ok(cache.get(&key).map(|o| o.json.to_string()))
+    }
+
+    fn list(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        label_selector: Option<&str>,
+    ) -> Result<Vec<String>, ReadError> {
+        let cache = self.cache(api_version, kind)?;
+        let selector = match label_selector {
+            Some(s) => LabelSelector::parse(s).map_err(ReadError::Selector)?,
+            None => LabelSelector::default(),
+        };
+        let mut objects: Vec<_> = cache
+            .snapshot()
+            .into_iter()
+            .filter(|o| namespace.is_none() || o.object.metadata.namespace.as_deref() == namespace)
+            .filter(|o| selector.matches(o.labels()))
+            .collect();
+        objects.sort_by_key(|o| o.key());
+        Ok(objects.iter().map(|o| o.json.to_string()).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    pub(crate) fn obj(ns: &str, name: &str, labels: serde_json::Value) -> Arc<CachedObject> {
+        let o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+            "metadata": {"namespace": ns, "name": name, "labels": labels, "resourceVersion": "1"}
+        }))
+        .unwrap();
+        CachedObject::new(o)
+    }
+
+    fn view() -> PluginView {
+        let caches = Arc::new(Caches::default());
+        let t = TypeRef::new("mongodb.com/v1", "MongoDB");
+        let cache = Arc::new(ResourceCache::new(t.clone(), true));
+        cache.insert(obj("a", "one", json!({"app": "x"})));
+        cache.insert(obj("b", "two", json!({"app": "y"})));
+        caches.insert(cache);
+        caches.insert(Arc::new(ResourceCache::new(
+            TypeRef::new("v1", "Secret"),
+            true,
+        )));
+        PluginView::new(caches, [t, TypeRef::new("v1", "ConfigMap")].into())
+    }
+
+    #[test]
+    fn get_and_list_respect_namespace_and_selector() {
+        let v = view();
+        let got = v
+            .get("mongodb.com/v1", "MongoDB", Some("a"), "one")
+            .unwrap()
+            .unwrap();
+        assert!(got.contains("\"one\""));
+        assert_eq!(
+            v.get("mongodb.com/v1", "MongoDB", Some("b"), "one")
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            v.list("mongodb.com/v1", "MongoDB", None, None)
+                .unwrap()
+                .len(),
+            2
+        );
+        assert_eq!(
+            v.list("mongodb.com/v1", "MongoDB", Some("b"), None)
+                .unwrap()
+                .len(),
+            1
+        );
+        let l = v
+            .list("mongodb.com/v1", "MongoDB", None, Some("app=x"))
+            .unwrap();
+        assert_eq!(l.len(), 1);
+        assert!(l[0].contains("\"one\""));
+    }
+
+    #[test]
+    fn reads_outside_the_plugin_scope_are_refused() {
+        let v = view();
+        assert!(matches!(
+            v.get("v1", "Secret", Some("a"), "s"),
+            Err(ReadError::NotAllowed(_))
+        ));
+        assert!(matches!(
+            v.list("v1", "ConfigMap", None, None),
+            Err(ReadError::NotCached(_))
+        ));
+        assert!(matches!(
+            v.list("mongodb.com/v1", "MongoDB", None, Some("a in (")),
+            Err(ReadError::Selector(_))
+        ));
+    }
+}

@@ -1,0 +1,364 @@
+//! The watch manager: resolves what plugins watch through discovery, runs one watcher and
+//! cache per served resource (shared by every plugin), and turns the watcher's stream into
+//! added / modified(old, new) / deleted / resync events.
+//!
+//! A resource that is not served yet (a CRD not installed) is retried on an interval and
+//! started when it appears. A watch broken by `410 Gone` is relisted by kube's watcher; the
+//! relist is diffed against the cache so changes made during the break become events.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{mpsc, watch as tokio_watch};
+use tokio_util::sync::CancellationToken;
+
+use kubewasm_core::event::EventType;
+use kubewasm_core::kind::{KindInfo, ResolveError};
+use kubewasm_core::resource::ResourceRef;
+
+use crate::ops::metrics::{Metrics, ResourceLabel};
+use crate::watch::cache::{CachedObject, Caches, ObjectKey, ResourceCache, ResourceKey};
+use crate::watch::discovery::{Discovery, api_resource};
+
+/// A served resource being watched.
+type Resolved = KindInfo;
+
+/// A change to one cached object.
+#[derive(Debug, Clone)]
+pub struct WatchEvent {
+    /// The resource it belongs to.
+    pub resource: ResourceKey,
+    /// What happened.
+    pub event_type: EventType,
+    /// The object now (last state for deletions).
+    pub object: Arc<CachedObject>,
+    /// The previous state, for modifications.
+    pub old: Option<Arc<CachedObject>>,
+}
+
+/// Settings of the watch manager.
+#[derive(Debug, Clone)]
+pub struct WatchConfig {
+    /// Re-deliver every cached object this often (None: never).
+    pub resync: Option<Duration>,
+    /// How often to retry discovery for resources that are not served yet.
+    pub discovery_interval: Duration,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            resync: Some(Duration::from_secs(600)),
+            discovery_interval: Duration::from_secs(5),
+        }
+    }
+}
+
+struct Running {
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Owns the watchers. Cheap to share.
+pub struct WatchManager {
+    client: Client,
+    discovery: Arc<Discovery>,
+    caches: Arc<Caches>,
+    config: WatchConfig,
+    events: mpsc::Sender<WatchEvent>,
+    desired: tokio_watch::Sender<BTreeSet<ResourceRef>>,
+    resolved: RwLock<HashMap<ResourceRef, Arc<Resolved>>>,
+    metrics: Arc<Metrics>,
+}
+
+impl WatchManager {
+    /// A manager sending events to `events`.
+    pub fn new(
+        client: Client,
+        discovery: Arc<Discovery>,
+        caches: Arc<Caches>,
+        config: WatchConfig,
+        events: mpsc::Sender<WatchEvent>,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Self> {
+        Arc::new(WatchManager {
+            client,
+            discovery,
+            caches,
+            config,
+            events,
+            desired: tokio_watch::Sender::new(BTreeSet::new()),
+            resolved: RwLock::new(HashMap::new()),
+            metrics,
+        })
+    }
+
+    /// Set what must be watched; the manager converges to it in the background.
+    pub fn set_desired(&self, refs: BTreeSet<ResourceRef>) {
+        self.desired.send_replace(refs);
+    }
+
+    /// The served resource a watch target resolved to, if it is being watched.
+    pub fn resolved(&self, r: &ResourceRef) -> Option<Arc<Resolved>> {
+        self.resolved.read().ok()?.get(r).cloned()
+    }
+
+    /// Whether every desired resource is resolved and its cache has synced.
+    pub fn ready(&self) -> bool {
+        let desired = self.desired.borrow().clone();
+        let resolved = match self.resolved.read() {
+            Ok(r) => r,
+            Err(_) => return false,
+        };
+        desired.iter().all(|r| resolved.contains_key(r)) && self.caches.all_synced()
+    }
+
+    /// Converge until cancelled; stops every watcher on the way out.
+    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+        let mut desired_rx = self.desired.subscribe();
+        let mut running: HashMap<ResourceKey, Running> = HashMap::new();
+        let mut waiting_logged: HashSet<ResourceRef> = HashSet::new();
+        loop {
+            let desired = desired_rx.borrow_and_update().clone();
+            self.reconcile(&desired, &mut running, &mut waiting_logged)
+                .await;
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                changed = desired_rx.changed() => if changed.is_err() { break },
+                _ = tokio::time::sleep(self.config.discovery_interval) => {}
+            }
+        }
+        for (_, r) in running.drain() {
+            r.cancel.cancel();
+            let _ = r.task.await;
+        }
+    }
+
+    async fn reconcile(
+        self: &Arc<Self>,
+        desired: &BTreeSet<ResourceRef>,
+        running: &mut HashMap<ResourceKey, Running>,
+        waiting_logged: &mut HashSet<ResourceRef>,
+    ) {
+        // Resolve what is not resolved yet.
+        for r in desired {
+            if self.resolved(r).is_some() {
+                continue;
+            }
+            match self.discovery.resolve(r).await {
+                Ok(res) => {
+                    if waiting_logged.remove(r) {
+                        tracing::info!(resource = %r, "resource is now served; starting its watch");
+                    }
+                    if let Ok(mut m) = self.resolved.write() {
+                        m.insert(r.clone(), res);
+                    }
+                }
+                Err(ResolveError::NotServed(_)) => {
+                    if waiting_logged.insert(r.clone()) {
+                        tracing::warn!(resource = %r, "not served by the API server yet; the watch starts when it appears");
+                    }
+                }
+                Err(e) => tracing::warn!(resource = %r, error = %e, "discovery failed; will retry"),
+            }
+        }
+        // Forget resolutions nobody wants any more.
+        if let Ok(mut m) = self.resolved.write() {
+            m.retain(|r, _| desired.contains(r));
+        }
+        let wanted: HashMap<ResourceKey, Arc<Resolved>> = self
+            .resolved
+            .read()
+            .map(|m| m.values().map(|r| (r.key(), r.clone())).collect())
+            .unwrap_or_default();
+        // Stop watchers no longer needed.
+        let stale: Vec<ResourceKey> = running
+            .keys()
+            .filter(|k| !wanted.contains_key(*k))
+            .cloned()
+            .collect();
+        for key in stale {
+            if let Some(r) = running.remove(&key) {
+                r.cancel.cancel();
+                let _ = r.task.await;
+                tracing::info!(resource = %key, "watch stopped: no plugin needs it");
+            }
+        }
+        waiting_logged.retain(|r| desired.contains(r));
+        // Start the new ones.
+        for (key, res) in wanted {
+            if running.contains_key(&key) {
+                continue;
+            }
+            let cache = Arc::new(ResourceCache::new(res.type_ref(), res.namespaced));
+            self.caches.insert(cache.clone());
+            let cancel = CancellationToken::new();
+            let task = tokio::spawn(
+                WatchTask {
+                    client: self.client.clone(),
+                    res: res.clone(),
+                    cache,
+                    tx: self.events.clone(),
+                    resync: self.config.resync,
+                    caches: self.caches.clone(),
+                    metrics: self.metrics.clone(),
+                }
+                .run(cancel.clone()),
+            );
+            tracing::info!(resource = %key, kind = %res.type_ref(), "watch started");
+            running.insert(key, Running { cancel, task });
+        }
+    }
+}
+
+async fn emit(
+    tx: &mpsc::Sender<WatchEvent>,
+    key: &ResourceKey,
+    event_type: EventType,
+    object: Arc<CachedObject>,
+    old: Option<Arc<CachedObject>>,
+) {
+    let _ = tx
+        .send(WatchEvent {
+            resource: key.clone(),
+            event_type,
+            object,
+            old,
+        })
+        .await;
+}
+
+/// The watcher of one resource.
+struct WatchTask {
+    client: Client,
+    res: Arc<Resolved>,
+    cache: Arc<ResourceCache>,
+    tx: mpsc::Sender<WatchEvent>,
+    resync: Option<Duration>,
+    caches: Arc<Caches>,
+    metrics: Arc<Metrics>,
+}
+
+impl WatchTask {
+    /// Watch until cancelled, keeping the cache current and emitting events.
+    async fn run(self, cancel: CancellationToken) {
+        let WatchTask {
+            client,
+            res,
+            cache,
+            tx,
+            resync,
+            caches,
+            metrics,
+        } = self;
+        let key = res.key();
+        // A clone shares the value: no registry lock is held across awaits.
+        let restarts = metrics
+            .watch_restarts
+            .get_or_create(&ResourceLabel {
+                resource: key.to_string(),
+            })
+            .clone();
+        let api: Api<DynamicObject> = Api::all_with(client, &api_resource(&res));
+        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        futures::pin_mut!(stream);
+        let mut relist: Option<HashMap<ObjectKey, Arc<CachedObject>>> = None;
+        let resync_every = resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
+        let mut resync_timer =
+            tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
+        loop {
+            let item = tokio::select! {
+                _ = cancel.cancelled() => break,
+                _ = resync_timer.tick() => {
+                    if resync.is_some() && cache.is_synced() {
+                        for obj in cache.snapshot() {
+                            emit(&tx, &key, EventType::Resync, obj, None).await;
+                        }
+                    }
+                    continue;
+                }
+                item = stream.next() => item,
+            };
+            let Some(item) = item else { break };
+            match item {
+                Ok(Event::Init) => relist = Some(HashMap::new()),
+                Ok(Event::InitApply(obj)) => {
+                    let o = with_types(obj, &res);
+                    if let Some(buf) = relist.as_mut() {
+                        buf.insert(o.key(), o);
+                    }
+                }
+                Ok(Event::InitDone) => {
+                    let fresh = relist.take().unwrap_or_default();
+                    let first = !cache.is_synced();
+                    let before = cache.replace(fresh.clone());
+                    // Diff the relist against what we had: this is how changes made while the
+                    // watch was broken (410 Gone, disconnects) still become events.
+                    for (k, obj) in &fresh {
+                        match before.get(k) {
+                            None => emit(&tx, &key, EventType::Added, obj.clone(), None).await,
+                            Some(old) if old.resource_version() != obj.resource_version() => {
+                                emit(
+                                    &tx,
+                                    &key,
+                                    EventType::Modified,
+                                    obj.clone(),
+                                    Some(old.clone()),
+                                )
+                                .await
+                            }
+                            Some(_) => {}
+                        }
+                    }
+                    for (k, old) in before {
+                        if !fresh.contains_key(&k) {
+                            emit(&tx, &key, EventType::Deleted, old, None).await;
+                        }
+                    }
+                    cache.mark_synced();
+                    if first {
+                        tracing::info!(resource = %key, objects = cache.len(), "cache synced");
+                    } else {
+                        restarts.inc();
+                        tracing::info!(resource = %key, objects = cache.len(), "relisted");
+                    }
+                }
+                Ok(Event::Apply(obj)) => {
+                    let o = with_types(obj, &res);
+                    match cache.insert(o.clone()) {
+                        None => emit(&tx, &key, EventType::Added, o, None).await,
+                        Some(old) if old.resource_version() == o.resource_version() => {}
+                        Some(old) => emit(&tx, &key, EventType::Modified, o, Some(old)).await,
+                    }
+                }
+                Ok(Event::Delete(obj)) => {
+                    let o = with_types(obj, &res);
+                    cache.remove(&o.key());
+                    emit(&tx, &key, EventType::Deleted, o, None).await;
+                }
+                Err(e) => {
+                    restarts.inc();
+                    tracing::warn!(resource = %key, error = %e, "watch error; kube's watcher retries with backoff");
+                }
+            }
+        }
+        caches.remove(&res.type_ref());
+    }
+}
+
+/// Objects from list responses may lack apiVersion/kind; plugins always get them.
+fn with_types(mut obj: DynamicObject, res: &Resolved) -> Arc<CachedObject> {
+    if obj.types.is_none() {
+        obj.types = Some(kube::api::TypeMeta {
+            api_version: res.api_version(),
+            kind: res.kind.clone(),
+        });
+    }
+    CachedObject::new(obj)
+}

@@ -1,0 +1,11 @@
+//! Host-side bindings generated from `wit/plugin.wit`.
+#![allow(missing_docs)]
+
+wasmtime::component::bindgen!({
+    path: "../../wit",
+    world: "kubewasm:plugin/plugin",
+    exports: { default: async },
+});
+
+pub use self::exports::kubewasm::plugin::handler;
+pub use self::kubewasm::plugin::types;

@@ -1,0 +1,42 @@
+//! WASI, linked because components from most languages import it (Python, JavaScript, C,
+//! Go), with an empty context: no preopened directories, environment, arguments, stdio or
+//! network. Calls into it fail as an empty system would answer them.
+
+use wasmtime::component::{Linker, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// Per-store state of the WASI capability.
+pub struct WasiState {
+    ctx: WasiCtx,
+    table: ResourceTable,
+}
+
+impl WasiState {
+    /// Instantiate: a deny-all context. `WasiCtx::builder()` grants nothing unless asked,
+    /// and socket address checks deny every address by default.
+    pub fn new() -> Self {
+        WasiState {
+            ctx: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+        }
+    }
+
+    /// The view wasmtime-wasi's host functions use.
+    pub fn view(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.ctx,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl Default for WasiState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Link: add WASI p2 to the engine's linker.
+pub fn link<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+    wasmtime_wasi::p2::add_to_linker_async(linker)
+}

@@ -1,0 +1,131 @@
+//! Conversions between the generated WIT types and the host's own types.
+
+use kubewasm_core::intent::{ObjectRef, Propagation, RawIntent, Strategy};
+use kubewasm_core::manifest::{Grant, Manifest, ManifestError, Verb, Watch};
+use kubewasm_core::resource::{ResourceArg, ResourceError, ResourceRef, TypeRef};
+
+use crate::bindings::types as wit;
+
+fn resource_ref(r: wit::ResourceRef) -> Result<ResourceRef, ResourceError> {
+    Ok(match r {
+        wit::ResourceRef::Kind(t) => ResourceRef::Kind(TypeRef::new(t.api_version, t.kind)),
+        wit::ResourceRef::Resource(s) => ResourceRef::Resource(ResourceArg::parse(&s)?),
+    })
+}
+
+/// The manifest the plugin described, with its selectors parsed: an unparsable selector
+/// rejects the plugin here, at load time.
+pub(crate) fn manifest(m: wit::Manifest) -> Result<Manifest, ManifestError> {
+    let watches = m
+        .watches
+        .into_iter()
+        .map(|w| {
+            let non_empty = |s: &Option<String>| s.clone().filter(|s| !s.trim().is_empty());
+            let (label_selector, field_selector) = Watch::parse_selectors(
+                &w.id,
+                non_empty(&w.label_selector).as_deref(),
+                non_empty(&w.field_selector).as_deref(),
+            )?;
+            Ok(Watch {
+                resource: resource_ref(w.resource).map_err(|source| {
+                    ManifestError::BadResource {
+                        id: w.id.clone(),
+                        source,
+                    }
+                })?,
+                id: w.id,
+                namespace: w.namespace.filter(|s| !s.is_empty()),
+                label_selector,
+                field_selector,
+            })
+        })
+        .collect::<Result<Vec<_>, ManifestError>>()?;
+    let grants = m
+        .grants
+        .into_iter()
+        .map(|g| Grant {
+            api_groups: g.api_groups,
+            kinds: g.kinds,
+            namespaces: g.namespaces,
+            verbs: g.verbs.into_iter().map(verb).collect(),
+            allow_force: g.allow_force,
+        })
+        .collect();
+    let reads = m
+        .reads
+        .into_iter()
+        .map(|r| resource_ref(r).map_err(ManifestError::BadRead))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Manifest {
+        name: m.name,
+        version: m.version,
+        watches,
+        grants,
+        reads,
+    })
+}
+
+fn verb(v: wit::Verb) -> Verb {
+    match v {
+        wit::Verb::Create => Verb::Create,
+        wit::Verb::Patch => Verb::Patch,
+        wit::Verb::PatchStatus => Verb::PatchStatus,
+        wit::Verb::Delete => Verb::Delete,
+    }
+}
+
+fn object_ref(r: wit::ObjectRef) -> ObjectRef {
+    ObjectRef {
+        api_version: r.api_version,
+        kind: r.kind,
+        namespace: r.namespace.filter(|s| !s.is_empty()),
+        name: r.name,
+    }
+}
+
+pub(crate) fn intent(i: wit::Intent) -> RawIntent {
+    match i {
+        wit::Intent::Create(c) => RawIntent::Create {
+            object: c.object,
+            force: c.force,
+            owned_by_trigger: c.owned_by_trigger,
+        },
+        wit::Intent::Patch(p) => RawIntent::Patch {
+            target: object_ref(p.target),
+            body: p.body,
+            strategy: match p.strategy {
+                wit::PatchStrategy::Apply => Strategy::Apply,
+                wit::PatchStrategy::Merge => Strategy::Merge,
+            },
+            status: p.status,
+            force: p.force,
+        },
+        wit::Intent::Delete(d) => RawIntent::Delete {
+            target: object_ref(d.target),
+            uid: d.uid,
+            resource_version: d.resource_version,
+            propagation: d.propagation.map(|p| match p {
+                wit::Propagation::Background => Propagation::Background,
+                wit::Propagation::Foreground => Propagation::Foreground,
+                wit::Propagation::Orphan => Propagation::Orphan,
+            }),
+        },
+    }
+}
+
+fn ref_bytes(r: &wit::ObjectRef) -> usize {
+    r.api_version.len() + r.kind.len() + r.namespace.as_ref().map_or(0, String::len) + r.name.len()
+}
+
+/// Size of everything an intent carries (JSON and reference strings), for the size limit.
+pub(crate) fn intent_bytes(i: &wit::Intent) -> usize {
+    match i {
+        wit::Intent::Create(c) => c.object.len(),
+        wit::Intent::Patch(p) => p.body.len() + ref_bytes(&p.target),
+        wit::Intent::Delete(d) => {
+            ref_bytes(&d.target)
+                + d.uid.as_ref().map_or(0, String::len)
+                + d.resource_version.as_ref().map_or(0, String::len)
+        }
+    }
+}

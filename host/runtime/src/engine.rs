@@ -1,0 +1,79 @@
+//! The shared wasmtime engine: async, epoch-interruptible, with WASI (deny-all) and the
+//! kubewasm host interface added to one linker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+use crate::Error;
+use crate::bindings::Plugin;
+use crate::capability;
+use crate::state::PluginState;
+
+/// How often the epoch advances; deadlines are checked (and plugins yield to the async
+/// runtime) at this granularity.
+pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+
+/// The engine and linker every plugin is compiled and linked with.
+#[derive(Clone)]
+pub struct PluginEngine {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Arc<Linker<PluginState>>,
+    _ticker: Arc<Ticker>,
+}
+
+struct Ticker {
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl PluginEngine {
+    /// Build the engine, start its epoch ticker and link the host capabilities.
+    pub fn new() -> Result<Self, Error> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        config.wasm_component_model(true);
+        let engine = Engine::new(&config).map_err(|e| Error::Engine(e.to_string()))?;
+
+        let mut linker = Linker::<PluginState>::new(&engine);
+        capability::wasi::link(&mut linker)
+            .map_err(|e| Error::Engine(format!("linking WASI: {e}")))?;
+        Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
+            .map_err(|e| Error::Engine(format!("linking host interface: {e}")))?;
+
+        let stop = Arc::new(AtomicBool::new(false));
+        let weak = engine.weak();
+        let flag = stop.clone();
+        std::thread::Builder::new()
+            .name("kubewasm-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    match weak.upgrade() {
+                        Some(engine) => engine.increment_epoch(),
+                        None => break,
+                    }
+                }
+            })
+            .map_err(|e| Error::Engine(format!("starting epoch ticker: {e}")))?;
+
+        Ok(PluginEngine {
+            engine,
+            linker: Arc::new(linker),
+            _ticker: Arc::new(Ticker { stop }),
+        })
+    }
+
+    /// The wasmtime engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}

@@ -1,0 +1,146 @@
+//! The runtime's errors: loading a plugin, and calling one.
+
+use std::path::PathBuf;
+
+/// Why a plugin could not be loaded, or the engine could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A plugin file could not be read.
+    #[error("plugin {path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A plugin file is not a WebAssembly component.
+    #[error("plugin {path}: not a WebAssembly component: {reason}")]
+    NotWasm {
+        /// The file.
+        path: PathBuf,
+        /// The header check's or the compiler's message.
+        reason: String,
+    },
+    /// The component does not implement the `kubewasm:plugin/plugin` world.
+    #[error("plugin {path}: does not implement the kubewasm:plugin@0.1.0 world: {reason}")]
+    World {
+        /// The file.
+        path: PathBuf,
+        /// The linker's message.
+        reason: String,
+    },
+    /// The settings file beside a plugin is unreadable or not YAML/JSON.
+    #[error("plugin {path}: bad settings file {settings}: {reason}")]
+    Settings {
+        /// The plugin file.
+        path: PathBuf,
+        /// The settings file.
+        settings: PathBuf,
+        /// The parser's message.
+        reason: String,
+    },
+    /// `describe` failed or returned a manifest the host cannot accept.
+    #[error("plugin {path}: manifest rejected: {reason}")]
+    Manifest {
+        /// The file.
+        path: PathBuf,
+        /// Why (boxed: a manifest error carries a selector error and its text).
+        reason: Box<ManifestRejection>,
+    },
+    /// Reading or writing a local file (the plugin directory, the code cache) failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The WebAssembly engine could not be set up.
+    #[error("wasm engine: {0}")]
+    Engine(String),
+}
+
+/// Why a manifest was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestRejection {
+    /// The plugin could not be instantiated to ask it.
+    #[error("instantiating: {0}")]
+    Instantiate(CallError),
+    /// `describe` returned its own error.
+    #[error("describe returned an error: {0}")]
+    Refused(String),
+    /// `describe` trapped, ran out of time or memory.
+    #[error("describe failed: {0}")]
+    Failed(CallError),
+    /// The manifest is invalid.
+    #[error(transparent)]
+    Invalid(#[from] kubewasm_core::manifest::ManifestError),
+}
+
+/// Why a plugin call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The call ran past its deadline and was interrupted.
+    #[error("call exceeded its deadline of {0:?}")]
+    Deadline(std::time::Duration),
+    /// The plugin tried to grow its memory past the cap.
+    #[error("memory limit of {0} bytes exceeded")]
+    Memory(usize),
+    /// The plugin trapped (panic, unreachable, out-of-bounds access, ...).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The plugin returned an error from `handle`.
+    #[error("returned error: {message}")]
+    Plugin {
+        /// The plugin's message.
+        message: String,
+        /// Whether the plugin asked for a retry.
+        retry: bool,
+    },
+    /// The plugin returned more or larger intents than allowed.
+    #[error(transparent)]
+    Limit(#[from] LimitExceeded),
+}
+
+/// Which output limit a call broke.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LimitExceeded {
+    /// Too many intents.
+    #[error("returned {count} intents, over the limit of {max}")]
+    Intents {
+        /// How many.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// One intent too large.
+    #[error("intent #{index} is {size} bytes, over the limit of {max}")]
+    IntentBytes {
+        /// Which.
+        index: usize,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl CallError {
+    /// Short cause for metrics: deadline, memory, trap, limit, plugin.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::Deadline(_) => "deadline",
+            CallError::Memory(_) => "memory",
+            CallError::Trap(_) => "trap",
+            CallError::Plugin { .. } => "plugin",
+            CallError::Limit(_) => "limit",
+        }
+    }
+
+    /// Whether the sandbox stopped the call (as opposed to the plugin answering an error).
+    pub fn is_sandbox_failure(&self) -> bool {
+        !matches!(self, CallError::Plugin { .. })
+    }
+}

@@ -1,0 +1,30 @@
+//! `kubewasm-runtime`: running plugins. The wasmtime engine, compiled components with a
+//! pool of reusable instances, the compiled-code cache, loading plugin files, and one
+//! module per host capability a plugin imports.
+//!
+//! Lifecycle, Spin-style: capabilities are added to one [`Linker`](wasmtime::component::Linker)
+//! when the engine is built ([`PluginEngine`]), each component is linked once into an
+//! `InstancePre` when loaded ([`CompiledPlugin`]), and each call gets a prepared store with
+//! its deadline, memory cap and cluster view (see [`capability`]).
+// `deny`, not `forbid`: the code cache must call wasmtime's unsafe `Component::deserialize`
+// (one audited function in `codecache`).
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bindings;
+pub mod capability;
+pub mod codecache;
+mod convert;
+pub mod engine;
+pub mod error;
+pub mod limits;
+pub mod loader;
+pub mod plugin;
+mod state;
+
+pub use capability::cluster::{ClusterView, NoCluster, ReadError};
+pub use engine::PluginEngine;
+pub use error::{CallError, Error, LimitExceeded, ManifestRejection};
+pub use limits::Limits;
+pub use loader::{LoadOptions, Loaded, Loader, PluginFile, load_plugin};
+pub use plugin::{CompiledPlugin, PluginEvent};

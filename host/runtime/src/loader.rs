@@ -1,0 +1,371 @@
+//! Loading plugins: the plugin directory's layout, and plugin files compiled through the
+//! compiled-code cache.
+//!
+//! A plugin is `NAME.wasm`, optionally with settings in `NAME.yaml`, `NAME.yml` or
+//! `NAME.json` beside it. Hidden entries (Kubernetes volume internals such as `..data`)
+//! are skipped; symlinks are followed, so ConfigMap and Secret volumes work.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+
+use wasmtime::component::Component;
+
+use crate::Error;
+use crate::codecache::{CodeCache, Source};
+use crate::engine::PluginEngine;
+use crate::limits::Limits;
+use crate::plugin::{CompiledPlugin, InstancePolicy, compile};
+
+/// How plugins are loaded.
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// Limits applied to every plugin.
+    pub limits: Limits,
+    /// Reuse instances between calls.
+    pub reuse_instances: bool,
+    /// Instances kept per plugin (= the dispatch concurrency).
+    pub pool_size: usize,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            limits: Limits::default(),
+            reuse_instances: true,
+            pool_size: 4,
+        }
+    }
+}
+
+/// The plugin files in `dir`, sorted.
+pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::Io {
+        context: format!("reading plugin directory {}", dir.display()),
+        source,
+    })?;
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            !name.starts_with('.') && p.extension().is_some_and(|e| e == "wasm") && p.is_file()
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The settings file beside a plugin, converted to JSON text.
+pub fn read_settings(wasm: &Path) -> Result<Option<String>, Error> {
+    for ext in ["yaml", "yml", "json"] {
+        let path = wasm.with_extension(ext);
+        if !path.is_file() {
+            continue;
+        }
+        let bad = |reason: String| Error::Settings {
+            path: wasm.to_path_buf(),
+            settings: path.clone(),
+            reason,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let value: serde_json::Value = if ext == "json" {
+            serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?
+        } else {
+            serde_yaml_ng::from_str(&text).map_err(|e| bad(e.to_string()))?
+        };
+        return Ok(Some(value.to_string()));
+    }
+    Ok(None)
+}
+
+/// A plugin file as read from disk: its bytes, settings, and a fingerprint of both.
+pub struct PluginFile {
+    /// The `.wasm` path.
+    pub path: PathBuf,
+    /// The component bytes.
+    pub bytes: Vec<u8>,
+    /// sha256 of the bytes, hex.
+    pub digest: String,
+    /// The settings as JSON text, without the host's own `kubewasm` key.
+    pub settings: Option<String>,
+    /// Per-plugin limit overrides from the settings' `kubewasm` key.
+    pub overrides: LimitOverrides,
+}
+
+/// Limits an operator sets for one plugin under the `kubewasm` key of its settings file
+/// (the key is removed before the plugin sees its settings):
+///
+/// ```yaml
+/// kubewasm:
+///   callDeadline: 5s
+///   memoryMiB: 512
+///   maxIntents: 1000
+///   maxIntentKiB: 2048
+///   maxLogLines: 500
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitOverrides {
+    /// Deadline of one call, e.g. `5s`.
+    #[serde(default, with = "humantime_serde_opt")]
+    pub call_deadline: Option<std::time::Duration>,
+    /// Memory cap in MiB.
+    #[serde(default, rename = "memoryMiB")]
+    pub memory_mib: Option<usize>,
+    /// Maximum intents per call.
+    #[serde(default)]
+    pub max_intents: Option<usize>,
+    /// Maximum size of one intent in KiB.
+    #[serde(default, rename = "maxIntentKiB")]
+    pub max_intent_kib: Option<usize>,
+    /// Maximum log lines per call.
+    #[serde(default)]
+    pub max_log_lines: Option<usize>,
+}
+
+mod humantime_serde_opt {
+    use serde::Deserialize;
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<std::time::Duration>, D::Error> {
+        let text: Option<String> = Option::deserialize(d)?;
+        text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+impl LimitOverrides {
+    /// `base` with these overrides applied.
+    pub fn apply(&self, base: &Limits) -> Limits {
+        Limits {
+            deadline: self.call_deadline.unwrap_or(base.deadline),
+            memory: self.memory_mib.map(|m| m << 20).unwrap_or(base.memory),
+            max_intents: self.max_intents.unwrap_or(base.max_intents),
+            max_intent_bytes: self
+                .max_intent_kib
+                .map(|k| k << 10)
+                .unwrap_or(base.max_intent_bytes),
+            max_log_lines: self.max_log_lines.unwrap_or(base.max_log_lines),
+        }
+    }
+}
+
+impl PluginFile {
+    /// Read a plugin and its settings.
+    pub fn read(path: &Path) -> Result<Self, Error> {
+        let bytes = std::fs::read(path).map_err(|source| Error::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let (settings, overrides) = split_settings(path, read_settings(path)?)?;
+        let digest = hex::encode(Sha256::digest(&bytes));
+        Ok(PluginFile {
+            path: path.to_path_buf(),
+            bytes,
+            digest,
+            settings,
+            overrides,
+        })
+    }
+
+    /// Changes when the component, its settings or its limits change.
+    pub fn fingerprint(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(self.digest.as_bytes());
+        h.update(self.settings.as_deref().unwrap_or("").as_bytes());
+        h.update(format!("{:?}", self.overrides).as_bytes());
+        hex::encode(h.finalize())
+    }
+}
+
+/// A loaded plugin and how it was obtained.
+pub struct Loaded {
+    /// The plugin.
+    pub plugin: CompiledPlugin,
+    /// Compiled now or taken from the code cache.
+    pub source: Source,
+    /// Time from file bytes to a described plugin.
+    pub took: std::time::Duration,
+}
+
+/// Compiles and links plugins, through an in-memory and an optional on-disk code cache.
+pub struct Loader {
+    engine: PluginEngine,
+    options: LoadOptions,
+    disk: Option<CodeCache>,
+    memory: Mutex<HashMap<String, Component>>,
+}
+
+impl Loader {
+    /// A loader; `cache_dir` enables the on-disk compiled-code cache.
+    pub fn new(
+        engine: PluginEngine,
+        options: LoadOptions,
+        cache_dir: Option<&Path>,
+    ) -> Result<Self, Error> {
+        let disk = cache_dir.map(|d| CodeCache::new(d, &engine)).transpose()?;
+        Ok(Loader {
+            engine,
+            options,
+            disk,
+            memory: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The engine plugins are compiled with.
+    pub fn engine(&self) -> &PluginEngine {
+        &self.engine
+    }
+
+    /// Compile (or fetch from cache), link, describe and validate.
+    pub async fn load(&self, file: PluginFile) -> Result<Loaded, Error> {
+        let started = std::time::Instant::now();
+        let cached = self
+            .memory
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&file.digest).cloned())
+            .or_else(|| {
+                self.disk
+                    .as_ref()
+                    .and_then(|d| d.get(&self.engine, &file.digest))
+            });
+        let (component, source) = match cached {
+            Some(c) => (c, Source::Cached),
+            None => {
+                let c = compile(&self.engine, &file.path, file.bytes).await?;
+                if let Some(d) = &self.disk {
+                    d.put(&file.digest, &c);
+                }
+                (c, Source::Compiled)
+            }
+        };
+        if let Ok(mut m) = self.memory.lock() {
+            m.insert(file.digest.clone(), component.clone());
+        }
+        let plugin = CompiledPlugin::new(
+            &self.engine,
+            &file.path,
+            component,
+            file.digest,
+            file.settings,
+            file.overrides.apply(&self.options.limits),
+            InstancePolicy {
+                reuse: self.options.reuse_instances,
+                pool_size: self.options.pool_size,
+            },
+        )
+        .await?;
+        Ok(Loaded {
+            plugin,
+            source,
+            took: started.elapsed(),
+        })
+    }
+
+    /// Forget in-memory components no loaded plugin uses any more.
+    pub fn retain(&self, digests: &std::collections::HashSet<String>) {
+        if let Ok(mut m) = self.memory.lock() {
+            m.retain(|d, _| digests.contains(d));
+        }
+    }
+}
+
+/// Take the host's `kubewasm` key out of the settings.
+fn split_settings(
+    path: &Path,
+    settings: Option<String>,
+) -> Result<(Option<String>, LimitOverrides), Error> {
+    let Some(text) = settings else {
+        return Ok((None, LimitOverrides::default()));
+    };
+    let mut value: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    let Some(host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
+        return Ok((Some(text), LimitOverrides::default()));
+    };
+    let overrides: LimitOverrides =
+        serde_json::from_value(host_part).map_err(|e| Error::Settings {
+            path: path.to_path_buf(),
+            settings: path.with_extension("yaml"),
+            reason: format!("kubewasm limits: {e}"),
+        })?;
+    Ok((Some(value.to_string()), overrides))
+}
+
+/// Read, compile, link and describe one plugin file (no code cache).
+pub async fn load_plugin(
+    engine: &PluginEngine,
+    path: &Path,
+    options: &LoadOptions,
+) -> Result<CompiledPlugin, Error> {
+    let loader = Loader::new(engine.clone(), options.clone(), None)?;
+    Ok(loader.load(PluginFile::read(path)?).await?.plugin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_wasm_files_and_skips_hidden_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in ["b.wasm", "a.wasm", ".hidden.wasm", "a.yaml", "notes.txt"] {
+            std::fs::write(dir.path().join(f), b"x").unwrap();
+        }
+        std::fs::create_dir(dir.path().join("..data")).unwrap();
+        let names: Vec<_> = plugin_files(dir.path())
+            .unwrap()
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["a.wasm", "b.wasm"]);
+    }
+
+    #[test]
+    fn the_kubewasm_key_sets_limits_and_is_hidden_from_the_plugin() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"x").unwrap();
+        std::fs::write(
+            dir.path().join("p.yaml"),
+            "domain: a\nkubewasm:\n  callDeadline: 5s\n  memoryMiB: 64\n  maxLogLines: 7\n",
+        )
+        .unwrap();
+        let f = PluginFile::read(&wasm).unwrap();
+        assert_eq!(f.settings.as_deref(), Some(r#"{"domain":"a"}"#));
+        let l = f.overrides.apply(&Limits::default());
+        assert_eq!(l.deadline, std::time::Duration::from_secs(5));
+        assert_eq!(l.memory, 64 << 20);
+        assert_eq!(l.max_log_lines, 7);
+        assert_eq!(l.max_intents, Limits::default().max_intents);
+        std::fs::write(dir.path().join("p.yaml"), "kubewasm: {memoryMB: 1}\n").unwrap();
+        let err = PluginFile::read(&wasm).err().unwrap().to_string();
+        assert!(err.contains("unknown field `memoryMB`"), "{err}");
+    }
+
+    #[test]
+    fn settings_are_read_as_yaml_or_json() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        assert_eq!(read_settings(&wasm).unwrap(), None);
+        std::fs::write(
+            dir.path().join("p.yaml"),
+            "domain: example.com\nreplicas: 2\n",
+        )
+        .unwrap();
+        let s: serde_json::Value =
+            serde_json::from_str(&read_settings(&wasm).unwrap().unwrap()).unwrap();
+        assert_eq!(
+            s,
+            serde_json::json!({"domain": "example.com", "replicas": 2})
+        );
+        std::fs::write(dir.path().join("p.yaml"), "a: [").unwrap();
+        let err = read_settings(&wasm).unwrap_err().to_string();
+        assert!(err.contains("bad settings file"), "{err}");
+    }
+}

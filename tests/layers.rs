@@ -1,0 +1,145 @@
+//! The crates' dependencies point one way: kubewasm-core depends on no other kubewasm
+//! crate; kubewasm-runtime only on core; the engine (`kubewasm`) on core and runtime; the
+//! CLI on the engine (and the embedded API server, for `kubewasm dev`); the embedded API
+//! server only on core. Checked on `cargo metadata`, so a new dependency that breaks the
+//! layering fails the test suite.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// Normal (non-dev) dependencies on workspace crates, by crate.
+fn workspace_dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        out.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: Value = serde_json::from_slice(&out.stdout).expect("cargo metadata is JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let members: BTreeSet<String> = packages
+        .iter()
+        .filter_map(|p| p["name"].as_str().map(str::to_string))
+        .collect();
+    packages
+        .iter()
+        .map(|p| {
+            let deps = p["dependencies"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|d| d["kind"].is_null())
+                .filter_map(|d| d["name"].as_str().map(str::to_string))
+                .filter(|n| members.contains(n))
+                .collect();
+            (p["name"].as_str().unwrap_or_default().to_string(), deps)
+        })
+        .collect()
+}
+
+#[test]
+fn dependencies_point_one_way() {
+    let deps = workspace_dependencies();
+    let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
+        ("kubewasm-core", &[][..]),
+        ("kubewasm-runtime", &["kubewasm-core"][..]),
+        ("kubewasm", &["kubewasm-core", "kubewasm-runtime"][..]),
+        ("kubewasm-cli", &["kubewasm", "kubewasm-apiserver"][..]),
+        ("kubewasm-apiserver", &["kubewasm-core"][..]),
+    ]);
+    assert_eq!(
+        deps.keys().map(String::as_str).collect::<BTreeSet<_>>(),
+        allowed.keys().copied().collect::<BTreeSet<_>>(),
+        "the workspace's crates changed: say here what each may depend on"
+    );
+    for (krate, uses) in &deps {
+        let may: BTreeSet<&str> = allowed[krate.as_str()].iter().copied().collect();
+        for dep in uses {
+            assert!(
+                may.contains(dep.as_str()),
+                "{krate} depends on {dep}, against the layering (allowed: {may:?})"
+            );
+        }
+    }
+}
+
+/// The layers hold for what each crate's sources name, too: no `use` of a crate it does
+/// not depend on can slip in through a re-export (e.g. the CLI reaching past the engine's
+/// facade to `kubewasm_runtime` directly is fine only through `kubewasm::runtime`).
+#[test]
+fn sources_name_only_their_layers() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let forbidden: &[(&str, &[&str])] = &[
+        (
+            "core/src",
+            &[
+                "kubewasm_runtime",
+                "kubewasm::",
+                "kubewasm_apiserver",
+                "wasmtime",
+                "kube::",
+            ],
+        ),
+        (
+            "runtime/src",
+            &["kubewasm::", "kubewasm_apiserver", "kube::"],
+        ),
+        ("engine/src", &["kubewasm_apiserver"]),
+        ("cli/src", &["kubewasm_core", "kubewasm_runtime"]),
+    ];
+    for (dir, names) in forbidden {
+        for file in rust_files(&root.join(dir)) {
+            let text = std::fs::read_to_string(&file).expect("readable source");
+            // Code only: comments may name other layers (to say they are not used).
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("//") {
+                    continue;
+                }
+                for name in *names {
+                    assert!(
+                        !mentions(line, name),
+                        "{}:{}: names {name}, which its layer may not use",
+                        file.display(),
+                        n + 1
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Whether `line` names the path `name` from its root: not as the tail of a longer path
+/// (`self::exports::kubewasm::plugin` is not the `kubewasm` crate).
+fn mentions(line: &str, name: &str) -> bool {
+    line.match_indices(name).any(|(i, _)| {
+        !line[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("source dir").flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(rust_files(&p));
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}

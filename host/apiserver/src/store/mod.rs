@@ -14,6 +14,13 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{Notify, broadcast};
 
+mod crd;
+mod history;
+mod namespaces;
+
+use crd::crd_status;
+use namespaces::check_namespace;
+
 /// Namespace and name of an object ("" namespace for cluster-scoped objects).
 pub type ObjKey = (String, String);
 
@@ -650,42 +657,6 @@ impl Store {
         self.gc.notify_one();
         Ok(())
     }
-
-    /// Finishes a terminating namespace once it is empty.
-    pub fn finalize_namespace(&self, name: &str, uid: &str) -> ApiResult<()> {
-        let gr = GroupResource {
-            group: String::new(),
-            resource: "namespaces".into(),
-        };
-        let mut st = self.lock();
-        let Some(old) = st.find(&gr, "", name) else {
-            return Ok(());
-        };
-        if meta_str(&old, "uid") != Some(uid) {
-            return Ok(());
-        }
-        if st.objects.values().any(|m| m.keys().any(|k| k.0 == name)) {
-            return Ok(());
-        }
-        if finalizers(&old).is_empty() {
-            st.remove(&gr, "", name, &old);
-        } else if let Some(info) = st.registry.get(&gr) {
-            let mut new = (*old).clone();
-            if let Some(spec) = new.get_mut("spec").and_then(Value::as_object_mut) {
-                spec.remove("finalizers");
-            }
-            let t = storage_target(&info, "");
-            st.update(
-                &t,
-                name,
-                &old,
-                new,
-                Ownership::System(CONTROLLER_MANAGER.into()),
-                false,
-            )?;
-        }
-        Ok(())
-    }
 }
 
 fn storage_target(info: &Arc<ResourceInfo>, ns: &str) -> Target {
@@ -770,189 +741,11 @@ fn check_body_identity(t: &Target, name: &str, body: &Value) -> ApiResult<()> {
     check_namespace(t, body)
 }
 
-fn check_namespace(t: &Target, body: &Value) -> ApiResult<()> {
-    if t.info.namespaced
-        && let Some(ns) = meta_str(body, "namespace").filter(|n| !n.is_empty())
-        && ns != t.namespace
-    {
-        return Err(StatusError::bad_request(
-            "the namespace of the provided object does not match the namespace sent on the request",
-        ));
-    }
-    Ok(())
-}
-
-fn crd_status(crd: &Value, old: Option<&Value>) -> Value {
-    let now = meta::now();
-    let mut names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
-    if let (Some(n), Some(kind)) = (
-        names.as_object_mut(),
-        crd.pointer("/spec/names/kind").and_then(Value::as_str),
-    ) {
-        n.entry("singular")
-            .or_insert_with(|| json!(kind.to_lowercase()));
-        n.entry("listKind")
-            .or_insert_with(|| json!(format!("{kind}List")));
-    }
-    let stored: Vec<Value> = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-                .filter_map(|v| v.get("name").cloned())
-                .collect()
-        })
-        .unwrap_or_default();
-    let conditions = old
-        .and_then(|o| o.pointer("/status/conditions"))
-        .cloned()
-        .unwrap_or_else(|| {
-            json!([
-                {"type":"NamesAccepted","status":"True","lastTransitionTime":now,"reason":"NoConflicts","message":"no conflicts found"},
-                {"type":"Established","status":"True","lastTransitionTime":now,"reason":"InitialNamesAccepted","message":"the initial names have been accepted"}
-            ])
-        });
-    json!({"acceptedNames": names, "conditions": conditions, "storedVersions": stored})
-}
-
 fn gr_is(gr: &GroupResource, group: &str, resource: &str) -> bool {
     gr.group == group && gr.resource == resource
 }
 
 impl State {
-    fn find(&self, gr: &GroupResource, ns: &str, name: &str) -> Option<Arc<Value>> {
-        self.objects
-            .get(gr)?
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
-    }
-
-    fn record(
-        &mut self,
-        gr: &GroupResource,
-        ty: EventType,
-        object: Arc<Value>,
-        prev: Option<Arc<Value>>,
-    ) {
-        let ev = Arc::new(Event {
-            rv: self.rv,
-            gr: gr.clone(),
-            ty,
-            object,
-            prev,
-        });
-        self.history.push_back(ev.clone());
-        while self.history.len() > self.history_limit {
-            if let Some(old) = self.history.pop_front() {
-                self.compacted = old.rv;
-            }
-        }
-        // No receivers is fine: nobody watches.
-        let _ = self.events.send(ev);
-    }
-
-    fn next_rv(&mut self) -> u64 {
-        self.rv += 1;
-        self.rv
-    }
-
-    fn store(
-        &mut self,
-        gr: &GroupResource,
-        ns: &str,
-        name: &str,
-        mut obj: Value,
-        prev: Option<Arc<Value>>,
-    ) -> Arc<Value> {
-        let rv = self.next_rv();
-        set_meta(&mut obj, "resourceVersion", json!(rv.to_string()));
-        let obj = Arc::new(obj);
-        if let Some(uid) = meta_str(&obj, "uid") {
-            self.uids.insert(
-                uid.to_string(),
-                (gr.clone(), (ns.to_string(), name.to_string())),
-            );
-        }
-        self.objects
-            .entry(gr.clone())
-            .or_default()
-            .insert((ns.to_string(), name.to_string()), obj.clone());
-        let ty = if prev.is_some() {
-            EventType::Modified
-        } else {
-            EventType::Added
-        };
-        self.record(gr, ty, obj.clone(), prev);
-        obj
-    }
-
-    fn remove(&mut self, gr: &GroupResource, ns: &str, name: &str, old: &Arc<Value>) -> Arc<Value> {
-        if let Some(m) = self.objects.get_mut(gr) {
-            m.remove(&(ns.to_string(), name.to_string()));
-        }
-        if let Some(uid) = meta_str(old, "uid") {
-            self.uids.remove(uid);
-        }
-        let rv = self.next_rv();
-        let mut last = (**old).clone();
-        set_meta(&mut last, "resourceVersion", json!(rv.to_string()));
-        let last = Arc::new(last);
-        self.record(gr, EventType::Deleted, last.clone(), Some(old.clone()));
-        if gr_is(gr, "apiextensions.k8s.io", "customresourcedefinitions") {
-            self.drop_crd(old);
-        }
-        last
-    }
-
-    fn drop_crd(&mut self, crd: &Value) {
-        let (Some(group), Some(plural)) = (
-            crd.pointer("/spec/group").and_then(Value::as_str),
-            crd.pointer("/spec/names/plural").and_then(Value::as_str),
-        ) else {
-            return;
-        };
-        let gr = GroupResource {
-            group: group.into(),
-            resource: plural.into(),
-        };
-        if self.registry.get(&gr).is_some_and(|r| r.builtin) {
-            return;
-        }
-        let instances: Vec<(ObjKey, Arc<Value>)> = self
-            .objects
-            .get(&gr)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-            .unwrap_or_default();
-        for ((ns, name), obj) in instances {
-            self.remove(&gr, &ns, &name, &obj);
-        }
-        self.objects.remove(&gr);
-        self.registry.unregister(&gr);
-        tracing::info!(group, plural, "custom resource unregistered");
-    }
-
-    fn check_namespace_exists(&self, t: &Target, name: &str) -> ApiResult<()> {
-        if !t.info.namespaced {
-            return Ok(());
-        }
-        let gr = GroupResource {
-            group: String::new(),
-            resource: "namespaces".into(),
-        };
-        match self.find(&gr, "", &t.namespace) {
-            None => Err(StatusError::not_found("", "namespaces", &t.namespace)),
-            Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => {
-                Err(StatusError::forbidden(format!(
-                    "{} \"{name}\" is forbidden: unable to create new content in namespace {} because it is being terminated",
-                    crate::error::qualified(&t.info.group, &t.info.plural),
-                    t.namespace
-                )))
-            }
-            Some(_) => Ok(()),
-        }
-    }
-
     fn create(
         &mut self,
         t: &Target,
@@ -1099,38 +892,6 @@ impl State {
             self.registry.register_crd(&body);
         }
         Ok(self.store(&gr, &t.namespace, &name, body, None))
-    }
-
-    fn validate_crd(&self, name: &str, crd: &Value) -> ApiResult<()> {
-        let group = crd
-            .pointer("/spec/group")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let plural = crd
-            .pointer("/spec/names/plural")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        let invalid = |field: &str, msg: String| {
-            StatusError::invalid(
-                "apiextensions.k8s.io",
-                "CustomResourceDefinition",
-                name,
-                vec![("FieldValueInvalid".into(), field.into(), msg)],
-            )
-        };
-        if name != format!("{plural}.{group}") {
-            return Err(invalid(
-                "metadata.name",
-                format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
-            ));
-        }
-        if crate::registry::Registry::new().register_crd(crd).is_none() {
-            return Err(invalid(
-                "spec",
-                "Invalid value: group, names.plural, names.kind and at least one served version are required and must not shadow a built-in resource".into(),
-            ));
-        }
-        Ok(())
     }
 
     fn update(

@@ -9,7 +9,7 @@ cd "$root"
 bash plugins/build.sh
 cargo build -p kubewasm-cli
 echo
-echo "In another terminal:  kubectl --kubeconfig $root/target/kubewasm-dev.kubeconfig get contentsites,mongodbs,services,servicemonitors"
+echo "In another terminal:  kubectl --kubeconfig $root/target/kubewasm-dev.kubeconfig get contentsites,mongodb,services,servicemonitors"
 echo
 exec "$root/target/debug/kubewasm" dev \
     --plugins target/plugins \

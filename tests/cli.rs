@@ -132,7 +132,7 @@ async fn dev_serves_the_examples_with_the_example_plugins() {
         )
     };
     // The sample ContentSite and MongoDB from examples/ are provisioned and monitored.
-    let dbs = api("mongodb.com/v1", "MongoDB", "mongodbs");
+    let dbs = api("mongodb.com/v1", "MongoDB", "mongodb");
     let monitors = api(
         "monitoring.coreos.com/v1",
         "ServiceMonitor",
@@ -172,4 +172,119 @@ async fn dev_serves_the_examples_with_the_example_plugins() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(host.stop(), Some(0));
+}
+
+fn example_plugin_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for name in [
+        "contentsite-provisioner",
+        "mongodb-monitor",
+        "seldon-endpoint",
+    ] {
+        std::fs::copy(
+            example_plugin(name),
+            dir.path().join(format!("{name}.wasm")),
+        )
+        .unwrap();
+    }
+    dir
+}
+
+fn rbac_docs(yaml: &str) -> Vec<serde_json::Value> {
+    use serde::Deserialize;
+    serde_yaml_ng::Deserializer::from_str(yaml)
+        .map(|d| serde_json::Value::deserialize(d).expect("YAML document"))
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+/// (group, resource) of every rule of every role.
+fn rbac_resources(docs: &[serde_json::Value]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for d in docs {
+        for rule in d["rules"].as_array().into_iter().flatten() {
+            for g in rule["apiGroups"].as_array().into_iter().flatten() {
+                for r in rule["resources"].as_array().into_iter().flatten() {
+                    out.push((g.as_str().unwrap().into(), r.as_str().unwrap().into()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// With a cluster, `kubewasm rbac` uses the plurals the cluster serves: MongoDB's CRD says
+/// `mongodb`, which no guess gives; nothing is marked guessed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_resolves_kinds_through_discovery() {
+    let env = Env::new().await;
+    let plugins = example_plugin_dir();
+    let (code, out, err) = kubewasm(&[
+        "rbac",
+        "--plugins",
+        plugins.path().to_str().unwrap(),
+        "--kubeconfig",
+        env.kubeconfig.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let docs = rbac_docs(&out);
+    let resources = rbac_resources(&docs);
+    for want in ["mongodb", "mongodb/finalizers"] {
+        assert!(
+            resources.contains(&("mongodb.com".into(), want.into())),
+            "{want} missing: {resources:?}"
+        );
+    }
+    assert!(
+        !resources.iter().any(|(_, r)| r.starts_with("mongodbs")),
+        "a guessed plural: {resources:?}"
+    );
+    assert!(
+        docs.iter()
+            .all(|d| d["metadata"]["annotations"]["kubewasm.dev/guessed"].is_null()),
+        "{out}"
+    );
+    assert!(!err.contains("guessed"), "{err}");
+}
+
+/// A kind the cluster does not serve is an error naming the plugin and the kind, unless
+/// --allow-guess, which marks exactly the guessed kinds. Offline, the command says it guessed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_refuses_unserved_kinds_unless_allowed_to_guess() {
+    let env = Env::with_crds(false).await;
+    let plugins = example_plugin_dir();
+    let dir = plugins.path().to_str().unwrap();
+    let kubeconfig = env.kubeconfig.to_str().unwrap();
+    let (code, out, err) = kubewasm(&["rbac", "--plugins", dir, "--kubeconfig", kubeconfig]);
+    assert_ne!(code, 0, "{out}");
+    assert!(out.is_empty(), "printed RBAC anyway: {out}");
+    assert!(
+        err.contains("plugin mongodb-monitor: mongodb.com/v1/MongoDB"),
+        "{err}"
+    );
+    assert!(err.contains("--allow-guess"), "{err}");
+
+    let (code, out, err) = kubewasm(&[
+        "rbac",
+        "--plugins",
+        dir,
+        "--kubeconfig",
+        kubeconfig,
+        "--allow-guess",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let docs = rbac_docs(&out);
+    let role = docs.iter().find(|d| d["kind"] == "ClusterRole").unwrap();
+    let guessed = role["metadata"]["annotations"]["kubewasm.dev/guessed"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(guessed.contains("MongoDB"), "{guessed}");
+    assert!(
+        !guessed.contains("Service,") && !guessed.ends_with("/Service"),
+        "Service is served and must not be marked guessed: {guessed}"
+    );
+
+    let (code, _, err) = kubewasm(&["rbac", "--plugins", dir]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("guessed"), "{err}");
 }

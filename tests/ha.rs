@@ -155,11 +155,11 @@ async fn in_cluster_configuration_over_tls_runs_a_scenario() {
         "default",
         &kube::api::ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk("mongodb.com", "v1", "MongoDB"),
-            "mongodbs",
+            "mongodb",
         ),
     );
     let obj: kube::api::DynamicObject = serde_json::from_value(json!({"apiVersion": "mongodb.com/v1",
-        "kind": "MongoDB", "metadata": {"name": "incluster", "namespace": "default"}, "spec": {"members": 1}}))
+        "kind": "MongoDB", "metadata": {"name": "incluster", "namespace": "default"}, "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12", "credentials": "om-key", "opsManager": {"configMapRef": {"name": "om-project"}}}}))
         .unwrap();
     dbs.create(&Default::default(), &obj).await.unwrap();
     let monitors = kube::Api::<kube::api::DynamicObject>::namespaced_with(

@@ -102,12 +102,12 @@ async fn a_crd_installed_after_start_is_watched_without_restart() {
     .await;
 
     env.apply_path(&root().join("examples/crds")).await;
-    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     env.create(
         &dbs,
         json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
                "metadata": {"name": "late", "namespace": "default"},
-               "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12"}}),
+               "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12", "credentials": "om-key", "opsManager": {"configMapRef": {"name": "om-project"}}}}),
     )
     .await;
     let monitors = env.api(

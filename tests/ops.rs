@@ -68,11 +68,11 @@ async fn readyz_waits_for_caches_and_metrics_count_the_scenario() {
     })
     .await;
 
-    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     env.create(
         &dbs,
         json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
-        "metadata": {"name": "m", "namespace": "default"}, "spec": {"members": 1}}),
+        "metadata": {"name": "m", "namespace": "default"}, "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12", "credentials": "om-key", "opsManager": {"configMapRef": {"name": "om-project"}}}}),
     )
     .await;
     let monitors = env.api(

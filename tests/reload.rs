@@ -242,15 +242,15 @@ async fn the_watch_set_follows_the_union_of_manifests() {
         &example_plugin("mongodb-monitor"),
         &env.plugins.join("mongodb-monitor.wasm"),
     );
-    host.wait_log("mongodbs watch started", |l| {
-        field(l, "message") == "watch started" && field(l, "resource").starts_with("mongodbs")
+    host.wait_log("mongodb watch started", |l| {
+        field(l, "message") == "watch started" && field(l, "resource").starts_with("mongodb.v1.")
     })
     .await;
-    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     env.create(
         &dbs,
         json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
-        "metadata": {"name": "db", "namespace": "default"}, "spec": {"members": 1}}),
+        "metadata": {"name": "db", "namespace": "default"}, "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12", "credentials": "om-key", "opsManager": {"configMapRef": {"name": "om-project"}}}}),
     )
     .await;
     let monitors = env.api(
@@ -273,9 +273,9 @@ async fn the_watch_set_follows_the_union_of_manifests() {
 
     // Removing it stops the MongoDB watch only.
     std::fs::remove_file(env.plugins.join("mongodb-monitor.wasm")).unwrap();
-    host.wait_log("mongodbs watch stopped", |l| {
+    host.wait_log("mongodb watch stopped", |l| {
         field(l, "message").starts_with("watch stopped")
-            && field(l, "resource").starts_with("mongodbs")
+            && field(l, "resource").starts_with("mongodb.v1.")
     })
     .await;
     env.create(&cms, cm("c", "1")).await;

@@ -32,7 +32,7 @@ async fn provision_on_demand_creates_owned_children_converges_and_cleans_up() {
         "contentsites",
         Some("default"),
     );
-    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     let services = env.api("v1", "Service", "services", Some("default"));
 
     let created = env.create(&sites, site("blog", 3)).await;
@@ -97,7 +97,7 @@ async fn watch_what_you_dont_own_adds_monitoring_to_foreign_databases() {
     env.add_plugin(&example_plugin("mongodb-monitor"), "mongodb-monitor", None);
     let host = env.start_host(&[]);
 
-    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     let monitors = env.api(
         "monitoring.coreos.com/v1",
         "ServiceMonitor",
@@ -109,7 +109,7 @@ async fn watch_what_you_dont_own_adds_monitoring_to_foreign_databases() {
         &dbs,
         json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
                "metadata": {"name": "orders", "namespace": "default"},
-               "spec": {"type": "ReplicaSet", "members": 3, "version": "7.0.12"}}),
+               "spec": {"type": "ReplicaSet", "members": 3, "version": "7.0.12", "credentials": "om-key", "opsManager": {"configMapRef": {"name": "om-project"}}}}),
     )
     .await;
     let sm = eventually("ServiceMonitor orders-monitor", CONVERGE, || async {
@@ -292,7 +292,7 @@ async fn provision_and_monitor_chained_across_python_and_javascript() {
         "contentsites",
         Some("default"),
     );
-    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodbs", Some("default"));
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     let monitors = env.api(
         "monitoring.coreos.com/v1",
         "ServiceMonitor",

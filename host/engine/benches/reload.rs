@@ -123,7 +123,7 @@ fn main() {
                 json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
                        "metadata": {"name": "blog", "namespace": "default"}, "spec": {}}),
             )],
-            output: (ar("mongodb.com/v1", "MongoDB", "mongodbs"), "blog-db"),
+            output: (ar("mongodb.com/v1", "MongoDB", "mongodb"), "blog-db"),
         });
     }
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -143,6 +143,12 @@ impl Rules {
     }
 }
 
+/// What the resolver is asked for a grant's group and kind (see the module docs): the kind
+/// in whichever version the group serves.
+pub fn grant_ref(group: &str, kind: &str) -> ResourceRef {
+    ResourceRef::Kind(TypeRef::new(grant_api_version(group), kind))
+}
+
 /// The API version the resolver is asked with for a grant's group (see the module docs).
 fn grant_api_version(group: &str) -> String {
     if group.is_empty() {
@@ -234,8 +240,7 @@ pub fn render(
                             guessed: false,
                         }
                     } else {
-                        let r = ResourceRef::Kind(TypeRef::new(grant_api_version(group), kind));
-                        resolve_or_guess(&r, &mut rules)
+                        resolve_or_guess(&grant_ref(group, kind), &mut rules)
                     };
                     let scopes: Vec<Scope> = match &listed {
                         // A grant with namespaces never covers cluster-scoped objects.

@@ -11,6 +11,7 @@
  *      observedGeneration and a Provisioned condition.
  * Both children are owned by the site, so a deleted event needs no intents.
  */
+#include <string.h>
 #include "kubewasm.h"
 
 #define NAME "contentsite-provisioner"
@@ -25,6 +26,9 @@ static struct {
     const char *db_type;   /* database.type */
     uint32_t db_members;   /* database.members */
     const char *db_version;
+    const char *db_credentials;  /* database.credentials: the operator's API-key Secret */
+    const char *db_project;      /* database.projectConfigMap */
+    const char *db_manager;      /* database.manager: opsManager or cloudManager */
     int32_t port;          /* service.port */
     int32_t target_port;   /* service.targetPort */
 } settings;
@@ -34,12 +38,17 @@ bool kw_plugin_settings(const json *s) {
     settings.db_type = "ReplicaSet";
     settings.db_members = 3;
     settings.db_version = "7.0.12";
+    settings.db_credentials = "mongodb-credentials";
+    settings.db_project = "mongodb-project";
+    settings.db_manager = "opsManager";
     settings.port = 80;
     settings.target_port = 8080;
     if (!s) return true;
 
     static const char *const top[] = {"namespace", "database", "service", NULL};
-    static const char *const database[] = {"type", "members", "version", NULL};
+    static const char *const database[] = {"type",        "members",          "version",
+                                           "credentials", "projectConfigMap", "manager",
+                                           NULL};
     static const char *const service[] = {"port", "targetPort", NULL};
     const unsigned strict = KW_DENY_UNKNOWN | KW_DENY_DUPLICATES;
     json *db = json_get(s, "database"), *svc = json_get(s, "service");
@@ -49,6 +58,13 @@ bool kw_plugin_settings(const json *s) {
            kw_decode_string(db, "type", false, &settings.db_type) &&
            kw_decode_u32(db, "members", false, &settings.db_members, NULL) &&
            kw_decode_string(db, "version", false, &settings.db_version) &&
+           kw_decode_string(db, "credentials", false, &settings.db_credentials) &&
+           kw_decode_string(db, "projectConfigMap", false, &settings.db_project) &&
+           kw_decode_string(db, "manager", false, &settings.db_manager) &&
+           (strcmp(settings.db_manager, "opsManager") == 0 ||
+            strcmp(settings.db_manager, "cloudManager") == 0 ||
+            kw_fail("database.manager must be one of opsManager, cloudManager, not \"%s\"",
+                    settings.db_manager)) &&
            kw_decode_struct(svc, "struct ServiceSettings", service, strict) &&
            kw_decode_i32(svc, "port", false, &settings.port, NULL) &&
            kw_decode_i32(svc, "targetPort", false, &settings.target_port, NULL);
@@ -109,6 +125,9 @@ static bool provision(const json *site, kw_intents *out) {
     json_set_str(spec, "type", db_type ? db_type : settings.db_type);
     json_set_int(spec, "members", members);
     json_set_str(spec, "version", db_version ? db_version : settings.db_version);
+    json_set_str(spec, "credentials", settings.db_credentials);
+    json_set_str(json_child(json_child(spec, settings.db_manager), "configMapRef"), "name",
+                 settings.db_project);
 
     json *service = json_object();
     json_set_str(service, "apiVersion", "v1");

@@ -4,7 +4,9 @@
 //! added, modified or resynced (and not being deleted), ask for
 //!
 //! 1. a `MongoDB` (`mongodb.com/v1`) named `<site>-db` in the site's namespace, its spec
-//!    from the site's `spec.database` with defaults from the settings,
+//!    from the site's `spec.database` with defaults from the settings, and the credentials
+//!    Secret and project ConfigMap the MongoDB Enterprise operator requires from the
+//!    settings,
 //! 2. a `Service` named `<site>` selecting `app: <site>`, port 80 → 8080,
 //! 3. the site's status (`status` subresource, server-side apply): `databaseRef`,
 //!    `serviceRef`, `observedGeneration` and a `Provisioned` condition.
@@ -51,7 +53,9 @@ pub struct Settings {
     pub service: ServiceSettings,
 }
 
-/// Defaults for the MongoDB spec.
+/// Defaults for the MongoDB spec. The MongoDB Enterprise operator's CRD requires
+/// `credentials`, `type` and `version`, and the operator needs the project's ConfigMap
+/// under `opsManager` (or `cloudManager`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct DatabaseDefaults {
@@ -62,6 +66,32 @@ pub struct DatabaseDefaults {
     pub members: u32,
     /// `spec.version`.
     pub version: String,
+    /// `spec.credentials`: the Secret with the Ops Manager / Cloud Manager API key.
+    pub credentials: String,
+    /// The ConfigMap naming the Ops Manager / Cloud Manager project.
+    pub project_config_map: String,
+    /// Which manager the project lives in: `opsManager` or `cloudManager`.
+    pub manager: Manager,
+}
+
+/// Where the MongoDB's project lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Manager {
+    /// `spec.opsManager.configMapRef`.
+    OpsManager,
+    /// `spec.cloudManager.configMapRef`.
+    CloudManager,
+}
+
+impl Manager {
+    /// The spec field naming the project ConfigMap.
+    pub fn field(self) -> &'static str {
+        match self {
+            Manager::OpsManager => "opsManager",
+            Manager::CloudManager => "cloudManager",
+        }
+    }
 }
 
 impl Default for DatabaseDefaults {
@@ -70,6 +100,9 @@ impl Default for DatabaseDefaults {
             type_: "ReplicaSet".to_owned(),
             members: 3,
             version: "7.0.12".to_owned(),
+            credentials: "mongodb-credentials".to_owned(),
+            project_config_map: "mongodb-project".to_owned(),
+            manager: Manager::OpsManager,
         }
     }
 }
@@ -197,6 +230,10 @@ pub fn provision(site: &Value, settings: &Settings) -> Result<Vec<Intent>> {
             "type": db_spec.type_.as_deref().unwrap_or(&settings.database.type_),
             "members": members,
             "version": db_spec.version.as_deref().unwrap_or(&settings.database.version),
+            "credentials": settings.database.credentials,
+            settings.database.manager.field(): {
+                "configMapRef": {"name": settings.database.project_config_map},
+            },
         },
     });
 

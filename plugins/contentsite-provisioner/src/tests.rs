@@ -27,7 +27,7 @@ fn added_creates_database_service_and_status() {
     assert_eq!(db.object["metadata"]["namespace"], "web");
     assert_eq!(
         db.object["spec"],
-        json!({"type": "ReplicaSet", "members": 1, "version": "7.0.12"})
+        json!({"type": "ReplicaSet", "members": 1, "version": "7.0.12", "credentials": "mongodb-credentials", "opsManager": {"configMapRef": {"name": "mongodb-project"}}})
     );
 
     let svc = out[1].as_create().unwrap();
@@ -68,7 +68,7 @@ fn modified_and_resync_converge_the_same_way() {
     let out = handle_event(&Event::modified(WATCH_ID, &site(), &new), &settings()).unwrap();
     assert_eq!(
         out[0].as_create().unwrap().object["spec"],
-        json!({"type": "Standalone", "members": 5, "version": "8.0.0"})
+        json!({"type": "Standalone", "members": 5, "version": "8.0.0", "credentials": "mongodb-credentials", "opsManager": {"configMapRef": {"name": "mongodb-project"}}})
     );
     let resync = handle_event(&Event::resync(WATCH_ID, &new), &settings()).unwrap();
     assert_eq!(resync.len(), 3);
@@ -90,7 +90,7 @@ fn status_condition_time_is_stable_once_set() {
 #[test]
 fn settings_provide_defaults() {
     let s: Settings = run::settings(Some(
-        r#"{"database": {"members": 7, "version": "6.0.5"}, "service": {"port": 8080, "targetPort": 3000}}"#,
+        r#"{"database": {"members": 7, "version": "6.0.5", "credentials": "om-key", "projectConfigMap": "shop", "manager": "cloudManager"}, "service": {"port": 8080, "targetPort": 3000}}"#,
     ))
     .unwrap();
     let mut site = site();
@@ -98,13 +98,18 @@ fn settings_provide_defaults() {
     let out = provision(&site, &s).unwrap();
     assert_eq!(
         out[0].as_create().unwrap().object["spec"],
-        json!({"type": "ReplicaSet", "members": 7, "version": "6.0.5"})
+        json!({"type": "ReplicaSet", "members": 7, "version": "6.0.5", "credentials": "om-key",
+               "cloudManager": {"configMapRef": {"name": "shop"}}})
     );
     assert_eq!(
         out[1].as_create().unwrap().object["spec"]["ports"][0]["targetPort"],
         3000
     );
     assert!(run::settings::<Settings>(Some(r#"{"datbase": {}}"#)).is_err());
+    assert!(
+        run::settings::<Settings>(Some(r#"{"database": {"manager": "atlas"}}"#)).is_err(),
+        "only opsManager and cloudManager hold projects"
+    );
 }
 
 #[test]

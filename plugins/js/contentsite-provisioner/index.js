@@ -39,6 +39,9 @@ export const SITE_API_VERSION = 'sites.kubewasm.dev/v1alpha1';
 export const SITE_KIND = 'ContentSite';
 const MANAGED_BY = ['app.kubernetes.io/managed-by', 'kubewasm'];
 
+/** Where a MongoDB's project lives; the operator reads `spec.<manager>.configMapRef`. */
+const MANAGERS = ['opsManager', 'cloudManager'];
+
 /** Settings (`contentsite-provisioner.yaml`); every field is optional. */
 export const Settings = t.object(
   {
@@ -50,6 +53,12 @@ export const Settings = t.object(
         type: t.string().default('ReplicaSet'),
         members: t.u32().default(3),
         version: t.string().default('7.0.12'),
+        /** `spec.credentials`: the Secret with the Ops Manager / Cloud Manager API key. */
+        credentials: t.string().default('mongodb-credentials'),
+        /** The ConfigMap naming the project. */
+        projectConfigMap: t.string().default('mongodb-project'),
+        /** `opsManager` or `cloudManager`: where the project lives. */
+        manager: t.string().default('opsManager'),
       },
       { name: 'DatabaseDefaults', strict: true },
     ),
@@ -81,6 +90,11 @@ const DatabaseSpec = t.object(
  */
 export function describe(settings) {
   const namespace = settings.namespace;
+  if (!MANAGERS.includes(settings.database.manager)) {
+    throw new Error(
+      `database.manager must be one of ${MANAGERS.join(', ')}, not ${JSON.stringify(settings.database.manager)}`,
+    );
+  }
   return manifest(NAME, VERSION, {
     watches: [watchKind(WATCH_ID, SITE_API_VERSION, SITE_KIND, { namespace })],
     grants: [
@@ -145,6 +159,8 @@ export function provision(site, settings) {
       type: db.type ?? settings.database.type,
       members,
       version: db.version ?? settings.database.version,
+      credentials: settings.database.credentials,
+      [settings.database.manager]: { configMapRef: { name: settings.database.projectConfigMap } },
     },
   };
 

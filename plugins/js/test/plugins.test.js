@@ -43,7 +43,10 @@ test('contentsite: added creates database, service and status', () => {
         apiVersion: 'mongodb.com/v1', kind: 'MongoDB',
         metadata: { name: 'blog-db', namespace: 'web',
           labels: { 'app.kubernetes.io/managed-by': 'kubewasm', 'app.kubernetes.io/part-of': 'blog' } },
-        spec: { type: 'ReplicaSet', members: 1, version: '7.0.12' },
+        spec: {
+          type: 'ReplicaSet', members: 1, version: '7.0.12', credentials: 'mongodb-credentials',
+          opsManager: { configMapRef: { name: 'mongodb-project' } },
+        },
       },
     },
   });
@@ -74,7 +77,10 @@ test('contentsite: modified and resync converge the same way', () => {
   const next = site();
   next.spec.database = { members: 5, version: '8.0.0', type: 'Standalone' };
   const a = callHandle(cs.handler, witEvent('modified', next, { oldObject: site() })).ok;
-  assert.deepEqual(a[0].val.object.spec, { type: 'Standalone', members: 5, version: '8.0.0' });
+  assert.deepEqual(a[0].val.object.spec, {
+    type: 'Standalone', members: 5, version: '8.0.0', credentials: 'mongodb-credentials',
+    opsManager: { configMapRef: { name: 'mongodb-project' } },
+  });
   const b = callHandle(cs.handler, witEvent('resync', next)).ok;
   assert.deepEqual(b.slice(0, 2), a.slice(0, 2));
 });
@@ -91,7 +97,10 @@ test('contentsite: settings provide defaults and are strict', () => {
   const s = site();
   s.spec = { title: 'no database section' };
   const out = callHandle(cs.handler, witEvent('added', s), settings).ok;
-  assert.deepEqual(out[0].val.object.spec, { type: 'ReplicaSet', members: 7, version: '6.0.5' });
+  assert.deepEqual(out[0].val.object.spec, {
+    type: 'ReplicaSet', members: 7, version: '6.0.5', credentials: 'mongodb-credentials',
+    opsManager: { configMapRef: { name: 'mongodb-project' } },
+  });
   assert.equal(out[1].val.object.spec.ports[0].targetPort, 3000);
   assert.match(callDescribe(cs.handler, { datbase: {} }).err, /unknown field `datbase`/);
   assert.deepEqual(callHandle(cs.handler, witEvent('added', site()), { datbase: {} }).err.retry, false);

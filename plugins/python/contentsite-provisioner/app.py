@@ -30,13 +30,21 @@ SITE_KIND = "ContentSite"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "kubewasm")
 
 
+# Where a MongoDB's project lives; the operator reads ``spec.<manager>.configMapRef``.
+MANAGERS = ("opsManager", "cloudManager")
+
+
 @dataclass
 class DatabaseDefaults:
-    """Defaults for the MongoDB spec."""
+    """Defaults for the MongoDB spec, with the credentials Secret and project ConfigMap the
+    MongoDB Enterprise operator requires."""
 
     type: str = field(default="ReplicaSet", metadata={"json": "type"})
     members: U32 = 3
     version: str = "7.0.12"
+    credentials: str = "mongodb-credentials"
+    project_config_map: str = "mongodb-project"
+    manager: str = "opsManager"
 
 
 @dataclass
@@ -68,6 +76,10 @@ class DatabaseSpec:
 
 def manifest(settings: Settings) -> Manifest:
     """Watch ContentSites; create MongoDBs and Services; patch ContentSite status."""
+    if settings.database.manager not in MANAGERS:
+        raise ValueError(
+            f"database.manager must be one of {', '.join(MANAGERS)}, not {settings.database.manager!r}"
+        )
     ns = settings.namespace
     return (
         Manifest(NAME, VERSION)
@@ -125,6 +137,8 @@ def provision(site: dict, settings: Settings) -> list:
             "type": db_spec.type if db_spec.type is not None else settings.database.type,
             "members": members,
             "version": db_spec.version if db_spec.version is not None else settings.database.version,
+            "credentials": settings.database.credentials,
+            settings.database.manager: {"configMapRef": {"name": settings.database.project_config_map}},
         },
     }
     service = {

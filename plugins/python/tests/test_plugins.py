@@ -32,7 +32,7 @@ class ContentSiteTest(unittest.TestCase):
         self.assertEqual(db.object["metadata"], {
             "name": "blog-db", "namespace": "web",
             "labels": {"app.kubernetes.io/managed-by": "kubewasm", "app.kubernetes.io/part-of": "blog"}})
-        self.assertEqual(db.object["spec"], {"type": "ReplicaSet", "members": 1, "version": "7.0.12"})
+        self.assertEqual(db.object["spec"], {"type": "ReplicaSet", "members": 1, "version": "7.0.12", "credentials": "mongodb-credentials", "opsManager": {"configMapRef": {"name": "mongodb-project"}}})
         self.assertTrue(svc.owned_by_trigger)
         self.assertEqual(svc.object, {
             "apiVersion": "v1", "kind": "Service",
@@ -51,7 +51,7 @@ class ContentSiteTest(unittest.TestCase):
         new = site()
         new["spec"]["database"] = {"members": 5, "version": "8.0.0", "type": "Standalone"}
         out = kubewasm.handle(self.P, Event.modified("sites", site(), new))
-        self.assertEqual(out[0].object["spec"], {"type": "Standalone", "members": 5, "version": "8.0.0"})
+        self.assertEqual(out[0].object["spec"], {"type": "Standalone", "members": 5, "version": "8.0.0", "credentials": "mongodb-credentials", "opsManager": {"configMapRef": {"name": "mongodb-project"}}})
         again = kubewasm.handle(self.P, Event.resync("sites", new))
         self.assertEqual(again[:2], out[:2])
 
@@ -67,7 +67,7 @@ class ContentSiteTest(unittest.TestCase):
         s = site()
         s["spec"] = {"title": "no database section"}
         out = kubewasm.handle(self.P, Event.added("sites", s), settings)
-        self.assertEqual(out[0].object["spec"], {"type": "ReplicaSet", "members": 7, "version": "6.0.5"})
+        self.assertEqual(out[0].object["spec"], {"type": "ReplicaSet", "members": 7, "version": "6.0.5", "credentials": "mongodb-credentials", "opsManager": {"configMapRef": {"name": "mongodb-project"}}})
         self.assertEqual(out[1].object["spec"]["ports"][0]["targetPort"], 3000)
         with self.assertRaises(kubewasm.SettingsError):
             kubewasm.describe(self.P, '{"datbase": {}}')

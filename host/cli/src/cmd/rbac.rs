@@ -1,10 +1,20 @@
 //! `kubewasm rbac`: the least-privilege RBAC for a plugin directory (rules derived by
-//! `kubewasm::rbac`), with kinds resolved through a cluster's discovery when given one.
+//! `kubewasm::rbac`). With `--kubeconfig` every watched, read and granted kind is resolved
+//! through the cluster's discovery (the real plural and scope: MongoDB's plural is
+//! `mongodb`, not a guess); a kind the cluster does not serve is an error, unless
+//! `--allow-guess`. Without a cluster every plural and scope is guessed, and it says so.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Args;
+use kubewasm::core::kind::{KindInfo, ResolveError};
+use kubewasm::core::resource::ResourceRef;
+use kubewasm::rbac::{self, RbacOptions};
+use kubewasm::runtime::loader::plugin_files;
+use kubewasm::runtime::{LoadOptions, PluginEngine, load_plugin};
+use kubewasm::watch::discovery::Discovery;
 
 use super::run::client_for;
 
@@ -27,38 +37,41 @@ pub struct RbacArgs {
     /// Namespace the host runs in (its ServiceAccount, Events and Lease).
     #[arg(long, default_value = "kubewasm")]
     service_account_namespace: String,
-    /// Resolve kinds to resources through this cluster's discovery instead of guessing
-    /// plurals offline.
+    /// Resolve every kind through this cluster's discovery (exact plurals and scopes).
+    /// Without it, plurals and scopes are guessed offline.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: guess kinds the cluster does not serve (yet) instead of failing;
+    /// the roles holding guessed rules list them in the annotation kubewasm.dev/guessed.
+    #[arg(long, requires = "kubeconfig")]
+    allow_guess: bool,
 }
 
 /// `kubewasm rbac`.
 pub async fn rbac(args: RbacArgs) -> Result<()> {
-    use kubewasm::rbac::{self, RbacOptions};
-    use kubewasm::runtime::loader::plugin_files;
-    use kubewasm::runtime::{LoadOptions, PluginEngine, load_plugin};
     let engine = PluginEngine::new()?;
     let mut plugins = Vec::new();
     for path in plugin_files(&args.plugins)? {
         match load_plugin(&engine, &path, &LoadOptions::default()).await {
             Ok(p) => plugins.push(p),
-            Err(e) => anyhow::bail!("{e}"),
-        }
-    }
-    let mut resolved = std::collections::HashMap::new();
-    if let Some(path) = &args.kubeconfig {
-        let client = client_for(Some(path), None).await?;
-        let discovery = kubewasm::watch::discovery::Discovery::new(client);
-        for p in &plugins {
-            for r in p.manifest.read_resources() {
-                if let Ok(res) = discovery.resolve(r).await {
-                    resolved.insert(r.clone(), (*res).clone());
-                }
-            }
+            Err(e) => bail!("{e}"),
         }
     }
     let manifests: Vec<_> = plugins.iter().map(|p| &p.manifest).collect();
+    let resolved = match &args.kubeconfig {
+        Some(path) => {
+            let discovery = Discovery::new(client_for(Some(path), None).await?);
+            resolve_all(&discovery, &manifests, args.allow_guess).await?
+        }
+        None => {
+            tracing::warn!(
+                "no --kubeconfig: every plural and scope is guessed (a CRD may choose another \
+                 plural, e.g. MongoDB's is `mongodb`); resolve them on the cluster with \
+                 --kubeconfig"
+            );
+            HashMap::new()
+        }
+    };
     let opts = RbacOptions {
         namespace: args.namespace,
         name: args.name,
@@ -68,4 +81,53 @@ pub async fn rbac(args: RbacArgs) -> Result<()> {
     let objects = rbac::render(&manifests, |r| resolved.get(r).cloned(), &opts);
     print!("{}", rbac::to_yaml(&objects));
     Ok(())
+}
+
+/// Every kind the manifests watch, read or are granted, resolved on the cluster. A kind the
+/// cluster does not serve is an error naming the plugins and kinds, unless `allow_guess`
+/// (then it is left out, and the renderer guesses and marks it).
+async fn resolve_all(
+    discovery: &Discovery,
+    manifests: &[&kubewasm::core::manifest::Manifest],
+    allow_guess: bool,
+) -> Result<HashMap<ResourceRef, KindInfo>> {
+    let mut wanted: Vec<(&str, ResourceRef)> = Vec::new();
+    for m in manifests {
+        wanted.extend(m.read_resources().map(|r| (m.name.as_str(), r.clone())));
+        for g in &m.grants {
+            for group in g.api_groups.iter().filter(|g| *g != "*") {
+                for kind in g.kinds.iter().filter(|k| *k != "*") {
+                    wanted.push((m.name.as_str(), rbac::grant_ref(group, kind)));
+                }
+            }
+        }
+    }
+    let mut resolved = HashMap::new();
+    let mut missing = BTreeSet::new();
+    for (plugin, r) in wanted {
+        if resolved.contains_key(&r) {
+            continue;
+        }
+        match discovery.resolve(&r).await {
+            Ok(k) => {
+                resolved.insert(r, (*k).clone());
+            }
+            Err(ResolveError::NotServed(what)) => {
+                missing.insert(format!("plugin {plugin}: {what}"));
+            }
+            Err(e) => bail!("plugin {plugin}: {e}"),
+        }
+    }
+    if !missing.is_empty() {
+        let list = missing.into_iter().collect::<Vec<_>>().join("; ");
+        if !allow_guess {
+            bail!(
+                "the cluster does not serve {list}. Install the CRDs first, or pass \
+                 --allow-guess to guess their plurals and scopes (the roles then list them \
+                 in kubewasm.dev/guessed)"
+            );
+        }
+        tracing::warn!("not served by the cluster, guessed: {list}");
+    }
+    Ok(resolved)
 }

@@ -67,6 +67,17 @@ impl Discovery {
     }
 
     async fn lookup_kind(&self, t: &TypeRef) -> Result<KindInfo, ResolveError> {
+        if t.version() == "*" {
+            // "Whichever version the group serves" (grants name a group, not a version):
+            // the group's preferred version that serves the kind.
+            let group = oneshot::group(&self.client, t.group())
+                .await
+                .map_err(|e| classify(e, t.to_string()))?;
+            return group
+                .recommended_kind(&t.kind)
+                .map(|(api, caps)| kind_info(api, &caps))
+                .ok_or_else(|| ResolveError::NotServed(t.to_string()));
+        }
         let gvk = GroupVersionKind::gvk(t.group(), t.version(), &t.kind);
         match oneshot::pinned_kind(&self.client, &gvk).await {
             Ok((api, caps)) => Ok(kind_info(api, &caps)),

@@ -1,0 +1,869 @@
+//! The opt-in end-to-end suite: the seed scenarios on a real cluster, with the host running
+//! as a ServiceAccount that holds only what `kubewasm rbac --kubeconfig` printed.
+//!
+//! Runs when `KUBEWASM_E2E_KUBECONFIG` names a cluster-admin kubeconfig; otherwise it says
+//! SKIPPED and exits 0 (CI has no cluster). See `tests/e2e/README.md` for the variables and
+//! for how to stand up a control plane on your own machine. A plain runner (no libtest):
+//! scenarios run in order on one host and share what they set up, and each is reported as
+//! `ok` or `FAIL`, then `N passed, N failed`.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+use support::{HostProcess, eventually, field, get, managers, root};
+
+/// How long the real controller-manager may take to garbage-collect (it rediscovers
+/// resources every 30 s, so a CRD created just before can take ~40 s).
+const GC: Duration = Duration::from_secs(120);
+/// How long the host may take to converge on a real cluster.
+const CONVERGE: Duration = Duration::from_secs(60);
+
+fn main() {
+    let Some(kubeconfig) = std::env::var_os("KUBEWASM_E2E_KUBECONFIG").map(PathBuf::from) else {
+        println!(
+            "SKIPPED: the end-to-end suite needs a real cluster: set KUBEWASM_E2E_KUBECONFIG to \
+             a cluster-admin kubeconfig (tests/e2e/README.md)"
+        );
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let failed = runtime.block_on(run(kubeconfig));
+    std::process::exit(i32::from(failed > 0));
+}
+
+/// Everything the scenarios share.
+struct Suite {
+    admin: Client,
+    /// This run's id, in every name the suite creates.
+    id: String,
+    /// Where the host's ServiceAccount, roles and Lease live.
+    host_ns: String,
+    /// Where the scenarios' objects live.
+    ns: String,
+    plugins: PathBuf,
+    sa_kubeconfig: PathBuf,
+    crds: Vec<Value>,
+    /// Names of the cluster-scoped RBAC objects `kubewasm rbac` printed.
+    cluster_rbac: Vec<(String, String)>,
+    host: tokio::sync::Mutex<Option<HostProcess>>,
+    _dir: tempfile::TempDir,
+}
+
+type Scenario = fn(&'static Suite) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+async fn run(admin_kubeconfig: PathBuf) -> usize {
+    let admin = client_for(&admin_kubeconfig).await;
+    let version = admin.apiserver_version().await.expect("server version");
+    println!(
+        "e2e against {} (kube-apiserver {}, {})",
+        admin.default_namespace(),
+        version.git_version,
+        version.platform
+    );
+    let suite: &'static Suite = Box::leak(Box::new(setup(admin, &admin_kubeconfig).await));
+    let scenarios: &[(&str, Scenario)] = &[
+        (
+            "provision on demand: MongoDB and Service owned by the ContentSite, status set",
+            |s| Box::pin(provision_on_demand(s)),
+        ),
+        (
+            "garbage collection by the controller-manager removes the children",
+            |s| Box::pin(garbage_collection(s)),
+        ),
+        (
+            "watch what you don't own: a foreign MongoDB gets a ServiceMonitor",
+            |s| Box::pin(foreign_mongodb(s)),
+        ),
+        (
+            "know when it's ready: a CRD installed after the host started",
+            |s| Box::pin(late_crd_and_readiness(s)),
+        ),
+        (
+            "two plugins write one field: 409 names the other manager, the forcing one wins",
+            |s| Box::pin(conflict(s)),
+        ),
+        (
+            "the apiserver is SIGKILLed and restarted; changes right after are handled",
+            |s| Box::pin(apiserver_crash(s)),
+        ),
+        (
+            "the host restarts: nothing lost, nothing written twice",
+            |s| Box::pin(host_restart(s)),
+        ),
+    ];
+    let (mut passed, mut failed) = (0, 0);
+    for (name, scenario) in scenarios {
+        let started = std::time::Instant::now();
+        match tokio::spawn(scenario(suite)).await {
+            Ok(()) => {
+                passed += 1;
+                println!("ok   {name} ({:.1?})", started.elapsed());
+            }
+            Err(e) => {
+                failed += 1;
+                println!("FAIL {name}: {}", panic_message(e));
+                if let Some(host) = suite.host.lock().await.as_ref() {
+                    let logs = host.dump();
+                    let tail: Vec<&str> = logs.lines().rev().take(40).collect();
+                    println!("  last host log lines:");
+                    for l in tail.iter().rev() {
+                        println!("    {l}");
+                    }
+                }
+            }
+        }
+    }
+    cleanup(suite).await;
+    println!("{passed} passed, {failed} failed");
+    failed
+}
+
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panic".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
+async fn client_for(path: &Path) -> Client {
+    let kc = kube::config::Kubeconfig::read_from(path).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("kubeconfig");
+    Client::try_from(config).expect("client")
+}
+
+fn api(
+    client: &Client,
+    api_version: &str,
+    kind: &str,
+    plural: &str,
+    ns: Option<&str>,
+) -> Api<DynamicObject> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, version, kind),
+        plural,
+    );
+    match ns {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        None => Api::all_with(client.clone(), &ar),
+    }
+}
+
+async fn apply(client: &Client, docs: Vec<Value>) {
+    let docs: Vec<kubewasm::apply::manifests::Document> = docs
+        .into_iter()
+        .map(|object| kubewasm::apply::manifests::Document {
+            source: PathBuf::from("e2e"),
+            object,
+        })
+        .collect();
+    kubewasm::apply::manifests::apply_manifests(client, &docs, Duration::from_secs(60))
+        .await
+        .expect("apply as cluster-admin");
+}
+
+fn kubewasm() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+    cmd.args(["--log", "warn"]);
+    cmd
+}
+
+const SELDON_CRD: &str = "seldondeployments.machinelearning.seldon.io";
+
+/// Namespaces, CRDs, the plugin directory, RBAC from `kubewasm rbac`, the ServiceAccount's
+/// token, and the host started under it (without the SeldonDeployment CRD, which a
+/// scenario installs later).
+async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
+    let id = format!("{:08x}", rand_id());
+    let host_ns = format!("kubewasm-e2e-{id}");
+    let ns = format!("kubewasm-e2e-{id}-apps");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for n in [&host_ns, &ns] {
+        apply(
+            &admin,
+            vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}})],
+        )
+        .await;
+    }
+
+    // The CRDs: ours, or the upstream ones when KUBEWASM_E2E_CRDS names a directory.
+    let crd_dir = std::env::var_os("KUBEWASM_E2E_CRDS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("examples/crds"));
+    let crds: Vec<Value> = kubewasm::apply::manifests::read_manifests(&[crd_dir])
+        .expect("read CRDs")
+        .into_iter()
+        .map(|d| d.object)
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .collect();
+    println!(
+        "CRDs: {}",
+        crds.iter()
+            .map(|c| c["metadata"]["name"].as_str().unwrap_or("?"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    apply(&admin, crds.clone()).await;
+
+    // The plugins: the three seed plugins, and testkit twice as two writers of one field.
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for name in [
+        "contentsite-provisioner",
+        "mongodb-monitor",
+        "seldon-endpoint",
+    ] {
+        std::fs::copy(
+            support::example_plugin(name),
+            plugins.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+        let settings = root().join(format!("target/plugins/{name}.yaml"));
+        if settings.is_file() {
+            std::fs::copy(settings, plugins.join(format!("{name}.yaml"))).unwrap();
+        }
+    }
+    for (name, extra) in [
+        ("writer-a", "value: a\n"),
+        ("writer-b", "value: b\nforce: true\nallowForce: true\n"),
+    ] {
+        std::fs::copy(
+            support::test_plugin("testkit"),
+            plugins.join(format!("{name}.wasm")),
+        )
+        .unwrap();
+        std::fs::write(
+            plugins.join(format!("{name}.yaml")),
+            format!("name: {name}\nselector: kubewasm.dev/e2e-writer={id}\n{extra}"),
+        )
+        .unwrap();
+    }
+
+    // RBAC exactly as `kubewasm rbac` prints it, resolved on this cluster.
+    let rbac_name = format!("kubewasm-e2e-{id}");
+    let out = kubewasm()
+        .args(["rbac", "--plugins"])
+        .arg(&plugins)
+        .arg("--kubeconfig")
+        .arg(admin_kubeconfig)
+        .args(["--name", &rbac_name, "--service-account", "kubewasm"])
+        .args(["--service-account-namespace", &host_ns])
+        .output()
+        .expect("kubewasm rbac");
+    assert!(
+        out.status.success(),
+        "kubewasm rbac: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
+    std::fs::write(dir.path().join("rbac.yaml"), &yaml).unwrap();
+    let rbac: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
+        .map(|d| serde::Deserialize::deserialize(d).expect("RBAC YAML"))
+        .filter(|v: &Value| !v.is_null())
+        .collect();
+    assert!(
+        rbac.iter()
+            .all(|d| d["metadata"]["annotations"]["kubewasm.dev/guessed"].is_null()),
+        "kubewasm rbac guessed on a cluster that serves every kind:\n{yaml}"
+    );
+    let cluster_rbac = rbac
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "ClusterRoleBinding")
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap().to_string(),
+                d["metadata"]["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    println!("RBAC from kubewasm rbac: {} objects", rbac.len());
+    apply(&admin, rbac).await;
+
+    // The host's identity: a bound token of its ServiceAccount (TokenRequest API).
+    let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &host_ns);
+    let token = sas
+        .create_token_request(
+            "kubewasm",
+            &PostParams::default(),
+            &TokenRequest {
+                spec: Some(TokenRequestSpec {
+                    expiration_seconds: Some(3600),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("TokenRequest")
+        .status
+        .expect("token status")
+        .token
+        .expect("a token in the TokenRequest status");
+    let sa_kubeconfig = dir.path().join("sa.kubeconfig");
+    write_token_kubeconfig(admin_kubeconfig, &token, &sa_kubeconfig);
+
+    // The SeldonDeployment CRD goes away until the scenario that installs it late.
+    delete_crd(&admin, SELDON_CRD).await;
+
+    let suite = Suite {
+        admin,
+        id,
+        host_ns,
+        ns,
+        plugins,
+        sa_kubeconfig,
+        crds,
+        cluster_rbac,
+        host: tokio::sync::Mutex::new(None),
+        _dir: dir,
+    };
+    let host = start_host(&suite).await;
+    *suite.host.lock().await = Some(host);
+    suite
+}
+
+fn rand_id() -> u32 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    t.subsec_nanos() ^ (std::process::id() << 8)
+}
+
+/// A kubeconfig for the same cluster as `admin` that authenticates with `token` only.
+fn write_token_kubeconfig(admin: &Path, token: &str, out: &Path) {
+    let text = std::fs::read_to_string(admin).expect("admin kubeconfig");
+    let kc: Value = serde_yaml_ng::from_str(&text).expect("admin kubeconfig YAML");
+    let current = kc["current-context"].as_str().expect("current-context");
+    let ctx = kc["contexts"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == current))
+        .expect("current context");
+    let cluster_name = ctx["context"]["cluster"].as_str().expect("context cluster");
+    let cluster = kc["clusters"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == cluster_name))
+        .expect("cluster")
+        .clone();
+    let doc = json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "kubewasm-sa", "user": {"token": token}}],
+        "contexts": [{"name": "kubewasm-sa", "context": {"cluster": cluster_name, "user": "kubewasm-sa"}}],
+        "current-context": "kubewasm-sa",
+    });
+    std::fs::write(out, serde_yaml_ng::to_string(&doc).unwrap()).unwrap();
+}
+
+async fn start_host(s: &Suite) -> HostProcess {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+    cmd.args([
+        "--log-format",
+        "json",
+        "--log",
+        "info",
+        "run",
+        "--kubeconfig",
+    ])
+    .arg(&s.sa_kubeconfig)
+    .arg("--plugins")
+    .arg(&s.plugins)
+    .args([
+        "--metrics-addr",
+        "off",
+        "--discovery-interval",
+        "2s",
+        "--no-reload",
+    ])
+    .env_remove("KUBECONFIG")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if let Ok(cache) = std::env::var("KUBEWASM_CACHE_DIR") {
+        cmd.args(["--cache-dir", &cache]);
+    }
+    let host = HostProcess::spawn_command(cmd);
+    host.wait_log_for("the host to run", CONVERGE, |l| {
+        field(l, "message").starts_with("host running")
+    })
+    .await;
+    host
+}
+
+async fn with_host<T>(s: &Suite, f: impl FnOnce(&HostProcess) -> T) -> T {
+    let guard = s.host.lock().await;
+    f(guard.as_ref().expect("host running"))
+}
+
+async fn delete_crd(admin: &Client, name: &str) {
+    let crds = api(
+        admin,
+        "apiextensions.k8s.io/v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        None,
+    );
+    if crds.get_opt(name).await.expect("get CRD").is_none() {
+        return;
+    }
+    let _ = crds.delete(name, &DeleteParams::default()).await;
+    eventually(&format!("CRD {name} gone"), CONVERGE, || {
+        let crds = crds.clone();
+        async move {
+            crds.get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .is_none()
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+fn site(name: &str, ns: &str) -> Value {
+    json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"title": format!("Site {name}"), "database": {"members": 1}}})
+}
+
+async fn create(api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
+    let obj: DynamicObject = serde_json::from_value(obj).expect("object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .expect("create as cluster-admin")
+}
+
+/// Wait for the site's MongoDB and Service, owned by it, written by the provisioner.
+async fn provisioned(s: &Suite, site: &DynamicObject) -> (DynamicObject, DynamicObject) {
+    let name = site.name_any();
+    let dbs = api(
+        &s.admin,
+        "mongodb.com/v1",
+        "MongoDB",
+        "mongodb",
+        Some(&s.ns),
+    );
+    let svcs = api(&s.admin, "v1", "Service", "services", Some(&s.ns));
+    let db = eventually(&format!("MongoDB {name}-db"), CONVERGE, || {
+        let (dbs, n) = (dbs.clone(), format!("{name}-db"));
+        async move { get(&dbs, &n).await }
+    })
+    .await;
+    let svc = eventually(&format!("Service {name}"), CONVERGE, || {
+        let (svcs, n) = (svcs.clone(), name.clone());
+        async move { get(&svcs, &n).await }
+    })
+    .await;
+    for (what, o) in [("MongoDB", &db), ("Service", &svc)] {
+        let owner = o
+            .owner_references()
+            .first()
+            .unwrap_or_else(|| panic!("{what} has no owner"));
+        assert_eq!(owner.uid, site.uid().unwrap(), "{what} owner");
+        assert_eq!(owner.controller, Some(true), "{what} controller");
+        assert!(
+            managers(o).contains(&"kubewasm-contentsite-provisioner".to_string()),
+            "{what} managers {:?}",
+            managers(o)
+        );
+    }
+    (db, svc)
+}
+
+async fn provision_on_demand(s: &'static Suite) {
+    let sites = api(
+        &s.admin,
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some(&s.ns),
+    );
+    let blog = create(&sites, site("blog", &s.ns)).await;
+    let (db, _) = provisioned(s, &blog).await;
+    assert_eq!(db.data["spec"]["credentials"], json!("mongodb-credentials"));
+    assert_eq!(
+        db.data["spec"]["opsManager"]["configMapRef"]["name"],
+        json!("mongodb-project")
+    );
+    let with_status = eventually("ContentSite status", CONVERGE, || {
+        let sites = sites.clone();
+        async move {
+            get(&sites, "blog")
+                .await
+                .filter(|o| o.data["status"]["databaseRef"] == json!("blog-db"))
+        }
+    })
+    .await;
+    assert_eq!(with_status.data["status"]["serviceRef"], json!("blog"));
+}
+
+async fn garbage_collection(s: &'static Suite) {
+    let sites = api(
+        &s.admin,
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some(&s.ns),
+    );
+    sites
+        .delete("blog", &DeleteParams::background())
+        .await
+        .expect("delete site");
+    let dbs = api(
+        &s.admin,
+        "mongodb.com/v1",
+        "MongoDB",
+        "mongodb",
+        Some(&s.ns),
+    );
+    let svcs = api(&s.admin, "v1", "Service", "services", Some(&s.ns));
+    eventually("the garbage collector removes blog-db and blog", GC, || {
+        let (dbs, svcs) = (dbs.clone(), svcs.clone());
+        async move {
+            (get(&dbs, "blog-db").await.is_none() && get(&svcs, "blog").await.is_none())
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+async fn foreign_mongodb(s: &'static Suite) {
+    let dbs = api(
+        &s.admin,
+        "mongodb.com/v1",
+        "MongoDB",
+        "mongodb",
+        Some(&s.ns),
+    );
+    let orders = create(
+        &dbs,
+        json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+            "metadata": {"name": "orders-db", "namespace": s.ns, "labels": {"team": "shop"}},
+            "spec": {"type": "ReplicaSet", "members": 3, "version": "7.0.12",
+                     "credentials": "shop-om-credentials",
+                     "opsManager": {"configMapRef": {"name": "shop-project"}}}}),
+    )
+    .await;
+    let monitors = api(
+        &s.admin,
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        Some(&s.ns),
+    );
+    let monitor = eventually("ServiceMonitor orders-db-monitor", CONVERGE, || {
+        let monitors = monitors.clone();
+        async move { get(&monitors, "orders-db-monitor").await }
+    })
+    .await;
+    assert_eq!(monitor.owner_references()[0].uid, orders.uid().unwrap());
+    assert!(monitor.data["spec"]["endpoints"].is_array());
+}
+
+async fn late_crd_and_readiness(s: &'static Suite) {
+    let crd = s
+        .crds
+        .iter()
+        .find(|c| c["metadata"]["name"] == SELDON_CRD)
+        .expect("the SeldonDeployment CRD is among the CRDs")
+        .clone();
+    apply(&s.admin, vec![crd]).await;
+    eventually("the host watches SeldonDeployments", CONVERGE, || async {
+        with_host(s, |h| {
+            h.logs()
+                .iter()
+                .any(|l| {
+                    field(l, "message") == "watch started"
+                        && field(l, "resource").starts_with("seldondeployments")
+                })
+                .then_some(())
+        })
+        .await
+    })
+    .await;
+    let sdeps = api(
+        &s.admin,
+        "machinelearning.seldon.io/v1",
+        "SeldonDeployment",
+        "seldondeployments",
+        Some(&s.ns),
+    );
+    create(
+        &sdeps,
+        json!({"apiVersion": "machinelearning.seldon.io/v1", "kind": "SeldonDeployment",
+            "metadata": {"name": "iris", "namespace": s.ns},
+            "spec": {"name": "iris", "predictors": [{"name": "main", "replicas": 1,
+                "graph": {"name": "classifier", "type": "MODEL", "implementation": "SKLEARN_SERVER",
+                          "modelUri": "gs://seldon-models/v1.19.0/sklearn/iris"}}]}}),
+    )
+    .await;
+    let set_status = |state: &'static str, replicas: i64| {
+        let sdeps = sdeps.clone();
+        async move {
+            sdeps
+                .patch_status(
+                    "iris",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"status": {"state": state, "replicas": replicas}})),
+                )
+                .await
+                .expect("status patch")
+        }
+    };
+    wait_events(s, "seldon-endpoint", "/iris", 1).await;
+    set_status("Creating", 1).await;
+    wait_events(s, "seldon-endpoint", "/iris", 2).await;
+    let ingresses = api(
+        &s.admin,
+        "networking.k8s.io/v1",
+        "Ingress",
+        "ingresses",
+        Some(&s.ns),
+    );
+    assert!(
+        get(&ingresses, "iris").await.is_none(),
+        "an Ingress before the model was Available"
+    );
+    set_status("Available", 1).await;
+    let ingress = eventually("Ingress iris", CONVERGE, || {
+        let ingresses = ingresses.clone();
+        async move { get(&ingresses, "iris").await }
+    })
+    .await;
+    let annotated = eventually("the public URL annotation", CONVERGE, || {
+        let sdeps = sdeps.clone();
+        async move {
+            get(&sdeps, "iris")
+                .await
+                .filter(|o| o.annotations().contains_key("kubewasm.dev/public-url"))
+        }
+    })
+    .await;
+    // An unrelated status change: handled, and nothing written.
+    let events_before = count_events(s, "seldon-endpoint", "/iris").await;
+    let changed = set_status("Available", 2).await;
+    wait_events(s, "seldon-endpoint", "/iris", events_before + 1).await;
+    let after = get(&ingresses, "iris").await.expect("Ingress still there");
+    assert_eq!(
+        after.resource_version(),
+        ingress.resource_version(),
+        "the Ingress was rewritten"
+    );
+    let sdep = get(&sdeps, "iris").await.unwrap();
+    assert_eq!(
+        sdep.resource_version(),
+        changed.resource_version(),
+        "the SeldonDeployment was rewritten"
+    );
+    assert!(annotated.annotations()["kubewasm.dev/public-url"].contains("iris"));
+}
+
+/// `event` log lines of `plugin` for objects whose name ends with `suffix`.
+async fn count_events(s: &Suite, plugin: &str, suffix: &str) -> usize {
+    with_host(s, |h| {
+        h.logs()
+            .iter()
+            .filter(|l| {
+                field(l, "message") == "event"
+                    && field(l, "plugin") == plugin
+                    && field(l, "object").ends_with(suffix)
+            })
+            .count()
+    })
+    .await
+}
+
+/// Wait until `plugin` handled at least `n` events of the object (the host logs `event`
+/// before calling the plugin and the outcome after, so the next log line is the outcome).
+async fn wait_events(s: &Suite, plugin: &str, suffix: &str, n: usize) {
+    eventually(
+        &format!("{plugin}: event #{n} of {suffix}"),
+        CONVERGE,
+        || async { (count_events(s, plugin, suffix).await >= n).then_some(()) },
+    )
+    .await;
+}
+
+/// Wait for the host's log line that it applied `what` (`create MongoDB ns/name`) and
+/// return the resourceVersion the server answered.
+async fn applied_rv(s: &Suite, what: &str) -> String {
+    let line = eventually(&format!("applied {what}"), CONVERGE, || async {
+        with_host(s, |h| {
+            h.logs()
+                .into_iter()
+                .find(|l| field(l, "message") == format!("applied {what}"))
+        })
+        .await
+    })
+    .await;
+    field(&line, "resource_version").to_string()
+}
+
+async fn conflict(s: &'static Suite) {
+    let cms = api(&s.admin, "v1", "ConfigMap", "configmaps", Some(&s.ns));
+    create(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "contested", "namespace": s.ns, "labels": {"kubewasm.dev/e2e-writer": s.id}},
+            "data": {"action": "write-shared"}}),
+    )
+    .await;
+    let shared = eventually("ConfigMap shared = b", CONVERGE, || {
+        let cms = cms.clone();
+        async move {
+            get(&cms, "shared")
+                .await
+                .filter(|o| o.data["data"]["key"] == json!("b"))
+        }
+    })
+    .await;
+    let refusal = eventually("writer-a's 409 naming writer-b", CONVERGE, || async {
+        with_host(s, |h| {
+            h.logs().into_iter().find(|l| {
+                field(l, "message") == "event failed"
+                    && field(l, "plugin") == "writer-a"
+                    && field(l, "error").contains("409")
+            })
+        })
+        .await
+    })
+    .await;
+    assert!(
+        field(&refusal, "error").contains("kubewasm-writer-b"),
+        "{refusal}"
+    );
+    let owners: BTreeMap<String, String> = shared
+        .managed_fields()
+        .iter()
+        .filter_map(|m| {
+            let fields = m.fields_v1.as_ref()?.0.to_string();
+            fields
+                .contains("f:key")
+                .then(|| (m.manager.clone().unwrap_or_default(), fields))
+        })
+        .collect();
+    assert_eq!(
+        owners.keys().collect::<Vec<_>>(),
+        vec!["kubewasm-writer-b"],
+        "{owners:?}"
+    );
+}
+
+async fn apiserver_crash(s: &'static Suite) {
+    let Ok(restart) = std::env::var("KUBEWASM_E2E_RESTART_APISERVER") else {
+        println!(
+            "     (SKIPPED inside: set KUBEWASM_E2E_RESTART_APISERVER to a command that SIGKILLs and restarts kube-apiserver)"
+        );
+        return;
+    };
+    let status = Command::new("sh")
+        .args(["-c", &restart])
+        .status()
+        .expect("restart command");
+    assert!(status.success(), "{restart} failed");
+    // Changes right after the restart: a new site is provisioned once the watches recover.
+    let sites = api(
+        &s.admin,
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some(&s.ns),
+    );
+    let after = create(&sites, site("after-crash", &s.ns)).await;
+    provisioned(s, &after).await;
+}
+
+async fn host_restart(s: &'static Suite) {
+    let sites = api(
+        &s.admin,
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some(&s.ns),
+    );
+    let steady = create(&sites, site("steady", &s.ns)).await;
+    let (db, svc) = provisioned(s, &steady).await;
+    // Let the status write land too, then stop the host cleanly.
+    eventually("steady's status", CONVERGE, || {
+        let sites = sites.clone();
+        async move {
+            get(&sites, "steady")
+                .await
+                .filter(|o| !o.data["status"].is_null())
+        }
+    })
+    .await;
+    let host = s.host.lock().await.take().expect("host running");
+    assert_eq!(host.stop(), Some(0), "the host did not stop cleanly");
+    // While it is down: a new site.
+    let down = create(&sites, site("while-down", &s.ns)).await;
+    let host = start_host(s).await;
+    *s.host.lock().await = Some(host);
+    provisioned(s, &down).await;
+    // Nothing written twice: the restarted host handles steady again (its initial list),
+    // and the server answers its applies with the resourceVersions steady's children already
+    // had: the same content, so no write happened.
+    let ns = &s.ns;
+    let db_rv = applied_rv(s, &format!("create MongoDB {ns}/steady-db")).await;
+    let svc_rv = applied_rv(s, &format!("create Service {ns}/steady")).await;
+    assert_eq!(
+        Some(db_rv),
+        db.resource_version(),
+        "steady-db was written again"
+    );
+    assert_eq!(
+        Some(svc_rv),
+        svc.resource_version(),
+        "Service steady was written again"
+    );
+}
+
+async fn cleanup(s: &Suite) {
+    if let Some(host) = s.host.lock().await.take() {
+        let _ = host.stop();
+    }
+    let namespaces = api(&s.admin, "v1", "Namespace", "namespaces", None);
+    for ns in [&s.ns, &s.host_ns] {
+        let _ = namespaces.delete(ns, &DeleteParams::background()).await;
+    }
+    for (kind, name) in &s.cluster_rbac {
+        let (api_version, plural) = (
+            "rbac.authorization.k8s.io/v1",
+            if kind == "ClusterRole" {
+                "clusterroles"
+            } else {
+                "clusterrolebindings"
+            },
+        );
+        let _ = api(&s.admin, api_version, kind, plural, None)
+            .delete(name, &DeleteParams::default())
+            .await;
+    }
+    println!(
+        "cleaned up: namespaces {} and {}, {} cluster RBAC objects (CRDs stay installed)",
+        s.ns,
+        s.host_ns,
+        s.cluster_rbac.len()
+    );
+}

@@ -86,6 +86,11 @@ pub enum Error {
         reason: String,
         /// The Status object's message.
         message: String,
+        /// `details.retryAfterSeconds` (what the `Retry-After` header says), when set.
+        retry_after: Option<std::time::Duration>,
+        /// A server-side apply conflict (`FieldManagerConflict` causes): another field
+        /// manager owns the fields; retrying the same apply cannot succeed.
+        field_conflict: bool,
     },
     /// Talking to the API server failed below the HTTP status level.
     #[error("{context}: {source}")]
@@ -126,6 +131,19 @@ pub enum Error {
     },
 }
 
+/// How a failed event is retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Per-key exponential backoff (transport errors, 5xx, stale reads, sandbox stops).
+    Backoff,
+    /// After the server's `Retry-After` (429, and 5xx that carry it).
+    After(std::time::Duration),
+    /// Not retried hot: handled again when the object, its plugin or its settings change,
+    /// or on the slow resync (invalid or refused intents, 400, 403, 422, permanent plugin
+    /// errors).
+    Never,
+}
+
 impl Error {
     /// The error of a call whose intents were rejected.
     pub fn rejected(plugin: &str, r: Rejection) -> Self {
@@ -157,15 +175,65 @@ impl Error {
         }
     }
 
+    /// How the queue should retry the event that failed with this error.
+    ///
+    /// Permanent errors (the same input gives the same answer) are not retried hot: the
+    /// object is handled again when it changes, its plugin or settings change, or on the
+    /// slow resync.
+    pub fn retry(&self) -> Retry {
+        use kubewasm_core::admit::AdmitError;
+        match self {
+            Error::Call { kind, .. } => match kind {
+                CallError::Plugin { retry: true, .. } => Retry::Backoff,
+                CallError::Plugin { retry: false, .. } => Retry::Never,
+                // Deterministic output over a limit; a sandbox stop (trap, deadline, memory)
+                // may be transient and is what quarantine counts.
+                CallError::Limit(_) => Retry::Never,
+                CallError::Deadline(_) | CallError::Memory(_) | CallError::Trap(_) => {
+                    Retry::Backoff
+                }
+            },
+            Error::InvalidIntent { reason, .. } => match reason.as_ref() {
+                // A kind not served yet (a CRD installed later) or discovery failing.
+                AdmitError::Resolve(_) => Retry::Backoff,
+                AdmitError::Invalid(_) | AdmitError::Bind(_) | AdmitError::Refused(_) => {
+                    Retry::Never
+                }
+            },
+            Error::Refused { .. } => Retry::Never,
+            Error::Quarantined { .. } => Retry::Backoff,
+            // The leader handles it.
+            Error::NotLeader { .. } => Retry::Never,
+            Error::Resolve(_) => Retry::Backoff,
+            Error::Api {
+                status,
+                retry_after,
+                field_conflict,
+                ..
+            } => match (*status, retry_after) {
+                (429, Some(after)) => Retry::After(*after),
+                (429, None) => Retry::Backoff,
+                (s, Some(after)) if s >= 500 => Retry::After(*after),
+                (s, None) if s >= 500 => Retry::Backoff,
+                // A stale read or a precondition raced; a field owned by another manager
+                // stays owned until that manager lets go.
+                (409, _) if !*field_conflict => Retry::Backoff,
+                // 400, 403, 404 on a write target, 405, 409 field conflicts, 415, 422, ...
+                _ => Retry::Never,
+            },
+            Error::Kube { .. } => Retry::Backoff,
+            Error::Load(_)
+            | Error::DuplicateName { .. }
+            | Error::Io { .. }
+            | Error::Document { .. }
+            | Error::InCluster(_)
+            | Error::LeaderElection { .. } => Retry::Never,
+        }
+    }
+
     /// Whether retrying the same event later can succeed.
     pub fn is_retryable(&self) -> bool {
-        !matches!(
-            self,
-            Error::Call {
-                kind: CallError::Plugin { retry: false, .. },
-                ..
-            }
-        )
+        self.retry() != Retry::Never
     }
 
     /// The HTTP status when the error came from the API server.
@@ -186,6 +254,16 @@ impl Error {
                 status: status.code,
                 reason: status.reason.clone(),
                 message: status.message.clone(),
+                retry_after: status
+                    .details
+                    .as_ref()
+                    .map(|d| d.retry_after_seconds)
+                    .filter(|s| *s > 0)
+                    .map(|s| std::time::Duration::from_secs(u64::from(s))),
+                field_conflict: status
+                    .details
+                    .as_ref()
+                    .is_some_and(|d| d.causes.iter().any(|c| c.reason == "FieldManagerConflict")),
             },
             other => Error::Kube {
                 context: format!("{verb} {target}"),

@@ -16,6 +16,7 @@ use tokio::task::JoinSet;
 use kubewasm_core::event::EventType;
 
 use crate::Error;
+use crate::error::Retry;
 use crate::watch::cache::{CachedObject, ObjectKey};
 
 /// One event bound for one plugin.
@@ -40,7 +41,8 @@ pub struct QueueKey {
     pub object: ObjectKey,
 }
 
-/// Handles one delivery; an `Err` that [`Error::is_retryable`] is retried with backoff.
+/// Handles one delivery; an `Err` is retried as [`Error::retry`] says: with backoff, after
+/// the server's `Retry-After`, or not hot at all.
 pub trait Handler: Send + Sync + 'static {
     /// Handle one event.
     fn handle(&self, delivery: &Delivery) -> impl Future<Output = Result<(), Error>> + Send;
@@ -228,9 +230,21 @@ impl Queue {
             return;
         };
         entry.in_flight = false;
-        match result {
-            Ok(()) => entry.attempts = 0,
-            Err(e) if e.is_retryable() => {
+        let retry = match &result {
+            Ok(()) => None,
+            Err(e) => Some(e.retry()),
+        };
+        match retry {
+            None => entry.attempts = 0,
+            Some(Retry::Never) => {
+                // Permanent: the same event would fail the same way. The key is handled
+                // again when a new event arrives (the object, its plugin or settings
+                // changed, or the slow resync).
+                entry.attempts = 0;
+                tracing::info!(plugin = %self.name, object = %key.object,
+                    "permanent failure: not retried until the object, the plugin or its settings change");
+            }
+            Some(how) => {
                 entry.attempts += 1;
                 // Put the failed event back in front; newer events merge into it.
                 let newer = std::mem::take(&mut entry.events);
@@ -238,7 +252,10 @@ impl Queue {
                 for d in newer {
                     coalesce(&mut entry.events, d);
                 }
-                let delay = backoff(&self.config, entry.attempts);
+                let delay = match how {
+                    Retry::After(after) => after,
+                    _ => backoff(&self.config, entry.attempts),
+                };
                 tracing::debug!(plugin = %self.name, object = %key.object, attempts = entry.attempts, ?delay, "retry scheduled");
                 entry.backing_off = true;
                 let q = self.clone();
@@ -249,7 +266,6 @@ impl Queue {
                 });
                 return;
             }
-            Err(_) => entry.attempts = 0,
         }
         if entry.events.is_empty() {
             st.entries.remove(&key);
@@ -446,6 +462,178 @@ mod tests {
                 ("x".to_string(), "20".to_string())
             ]
         );
+    }
+
+    /// Fails with the given errors, in order, then succeeds; counts calls.
+    struct Scripted {
+        errors: Mutex<VecDeque<Error>>,
+        calls: AtomicUsize,
+    }
+
+    impl Handler for Scripted {
+        async fn handle(&self, _: &Delivery) -> Result<(), Error> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            match self.errors.lock().unwrap().pop_front() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+    }
+
+    fn scripted(errors: Vec<Error>) -> Arc<Scripted> {
+        Arc::new(Scripted {
+            errors: Mutex::new(errors.into()),
+            calls: AtomicUsize::new(0),
+        })
+    }
+
+    fn api_error(status: u16, retry_after: Option<u64>) -> Error {
+        Error::Api {
+            verb: "apply",
+            target: "MongoDB a/db".into(),
+            status,
+            reason: "Reason".into(),
+            message: "message".into(),
+            retry_after: retry_after.map(Duration::from_secs),
+            field_conflict: false,
+        }
+    }
+
+    /// Lets the workers run what is ready, without moving the (paused) clock.
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn paused_queue() -> Arc<Queue> {
+        Queue::new(
+            "p",
+            QueueConfig {
+                concurrency: 1,
+                retry_base: Duration::from_millis(10),
+                retry_max: Duration::from_millis(50),
+            },
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn permanent_errors_are_handled_once_then_not_retried_until_the_object_changes() {
+        let refused = Error::Refused {
+            plugin: "p".into(),
+            index: 0,
+            reason: kubewasm_core::grant::GrantError::NotGranted {
+                verb: "create",
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                namespace: Some("a".into()),
+            },
+        };
+        let cases: [(&str, fn() -> Error); 3] = [
+            ("422", || api_error(422, None)),
+            ("403", || api_error(403, None)),
+            ("refused", || Error::Call {
+                plugin: "p".into(),
+                kind: CallError::Plugin {
+                    message: "bad spec".into(),
+                    retry: false,
+                },
+            }),
+        ];
+        for (what, err) in cases {
+            let q = paused_queue();
+            let h = scripted(vec![err(), err()]);
+            let _workers = q.spawn(h.clone());
+            q.push(key("x"), ev(EventType::Added, "x", "1"));
+            settle().await;
+            assert_eq!(h.calls.load(Ordering::SeqCst), 1, "{what}");
+            // Far past every backoff: still not retried.
+            tokio::time::advance(Duration::from_secs(3600)).await;
+            settle().await;
+            assert_eq!(h.calls.load(Ordering::SeqCst), 1, "{what} was retried");
+            // The object changes: handled again.
+            q.push(key("x"), ev(EventType::Modified, "x", "2"));
+            settle().await;
+            assert_eq!(h.calls.load(Ordering::SeqCst), 2, "{what}");
+            assert_eq!(q.depth(), 0);
+        }
+        assert_eq!(refused.retry(), Retry::Never);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_429_is_retried_after_the_servers_retry_after() {
+        let q = paused_queue();
+        let h = scripted(vec![api_error(429, Some(2))]);
+        let _workers = q.spawn(h.clone());
+        q.push(key("x"), ev(EventType::Added, "x", "1"));
+        settle().await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 1);
+        // The backoff would have retried after 10 ms; Retry-After says 2 s.
+        tokio::time::advance(Duration::from_millis(1900)).await;
+        settle().await;
+        assert_eq!(
+            h.calls.load(Ordering::SeqCst),
+            1,
+            "retried before Retry-After"
+        );
+        tokio::time::advance(Duration::from_millis(200)).await;
+        settle().await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 2);
+        // Transient server errors without Retry-After back off exponentially.
+        let q = paused_queue();
+        let h = scripted(vec![api_error(503, None), api_error(503, None)]);
+        let _workers = q.spawn(h.clone());
+        q.push(key("y"), ev(EventType::Added, "y", "1"));
+        settle().await;
+        tokio::time::advance(Duration::from_millis(12)).await;
+        settle().await;
+        assert_eq!(
+            h.calls.load(Ordering::SeqCst),
+            2,
+            "first retry after ~10 ms"
+        );
+        tokio::time::advance(Duration::from_millis(12)).await;
+        settle().await;
+        assert_eq!(
+            h.calls.load(Ordering::SeqCst),
+            2,
+            "second retry waits ~20 ms"
+        );
+        tokio::time::advance(Duration::from_millis(12)).await;
+        settle().await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[test]
+    fn errors_are_classified_by_type() {
+        assert_eq!(
+            api_error(429, Some(2)).retry(),
+            Retry::After(Duration::from_secs(2))
+        );
+        assert_eq!(
+            api_error(503, Some(5)).retry(),
+            Retry::After(Duration::from_secs(5))
+        );
+        assert_eq!(api_error(500, None).retry(), Retry::Backoff);
+        assert_eq!(api_error(409, None).retry(), Retry::Backoff);
+        for status in [400, 403, 404, 415, 422] {
+            assert_eq!(api_error(status, None).retry(), Retry::Never, "{status}");
+        }
+        let conflict = Error::Api {
+            verb: "apply",
+            target: "ConfigMap a/shared".into(),
+            status: 409,
+            reason: "Conflict".into(),
+            message: "conflict with kubewasm-other".into(),
+            retry_after: None,
+            field_conflict: true,
+        };
+        assert_eq!(conflict.retry(), Retry::Never);
+        let trap = Error::Call {
+            plugin: "p".into(),
+            kind: CallError::Trap("boom".into()),
+        };
+        assert_eq!(trap.retry(), Retry::Backoff);
     }
 
     #[test]

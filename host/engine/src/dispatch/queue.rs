@@ -529,7 +529,8 @@ mod tests {
                 namespace: Some("a".into()),
             },
         };
-        let cases: [(&str, fn() -> Error); 3] = [
+        type MakeError = fn() -> Error;
+        let cases: [(&str, MakeError); 3] = [
             ("422", || api_error(422, None)),
             ("403", || api_error(403, None)),
             ("refused", || Error::Call {

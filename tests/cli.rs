@@ -31,8 +31,12 @@ fn inspect_prints_the_world_and_the_manifest() {
     assert_eq!(doc["fieldManager"], "kubewasm-mongodb-monitor");
     assert_eq!(doc["manifest"]["watches"][0]["resource"]["kind"], "MongoDB");
     let exports = doc["world"]["exports"].as_array().unwrap();
+    let handler = exports
+        .iter()
+        .find(|e| e["name"] == "kubewasm:plugin/handler@0.1.0")
+        .unwrap_or_else(|| panic!("no handler export: {out}"));
     assert!(
-        exports.iter().any(|e| e == "kubewasm:plugin/handler@0.1.0"),
+        handler["means"].as_str().unwrap().contains("describe"),
         "{out}"
     );
 
@@ -42,6 +46,97 @@ fn inspect_prints_the_world_and_the_manifest() {
     let (code, _, err) = kubewasm(&["inspect", bad.to_str().unwrap()]);
     assert_eq!(code, 1);
     assert!(err.contains("not a WebAssembly component"), "{err}");
+}
+
+/// `inspect` compiles through the code cache: the second run of the same file is a cache
+/// hit (said in its log), and WASI imports are explained.
+#[test]
+fn inspect_uses_the_code_cache_and_explains_imports() {
+    let cache = tempfile::tempdir().unwrap();
+    let wasm = lang_plugin("python", "mongodb-monitor");
+    let run = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(["--log-format", "json", "--log", "info", "inspect"])
+            .arg(&wasm)
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .output()
+            .expect("run kubewasm");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let how: Vec<String> = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|l| l["message"] == "component ready")
+            .map(|l| l["how"].as_str().unwrap_or_default().to_string())
+            .collect();
+        (how, String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (first, _) = run();
+    assert_eq!(first, ["compiled"]);
+    let (second, out) = run();
+    assert_eq!(second, ["cache hit"]);
+    let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("YAML");
+    let wasi: Vec<&serde_json::Value> = doc["world"]["imports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["name"].as_str().unwrap().starts_with("wasi:"))
+        .collect();
+    assert!(!wasi.is_empty(), "a Python component imports WASI: {out}");
+    assert!(
+        wasi.iter()
+            .all(|i| i["means"].as_str().unwrap().contains("empty context")),
+        "{out}"
+    );
+}
+
+/// A case naming a watch the plugin does not declare fails, naming the watches it has; a
+/// case file that is not YAML is reported with its line and the run goes on.
+#[test]
+fn the_test_runner_refuses_unknown_watches_and_reports_malformed_files() {
+    let wasm = example_plugin("mongodb-monitor");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a-unknown-watch.yaml"),
+        "name: unknown watch
+event:
+  type: added
+  watch: nope
+  object: {apiVersion: mongodb.com/v1, kind: MongoDB, metadata: {name: a, namespace: b, uid: u}}
+expect:
+  intents: []
+",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("b-malformed.yaml"),
+        "name: x: y
+",
+    )
+    .unwrap();
+    let (code, out, err) = kubewasm(&[
+        "test",
+        "--plugin",
+        wasm.to_str().unwrap(),
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains(
+            r#"watch "nope" is not in the manifest of mongodb-monitor (its watches: mongodbs)"#
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("b-malformed.yaml: not a test case: malformed YAML"),
+        "{out}"
+    );
+    assert!(out.contains("line 1 column"), "{out}");
+    assert!(out.trim_end().ends_with("0 passed, 2 failed"), "{out}");
 }
 
 #[test]

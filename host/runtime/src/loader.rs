@@ -222,31 +222,9 @@ impl Loader {
     }
 
     /// Compile (or fetch from cache), link, describe and validate.
-    pub async fn load(&self, file: PluginFile) -> Result<Loaded, Error> {
+    pub async fn load(&self, mut file: PluginFile) -> Result<Loaded, Error> {
         let started = std::time::Instant::now();
-        let cached = self
-            .memory
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&file.digest).cloned())
-            .or_else(|| {
-                self.disk
-                    .as_ref()
-                    .and_then(|d| d.get(&self.engine, &file.digest))
-            });
-        let (component, source) = match cached {
-            Some(c) => (c, Source::Cached),
-            None => {
-                let c = compile(&self.engine, &file.path, file.bytes).await?;
-                if let Some(d) = &self.disk {
-                    d.put(&file.digest, &c);
-                }
-                (c, Source::Compiled)
-            }
-        };
-        if let Ok(mut m) = self.memory.lock() {
-            m.insert(file.digest.clone(), component.clone());
-        }
+        let (component, source) = self.component(&mut file).await?;
         let plugin = CompiledPlugin::new(
             &self.engine,
             &file.path,
@@ -265,6 +243,35 @@ impl Loader {
             source,
             took: started.elapsed(),
         })
+    }
+
+    /// The file's compiled component: from the in-memory cache, the on-disk cache, or
+    /// compiled now (and then cached). Takes the file's bytes when it compiles.
+    pub async fn component(&self, file: &mut PluginFile) -> Result<(Component, Source), Error> {
+        let cached = self
+            .memory
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&file.digest).cloned())
+            .or_else(|| {
+                self.disk
+                    .as_ref()
+                    .and_then(|d| d.get(&self.engine, &file.digest))
+            });
+        let (component, source) = match cached {
+            Some(c) => (c, Source::Cached),
+            None => {
+                let c = compile(&self.engine, &file.path, std::mem::take(&mut file.bytes)).await?;
+                if let Some(d) = &self.disk {
+                    d.put(&file.digest, &c);
+                }
+                (c, Source::Compiled)
+            }
+        };
+        if let Ok(mut m) = self.memory.lock() {
+            m.insert(file.digest.clone(), component.clone());
+        }
+        Ok((component, source))
     }
 
     /// Forget in-memory components no loaded plugin uses any more.

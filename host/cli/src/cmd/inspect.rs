@@ -1,13 +1,13 @@
 //! `kubewasm inspect`: what a plugin file is, without a cluster.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
 use kubewasm::core::manifest::Manifest;
 use kubewasm::core::resource::ResourceRef;
-use kubewasm::runtime::plugin::compile;
-use kubewasm::runtime::{Error, LoadOptions, PluginEngine, load_plugin};
+use kubewasm::runtime::{Error, LoadOptions, Loader, PluginEngine, PluginFile};
 use serde_json::{Value, json};
 
 /// Flags of `kubewasm inspect`.
@@ -15,12 +15,15 @@ use serde_json::{Value, json};
 pub struct InspectArgs {
     /// The plugin file.
     file: PathBuf,
+    /// Keep compiled plugins here between runs (big components compile for seconds).
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 /// `kubewasm inspect`: print the plugin's world and manifest as YAML; exit 1 when it
 /// cannot be loaded.
 pub async fn command(args: InspectArgs) -> Result<()> {
-    let out = inspect(&args.file).await?;
+    let out = inspect(&args.file, args.cache_dir.as_deref()).await?;
     print!("{}", serde_yaml_ng::to_string(&out)?);
     if out.get("error").is_some() {
         std::process::exit(1);
@@ -28,27 +31,67 @@ pub async fn command(args: InspectArgs) -> Result<()> {
     Ok(())
 }
 
-/// The component's imports and exports (its WIT world), and its manifest when it
-/// implements the kubewasm world. A component of another world still gets its
+/// What each import and export of a component means to kubewasm.
+fn explain(name: &str, import: bool) -> &'static str {
+    match name {
+        n if n.starts_with("kubewasm:plugin/handler") => {
+            "the plugin's handler: describe (its manifest) and handle (one event), what the host calls"
+        }
+        n if n.starts_with("kubewasm:plugin/host") => {
+            "the host's functions: log, and get/list from the host's caches of what the plugin watches or reads"
+        }
+        n if n.starts_with("kubewasm:plugin/types") => "the contract's data types",
+        n if n.starts_with("wasi:") && import => {
+            "WASI, which this language's toolchain imports: linked with an empty context (no files, environment, arguments or network), so its calls fail as on an empty system"
+        }
+        _ if import => "not provided by kubewasm: the component does not link",
+        _ => "not used by kubewasm (the toolchain's own export)",
+    }
+}
+
+/// The component's imports and exports (its WIT world, each explained), and its manifest
+/// when it implements the kubewasm world. A component of another world still gets its
 /// world printed, with the reason it cannot be loaded.
-async fn inspect(path: &Path) -> Result<Value, Error> {
+async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> {
     let engine = PluginEngine::new()?;
-    let bytes = std::fs::read(path).map_err(|source| Error::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let size = bytes.len();
-    let component = compile(&engine, path, bytes).await?;
+    let loader = Loader::new(engine.clone(), LoadOptions::default(), cache_dir)?;
+    let mut file = PluginFile::read(path)?;
+    let size = file.bytes.len();
+    let (component, source) = {
+        let compiling = loader.component(&mut file);
+        tokio::pin!(compiling);
+        tokio::select! {
+            done = &mut compiling => done?,
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                // Big components (Python, JavaScript) take seconds: say what is happening.
+                eprintln!(
+                    "compiling {} ({} KiB) to native code{}...",
+                    path.display(),
+                    size >> 10,
+                    if cache_dir.is_some() { "; the cache makes the next run fast" } else { "; --cache-dir makes the next run fast" }
+                );
+                compiling.await?
+            }
+        }
+    };
+    tracing::info!(file = %path.display(), how = source.as_str(), "component ready");
     let ty = component.component_type();
+    let world = |names: Vec<&str>, import: bool| -> Vec<Value> {
+        names
+            .into_iter()
+            .map(|n| json!({"name": n, "means": explain(n, import)}))
+            .collect()
+    };
     let imports: Vec<&str> = ty.imports(engine.engine()).map(|(n, _)| n).collect();
     let exports: Vec<&str> = ty.exports(engine.engine()).map(|(n, _)| n).collect();
     let mut out = json!({
         "file": path.display().to_string(),
         "size": size,
-        "world": { "imports": imports, "exports": exports },
+        "world": { "imports": world(imports, true), "exports": world(exports, false) },
     });
-    match load_plugin(&engine, path, &LoadOptions::default()).await {
-        Ok(p) => {
+    match loader.load(file).await {
+        Ok(loaded) => {
+            let p = loaded.plugin;
             out["digest"] = json!(p.digest);
             out["settings"] = match &p.settings {
                 Some(s) => serde_json::from_str(s).unwrap_or(Value::Null),

@@ -406,6 +406,14 @@ async fn run_case(
         .clone()
         .or_else(|| m.watches.first().map(|w| w.id.clone()))
         .ok_or("the plugin declares no watches")?;
+    if m.watch(&watch_id).is_none() {
+        let ids: Vec<&str> = m.watches.iter().map(|w| w.id.as_str()).collect();
+        return Err(format!(
+            "watch {watch_id:?} is not in the manifest of {} (its watches: {})",
+            m.name,
+            ids.join(", ")
+        ));
+    }
     let allowed: Vec<ResourceRef> = m.read_resources().cloned().collect();
     let event = PluginEvent {
         event_type: event_type(&case.event.event_type)?,
@@ -512,9 +520,16 @@ async fn run(
         })?;
         let mut cases = Vec::new();
         for de in serde_yaml_ng::Deserializer::from_str(&text) {
-            match TestCase::deserialize(de) {
-                Ok(c) => cases.push(Ok(c)),
-                Err(e) => cases.push(Err(e.to_string())),
+            match serde_yaml_ng::Value::deserialize(de) {
+                Ok(serde_yaml_ng::Value::Null) => {}
+                Ok(doc) => cases
+                    .push(serde_yaml_ng::from_value::<TestCase>(doc).map_err(|e| e.to_string())),
+                Err(e) => {
+                    // Malformed YAML (the message gives line and column): the rest of the
+                    // stream cannot be read, and the parser would report it again forever.
+                    cases.push(Err(format!("malformed YAML: {e}")));
+                    break;
+                }
             }
         }
         let mut updated = Vec::new();

@@ -47,24 +47,44 @@ async fn ops_addr(host: &HostProcess) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readyz_waits_for_caches_and_metrics_count_the_scenario() {
+async fn readyz_is_not_held_back_by_unserved_kinds_and_metrics_count_the_scenario() {
     let env = Env::with_crds(false).await;
     env.add_plugin(&example_plugin("mongodb-monitor"), "mongodb-monitor", None);
     let host = env.start_host(&[]);
     let addr = ops_addr(&host).await;
     assert_eq!(http_get(&addr, "/healthz").0, 200);
-    // MongoDB is not served yet: the cache cannot sync, so the host is not ready.
+    // MongoDB is not served yet (its CRD may never be installed): that must not keep the
+    // host unready, or a rolling update would never finish. /readyz?verbose says why.
     host.wait_log("waiting for MongoDB", |l| {
         field(l, "message").contains("not served")
     })
     .await;
-    assert_eq!(http_get(&addr, "/readyz").0, 503);
+    let (status, verbose) = http_get(&addr, "/readyz?verbose");
+    assert_eq!(status, 200, "{verbose}");
+    assert!(
+        verbose.contains("[+]mongodb.com/v1/MongoDB not served (yet)"),
+        "{verbose}"
+    );
+    assert_eq!(http_get(&addr, "/readyz").0, 200);
+    let (_, text) = http_get(&addr, "/metrics");
+    assert_eq!(
+        sample(
+            &text,
+            r#"kubewasm_resource_unserved{resource="mongodb.com/v1/MongoDB"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
 
     env.apply_path(&root().join("examples/crds")).await;
     let ready_addr = addr.clone();
-    eventually("ready", CONVERGE, || {
+    eventually("MongoDB served and its cache synced", CONVERGE, || {
         let a = ready_addr.clone();
-        async move { (http_get(&a, "/readyz").0 == 200).then_some(()) }
+        async move {
+            let (status, verbose) = http_get(&a, "/readyz?verbose");
+            (status == 200 && verbose.contains("[+]cache mongodb.com/v1/MongoDB synced"))
+                .then_some(())
+        }
     })
     .await;
 
@@ -86,8 +106,16 @@ async fn readyz_waits_for_caches_and_metrics_count_the_scenario() {
     })
     .await;
 
-    let (status, text) = http_get(&addr, "/metrics");
-    assert_eq!(status, 200);
+    // The object lands before the host has read the answer and counted it: wait for the count.
+    let metrics_addr = addr.clone();
+    let text = eventually("the applied intent counted", CONVERGE, || {
+        let a = metrics_addr.clone();
+        async move {
+            let (status, text) = http_get(&a, "/metrics");
+            (status == 200 && text.contains(r#"verb="create",result="applied""#)).then_some(text)
+        }
+    })
+    .await;
     let p = r#"plugin="mongodb-monitor""#;
     assert!(
         sample(

@@ -35,6 +35,7 @@ use crate::Error;
 use crate::apply::Applier;
 use crate::apply::events::EventRecorder;
 use crate::dispatch::{QuarantinePolicy, QueueConfig};
+use crate::ops::http::ReadinessReport;
 use crate::ops::leader::Leadership;
 use crate::ops::metrics::{Metrics, PluginLabel};
 use crate::watch::cache::Caches;
@@ -212,16 +213,19 @@ impl Host {
             .unwrap_or_default()
     }
 
-    /// Ready: the plugin directory was loaded once and every watched resource is served
-    /// and its cache synced.
+    /// Ready: the plugin directory was loaded once and every watched resource the API
+    /// server serves has its cache synced (resources not served do not block).
     pub fn ready(&self) -> bool {
-        self.readiness_check()()
+        self.readiness_check()().ready()
     }
 
     /// The readiness check as a closure, for the `/readyz` endpoint.
-    pub fn readiness_check(&self) -> impl Fn() -> bool + Send + Sync + 'static {
+    pub fn readiness_check(&self) -> impl Fn() -> ReadinessReport + Send + Sync + 'static {
         let reloader = self.reloader.clone();
-        move || reloader.loaded_once.load(Ordering::Acquire) && reloader.deps.watches.ready()
+        move || ReadinessReport {
+            plugins_loaded: reloader.loaded_once.load(Ordering::Acquire),
+            watches: reloader.deps.watches.readiness(),
+        }
     }
 
     /// Stop taking events, let in-flight calls and applies finish, stop the watches.

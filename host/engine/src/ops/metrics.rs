@@ -82,6 +82,8 @@ pub struct Metrics {
     pub queue_depth: Family<PluginLabel, Gauge>,
     /// Relists (initial list excluded) and watch errors per resource.
     pub watch_restarts: Family<ResourceLabel, Counter>,
+    /// 1 for each watched or read resource the API server does not serve (yet).
+    pub unserved: Family<ResourceLabel, Gauge>,
     /// Plugin directory reloads that changed something.
     pub reloads: Counter,
     /// Plugin files whose newest version is rejected.
@@ -113,6 +115,7 @@ impl Metrics {
             plugin_info: Family::default(),
             queue_depth: Family::default(),
             watch_restarts: Family::default(),
+            unserved: Family::default(),
             reloads: Counter::default(),
             rejected_files: Gauge::default(),
             leader: Gauge::default(),
@@ -149,6 +152,11 @@ impl Metrics {
             "watch_restarts",
             "Relists and watch errors per resource",
             m.watch_restarts.clone(),
+        );
+        registry.register(
+            "resource_unserved",
+            "Resources plugins watch or read that the API server does not serve (yet); they do not block readiness",
+            m.unserved.clone(),
         );
         registry.register(
             "reloads",

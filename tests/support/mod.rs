@@ -33,7 +33,7 @@ pub fn example_plugin(name: &str) -> PathBuf {
 }
 
 /// A built example plugin in another language (`plugins/build.sh`): `lang` is `js`,
-/// `python` or `c`.
+/// `python`, `c` or `go`.
 pub fn lang_plugin(lang: &str, name: &str) -> PathBuf {
     let p = root()
         .join("target/plugins")

@@ -1,0 +1,3 @@
+module kubewasm.dev/examples/contentsite-provisioner
+
+go 1.27

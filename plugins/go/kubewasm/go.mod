@@ -1,0 +1,3 @@
+module kubewasm.dev/kubewasm
+
+go 1.27

@@ -1,0 +1,3 @@
+module kubewasm.dev/examples/mongodb-monitor
+
+go 1.27

@@ -1,0 +1,3 @@
+module kubewasm.dev/examples/seldon-endpoint
+
+go 1.27

@@ -474,6 +474,37 @@ async fn sockets_cannot_be_opened() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// Open file descriptors of a process.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// 5,000 TCP listeners and 5,000 UDP sockets asked for in one call: every one is refused
+/// before an OS socket exists, so the host's descriptors do not grow, and the good plugin
+/// keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_flood_is_refused_without_host_descriptors() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("net", "")]);
+    let host = env.start_host(LIMITS);
+    good_keeps_working(&env, "before-flood").await;
+    let before = open_fds(host.pid());
+    attack(&env, "net", "flood", "socket-flood", json!({})).await;
+    let data = report(&env, "flood").await;
+    assert_eq!(entry(&data, "tcpOpened"), "0", "{data:?}");
+    assert_eq!(entry(&data, "udpOpened"), "0", "{data:?}");
+    assert!(!entry(&data, "firstError").is_empty(), "{data:?}");
+    let after = open_fds(host.pid());
+    assert!(
+        after <= before + 8,
+        "the host's descriptors grew from {before} to {after}"
+    );
+    good_keeps_working(&env, "after-flood").await;
+    assert_eq!(host.stop(), Some(0));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn environment_and_arguments_are_empty() {
     let env = Env::with_crds(false).await;

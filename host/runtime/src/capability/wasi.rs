@@ -12,11 +12,18 @@ pub struct WasiState {
 }
 
 impl WasiState {
-    /// Instantiate: a deny-all context. `WasiCtx::builder()` grants nothing unless asked,
-    /// and socket address checks deny every address by default.
+    /// Instantiate: a deny-all context. `WasiCtx::builder()` grants no directories,
+    /// environment, arguments or stdio unless asked; sockets are refused at creation, so a
+    /// plugin never holds an OS socket (a hostile one cannot exhaust the host's file
+    /// descriptors), whatever wasmtime-wasi's defaults become.
     pub fn new() -> Self {
         WasiState {
-            ctx: WasiCtx::builder().build(),
+            ctx: WasiCtx::builder()
+                .allow_tcp(false)
+                .allow_udp(false)
+                .allow_ip_name_lookup(false)
+                .socket_addr_check(|_, _| Box::pin(async { false }))
+                .build(),
             table: ResourceTable::new(),
         }
     }

@@ -354,6 +354,28 @@ impl Guest for Hostile {
                     ),
                 ])]
             }
+            "socket-flood" => {
+                // Try to hold thousands of OS sockets (to exhaust the host's descriptors):
+                // every socket that opens is kept until the call returns.
+                use std::net::{TcpListener, UdpSocket};
+                let mut held = (Vec::new(), Vec::new());
+                let mut first_error = String::new();
+                for _ in 0..5000 {
+                    match TcpListener::bind("127.0.0.1:0") {
+                        Ok(l) => held.0.push(l),
+                        Err(e) if first_error.is_empty() => first_error = e.to_string(),
+                        Err(_) => {}
+                    }
+                    if let Ok(u) = UdpSocket::bind("127.0.0.1:0") {
+                        held.1.push(u);
+                    }
+                }
+                vec![report(vec![
+                    ("tcpOpened", held.0.len().to_string()),
+                    ("udpOpened", held.1.len().to_string()),
+                    ("firstError", first_error),
+                ])]
+            }
             "env" => {
                 let var = data("var").unwrap_or_else(|| "HOME".into());
                 let vars: Vec<String> = std::env::vars_os()

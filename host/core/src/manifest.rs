@@ -70,6 +70,14 @@ pub enum ManifestError {
         #[source]
         source: SelectorError,
     },
+    /// A version too long or with control characters (it becomes a log field and a
+    /// metric label).
+    #[error("version {0:?} must be at most 64 printable characters")]
+    BadVersion(String),
+    /// A watch id that is not 1–63 letters, digits, `.`, `_` or `-` (it appears in every
+    /// event's log line).
+    #[error("watch id {0:?} must be 1-63 letters, digits, '.', '_' or '-'")]
+    BadWatchId(String),
     /// A grant with no group, kind or verb.
     #[error("grant #{0} needs at least one api group, kind and verb")]
     EmptyGrant(usize),
@@ -208,10 +216,23 @@ impl Manifest {
         if !is_dns_label(&self.name) {
             return Err(ManifestError::BadName(self.name.clone()));
         }
+        if self.version.len() > 64 || self.version.chars().any(char::is_control) {
+            return Err(ManifestError::BadVersion(
+                self.version.chars().take(64).collect(),
+            ));
+        }
         let mut ids = HashSet::new();
         for w in &self.watches {
             if w.id.is_empty() {
                 return Err(ManifestError::EmptyWatchId(w.resource.to_string()));
+            }
+            if w.id.len() > 63
+                || !w
+                    .id
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'))
+            {
+                return Err(ManifestError::BadWatchId(w.id.chars().take(63).collect()));
             }
             if !ids.insert(w.id.as_str()) {
                 return Err(ManifestError::DuplicateWatchId(w.id.clone()));
@@ -317,6 +338,22 @@ mod tests {
             m.validate(),
             Err(ManifestError::BadApiVersion { .. })
         ));
+    }
+
+    #[test]
+    fn strings_that_reach_logs_and_labels_are_bounded() {
+        let mut m = manifest();
+        m.version = "v".repeat(65);
+        assert!(matches!(m.validate(), Err(ManifestError::BadVersion(_))));
+        m.version = "1.0\n2.0".into();
+        assert!(matches!(m.validate(), Err(ManifestError::BadVersion(_))));
+        let mut m = manifest();
+        m.watches[0].id = "x".repeat(64);
+        assert!(matches!(m.validate(), Err(ManifestError::BadWatchId(_))));
+        m.watches[0].id = "dbs\u{1b}[31m".into();
+        assert!(matches!(m.validate(), Err(ManifestError::BadWatchId(_))));
+        m.watches[0].id = "dbs.v1_main-2".into();
+        assert_eq!(m.validate(), Ok(()));
     }
 
     #[test]

@@ -264,8 +264,12 @@ impl CompiledPlugin {
         }
         let outcome = match result {
             Err(e) => return Err(classify(&e, &inst.store, self.limits.deadline)),
+            // The message reaches log lines and Events: capped like a log line.
             Ok(Err(err)) => Err(CallError::Plugin {
-                message: err.message,
+                message: crate::capability::log::truncate(
+                    err.message,
+                    crate::capability::log::MAX_LOG_LINE_BYTES,
+                ),
                 retry: err.retry,
             }),
             Ok(Ok(intents)) => self

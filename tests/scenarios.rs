@@ -156,7 +156,7 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
         &sds,
         json!({"apiVersion": "machinelearning.seldon.io/v1", "kind": "SeldonDeployment",
                "metadata": {"name": "iris", "namespace": "default"},
-               "spec": {"predictors": [{"name": "default", "replicas": 1}]}}),
+               "spec": {"predictors": [{"name": "default", "replicas": 1, "graph": {"name": "classifier", "type": "MODEL"}}]}}),
     )
     .await;
     let set_state = |state: &'static str| {
@@ -383,9 +383,11 @@ async fn go_provisioner_feeds_the_rust_monitor() {
         assert!(managers(&db).contains(&"kubewasm-contentsite-provisioner".to_string()));
         assert_eq!(&db.metadata.owner_references.as_ref().unwrap()[0].uid, uid);
         assert_eq!(db.data["spec"]["credentials"], json!("mongodb-credentials"));
-        let sm = eventually(&format!("ServiceMonitor for go-{i}-db"), CONVERGE, || async {
-            get(&monitors, &format!("go-{i}-db-monitor")).await
-        })
+        let sm = eventually(
+            &format!("ServiceMonitor for go-{i}-db"),
+            CONVERGE,
+            || async { get(&monitors, &format!("go-{i}-db-monitor")).await },
+        )
         .await;
         assert_eq!(
             sm.metadata.owner_references.as_ref().unwrap()[0].uid,
@@ -402,7 +404,8 @@ async fn go_provisioner_feeds_the_rust_monitor() {
     })
     .await;
     assert!(
-        host.matching(|l| field(l, "message") == "event failed").is_empty(),
+        host.matching(|l| field(l, "message") == "event failed")
+            .is_empty(),
         "{}",
         host.dump()
     );

@@ -5,4 +5,4 @@ pub mod quarantine;
 pub mod queue;
 
 pub use quarantine::{Health, QuarantinePolicy};
-pub use queue::{Delivery, Handler, Queue, QueueConfig, QueueKey};
+pub use queue::{Delivery, Handler, Latest, Lookup, NoCache, Queue, QueueConfig, QueueKey};

@@ -1,9 +1,13 @@
-//! Dispatch: one queue per plugin. Events for the same object are handled in order, one
-//! at a time; different objects run in parallel up to a bound; a burst for one object is
-//! coalesced to its latest state; failures are retried with exponential backoff.
+//! Dispatch: one queue per plugin, keyed by object (resource, namespace, name) as
+//! client-go's workqueue is. One key is in flight at a time per plugin, whichever of the
+//! plugin's watches selected the object; different objects run in parallel up to a bound;
+//! a burst for one object is coalesced; failures are retried as their class says.
 //!
-//! The queue knows nothing about wasm or Kubernetes calls: it hands each event to a
-//! [`Handler`], which the host implements.
+//! When a key is taken, the object handed on is the latest the cache holds (a replayed or
+//! queued older copy is never handed to a plugin), and `old` is the last object this
+//! plugin handled for the key. The queue knows nothing about wasm or Kubernetes calls: it
+//! hands each event to a [`Handler`], which the host implements, and reads the cache
+//! through a [`Latest`] lookup.
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -17,7 +21,7 @@ use kubewasm_core::event::EventType;
 
 use crate::Error;
 use crate::error::Retry;
-use crate::watch::cache::{CachedObject, ObjectKey};
+use crate::watch::cache::{CachedObject, ObjectKey, ResourceKey};
 
 /// One event bound for one plugin.
 #[derive(Debug, Clone)]
@@ -32,13 +36,32 @@ pub struct Delivery {
     pub old: Option<Arc<CachedObject>>,
 }
 
-/// Events are ordered and coalesced per watch and object.
+/// Events are ordered and coalesced per object: its resource and namespace/name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct QueueKey {
-    /// Watch id.
-    pub watch_id: Arc<str>,
-    /// Object.
+    /// The object's resource.
+    pub resource: ResourceKey,
+    /// Namespace and name.
     pub object: ObjectKey,
+}
+
+/// The latest state of an object, read when its key is taken: `Some(object)` while the
+/// cache holds it, `None` once it is gone.
+pub trait Latest: Send + Sync + 'static {
+    /// The cached object for `key`, if any. `None` from a lookup that cannot tell (no
+    /// cache for the resource) must be reported as [`Lookup::Unknown`].
+    fn latest(&self, key: &QueueKey) -> Lookup;
+}
+
+/// What a [`Latest`] lookup found.
+#[derive(Debug, Clone)]
+pub enum Lookup {
+    /// The cache holds this object now.
+    Present(Arc<CachedObject>),
+    /// The cache does not hold it (deleted since).
+    Absent,
+    /// No cache to ask (resource not watched any more): use the queued object as it is.
+    Unknown,
 }
 
 /// Handles one delivery; an `Err` is retried as [`Error::retry`] says: with backoff, after
@@ -92,21 +115,49 @@ pub struct Queue {
     config: QueueConfig,
     state: Mutex<State>,
     notify: Notify,
+    latest: Arc<dyn Latest>,
+    /// The last object this plugin handled per key and watch (what `old` is, for the next
+    /// modification); dropped once it handled the deletion.
+    seen: Mutex<HashMap<(QueueKey, Arc<str>), Arc<CachedObject>>>,
 }
 
-/// Merge `new` into the pending events of one object, keeping what the plugin must see:
-/// the latest state, the oldest `old` of a run of modifications, and deletions.
+/// A [`Latest`] that never knows better than the queued event (no cache).
+pub struct NoCache;
+
+impl Latest for NoCache {
+    fn latest(&self, _: &QueueKey) -> Lookup {
+        Lookup::Unknown
+    }
+}
+
+/// Merge `new` into the pending events of one object, keeping what each watch must see:
+/// its first event's type (and `old`), its latest state, and a deletion followed by a
+/// re-creation. Delete/re-create churn keeps at most a deletion and an addition per watch.
 pub fn coalesce(events: &mut VecDeque<Delivery>, new: Delivery) {
     use EventType::*;
-    let Some(last) = events.back_mut() else {
+    let Some(pos) = events.iter().rposition(|d| d.watch_id == new.watch_id) else {
         events.push_back(new);
         return;
     };
+    let last = &mut events[pos];
     match (last.event_type, new.event_type) {
         // The object was deleted and came back: the plugin must see both.
-        (Deleted, Added | Modified | Resync) => events.push_back(new),
-        // Anything followed by a deletion: the deletion is what matters now.
-        (_, Deleted) => *last = new,
+        (Deleted, Added | Modified | Resync) => events.insert(pos + 1, new),
+        // Deleted again: the earlier deletion (of what the plugin last saw) stands.
+        (Deleted, Deleted) => {}
+        // Anything followed by a deletion: the deletion is what matters now; a deletion
+        // already pending before it makes this one redundant.
+        (_, Deleted) => {
+            let earlier = events
+                .iter()
+                .take(pos)
+                .rposition(|d| d.watch_id == new.watch_id);
+            if earlier.is_some_and(|i| events[i].event_type == Deleted) {
+                events.remove(pos);
+            } else {
+                events[pos] = new;
+            }
+        }
         // A resync or modification after a resync: take the newer event whole.
         (Resync, Modified | Added) => *last = new,
         // Otherwise keep the first event's type (and old object), take the newest state.
@@ -126,14 +177,50 @@ fn backoff(config: &QueueConfig, attempts: u32) -> Duration {
 }
 
 impl Queue {
-    /// A new queue for the plugin `name`.
-    pub fn new(name: impl Into<String>, config: QueueConfig) -> Arc<Self> {
+    /// A new queue for the plugin `name`, reading the latest objects through `latest`.
+    pub fn new(name: impl Into<String>, config: QueueConfig, latest: Arc<dyn Latest>) -> Arc<Self> {
         Arc::new(Queue {
             name: name.into(),
             config,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
+            latest,
+            seen: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Bring a delivery up to date when its key is taken: the latest cached object, the
+    /// last object this plugin handled as `old`. None: nothing to hand on (the object is
+    /// gone and its deletion is what comes next).
+    fn refresh(&self, key: &QueueKey, mut d: Delivery) -> Option<Delivery> {
+        let seen = self
+            .seen
+            .lock()
+            .ok()
+            .and_then(|s| s.get(&(key.clone(), d.watch_id.clone())).cloned());
+        match (d.event_type, self.latest.latest(key)) {
+            // A deletion hands on its tombstone (the last known state) as it is.
+            (EventType::Deleted, _) => {}
+            (_, Lookup::Absent) => return None,
+            (_, Lookup::Present(current)) => d.object = current,
+            (_, Lookup::Unknown) => {}
+        }
+        if d.event_type == EventType::Modified {
+            d.old = seen.or(d.old);
+        }
+        Some(d)
+    }
+
+    /// Remember what the plugin handled for the next event's `old`.
+    fn handled(&self, key: &QueueKey, d: &Delivery) {
+        if let Ok(mut seen) = self.seen.lock() {
+            let k = (key.clone(), d.watch_id.clone());
+            if d.event_type == EventType::Deleted {
+                seen.remove(&k);
+            } else {
+                seen.insert(k, d.object.clone());
+            }
+        }
     }
 
     /// Add an event. Returns false when the queue is closed.
@@ -217,7 +304,14 @@ impl Queue {
                     continue;
                 }
             };
-            let result = handler.handle(&delivery).await;
+            let Some(current) = self.refresh(&key, delivery.clone()) else {
+                self.finish(key, delivery, Ok(()));
+                continue;
+            };
+            let result = handler.handle(&current).await;
+            if result.is_ok() {
+                self.handled(&key, &current);
+            }
             self.finish(key, delivery, result);
         }
     }
@@ -323,7 +417,11 @@ mod tests {
 
     fn key(name: &str) -> QueueKey {
         QueueKey {
-            watch_id: "w".into(),
+            resource: ResourceKey {
+                group: String::new(),
+                version: "v1".into(),
+                plural: "configmaps".into(),
+            },
             object: ObjectKey {
                 namespace: Some("a".into()),
                 name: name.into(),
@@ -360,6 +458,185 @@ mod tests {
         coalesce(&mut q, ev(Resync, "x", "1"));
         coalesce(&mut q, ev(Modified, "x", "2"));
         assert_eq!((q[0].event_type, rv(&q[0])), (Modified, "2"));
+    }
+
+    #[test]
+    fn delete_recreate_churn_keeps_at_most_a_deletion_and_an_addition() {
+        use EventType::*;
+        let mut q = VecDeque::new();
+        for (i, t) in [
+            Deleted, Added, Deleted, Added, Deleted, Added, Deleted, Added,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            coalesce(&mut q, ev(t, "x", &i.to_string()));
+            assert!(
+                q.len() <= 2,
+                "{:?}",
+                q.iter().map(|d| d.event_type).collect::<Vec<_>>()
+            );
+        }
+        assert_eq!((q[0].event_type, q[1].event_type), (Deleted, Added));
+        // The deletion kept is the first (of what the plugin last saw); the addition is the newest.
+        assert_eq!((rv(&q[0]), rv(&q[1])), ("0", "7"));
+    }
+
+    #[test]
+    fn watches_of_one_object_coalesce_separately() {
+        use EventType::*;
+        let mut q = VecDeque::new();
+        let on = |w: &str, t, v: &str| Delivery {
+            watch_id: w.into(),
+            ..ev(t, "x", v)
+        };
+        coalesce(&mut q, on("a", Added, "1"));
+        coalesce(&mut q, on("b", Added, "1"));
+        coalesce(&mut q, on("a", Modified, "2"));
+        coalesce(&mut q, on("b", Modified, "3"));
+        let seen: Vec<(&str, EventType, &str)> = q
+            .iter()
+            .map(|d| (&*d.watch_id, d.event_type, rv(d)))
+            .collect();
+        assert_eq!(seen, [("a", Added, "2"), ("b", Added, "3")]);
+    }
+
+    /// A cache with one object per name; a test sets what it holds.
+    #[derive(Default)]
+    struct FakeCache(Mutex<HashMap<String, Arc<CachedObject>>>);
+
+    impl Latest for FakeCache {
+        fn latest(&self, key: &QueueKey) -> Lookup {
+            match self.0.lock().unwrap().get(&key.object.name) {
+                Some(o) => Lookup::Present(o.clone()),
+                None => Lookup::Absent,
+            }
+        }
+    }
+
+    /// Blocks each call until released; records what it was handed.
+    struct Gate {
+        open: tokio::sync::Semaphore,
+        seen: Mutex<Vec<(String, EventType, String, Option<String>)>>,
+        running: AtomicUsize,
+        max_running: AtomicUsize,
+    }
+
+    impl Handler for Gate {
+        async fn handle(&self, d: &Delivery) -> Result<(), Error> {
+            let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_running.fetch_max(now, Ordering::SeqCst);
+            self.seen.lock().unwrap().push((
+                d.watch_id.to_string(),
+                d.event_type,
+                rv(d).to_string(),
+                d.old
+                    .as_ref()
+                    .and_then(|o| o.resource_version().map(str::to_string)),
+            ));
+            let permit = self.open.acquire().await;
+            drop(permit);
+            self.running.fetch_sub(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn gate() -> Arc<Gate> {
+        Arc::new(Gate {
+            open: tokio::sync::Semaphore::new(0),
+            seen: Mutex::new(vec![]),
+            running: AtomicUsize::new(0),
+            max_running: AtomicUsize::new(0),
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stale_replay_never_reaches_the_plugin() {
+        let cache = Arc::new(FakeCache::default());
+        let q = paused_queue_with(cache.clone());
+        let g = gate();
+        let _workers = q.spawn(g.clone());
+        // rv4 is being handled; meanwhile the object becomes rv6 (watch event), and a
+        // replay (reload, new leader) queues the stale snapshot rv5 after it.
+        cache.0.lock().unwrap().insert("x".into(), obj("x", "4"));
+        q.push(key("x"), ev(EventType::Added, "x", "4"));
+        settle().await;
+        cache.0.lock().unwrap().insert("x".into(), obj("x", "6"));
+        q.push(key("x"), ev(EventType::Modified, "x", "6"));
+        q.push(key("x"), ev(EventType::Resync, "x", "5"));
+        g.open.add_permits(10);
+        settle().await;
+        let seen = g.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen,
+            [
+                ("w".into(), EventType::Added, "4".into(), None),
+                // The latest object, with `old` what the plugin handled last.
+                ("w".into(), EventType::Modified, "6".into(), Some("4".into())),
+            ],
+            "the plugin saw a stale object"
+        );
+        assert!(seen.iter().all(|(_, _, v, _)| v != "5"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn modified_carries_the_last_object_the_plugin_handled() {
+        let cache = Arc::new(FakeCache::default());
+        let q = paused_queue_with(cache.clone());
+        let g = gate();
+        g.open.add_permits(100);
+        let _workers = q.spawn(g.clone());
+        cache.0.lock().unwrap().insert("x".into(), obj("x", "1"));
+        q.push(key("x"), ev(EventType::Added, "x", "1"));
+        settle().await;
+        cache.0.lock().unwrap().insert("x".into(), obj("x", "3"));
+        // The watch says old = "old" (ev's default); the plugin last handled rv1.
+        q.push(key("x"), ev(EventType::Modified, "x", "3"));
+        settle().await;
+        let seen = g.seen.lock().unwrap().clone();
+        assert_eq!(
+            seen[1],
+            (
+                "w".into(),
+                EventType::Modified,
+                "3".into(),
+                Some("1".into())
+            )
+        );
+        // Gone from the cache: a queued modification is dropped, the deletion is handed on.
+        cache.0.lock().unwrap().remove("x");
+        q.push(key("x"), ev(EventType::Modified, "x", "4"));
+        q.push(key("x"), ev(EventType::Deleted, "x", "4"));
+        settle().await;
+        let seen = g.seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 3, "{seen:?}");
+        assert_eq!(seen[2].1, EventType::Deleted);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn two_watches_of_one_object_never_run_concurrently() {
+        let q = paused_queue(); // two workers
+        let g = gate();
+        let _workers = q.spawn(g.clone());
+        for w in ["a", "b"] {
+            q.push(
+                key("x"),
+                Delivery {
+                    watch_id: w.into(),
+                    ..ev(EventType::Added, "x", "1")
+                },
+            );
+        }
+        settle().await;
+        assert_eq!(
+            g.running.load(Ordering::SeqCst),
+            1,
+            "both watches ran at once"
+        );
+        g.open.add_permits(10);
+        settle().await;
+        assert_eq!(g.seen.lock().unwrap().len(), 2);
+        assert_eq!(g.max_running.load(Ordering::SeqCst), 1);
     }
 
     /// Records calls; fails the first `fail` calls for object "bad".
@@ -420,6 +697,7 @@ mod tests {
                 retry_base: Duration::from_millis(10),
                 retry_max: Duration::from_millis(50),
             },
+            Arc::new(NoCache),
         );
         let r = recorder(2);
         let mut workers = q.spawn(r.clone());
@@ -444,7 +722,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_burst_for_one_object_is_coalesced_while_in_flight() {
-        let q = Queue::new("p", QueueConfig::default());
+        let q = Queue::new("p", QueueConfig::default(), Arc::new(NoCache));
         let r = recorder(0);
         let _workers = q.spawn(r.clone());
         q.push(key("x"), ev(EventType::Added, "x", "1"));
@@ -507,13 +785,18 @@ mod tests {
     }
 
     fn paused_queue() -> Arc<Queue> {
+        paused_queue_with(Arc::new(NoCache))
+    }
+
+    fn paused_queue_with(latest: Arc<dyn Latest>) -> Arc<Queue> {
         Queue::new(
             "p",
             QueueConfig {
-                concurrency: 1,
+                concurrency: 2,
                 retry_base: Duration::from_millis(10),
                 retry_max: Duration::from_millis(50),
             },
+            latest,
         )
     }
 

@@ -90,7 +90,7 @@ impl Reloader {
     fn new_active(&self, plugin: Arc<CompiledPlugin>) -> Active {
         let name = plugin.name().to_string();
         let slot: Slot = Arc::new(RwLock::new(self.version(plugin.clone())));
-        let queue = Queue::new(name, self.queue_config.clone());
+        let queue = Queue::new(name, self.queue_config.clone(), self.deps.caches.clone());
         let handler = Arc::new(PluginHandler {
             slot: slot.clone(),
             deps: self.deps.clone(),

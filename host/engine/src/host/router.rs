@@ -8,7 +8,7 @@ use kubewasm_core::event::EventType;
 use crate::dispatch::{Delivery, QueueKey};
 use crate::host::environment::{Active, Current, Environment};
 use crate::ops::leader::Leadership;
-use crate::watch::cache::{CachedObject, Caches};
+use crate::watch::cache::{CachedObject, Caches, ResourceKey};
 use crate::watch::{WatchEvent, WatchManager};
 
 /// Why a plugin's objects are replayed.
@@ -50,7 +50,14 @@ impl Router {
                 let old = (event_type == EventType::Modified)
                     .then(|| ev.old.clone())
                     .flatten();
-                push(a, &route.id, event_type, ev.object.clone(), old);
+                push(
+                    a,
+                    &ev.resource,
+                    &route.id,
+                    event_type,
+                    ev.object.clone(),
+                    old,
+                );
             }
         }
     }
@@ -77,9 +84,10 @@ impl Router {
                 if !cache.is_synced() {
                     continue;
                 }
+                let resource = res.key();
                 for obj in cache.snapshot() {
                     if route.selects(&obj) {
-                        push(active, &route.id, event_type, obj, None);
+                        push(active, &resource, &route.id, event_type, obj, None);
                     }
                 }
             }
@@ -101,6 +109,7 @@ impl Router {
 
 fn push(
     a: &Active,
+    resource: &ResourceKey,
     watch_id: &Arc<str>,
     event_type: EventType,
     object: Arc<CachedObject>,
@@ -108,7 +117,7 @@ fn push(
 ) {
     a.queue.push(
         QueueKey {
-            watch_id: watch_id.clone(),
+            resource: resource.clone(),
             object: object.key(),
         },
         Delivery {

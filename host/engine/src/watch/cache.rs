@@ -82,6 +82,8 @@ impl CachedObject {
 /// The cache of one resource.
 #[derive(Debug)]
 pub struct ResourceCache {
+    /// The resource it caches.
+    pub resource: ResourceKey,
     /// What it holds.
     pub kind: TypeRef,
     /// Whether the resource is namespaced.
@@ -91,9 +93,10 @@ pub struct ResourceCache {
 }
 
 impl ResourceCache {
-    /// An empty, unsynced cache.
-    pub fn new(kind: TypeRef, namespaced: bool) -> Self {
+    /// An empty, unsynced cache of `resource`, whose objects are of `kind`.
+    pub fn new(resource: ResourceKey, kind: TypeRef, namespaced: bool) -> Self {
         ResourceCache {
+            resource,
             kind,
             namespaced,
             objects: RwLock::new(HashMap::new()),
@@ -180,6 +183,30 @@ impl Caches {
     pub fn get(&self, kind: &TypeRef) -> Option<Arc<ResourceCache>> {
         self.by_kind.read().ok()?.get(kind).cloned()
     }
+
+    /// The cache of a resource.
+    pub fn for_resource(&self, resource: &ResourceKey) -> Option<Arc<ResourceCache>> {
+        self.by_kind
+            .read()
+            .ok()?
+            .values()
+            .find(|c| c.resource == *resource)
+            .cloned()
+    }
+}
+
+impl crate::dispatch::Latest for Caches {
+    fn latest(&self, key: &crate::dispatch::QueueKey) -> crate::dispatch::Lookup {
+        use crate::dispatch::Lookup;
+        match self.for_resource(&key.resource) {
+            Some(cache) if cache.is_synced() => match cache.get(&key.object) {
+                Some(o) => Lookup::Present(o),
+                None => Lookup::Absent,
+            },
+            // Not synced yet, or not cached any more: the queued event is all there is.
+            _ => Lookup::Unknown,
+        }
+    }
 }
 
 /// What one plugin may read: the caches, limited to the kinds it watches or declared.
@@ -265,11 +292,21 @@ mod tests {
     fn view() -> PluginView {
         let caches = Arc::new(Caches::default());
         let t = TypeRef::new("mongodb.com/v1", "MongoDB");
-        let cache = Arc::new(ResourceCache::new(t.clone(), true));
+        let resource = |plural: &str, group: &str| ResourceKey {
+            group: group.into(),
+            version: "v1".into(),
+            plural: plural.into(),
+        };
+        let cache = Arc::new(ResourceCache::new(
+            resource("mongodb", "mongodb.com"),
+            t.clone(),
+            true,
+        ));
         cache.insert(obj("a", "one", json!({"app": "x"})));
         cache.insert(obj("b", "two", json!({"app": "y"})));
         caches.insert(cache);
         caches.insert(Arc::new(ResourceCache::new(
+            resource("secrets", ""),
             TypeRef::new("v1", "Secret"),
             true,
         )));

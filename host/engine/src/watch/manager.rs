@@ -233,7 +233,11 @@ impl WatchManager {
             if running.contains_key(&key) {
                 continue;
             }
-            let cache = Arc::new(ResourceCache::new(res.type_ref(), res.namespaced));
+            let cache = Arc::new(ResourceCache::new(
+                res.key(),
+                res.type_ref(),
+                res.namespaced,
+            ));
             self.caches.insert(cache.clone());
             let cancel = CancellationToken::new();
             let task = tokio::spawn(

@@ -118,8 +118,11 @@ pub struct Queue {
     latest: Arc<dyn Latest>,
     /// The last object this plugin handled per key and watch (what `old` is, for the next
     /// modification); dropped once it handled the deletion.
-    seen: Mutex<HashMap<(QueueKey, Arc<str>), Arc<CachedObject>>>,
+    seen: Mutex<HashMap<SeenKey, Arc<CachedObject>>>,
 }
+
+/// A key and the watch that saw it.
+type SeenKey = (QueueKey, Arc<str>);
 
 /// A [`Latest`] that never knows better than the queued event (no cache).
 pub struct NoCache;
@@ -514,10 +517,13 @@ mod tests {
         }
     }
 
+    /// What a call was handed: watch, event type, resourceVersion, old resourceVersion.
+    type Handed = (String, EventType, String, Option<String>);
+
     /// Blocks each call until released; records what it was handed.
     struct Gate {
         open: tokio::sync::Semaphore,
-        seen: Mutex<Vec<(String, EventType, String, Option<String>)>>,
+        seen: Mutex<Vec<Handed>>,
         running: AtomicUsize,
         max_running: AtomicUsize,
     }
@@ -572,7 +578,12 @@ mod tests {
             [
                 ("w".into(), EventType::Added, "4".into(), None),
                 // The latest object, with `old` what the plugin handled last.
-                ("w".into(), EventType::Modified, "6".into(), Some("4".into())),
+                (
+                    "w".into(),
+                    EventType::Modified,
+                    "6".into(),
+                    Some("4".into())
+                ),
             ],
             "the plugin saw a stale object"
         );

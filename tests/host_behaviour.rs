@@ -431,3 +431,30 @@ async fn an_invalid_selector_rejects_the_plugin_at_load_time() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// The host caches objects without managedFields (the server's bookkeeping, often larger
+/// than the object): plugins never see them, in events or reads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_get_objects_without_managed_fields() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    let host = env.start_host(&[]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let created = env
+        .create(
+            &cms,
+            trigger(
+                "mf",
+                json!({"kubewasm.dev/testkit": "testkit"}),
+                json!({"action": "self"}),
+            ),
+        )
+        .await;
+    assert!(
+        created.metadata.managed_fields.is_some(),
+        "the server keeps managedFields"
+    );
+    let out = eventually("mf-out", CONVERGE, || async { get(&cms, "mf-out").await }).await;
+    assert_eq!(out.data["data"]["managedFields"], json!("false"));
+    assert_eq!(host.stop(), Some(0));
+}

@@ -307,7 +307,11 @@ impl WatchTask {
             })
             .clone();
         let api: Api<DynamicObject> = Api::all_with(client, &api_resource(&res));
-        let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+        // managedFields are the server's bookkeeping, often larger than the object: caching
+        // them doubles what each object costs, and plugins have no use for them.
+        let stream = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
         futures::pin_mut!(stream);
         let mut relist: Option<HashMap<ObjectKey, Arc<CachedObject>>> = None;
         let resync_every = resync.unwrap_or(Duration::from_secs(u64::MAX / 4));

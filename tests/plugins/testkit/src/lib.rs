@@ -13,7 +13,8 @@
 //! (return a retryable error), `bad-json`, `no-kind`, `no-name` (malformed intents),
 //! `outside-grant` (create a Secret, which no grant allows), `read` (copy the result of
 //! `host.list` of ConfigMaps into `<cm>-out`), `read-secret` (`host.get` of a Secret, not
-//! allowed), `cluster-scoped` (create the Namespace `<cm>-ns`).
+//! allowed), `cluster-scoped` (create the Namespace `<cm>-ns`), `self` (report whether the
+//! event's object carries managedFields).
 
 use serde_json::{Value, json};
 
@@ -201,6 +202,13 @@ impl Guest for Testkit {
                     .unwrap_or_else(|| "allowed".into());
                 vec![create(out(json!({"readError": err})), false, true)]
             }
+            "self" => vec![create(
+                out(
+                    json!({"managedFields": obj["metadata"].get("managedFields").is_some().to_string()}),
+                ),
+                false,
+                true,
+            )],
             "cluster-scoped" => vec![create(
                 json!({"apiVersion": "v1", "kind": "Namespace",
                        "metadata": {"name": format!("{cm}-ns")}})

@@ -1,6 +1,9 @@
 //! kubectl against the embedded API server, through the kubeconfig it writes:
-//! server-side apply of a CRD and an instance, `get -o yaml` with managedFields,
-//! `get -w` seeing a later change, and `delete`. Skipped (loudly) without kubectl.
+//! server-side and client-side apply of a CRD, an instance and a ConfigMap with
+//! kubectl's default validation, `get -o yaml` with managedFields, `get -w` seeing a
+//! later change, and `delete`; `explain` and client-side validation from the OpenAPI
+//! documents; the imperative commands that send protobuf. Skipped (loudly) without
+//! kubectl.
 
 #[path = "apiserver_support.rs"]
 mod support;
@@ -60,6 +63,24 @@ impl Kubectl {
     }
 }
 
+/// A kubectl bound to `server` through a kubeconfig in `dir`; `None` without kubectl.
+fn kubectl_for(server: &kubewasm_apiserver::ApiServer, dir: &Path) -> Option<Kubectl> {
+    let Some(bin) = kubectl_path() else {
+        eprintln!("\n\n********** SKIPPED: kubectl not on PATH **********\n");
+        println!("SKIPPED: kubectl not on PATH");
+        return None;
+    };
+    let kubeconfig = dir.join("kubeconfig");
+    server
+        .write_kubeconfig(&kubeconfig)
+        .expect("kubeconfig written");
+    Some(Kubectl {
+        bin,
+        kubeconfig,
+        home: dir.to_path_buf(),
+    })
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, text).expect("write manifest");
@@ -87,15 +108,7 @@ async fn kubectl_apply_get_watch_delete() {
 
     let crd = serde_json::to_string_pretty(&widget_crd()).expect("crd");
     let crd_file = write(dir.path(), "crd.json", &crd);
-    let out = k
-        .run(&[
-            "apply",
-            "--server-side",
-            "--validate=false",
-            "-f",
-            &crd_file,
-        ])
-        .await;
+    let out = k.run(&["apply", "--server-side", "-f", &crd_file]).await;
     assert!(
         out.contains(
             "customresourcedefinition.apiextensions.k8s.io/widgets.example.com serverside-applied"
@@ -104,15 +117,7 @@ async fn kubectl_apply_get_watch_delete() {
     );
     let instance = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\n  labels:\n    app: demo\nspec:\n  a: hello\n";
     let inst_file = write(dir.path(), "w1.yaml", instance);
-    let out = k
-        .run(&[
-            "apply",
-            "--server-side",
-            "--validate=false",
-            "-f",
-            &inst_file,
-        ])
-        .await;
+    let out = k.run(&["apply", "--server-side", "-f", &inst_file]).await;
     assert!(
         out.contains("widget.example.com/w1 serverside-applied"),
         "{out}"
@@ -142,9 +147,9 @@ async fn kubectl_apply_get_watch_delete() {
         "cm.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata:\n  k: v\n",
     );
-    let cm_out = k.run(&["apply", "--validate=false", "-f", &cm_file]).await;
+    let cm_out = k.run(&["apply", "-f", &cm_file]).await;
     assert!(cm_out.contains("configmap/plain created"), "{cm_out}");
-    let cm_out = k.run(&["apply", "--validate=false", "-f", &cm_file]).await;
+    let cm_out = k.run(&["apply", "-f", &cm_file]).await;
     assert!(
         cm_out.contains("configmap/plain unchanged"),
         "client-side apply converges: {cm_out}"
@@ -202,5 +207,232 @@ async fn kubectl_apply_get_watch_delete() {
     );
     let out = k.run(&["delete", "-f", &crd_file]).await;
     assert!(out.contains("deleted"), "{out}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_and_client_side_validation_use_the_openapi_documents() {
+    let (server, _client) = server().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(k) = kubectl_for(&server, dir.path()) else {
+        return;
+    };
+    let crd = serde_json::to_string_pretty(&widget_crd()).expect("crd");
+    let crd_file = write(dir.path(), "crd.json", &crd);
+    let out = k.run(&["create", "-f", &crd_file]).await;
+    assert!(out.contains("created"), "{out}");
+
+    // explain renders the CRD's schema from /openapi/v3.
+    let out = k.run(&["explain", "widgets.spec"]).await;
+    assert!(out.contains("KIND:       Widget"), "{out}");
+    assert!(out.contains("GROUP:      example.com"), "{out}");
+    assert!(out.contains("FIELD: spec <Object>"), "{out}");
+    for field in [
+        "replicas\t<integer>",
+        "ports\t<[]Object>",
+        "tags\t<[]string>",
+        "a\t<string>",
+    ] {
+        assert!(out.contains(field), "explain shows {field}: {out}");
+    }
+    let out = k.run(&["explain", "widget.spec.ports"]).await;
+    assert!(out.contains("port\t<integer>"), "{out}");
+
+    // --validate=strict (the default): the v3 documents do not offer fieldValidation,
+    // so kubectl validates against /openapi/v2 and rejects unknown fields itself.
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w2\nspec:\n  a: x\n  bogus: 1\n",
+    );
+    for args in [
+        vec!["apply", "-f", bad.as_str()],
+        vec!["create", "-f", bad.as_str()],
+        vec![
+            "apply",
+            "--server-side",
+            "--validate=strict",
+            "-f",
+            bad.as_str(),
+        ],
+    ] {
+        let err = k.fails(&args).await;
+        assert!(
+            err.contains("unknown field \"bogus\" in com.example.v1.Widget.spec"),
+            "{args:?}: {err}"
+        );
+    }
+    let err = k.fails(&["get", "widget", "w2"]).await;
+    assert!(
+        err.contains("NotFound") || err.contains("not found"),
+        "{err}"
+    );
+    // A type mismatch is caught client-side too.
+    let bad_type = write(
+        dir.path(),
+        "bad-type.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w3\nspec:\n  replicas: many\n",
+    );
+    let err = k.fails(&["apply", "-f", &bad_type]).await;
+    assert!(
+        err.contains("ValidationError(Widget.spec.replicas)"),
+        "{err}"
+    );
+    // Without client-side validation the server prunes the unknown field.
+    let out = k.run(&["apply", "--validate=false", "-f", &bad]).await;
+    assert!(out.contains("widget.example.com/w2 created"), "{out}");
+    let spec = k
+        .run(&["get", "widget", "w2", "-o", "jsonpath={.spec}"])
+        .await;
+    assert_eq!(spec, "{\"a\":\"x\"}");
+    // Fields under x-kubernetes-preserve-unknown-fields pass client-side validation.
+    let free = write(
+        dir.path(),
+        "free.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w4\nspec:\n  free:\n    any: [1, 2]\n",
+    );
+    let out = k.run(&["apply", "-f", &free]).await;
+    assert!(out.contains("widget.example.com/w4 created"), "{out}");
+    server.shutdown().await;
+}
+
+/// kubectl's typed commands send Kubernetes protobuf (`k8s\0` + runtime.Unknown) and
+/// accept protobuf or JSON; the server decodes the typed message, stores its JSON
+/// and answers JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_imperative_commands_send_protobuf() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret, Service, ServiceAccount};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+    let (server, client) = server().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(k) = kubectl_for(&server, dir.path()) else {
+        return;
+    };
+    let commands: [(&[&str], &str); 7] = [
+        (&["create", "namespace", "ns1"], "namespace/ns1 created"),
+        (
+            &["create", "secret", "generic", "s", "--from-literal=a=b"],
+            "secret/s created",
+        ),
+        (
+            &["create", "configmap", "c", "--from-literal=k=v"],
+            "configmap/c created",
+        ),
+        (
+            &["create", "serviceaccount", "sa"],
+            "serviceaccount/sa created",
+        ),
+        (
+            &["create", "deployment", "web", "--image=nginx"],
+            "deployment.apps/web created",
+        ),
+        (&["run", "p", "--image=nginx"], "pod/p created"),
+        (
+            &["expose", "deployment", "web", "--port=80"],
+            "service/web exposed",
+        ),
+    ];
+    for (args, expected) in commands {
+        let out = k.run(args).await;
+        assert!(out.contains(expected), "kubectl {args:?}: {out}");
+    }
+
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let ns1 = ns.get("ns1").await.expect("namespace ns1");
+    assert_eq!(ns1.status.and_then(|s| s.phase).as_deref(), Some("Active"));
+
+    let secret = Api::<Secret>::default_namespaced(client.clone())
+        .get("s")
+        .await
+        .expect("secret s");
+    let data = secret.data.expect("secret data");
+    assert_eq!(data.get("a").map(|b| b.0.as_slice()), Some(&b"b"[..]));
+    let raw_secret = Api::<DynamicObject>::namespaced_with(
+        client.clone(),
+        "default",
+        &kube::api::ApiResource::erase::<Secret>(&()),
+    )
+    .get("s")
+    .await
+    .expect("secret s as JSON");
+    assert_eq!(raw_secret.data["data"], json!({"a": "Yg=="}), "base64 of b");
+
+    let cm = Api::<ConfigMap>::default_namespaced(client.clone())
+        .get("c")
+        .await
+        .expect("configmap c");
+    assert_eq!(
+        cm.data,
+        Some([("k".to_string(), "v".to_string())].into_iter().collect())
+    );
+
+    Api::<ServiceAccount>::default_namespaced(client.clone())
+        .get("sa")
+        .await
+        .expect("serviceaccount sa");
+
+    let web = Api::<Deployment>::default_namespaced(client.clone())
+        .get("web")
+        .await
+        .expect("deployment web");
+    let app_web: std::collections::BTreeMap<String, String> =
+        [("app".to_string(), "web".to_string())]
+            .into_iter()
+            .collect();
+    assert_eq!(web.metadata.labels.as_ref(), Some(&app_web));
+    let spec = web.spec;
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.selector.match_labels.as_ref(), Some(&app_web));
+    let template_labels = spec.template.metadata.and_then(|m| m.labels);
+    assert_eq!(template_labels.as_ref(), Some(&app_web));
+    let containers = spec.template.spec.expect("pod spec").containers;
+    assert_eq!(containers.len(), 1);
+    assert_eq!(containers[0].name, "nginx");
+    assert_eq!(containers[0].image.as_deref(), Some("nginx"));
+
+    let pod = Api::<Pod>::default_namespaced(client.clone())
+        .get("p")
+        .await
+        .expect("pod p");
+    let pod_spec = pod.spec.expect("pod spec");
+    assert_eq!(pod_spec.containers[0].image.as_deref(), Some("nginx"));
+    assert_eq!(pod_spec.containers[0].name, "p");
+    assert_eq!(
+        pod.metadata
+            .labels
+            .and_then(|l| l.get("run").cloned())
+            .as_deref(),
+        Some("p")
+    );
+
+    let svc = Api::<Service>::default_namespaced(client.clone())
+        .get("web")
+        .await
+        .expect("service web");
+    let svc_spec = svc.spec.expect("service spec");
+    assert_eq!(svc_spec.selector.as_ref(), Some(&app_web));
+    let ports = svc_spec.ports.expect("service ports");
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].port, 80);
+    assert_eq!(ports[0].target_port, Some(IntOrString::Int(80)));
+    assert_eq!(ports[0].protocol.as_deref(), Some("TCP"));
+
+    // kubectl reads them back like from a cluster.
+    let out = k
+        .run(&[
+            "get",
+            "deployment",
+            "web",
+            "-o",
+            "jsonpath={.spec.template.spec.containers[0].image}",
+        ])
+        .await;
+    assert_eq!(out, "nginx");
+    let out = k
+        .run(&["get", "secret", "s", "-o", "jsonpath={.data.a}"])
+        .await;
+    assert_eq!(out, "Yg==");
     server.shutdown().await;
 }

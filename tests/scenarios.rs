@@ -411,3 +411,95 @@ async fn go_provisioner_feeds_the_rust_monitor() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// The MongoDB every language's contentsite-provisioner asks for is one the CRD accepts:
+/// our example CRD mirrors the MongoDB Enterprise operator's required fields, and the
+/// embedded API server validates against it as kube-apiserver does. The provisioner's old
+/// output (no credentials, no project) is rejected the way a real cluster rejected it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_languages_mongodb_is_accepted_by_the_mirrored_crd() {
+    use kubewasm::core::event::EventType;
+    use kubewasm::core::intent::RawIntent;
+    use kubewasm::runtime::{LoadOptions, NoCluster, PluginEngine, PluginEvent, load_plugin};
+
+    let env = Env::new().await;
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
+    let engine = PluginEngine::new().unwrap();
+    let site = json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
+        "metadata": {"name": "blog", "namespace": "default", "uid": "u-1", "generation": 1},
+        "spec": {"title": "Blog", "database": {"members": 1}}});
+    let builds = [
+        ("rust", example_plugin("contentsite-provisioner")),
+        ("js", lang_plugin("js", "contentsite-provisioner")),
+        ("python", lang_plugin("python", "contentsite-provisioner")),
+        ("c", lang_plugin("c", "contentsite-provisioner")),
+        ("go", lang_plugin("go", "contentsite-provisioner")),
+    ];
+    for (lang, wasm) in builds {
+        let plugin = load_plugin(&engine, &wasm, &LoadOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{lang}: {e}"));
+        let event = PluginEvent {
+            event_type: EventType::Added,
+            watch_id: "sites".into(),
+            object: site.to_string().into(),
+            old_object: None,
+        };
+        let intents = plugin
+            .handle(
+                &event,
+                "ContentSite default/blog",
+                std::sync::Arc::new(NoCluster),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{lang}: {e}"));
+        let mut db: Value = intents
+            .iter()
+            .find_map(|i| match i {
+                RawIntent::Create { object, .. } if object.contains("\"MongoDB\"") => {
+                    serde_json::from_str(object).ok()
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{lang}: no MongoDB intent"));
+        let name = format!("blog-db-{lang}");
+        db["metadata"]["name"] = json!(name);
+        let applied = dbs
+            .patch(
+                &name,
+                &kube::api::PatchParams::apply("kubewasm-contentsite-provisioner"),
+                &kube::api::Patch::Apply(&db),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{lang}: the CRD refused {db}: {e}"));
+        assert_eq!(
+            applied.data["spec"]["credentials"],
+            json!("mongodb-credentials"),
+            "{lang}"
+        );
+    }
+
+    // What the provisioner used to write: a real cluster said 422, and so must the stand-in.
+    let old = json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+        "metadata": {"name": "blog-db", "namespace": "default"},
+        "spec": {"type": "ReplicaSet", "members": 1, "version": "7.0.12"}});
+    match dbs
+        .patch(
+            "blog-db",
+            &kube::api::PatchParams::apply("old-provisioner"),
+            &kube::api::Patch::Apply(&old),
+        )
+        .await
+    {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!((s.code, s.reason.as_str()), (422, "Invalid"), "{s:?}");
+            assert!(
+                s.message.contains("spec.credentials: Required value"),
+                "{}",
+                s.message
+            );
+        }
+        other => panic!("the old output was not rejected: {other:?}"),
+    }
+    assert!(get(&dbs, "blog-db").await.is_none());
+}

@@ -123,21 +123,31 @@ impl StatusError {
         )
     }
 
-    /// 422 Invalid with field causes `(reason, field, message)`.
+    /// 422 Invalid with field causes `(reason, field, message)`; the message names the
+    /// qualified kind (`Kind.group`) and lists each distinct `field: message` once, in
+    /// brackets when there are several (`errors.NewInvalid` with `ToAggregate`).
     pub fn invalid(
         group: &str,
         kind: &str,
         name: &str,
         causes: Vec<(String, String, String)>,
     ) -> Self {
-        let summary: Vec<String> = causes
-            .iter()
-            .map(|(_, field, msg)| format!("{field}: {msg}"))
-            .collect();
+        let mut summary: Vec<String> = Vec::new();
+        for (_, field, msg) in &causes {
+            let line = format!("{field}: {msg}");
+            if !summary.contains(&line) {
+                summary.push(line);
+            }
+        }
         let summary = if summary.len() == 1 {
             summary.join("")
         } else {
             format!("[{}]", summary.join(", "))
+        };
+        let qualified_kind = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
         };
         let mut d = serde_json::Map::new();
         d.insert("name".into(), json!(name));
@@ -157,7 +167,7 @@ impl StatusError {
         StatusError {
             code: 422,
             reason: "Invalid".into(),
-            message: format!("{kind} \"{name}\" is invalid: {summary}"),
+            message: format!("{qualified_kind} \"{name}\" is invalid: {summary}"),
             details: Some(Value::Object(d)),
         }
     }

@@ -3,7 +3,9 @@
 
 use crate::discovery;
 use crate::error::{ApiResult, StatusError};
+use crate::openapi;
 use crate::patch::{self, PatchType};
+use crate::protobuf;
 use crate::store::{DeleteOptions, ListOptions, Ownership, Propagation, Store, Target};
 use crate::table::{self, Output};
 use crate::watch::{self, WatchRequest};
@@ -53,13 +55,65 @@ fn json_response_typed(code: u16, v: &Value, content_type: &str) -> Response {
         .unwrap_or_default()
 }
 
+fn bytes_response(code: u16, body: Vec<u8>, content_type: &str) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, content_type)
+        .body(Body::from(body))
+        .unwrap_or_default()
+}
+
 fn status_response(e: &StatusError) -> Response {
     json_response(e.code, &e.to_status())
+}
+
+/// The error Status in the media type the client takes (protobuf when it takes only that).
+fn status_response_for(e: &StatusError, accept: &str) -> Response {
+    if protobuf::accept_only_protobuf(accept)
+        && let Ok(body) = protobuf::encode(&e.to_status())
+    {
+        return bytes_response(e.code, body, protobuf::MEDIA_TYPE);
+    }
+    status_response(e)
+}
+
+/// 406: the client accepts only media types this resource cannot be served in.
+fn not_acceptable(builtin: bool) -> StatusError {
+    let types = if builtin {
+        "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+    } else {
+        "application/json, application/yaml"
+    };
+    StatusError::new(
+        406,
+        "NotAcceptable",
+        format!("only the following media types are accepted: {types}"),
+    )
+}
+
+/// A successful answer: JSON, or protobuf for a client that accepts only protobuf
+/// (as kube-apiserver, which serves built-in kinds in both; custom resources and
+/// tables have no protobuf form here and get 406 then).
+fn reply(code: u16, v: &Value, accept: &str, t: &Target) -> ApiResult<Response> {
+    if !protobuf::accept_only_protobuf(accept) {
+        return Ok(json_response(code, v));
+    }
+    if !t.info.builtin {
+        return Err(not_acceptable(false));
+    }
+    match protobuf::encode(v) {
+        Ok(body) => Ok(bytes_response(code, body, protobuf::MEDIA_TYPE)),
+        Err(protobuf::ProtoError::UnknownKind { .. }) => Err(not_acceptable(true)),
+        Err(e) => Err(StatusError::internal(format!(
+            "encoding the response as protobuf failed: {e}"
+        ))),
+    }
 }
 
 async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let accept = header_str(req.headers(), header::ACCEPT).to_string();
     let result = dispatch(&app, req).await;
     match result {
         Ok(r) => {
@@ -68,7 +122,7 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
         }
         Err(e) => {
             tracing::debug!(%method, %path, status = e.code, reason = %e.reason, message = %e.message, "request failed");
-            status_response(&e)
+            status_response_for(&e, &accept)
         }
     }
 }
@@ -143,6 +197,25 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
                 Ok(json_response(200, &discovery::group_list(&reg)))
             }
         }
+        ["openapi", "v2"] if get => {
+            let reg = app.store.registry();
+            if accept.contains("protobuf") {
+                Ok(bytes_response(
+                    200,
+                    openapi::v2_protobuf(&reg),
+                    openapi::V2_PROTOBUF,
+                ))
+            } else {
+                Ok(json_response(200, &openapi::v2(&reg)))
+            }
+        }
+        ["openapi", "v3"] if get => Ok(json_response(
+            200,
+            &openapi::v3_index(&app.store.registry()),
+        )),
+        ["openapi", "v3", rest @ ..] if get => openapi::v3_document(&app.store.registry(), rest)
+            .map(|d| json_response(200, &d))
+            .ok_or_else(StatusError::no_route),
         ["api", v] if get => discovery::resource_list(&app.store.registry(), "", v)
             .map(|d| json_response(200, &d))
             .ok_or_else(StatusError::no_route),
@@ -372,28 +445,32 @@ async fn resource(
     match (method, name) {
         (Method::GET, Some(name)) => {
             let v = store.get(&t, &name)?;
-            Ok(json_response(200, &render(&t, output, v, false)))
+            reply(200, &render(&t, output, v, false), &accept, &t)
         }
         (Method::GET, None) => {
             let opts = list_options(&q, t.info.builtin)?;
             if truthy(&q, "watch") {
+                // Watch streams are JSON only.
+                if protobuf::accept_only_protobuf(&accept) {
+                    return Err(not_acceptable(false));
+                }
                 return Ok(start_watch(app, t, opts, &q, output));
             }
             let v = store.list(&t, &opts)?;
-            Ok(json_response(200, &render(&t, output, v, true)))
+            reply(200, &render(&t, output, v, true), &accept, &t)
         }
         (Method::POST, None) => {
-            let body = decode_write_body(&content_type, &body)?;
+            let body = decode_write_body(&content_type, &body, &t)?;
             let v = store.create(
                 &t,
                 body,
                 Ownership::Track(manager_name(&q, &headers)),
                 dry_run,
             )?;
-            Ok(json_response(201, &v))
+            reply(201, &v, &accept, &t)
         }
         (Method::PUT, Some(name)) => {
-            let body = decode_write_body(&content_type, &body)?;
+            let body = decode_write_body(&content_type, &body, &t)?;
             let v = store.update(
                 &t,
                 &name,
@@ -401,7 +478,7 @@ async fn resource(
                 Ownership::Track(manager_name(&q, &headers)),
                 dry_run,
             )?;
-            Ok(json_response(200, &v))
+            reply(200, &v, &accept, &t)
         }
         (Method::PATCH, Some(name)) => {
             let kind = patch::patch_type(&content_type, t.info.builtin)?;
@@ -417,7 +494,7 @@ async fn resource(
                 let config = patch::parse_body(&body, true)?;
                 let (v, created) =
                     store.apply(&t, &name, config, &manager, truthy(&q, "force"), dry_run)?;
-                return Ok(json_response(if created { 201 } else { 200 }, &v));
+                return reply(if created { 201 } else { 200 }, &v, &accept, &t);
             }
             let v = store.patch(
                 &t,
@@ -426,33 +503,62 @@ async fn resource(
                 Ownership::Track(manager_name(&q, &headers)),
                 dry_run,
             )?;
-            Ok(json_response(200, &v))
+            reply(200, &v, &accept, &t)
         }
         (Method::DELETE, Some(name)) => {
-            let opts = delete_options(&q, &body)?;
+            let opts = delete_options(&q, &delete_body(&content_type, &body)?)?;
             let v = store.delete(&t, &name, &opts)?;
-            Ok(json_response(200, &v))
+            reply(200, &v, &accept, &t)
         }
         (Method::DELETE, None) => {
             let opts = list_options(&q, t.info.builtin)?;
-            let del = delete_options(&q, &body)?;
+            let del = delete_options(&q, &delete_body(&content_type, &body)?)?;
             let v = store.delete_collection(&t, &opts, &del)?;
-            Ok(json_response(200, &v))
+            reply(200, &v, &accept, &t)
         }
         _ => Err(StatusError::method_not_allowed()),
     }
 }
 
-fn decode_write_body(content_type: &str, body: &[u8]) -> ApiResult<Value> {
+fn decode_write_body(content_type: &str, body: &[u8], t: &Target) -> ApiResult<Value> {
     let media = content_type.split(';').next().unwrap_or("").trim();
     match media {
         "" | "application/json" | "*/*" => patch::parse_body(body, false),
         "application/yaml" | "application/apply-patch+yaml" => patch::parse_body(body, true),
+        // Built-in kinds take Kubernetes protobuf (kubectl's typed commands send it);
+        // custom resources have no protobuf form, as on kube-apiserver.
+        protobuf::MEDIA_TYPE
+            if t.info.builtin
+                && protobuf::supports(&t.info.api_version(&t.version), &t.info.kind) =>
+        {
+            protobuf::decode(body).map_err(|e| {
+                StatusError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+                    kind = t.info.kind,
+                    version = t.version,
+                ))
+            })
+        }
+        other if t.info.builtin => Err(StatusError::unsupported_media_type(
+            other,
+            &["application/json", "application/yaml", protobuf::MEDIA_TYPE],
+        )),
         other => Err(StatusError::unsupported_media_type(
             other,
             &["application/json", "application/yaml"],
         )),
     }
+}
+
+/// A DELETE body as JSON: DeleteOptions may come as protobuf from typed clients.
+fn delete_body(content_type: &str, body: &[u8]) -> ApiResult<Vec<u8>> {
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    if media != protobuf::MEDIA_TYPE || body.is_empty() {
+        return Ok(body.to_vec());
+    }
+    let v = protobuf::decode(body)
+        .map_err(|e| StatusError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+    Ok(serde_json::to_vec(&v).unwrap_or_default())
 }
 
 fn start_watch(

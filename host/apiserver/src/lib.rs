@@ -4,9 +4,11 @@
 //! It serves discovery, CRUD, list/watch with resourceVersions (and 410 Expired
 //! after compaction), server-side apply with managedFields and conflicts, merge and
 //! JSON patches, the status subresource, CustomResourceDefinitions registered at
-//! run time and ownerReference garbage collection, over HTTP or HTTPS on loopback,
-//! so kube-rs and kubectl talk to it exactly as to a cluster. See the README for
-//! what it does not emulate.
+//! run time with OpenAPI schema validation of their objects, the `/openapi/v2|v3`
+//! documents kubectl reads, Kubernetes protobuf bodies of built-in kinds, and
+//! ownerReference garbage collection, over HTTP or HTTPS on loopback, so kube-rs and
+//! kubectl talk to it exactly as to a cluster. See the README for what it does not
+//! emulate.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kubewasm_apiserver::Error> {
@@ -26,12 +28,15 @@ pub mod gc;
 pub mod http;
 pub mod kubeconfig;
 pub mod meta;
+pub mod openapi;
 pub mod patch;
+pub mod protobuf;
 pub mod registry;
 pub mod schema;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod validation;
 pub mod watch;
 
 pub use error::{Error, StatusError};

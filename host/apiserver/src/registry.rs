@@ -2,6 +2,7 @@
 //! CustomResourceDefinitions register while the server runs.
 
 use crate::schema::{self, Schema};
+use crate::validation::Validator;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,6 +44,24 @@ pub struct VersionInfo {
     pub columns: Vec<PrinterColumn>,
     /// True when unknown fields are pruned (CRDs with a structural schema).
     pub prune: bool,
+    /// OpenAPI validation of the CRD version's schema (`None` for built-ins).
+    pub validator: Option<Arc<Validator>>,
+    /// The CRD version's `openAPIV3Schema` as written, for the OpenAPI documents.
+    pub openapi: Option<Arc<Value>>,
+}
+
+impl VersionInfo {
+    /// What the apiserver's decoder does to a custom resource before validation: drops
+    /// unknown fields and `null`s of non-nullable fields (when the schema prunes).
+    pub fn prune(&self, obj: &mut Value) {
+        if !self.prune {
+            return;
+        }
+        self.schema.prune(obj);
+        if let Some(v) = &self.validator {
+            v.prune_nulls(obj);
+        }
+    }
 }
 
 /// A served resource.
@@ -353,6 +372,8 @@ impl Registry {
                     schema: schema::builtin(group, kind),
                     columns: vec![],
                     prune: false,
+                    validator: None,
+                    openapi: None,
                 }],
                 status,
                 generation,
@@ -546,6 +567,8 @@ fn crd_info(crd: &Value) -> Option<ResourceInfo> {
             schema: schema::from_openapi(root),
             columns,
             prune,
+            validator: root.map(|r| Arc::new(Validator::new(r))),
+            openapi: root.map(|r| Arc::new(r.clone())),
         });
     }
     if versions.is_empty() {

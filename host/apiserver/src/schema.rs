@@ -290,25 +290,33 @@ fn convert(s: &Value) -> Schema {
         }
         "array" => {
             let item = s.get("items").map(convert).unwrap_or(Schema::Deduced);
-            let kind = match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
-                Some("set") => ListKind::Set,
-                Some("map") => ListKind::Map(
-                    s.get("x-kubernetes-list-map-keys")
-                        .and_then(Value::as_array)
-                        .map(|keys| {
-                            keys.iter()
-                                .filter_map(|k| k.as_str().map(String::from))
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                ),
-                _ => ListKind::Atomic,
-            };
-            Schema::List(Arc::new(ListSchema { kind, item }))
+            Schema::List(Arc::new(ListSchema {
+                kind: list_kind(s),
+                item,
+            }))
         }
         "" if preserve => Schema::Deduced,
         "" if s.get("properties").is_some() => convert(&with_type(s, "object")),
         _ => Schema::Atomic,
+    }
+}
+
+/// The item identity an OpenAPI array schema declares (`x-kubernetes-list-type` and
+/// `x-kubernetes-list-map-keys`); shared by server-side apply and validation.
+pub fn list_kind(s: &Value) -> ListKind {
+    match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => ListKind::Set,
+        Some("map") => ListKind::Map(
+            s.get("x-kubernetes-list-map-keys")
+                .and_then(Value::as_array)
+                .map(|keys| {
+                    keys.iter()
+                        .filter_map(|k| k.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        _ => ListKind::Atomic,
     }
 }
 

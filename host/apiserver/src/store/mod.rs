@@ -458,8 +458,8 @@ impl Store {
         }
         check_body_identity(t, name, &config)?;
         check_type(t, &config)?;
-        if let Some(v) = t.info.version(&t.version).filter(|v| v.prune) {
-            v.schema.prune(&mut config);
+        if let Some(v) = t.info.version(&t.version) {
+            v.prune(&mut config);
         }
         if t.info.status {
             if t.is_status() {
@@ -885,6 +885,7 @@ impl State {
                 o.insert("status".into(), status);
             }
         }
+        validate_schema(t, &name, &body, None)?;
         if dry_run {
             return Ok(Arc::new(body));
         }
@@ -1022,6 +1023,7 @@ impl State {
                 .unwrap_or(0);
             set_meta(&mut new, "generation", json!(g + 1));
         }
+        validate_schema(t, name, &new, Some(old))?;
         if strip_for_compare(&new) == strip_for_compare(old) {
             return Ok(old.clone());
         }
@@ -1125,6 +1127,28 @@ impl State {
     }
 }
 
+/// OpenAPI validation of a custom resource against its CRD version's schema, after
+/// pruning, as the apiserver's create/update strategies do; on update unchanged
+/// values are ratcheted and the status subresource validates `.status` only.
+fn validate_schema(t: &Target, name: &str, new: &Value, old: Option<&Value>) -> ApiResult<()> {
+    let Some(validator) = t.info.version(&t.version).and_then(|v| v.validator.clone()) else {
+        return Ok(());
+    };
+    let errs = match old {
+        Some(old) if t.is_status() => validator.validate_status(new, old),
+        old => validator.validate(new, old),
+    };
+    if errs.is_empty() {
+        return Ok(());
+    }
+    Err(crate::validation::invalid(
+        &t.info.group,
+        &t.info.kind,
+        name,
+        &errs,
+    ))
+}
+
 fn set_managed(obj: &mut Value, entries: &[ManagedEntry]) {
     if entries.is_empty() {
         meta::remove_meta(obj, "managedFields");
@@ -1140,8 +1164,8 @@ fn stamp_identity(t: &Target, body: &mut Value, version: &str, name: &str) {
         o.insert("apiVersion".into(), json!(t.info.api_version(version)));
         o.insert("kind".into(), json!(t.info.kind));
     }
-    if let Some(v) = t.info.version(&t.version).filter(|v| v.prune) {
-        v.schema.prune(body);
+    if let Some(v) = t.info.version(&t.version) {
+        v.prune(body);
     }
     let m = meta::meta_mut(body);
     m.insert("name".into(), json!(name));

@@ -729,7 +729,7 @@ async fn conflict(s: &'static Suite) {
             "data": {"action": "write-shared"}}),
     )
     .await;
-    let shared = eventually("ConfigMap shared = b", CONVERGE, || {
+    eventually("ConfigMap shared = b", CONVERGE, || {
         let cms = cms.clone();
         async move {
             get(&cms, "shared")
@@ -738,6 +738,15 @@ async fn conflict(s: &'static Suite) {
         }
     })
     .await;
+    // Whichever writer applied first, the forcing one owns the field now. Touch the trigger:
+    // both write again, and the non-forcing writer's apply must conflict.
+    cms.patch(
+        "contested",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"round": "2"}})),
+    )
+    .await
+    .expect("touch the trigger");
     let refusal = eventually("writer-a's 409 naming writer-b", CONVERGE, || async {
         with_host(s, |h| {
             h.logs().into_iter().find(|l| {
@@ -752,6 +761,12 @@ async fn conflict(s: &'static Suite) {
     assert!(
         field(&refusal, "error").contains("kubewasm-writer-b"),
         "{refusal}"
+    );
+    let shared = get(&cms, "shared").await.expect("shared");
+    assert_eq!(
+        shared.data["data"]["key"],
+        json!("b"),
+        "the non-forcing writer took the field"
     );
     let owners: BTreeMap<String, String> = shared
         .managed_fields()

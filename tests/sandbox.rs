@@ -849,3 +849,51 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     let sa = env.api("v1", "ServiceAccount", "serviceaccounts", Some("kubewasm"));
     assert!(get(&sa, "kubewasm").await.is_some());
 }
+
+/// Files of the plugin directory are hostile: a settings file that is a symlink out of the
+/// directory (to a service-account token, say) rejects its plugin without reading it to the
+/// plugin, an oversized one is refused, and a YAML alias bomb is refused quickly; the good
+/// plugin keeps working meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_plugin_directory_files_are_refused() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[]);
+    let outside = tempfile::tempdir().unwrap();
+    let token = outside.path().join("token");
+    std::fs::write(&token, "name: stolen\nsecret: eyJhbGciOi\n").unwrap();
+    let wasm = test_plugin("testkit");
+    std::fs::copy(&wasm, env.plugins.join("linked.wasm")).unwrap();
+    std::os::unix::fs::symlink(&token, env.plugins.join("linked.yaml")).unwrap();
+    std::fs::copy(&wasm, env.plugins.join("huge.wasm")).unwrap();
+    std::fs::write(env.plugins.join("huge.yaml"), vec![b'#'; (2 << 20) + 1]).unwrap();
+    std::fs::copy(&wasm, env.plugins.join("bomb.wasm")).unwrap();
+    let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+    for i in 1..10 {
+        let p = i - 1;
+        bomb.push_str(&format!(
+            "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+        ));
+    }
+    std::fs::write(env.plugins.join("bomb.yaml"), bomb).unwrap();
+    let host = env.start_host(LIMITS);
+    for (file, reason) in [
+        ("linked.wasm", "outside the plugin directory"),
+        ("huge.wasm", "over the limit"),
+        ("bomb.wasm", "repetition limit exceeded"),
+    ] {
+        let line = host
+            .wait_log(file, |l| {
+                field(l, "message") == "plugin rejected" && field(l, "error").contains(file)
+            })
+            .await;
+        assert!(field(&line, "error").contains(reason), "{line}");
+        assert!(!field(&line, "error").contains("eyJhbGciOi"), "{line}");
+    }
+    good_keeps_working(&env, "files").await;
+    assert!(
+        host.matching(|l| field(l, "message") == "plugin loaded" && field(l, "plugin") == "stolen")
+            .is_empty(),
+        "the linked settings were handed to a plugin"
+    );
+    assert_eq!(host.stop(), Some(0));
+}

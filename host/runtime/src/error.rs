@@ -14,6 +14,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A plugin file was not read: it leads out of the plugin directory, or is too large.
+    #[error("plugin {path}: not read: {reason}")]
+    Refused {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: crate::loader::FileRefusal,
+    },
     /// A plugin file is not a WebAssembly component.
     #[error("plugin {path}: not a WebAssembly component: {reason}")]
     NotWasm {

@@ -58,6 +58,59 @@ pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
     Ok(files)
 }
 
+/// Largest plugin component read (the Python and JavaScript runtimes bundle an
+/// interpreter: their components are ~12–20 MB).
+pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
+/// Largest settings file read.
+pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+
+/// Why a file of the plugin directory was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileRefusal {
+    /// A symlink that leads out of the plugin directory (e.g. to a service-account
+    /// token): the plugin would be handed a file it has no business reading.
+    #[error("it resolves to {0}, outside the plugin directory")]
+    OutsideDirectory(PathBuf),
+    /// Over the size limit.
+    #[error("it is {size} bytes, over the limit of {max}")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// Reading failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Read a file of the plugin directory: it must resolve (through any symlinks, as
+/// ConfigMap volumes' `..data` links do) to a file inside that directory, and be at most
+/// `max` bytes.
+pub fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusal> {
+    use std::io::Read;
+    let dir = path.parent().unwrap_or(Path::new(".")).canonicalize()?;
+    let real = path.canonicalize()?;
+    if !real.starts_with(&dir) {
+        return Err(FileRefusal::OutsideDirectory(real));
+    }
+    let file = std::fs::File::open(&real)?;
+    let size = file.metadata()?.len();
+    if size > max {
+        return Err(FileRefusal::TooLarge { size, max });
+    }
+    // The file may grow between the check and the read: read at most one byte more.
+    let mut bytes = Vec::with_capacity(size as usize);
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(FileRefusal::TooLarge {
+            size: bytes.len() as u64,
+            max,
+        });
+    }
+    Ok(bytes)
+}
+
 /// The settings file beside a plugin, converted to JSON text.
 pub fn read_settings(wasm: &Path) -> Result<Option<String>, Error> {
     for ext in ["yaml", "yml", "json"] {
@@ -70,7 +123,8 @@ pub fn read_settings(wasm: &Path) -> Result<Option<String>, Error> {
             settings: path.clone(),
             reason,
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let bytes = read_confined(&path, MAX_SETTINGS_BYTES).map_err(|e| bad(e.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|e| bad(e.to_string()))?;
         let value: serde_json::Value = if ext == "json" {
             serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?
         } else {
@@ -157,9 +211,15 @@ impl LimitOverrides {
 impl PluginFile {
     /// Read a plugin and its settings.
     pub fn read(path: &Path) -> Result<Self, Error> {
-        let bytes = std::fs::read(path).map_err(|source| Error::Read {
-            path: path.to_path_buf(),
-            source,
+        let bytes = read_confined(path, MAX_COMPONENT_BYTES).map_err(|reason| match reason {
+            FileRefusal::Io(source) => Error::Read {
+                path: path.to_path_buf(),
+                source,
+            },
+            reason => Error::Refused {
+                path: path.to_path_buf(),
+                reason,
+            },
         })?;
         let (settings, overrides) = split_settings(path, read_settings(path)?)?;
         let digest = hex::encode(Sha256::digest(&bytes));
@@ -353,6 +413,58 @@ mod tests {
         std::fs::write(dir.path().join("p.yaml"), "kubewasm: {memoryMB: 1}\n").unwrap();
         let err = PluginFile::read(&wasm).err().unwrap().to_string();
         assert!(err.contains("unknown field `memoryMB`"), "{err}");
+    }
+
+    #[test]
+    fn files_must_stay_inside_the_plugin_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("token");
+        std::fs::write(&secret, "a: service-account-token").unwrap();
+        // A ConfigMap volume: NAME.yaml -> ..data/NAME.yaml -> ..2026_12_01/NAME.yaml.
+        let ts = dir.path().join("..2026_12_01");
+        std::fs::create_dir(&ts).unwrap();
+        std::fs::write(ts.join("ok.yaml"), "a: 1").unwrap();
+        std::os::unix::fs::symlink("..2026_12_01", dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/ok.yaml", dir.path().join("ok.yaml")).unwrap();
+        assert_eq!(
+            read_settings(&dir.path().join("ok.wasm"))
+                .unwrap()
+                .as_deref(),
+            Some(r#"{"a":1}"#)
+        );
+        std::os::unix::fs::symlink(&secret, dir.path().join("evil.yaml")).unwrap();
+        let err = read_settings(&dir.path().join("evil.wasm"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("outside the plugin directory"), "{err}");
+        assert!(!err.contains("service-account-token"), "{err}");
+    }
+
+    #[test]
+    fn oversized_files_and_yaml_alias_bombs_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.yaml");
+        std::fs::write(&big, vec![b'#'; (MAX_SETTINGS_BYTES + 1) as usize]).unwrap();
+        let err = read_settings(&dir.path().join("big.wasm"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("over the limit"), "{err}");
+        // Nine levels of nine aliases: a few hundred bytes that would expand to 9^9 nodes.
+        let mut bomb = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..10 {
+            let p = i - 1;
+            bomb.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        std::fs::write(dir.path().join("bomb.yaml"), bomb).unwrap();
+        let started = std::time::Instant::now();
+        let err = read_settings(&dir.path().join("bomb.wasm"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad settings file"), "{err}");
+        eprintln!("alias bomb refused in {:?}: {err}", started.elapsed());
     }
 
     #[test]

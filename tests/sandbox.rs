@@ -897,3 +897,32 @@ async fn hostile_plugin_directory_files_are_refused() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// A plugin file may only speak as itself: `impostor.wasm` declaring the name `good` (the
+/// field manager `kubewasm-good`) is rejected, and the real `good` keeps its name and work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_name_must_equal_its_file_name() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[]);
+    env.add_plugin(&test_plugin("testkit"), "impostor", Some(GOOD));
+    let host = env.start_host(LIMITS);
+    let line = host
+        .wait_log("impostor rejected", |l| {
+            field(l, "message") == "plugin rejected" && field(l, "error").contains("impostor.wasm")
+        })
+        .await;
+    assert!(
+        field(&line, "error")
+            .contains(r#"the manifest's name "good" must equal the file name "impostor""#),
+        "{line}"
+    );
+    good_keeps_working(&env, "impostor").await;
+    assert!(
+        host.matching(
+            |l| field(l, "message") == "plugin rejected" && field(l, "error").contains("good.wasm")
+        )
+        .is_empty(),
+        "the real plugin was displaced"
+    );
+    assert_eq!(host.stop(), Some(0));
+}

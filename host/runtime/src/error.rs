@@ -85,6 +85,15 @@ pub enum ManifestRejection {
     /// The manifest is invalid.
     #[error(transparent)]
     Invalid(#[from] kubewasm_core::manifest::ManifestError),
+    /// The manifest names another plugin than the file: the name is the field manager
+    /// and the plugin's identity, so `a.wasm` may not speak as `web`.
+    #[error("the manifest's name {name:?} must equal the file name {file:?} (without .wasm)")]
+    NameMismatch {
+        /// What the manifest says.
+        name: String,
+        /// The file's stem.
+        file: String,
+    },
 }
 
 /// Why a plugin call failed.

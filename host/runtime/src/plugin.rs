@@ -187,6 +187,13 @@ impl CompiledPlugin {
         manifest
             .validate()
             .map_err(|e| reject(ManifestRejection::Invalid(e)))?;
+        let file = file_stem(&self.path);
+        if manifest.name != file {
+            return Err(reject(ManifestRejection::NameMismatch {
+                name: manifest.name,
+                file,
+            }));
+        }
         Ok(manifest)
     }
 

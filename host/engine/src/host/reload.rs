@@ -37,6 +37,51 @@ impl FileState {
     }
 }
 
+/// A plugin that came into effect, for the log.
+enum Announcement {
+    Loaded {
+        name: String,
+        version: String,
+        how: &'static str,
+        took: std::time::Duration,
+        file: PathBuf,
+        watches: usize,
+    },
+    Replaced {
+        name: String,
+        from: String,
+        to: String,
+        how: &'static str,
+        took: std::time::Duration,
+        file: PathBuf,
+    },
+}
+
+impl Announcement {
+    fn log(self) {
+        match self {
+            Announcement::Loaded {
+                name,
+                version,
+                how,
+                took,
+                file,
+                watches,
+            } => tracing::info!(plugin = %name, version = %version, how, took = ?took,
+                file = %file.display(), watches, "plugin loaded"),
+            Announcement::Replaced {
+                name,
+                from,
+                to,
+                how,
+                took,
+                file,
+            } => tracing::info!(plugin = %name, from = %from, to = %to, how, took = ?took,
+                file = %file.display(), "plugin replaced"),
+        }
+    }
+}
+
 /// Loads the plugin directory and keeps the environment in line with it.
 pub(crate) struct Reloader {
     pub(crate) dir: PathBuf,
@@ -120,6 +165,9 @@ impl Reloader {
         let mut env = (*self.current().get()).clone();
         let mut replays = Vec::new();
         let mut removed = Vec::new();
+        // Said once the new environment is in effect, so "loaded" and "replaced" are true
+        // when they are read.
+        let mut announced = Vec::new();
 
         for path in &listing {
             let file = match PluginFile::read(path) {
@@ -178,14 +226,25 @@ impl Reloader {
                     let old_version = active.plugin.manifest.version.clone();
                     active.plugin = plugin.clone();
                     active.routes = Active::routes_of(&plugin);
-                    tracing::info!(plugin = %name, from = %old_version, to = %plugin.manifest.version,
-                        how, took = ?loaded.took, file = %path.display(), "plugin replaced");
+                    announced.push(Announcement::Replaced {
+                        name: name.clone(),
+                        from: old_version,
+                        to: plugin.manifest.version.clone(),
+                        how,
+                        took: loaded.took,
+                        file: path.clone(),
+                    });
                     replays.push(Replay::Replaced(name.clone()));
                 }
                 None => {
-                    tracing::info!(plugin = %name, version = %plugin.manifest.version, how,
-                        took = ?loaded.took, file = %path.display(),
-                        watches = plugin.manifest.watches.len(), "plugin loaded");
+                    announced.push(Announcement::Loaded {
+                        name: name.clone(),
+                        version: plugin.manifest.version.clone(),
+                        how,
+                        took: loaded.took,
+                        file: path.clone(),
+                        watches: plugin.manifest.watches.len(),
+                    });
                     env.plugins.insert(name.clone(), self.new_active(plugin));
                     replays.push(Replay::Added(name.clone()));
                 }
@@ -237,6 +296,9 @@ impl Reloader {
                 .map(|a| a.plugin.digest.clone())
                 .collect();
             self.loader.retain(&digests);
+        }
+        for a in announced {
+            a.log();
         }
         self.publish_status(&self.current().get(), &files, nothing_changed);
         self.loaded_once.store(true, Ordering::Release);

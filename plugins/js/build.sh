@@ -70,6 +70,9 @@ for name in "${names[@]}"; do
         echo "$name: up to date"
     else
         echo "$name: componentize-js $cjs_version"
+        # One line naming the fix when the plugin exports no `handler` (check-entry.mjs;
+        # `kubewasm build` can run the same check on a project's main module).
+        node "$here/check-entry.mjs" "$stage/$name/index.js" || exit 1
         # Disable both http and fetch-event, or the component imports wasi:http.
         # No --aot: it needs the network.
         # Run from the stage folder with a relative entry path: componentize-js mangles an

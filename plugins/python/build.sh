@@ -70,6 +70,9 @@ for dir in "$here"/*/; do
     wasm="$out_dir/$name.wasm"
     if [ "${FORCE:-0}" = 1 ] || [ ! -f "$wasm" ] || [ "$(cat "$stage_root/$name.sha256" 2>/dev/null)" != "$key" ]; then
         echo "python: building $name"
+        # One line naming the fix instead of componentize-py's backtrace when app.py
+        # exports no Handler (check_app.py; `kubewasm build` can run the same check).
+        "${PYTHON:-python3}" "$here/check_app.py" "$stage" || exit 1
         (cd "$stage" && "$cpy" -q -d "$wit" -w "$world" componentize app -p "$stage" -o "$wasm.tmp")
         mv "$wasm.tmp" "$wasm"
         echo "$key" >"$stage_root/$name.sha256"

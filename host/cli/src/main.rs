@@ -3,12 +3,15 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod logfmt;
 
 use std::io::IsTerminal;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use cmd::{dev, inspect, rbac, run, test};
 
@@ -69,13 +72,26 @@ enum Command {
 
 fn init_logging(cli: &Cli) -> Result<()> {
     let filter = EnvFilter::try_new(&cli.log).context("bad --log filter")?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
     match cli.log_format {
-        LogFormat::Text => builder.with_target(false).compact().init(),
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        // Each field once: the event's own, then the spans' it does not name (logfmt).
+        LogFormat::Text => tracing_subscriber::registry()
+            .with(filter)
+            .with(logfmt::SpanFields)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .event_format(logfmt::Text)
+                    .with_writer(std::io::stderr)
+                    .with_ansi(std::io::stderr().is_terminal()),
+            )
+            .try_init()
+            .context("installing the logger")?,
+        LogFormat::Json => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .json()
+            .flatten_event(true)
+            .init(),
     }
     Ok(())
 }

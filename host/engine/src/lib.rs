@@ -26,6 +26,7 @@ pub mod error;
 pub mod host;
 pub mod ops;
 pub mod rbac;
+pub mod record;
 pub mod watch;
 
 pub use error::Error;

@@ -92,6 +92,15 @@ pub struct HostArgs {
     /// This replica's identity in the Lease and in Events (default: hostname-pid).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Write each handled event (the object, what the plugin read through `host.get` /
+    /// `host.list`, the intents it returned) as a `kubewasm test` case under
+    /// DIR/PLUGIN/, so the cluster's behaviour replays offline. Secrets' values are
+    /// redacted unless --record-secrets.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// With --record: keep Secrets' data in clear text in the recorded cases.
+    #[arg(long, requires = "record")]
+    record_secrets: bool,
     /// How long a Lease is valid without renewal.
     #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
     lease_duration: Duration,
@@ -156,6 +165,10 @@ impl HostArgs {
             leadership: Leadership::always(),
             event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
             identity: self.identity(),
+            record: self.record.clone().map(|dir| kubewasm::record::RecordConfig {
+                dir,
+                secrets: self.record_secrets,
+            }),
         })
     }
 

@@ -3,26 +3,28 @@
 //!
 //! The file format is documented in `plugins/conformance/README.md`.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use kubewasm::Error;
 use kubewasm::apply::manifests::files_with_extensions;
-use kubewasm::core::admit::{self, AdmitError, Trigger};
+use kubewasm::core::admit::{self, AdmitError, Prepared, Trigger};
 use kubewasm::core::event::EventType;
-use kubewasm::core::intent::{self, RawIntent};
+use kubewasm::core::intent::RawIntent;
 use kubewasm::core::kind::{self, KindInfo, ResolveError, Resolver};
 use kubewasm::core::resource::{ResourceRef, TypeRef};
 use kubewasm::core::selector::LabelSelector;
+use kubewasm::record::{TestCase, intent_json, show_owner_references};
+use kubewasm::runtime::plugin::InstancePolicy;
 use kubewasm::runtime::{
     CallError, ClusterView, CompiledPlugin, LoadOptions, Loader, PluginEngine, PluginEvent,
     PluginFile, ReadError,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// Flags of `kubewasm test`.
@@ -37,9 +39,39 @@ pub struct TestArgs {
     /// Rewrite each case's expectation with the plugin's actual output.
     #[arg(long)]
     update: bool,
-    /// Keep compiled plugins here between runs.
+    /// Keep compiled plugins here between runs: a big component (Python, JavaScript)
+    /// then loads in milliseconds instead of compiling for seconds on every run.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Which instances run the cases: `fresh` (a new instance per case), `reused` (all
+    /// cases of a plugin and settings through one instance, in order, as `run` reuses
+    /// its pooled instances), or `both` (each case both ways; catches a plugin that keeps
+    /// state between calls, for the cost of one warm call per case).
+    #[arg(long, value_enum, default_value = "both")]
+    instances: Instances,
+}
+
+/// Which instances run the cases.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Instances {
+    /// A new instance for every case.
+    Fresh,
+    /// One instance per plugin and settings, reused by every case in order.
+    Reused,
+    /// Every case on a fresh instance and on the reused one.
+    #[default]
+    Both,
+}
+
+impl Instances {
+    /// The modes to run, in order: `reuse` flags.
+    fn modes(self) -> &'static [bool] {
+        match self {
+            Instances::Fresh => &[false],
+            Instances::Reused => &[true],
+            Instances::Both => &[false, true],
+        }
+    }
 }
 
 /// `kubewasm test`: print the report; exit 1 when any case failed.
@@ -49,6 +81,7 @@ pub async fn command(args: TestArgs) -> Result<()> {
         plugin: args.plugin,
         update: args.update,
         cache_dir: args.cache_dir,
+        instances: args.instances,
     };
     let (_, failed) = run(&args.paths, &opts, &mut report).await?;
     print!("{report}");
@@ -56,62 +89,6 @@ pub async fn command(args: TestArgs) -> Result<()> {
         std::process::exit(1);
     }
     Ok(())
-}
-
-/// One test case.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct TestCase {
-    /// Shown in the report.
-    pub name: String,
-    /// The plugin file, relative to the test file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<PathBuf>,
-    /// Settings given to describe and handle (overrides the settings file beside the plugin).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub settings: Option<Value>,
-    /// Objects served to `host.get` / `host.list`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cluster: Vec<Value>,
-    /// The event.
-    pub event: CaseEvent,
-    /// What must come out.
-    pub expect: Expect,
-}
-
-/// The event of a case.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CaseEvent {
-    /// added | modified | deleted | resync.
-    #[serde(rename = "type")]
-    pub event_type: String,
-    /// Watch id; default: the plugin's first watch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub watch: Option<String>,
-    /// The object.
-    pub object: Value,
-    /// The previous object, for modified.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_object: Option<Value>,
-}
-
-/// Expected outcome.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expect {
-    /// exact (default) or subset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub r#match: Option<String>,
-    /// Expected intents, in order.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intents: Option<Vec<Value>>,
-    /// Expected failure (substring of the error).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Expected retry flag of a plugin error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<bool>,
 }
 
 /// Options of a run.
@@ -123,6 +100,8 @@ pub struct RunOptions {
     pub update: bool,
     /// Compiled-code cache directory.
     pub cache_dir: Option<PathBuf>,
+    /// Fresh, reused or both.
+    pub instances: Instances,
 }
 
 /// The objects of a case, scoped like `run` scopes reads: watched kinds and `reads` only.
@@ -233,59 +212,6 @@ impl ClusterView for FixtureCluster {
     }
 }
 
-/// An intent as test cases write it.
-fn intent_json(raw: &RawIntent) -> Value {
-    let parsed =
-        |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()));
-    let target = |t: &intent::ObjectRef| {
-        let mut v = json!({"apiVersion": t.api_version, "kind": t.kind, "name": t.name});
-        if let Some(ns) = &t.namespace {
-            v["namespace"] = json!(ns);
-        }
-        v
-    };
-    match raw {
-        RawIntent::Create {
-            object,
-            force,
-            owned_by_trigger,
-        } => {
-            json!({"create": {"object": parsed(object), "ownedByTrigger": owned_by_trigger, "force": force}})
-        }
-        RawIntent::Patch {
-            target: t,
-            body,
-            strategy,
-            status,
-            force,
-        } => json!({"patch": {
-            "target": target(t),
-            "body": parsed(body),
-            "strategy": match strategy { intent::Strategy::Apply => "apply", intent::Strategy::Merge => "merge" },
-            "status": status,
-            "force": force,
-        }}),
-        RawIntent::Delete {
-            target: t,
-            uid,
-            resource_version,
-            propagation,
-        } => {
-            let mut d = json!({"target": target(t)});
-            if let Some(u) = uid {
-                d["uid"] = json!(u);
-            }
-            if let Some(rv) = resource_version {
-                d["resourceVersion"] = json!(rv);
-            }
-            if let Some(p) = propagation {
-                d["propagation"] = json!(p.as_api());
-            }
-            json!({ "delete": d })
-        }
-    }
-}
-
 /// Fill the defaults a test author may leave out, so `{create: {object}}` equals the full form.
 fn normalize(expected: &Value) -> Value {
     let mut v = expected.clone();
@@ -351,7 +277,7 @@ async fn validate(
     plugin: &CompiledPlugin,
     raw: &[RawIntent],
     case: &TestCase,
-) -> Result<(), String> {
+) -> Result<Vec<Prepared>, String> {
     let resolver = FixtureResolver {
         objects: &case.cluster,
     };
@@ -363,32 +289,65 @@ async fn validate(
         &resolver,
     )
     .await
-    .map(|_| ())
     .map_err(|r| match r.error {
         AdmitError::Refused(e) => format!("intent #{} refused: {e}", r.index),
         e => format!("invalid intent #{}: {e}", r.index),
     })
 }
 
-/// Loads each case's plugin through the registry's loader (and its code cache), with the
-/// case's settings in place of the file's.
-async fn load(
-    loader: &Loader,
-    path: &Path,
-    settings: Option<String>,
-) -> Result<CompiledPlugin, Error> {
-    let mut file = PluginFile::read(path)?;
-    if settings.is_some() {
-        file.settings = settings;
+/// Loads the plugins of the cases: compiled once through the loader (and its code cache);
+/// a fresh `CompiledPlugin` per case for fresh instances, one per plugin and settings,
+/// kept for the whole run, for the reused instance.
+struct Plugins {
+    loader: Loader,
+    reused: HashMap<(PathBuf, Option<String>), Arc<CompiledPlugin>>,
+}
+
+impl Plugins {
+    /// The case's plugin file with the case's settings in place of the file's.
+    async fn get(
+        &mut self,
+        path: &Path,
+        settings: Option<String>,
+        reuse: bool,
+    ) -> Result<Arc<CompiledPlugin>, Error> {
+        let key = (path.to_path_buf(), settings.clone());
+        if reuse && let Some(p) = self.reused.get(&key) {
+            return Ok(p.clone());
+        }
+        let mut file = PluginFile::read(path)?;
+        if settings.is_some() {
+            file.settings = settings;
+        }
+        let (component, _) = self.loader.component(&mut file).await?;
+        let plugin = Arc::new(
+            CompiledPlugin::new(
+                self.loader.engine(),
+                &file.path,
+                component,
+                file.digest,
+                file.settings,
+                file.overrides.apply(&LoadOptions::default().limits),
+                InstancePolicy {
+                    reuse,
+                    pool_size: 1,
+                },
+            )
+            .await?,
+        );
+        if reuse {
+            self.reused.insert(key, plugin.clone());
+        }
+        Ok(plugin)
     }
-    Ok(loader.load(file).await?.plugin)
 }
 
 async fn run_case(
-    loader: &Loader,
+    plugins: &mut Plugins,
     file: &Path,
     case: &TestCase,
     opts: &RunOptions,
+    reuse: bool,
 ) -> Result<(Vec<Value>, Option<String>), String> {
     let plugin_path = match (&opts.plugin, &case.plugin) {
         (Some(p), _) => p.clone(),
@@ -396,7 +355,8 @@ async fn run_case(
         (None, None) => return Err("no plugin: give `plugin:` in the case or --plugin".into()),
     };
     let settings = case.settings.as_ref().map(Value::to_string);
-    let plugin = load(loader, &plugin_path, settings)
+    let plugin = plugins
+        .get(&plugin_path, settings, reuse)
         .await
         .map_err(|e| e.to_string())?;
     let m = &plugin.manifest;
@@ -434,9 +394,14 @@ async fn run_case(
     );
     match plugin.handle(&event, &label, cluster).await {
         Ok(raw) => {
-            let intents: Vec<Value> = raw.iter().map(intent_json).collect();
-            let refused = validate(&plugin, &raw, case).await.err();
-            Ok((intents, refused))
+            let mut intents: Vec<Value> = raw.iter().map(intent_json).collect();
+            match validate(&plugin, &raw, case).await {
+                Ok(prepared) => {
+                    show_owner_references(&mut intents, &prepared);
+                    Ok((intents, None))
+                }
+                Err(refused) => Ok((intents, Some(refused))),
+            }
         }
         Err(CallError::Plugin { message, retry }) => Ok((
             vec![],
@@ -477,10 +442,26 @@ fn check(case: &TestCase, intents: &[Value], error: &Option<String>) -> Option<S
     }
     if let Some(expected) = &case.expect.intents {
         let expected: Vec<Value> = expected.iter().map(normalize).collect();
+        // The bound ownerReference is compared when the case states it.
+        let actual: Vec<Value> = intents
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let stated = expected
+                    .get(i)
+                    .and_then(|e| e.pointer("/create/ownerReference"))
+                    .is_some();
+                let mut a = a.clone();
+                if !stated && let Some(c) = a.get_mut("create").and_then(Value::as_object_mut) {
+                    c.remove("ownerReference");
+                }
+                a
+            })
+            .collect();
         let mut diffs = Vec::new();
         json_diff(
             &Value::Array(expected),
-            &Value::Array(intents.to_vec()),
+            &Value::Array(actual),
             subset,
             "intents",
             &mut diffs,
@@ -505,12 +486,21 @@ async fn run(
     opts: &RunOptions,
     out: &mut String,
 ) -> Result<(usize, usize), Error> {
-    let options = LoadOptions {
-        reuse_instances: false,
-        pool_size: 1,
-        ..LoadOptions::default()
+    let loader = Loader::new(
+        PluginEngine::new()?,
+        LoadOptions::default(),
+        opts.cache_dir.as_deref(),
+    )?;
+    let mut plugins = Plugins {
+        loader,
+        reused: HashMap::new(),
     };
-    let loader = Loader::new(PluginEngine::new()?, options, opts.cache_dir.as_deref())?;
+    // --update records one output: the first mode's.
+    let modes = match opts.update {
+        true => &opts.instances.modes()[..1],
+        false => opts.instances.modes(),
+    };
+    let both = modes.len() > 1;
     let (mut passed, mut failed) = (0, 0);
     let mut seen = HashSet::new();
     for file in case_files(paths)? {
@@ -546,35 +536,49 @@ async fn run(
             if !seen.insert(label.clone()) {
                 let _ = writeln!(out, "note: duplicate case name {label}");
             }
-            match run_case(&loader, &file, &case, opts).await {
-                Err(e) => {
-                    failed += 1;
-                    let _ = writeln!(out, "FAIL {label}\n  {e}");
-                    updated.push(case);
-                }
-                Ok((intents, error)) => {
-                    if opts.update {
-                        let mut c = case.clone();
-                        c.expect.intents = error.is_none().then(|| intents.clone());
-                        c.expect.error = error.clone();
-                        updated.push(c);
-                        passed += 1;
-                        let _ = writeln!(out, "updated {label}");
-                        continue;
-                    }
-                    match check(&case, &intents, &error) {
-                        None => {
-                            passed += 1;
-                            let _ = writeln!(out, "ok   {label}");
-                        }
-                        Some(report) => {
-                            failed += 1;
-                            let _ = write!(out, "FAIL {label}\n{report}");
+            let mut failures = Vec::new();
+            let mut record = None;
+            for &reuse in modes {
+                let mode = if reuse {
+                    "reused instance"
+                } else {
+                    "fresh instance"
+                };
+                match run_case(&mut plugins, &file, &case, opts, reuse).await {
+                    Err(e) => failures.push((mode, format!("  {e}\n"))),
+                    Ok((intents, error)) if opts.update => record = Some((intents, error)),
+                    Ok((intents, error)) => {
+                        if let Some(report) = check(&case, &intents, &error) {
+                            failures.push((mode, report));
                         }
                     }
-                    updated.push(case);
                 }
             }
+            if let Some((intents, error)) = record {
+                let mut c = case.clone();
+                c.expect.intents = error.is_none().then_some(intents);
+                c.expect.error = error;
+                updated.push(c);
+                passed += 1;
+                let _ = writeln!(out, "updated {label}");
+                continue;
+            }
+            if failures.is_empty() {
+                passed += 1;
+                let _ = writeln!(out, "ok   {label}");
+            } else {
+                failed += 1;
+                let only_reused = both && failures.len() == 1 && failures[0].0 == "reused instance";
+                for (mode, report) in &failures {
+                    let why = if only_reused {
+                        " (passes on a fresh instance: the plugin keeps state between calls)"
+                    } else {
+                        ""
+                    };
+                    let _ = write!(out, "FAIL {label} [{mode}]{why}\n{report}");
+                }
+            }
+            updated.push(case);
         }
         if opts.update {
             let docs: Vec<String> = updated

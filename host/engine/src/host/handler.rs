@@ -32,6 +32,8 @@ pub(crate) struct HandlerDeps {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) leadership: Leadership,
     pub(crate) recorder: Option<Arc<EventRecorder>>,
+    /// `--record DIR`: every handled event written as a test case.
+    pub(crate) record: Option<Arc<crate::record::Recorder>>,
 }
 
 /// Handles a plugin's deliveries with the version in its slot.
@@ -63,13 +65,23 @@ impl PluginHandler {
             old_object: d.old.as_ref().map(|o| o.json.clone()),
         };
         let started = Instant::now();
-        let result = plugin.handle(&event, &object, self.view(plugin)).await;
+        let recording = deps.record.as_ref().map(|r| r.begin(plugin, &event));
+        let view = match &recording {
+            Some(r) => r.reading(self.view(plugin)),
+            None => self.view(plugin),
+        };
+        let result = plugin.handle(&event, &object, view).await;
         deps.metrics
             .call_seconds
             .get_or_create(&PluginLabel {
                 plugin: name.clone(),
             })
             .observe(started.elapsed().as_secs_f64());
+        if let Some(r) = &recording
+            && let Err(kubewasm_runtime::CallError::Plugin { message, retry }) = &result
+        {
+            r.record(crate::record::Outcome::PluginError { message, retry: *retry });
+        }
         let raw = result.map_err(|kind| Error::Call {
             plugin: name.clone(),
             kind,
@@ -77,15 +89,21 @@ impl PluginHandler {
         tracing::debug!(plugin = %name, object = %object, intents = raw.len(), took = ?started.elapsed(), "plugin returned");
 
         // Admit everything before writing anything: a call is applied whole or not at all.
-        let prepared = admit::admit(
+        let recorded_raw = recording.as_ref().map(|_| raw.clone());
+        let admitted = admit::admit(
             &plugin.manifest,
             raw,
             plugin.limits.max_intent_bytes,
             &d.object.trigger(),
             deps.discovery.as_ref(),
+            deps.caches.as_ref(),
         )
-        .await
-        .map_err(|r| Error::rejected(&name, r))?;
+        .await;
+        if let (Some(r), Some(raw)) = (&recording, &recorded_raw) {
+            let admitted = &admitted;
+            r.record(crate::record::Outcome::Returned { raw, admitted });
+        }
+        let prepared = admitted.map_err(|r| Error::rejected(&name, r))?;
 
         let manager = plugin.manifest.field_manager();
         for p in &prepared {

@@ -70,6 +70,8 @@ pub struct HostConfig {
     pub event_interval: Option<Duration>,
     /// This replica's name in Events and the Lease (e.g. the pod name).
     pub identity: String,
+    /// Write every handled event as a `kubewasm test` case (`--record DIR`); None: do not.
+    pub record: Option<crate::record::RecordConfig>,
 }
 
 /// A running host. Build with [`Host::start`], stop with [`Host::shutdown`].
@@ -133,6 +135,10 @@ impl Host {
                     interval,
                 ))
             }),
+            record: match &config.record {
+                Some(r) => Some(Arc::new(crate::record::Recorder::new(r.clone())?)),
+                None => None,
+            },
         };
         let reloader = Arc::new(Reloader::new(
             config.plugins_dir.clone(),

@@ -14,7 +14,9 @@
 //! `outside-grant` (create a Secret, which no grant allows), `read` (copy the result of
 //! `host.list` of ConfigMaps into `<cm>-out`), `read-secret` (`host.get` of a Secret, not
 //! allowed), `cluster-scoped` (create the Namespace `<cm>-ns`), `self` (report whether the
-//! event's object carries managedFields).
+//! event's object carries managedFields), `stateful` (misbehaves on a reused instance:
+//! copies how many `stateful` calls this instance has handled, so only a fresh instance
+//! always answers `calls: "1"`).
 
 use serde_json::{Value, json};
 
@@ -31,6 +33,9 @@ use kubewasm::plugin::types::{
 };
 
 struct Testkit;
+
+/// Calls of the `stateful` action this instance has handled (state kept between calls).
+static STATEFUL_CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 /// Built twice by tests/plugins/build.sh: as version 1 and (TESTKIT_VERSION=2) as version 2,
 /// so reload tests can replace the file with different code.
@@ -209,6 +214,14 @@ impl Guest for Testkit {
                 false,
                 true,
             )],
+            "stateful" => {
+                let calls = STATEFUL_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+                vec![create(
+                    out(json!({"calls": calls.to_string()})),
+                    false,
+                    true,
+                )]
+            }
             "cluster-scoped" => vec![create(
                 json!({"apiVersion": "v1", "kind": "Namespace",
                        "metadata": {"name": format!("{cm}-ns")}})

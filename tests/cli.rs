@@ -191,7 +191,7 @@ async fn dev_serves_the_examples_with_the_example_plugins() {
         "mongodb-monitor",
         "seldon-endpoint",
     ] {
-        std::fs::copy(example_plugin(name), plugins.join(format!("{name}.wasm"))).unwrap();
+        install_approved(&example_plugin(name), &plugins, name, None);
     }
     let kubeconfig = dir.path().join("kubeconfig");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
@@ -276,11 +276,7 @@ fn example_plugin_dir() -> tempfile::TempDir {
         "mongodb-monitor",
         "seldon-endpoint",
     ] {
-        std::fs::copy(
-            example_plugin(name),
-            dir.path().join(format!("{name}.wasm")),
-        )
-        .unwrap();
+        install_approved(&example_plugin(name), dir.path(), name, None);
     }
     dir
 }

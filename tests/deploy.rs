@@ -425,19 +425,54 @@ fn assert_example_rbac(docs: &[Value]) {
     let role = rbac_rules(docs, "Role");
     assert_eq!(
         role,
-        BTreeMap::from([(
-            ("coordination.k8s.io".to_string(), "leases".to_string()),
-            verbs(&["get", "create", "update"])
-        )]),
-        "the namespaced Role holds only the Lease"
+        BTreeMap::from([
+            (
+                ("coordination.k8s.io".to_string(), "leases".to_string()),
+                verbs(&["get", "create", "update"])
+            ),
+            (
+                ("".to_string(), "serviceaccounts".to_string()),
+                verbs(&["impersonate"])
+            ),
+        ]),
+        "the namespaced Role holds the Lease and the impersonation of the plugins"
     );
-    let binding = only(docs, "ClusterRoleBinding");
-    let sa = only(docs, "ServiceAccount");
-    assert_eq!(binding["subjects"][0]["name"], sa["metadata"]["name"]);
-    assert_eq!(
-        binding["subjects"][0]["namespace"],
-        sa["metadata"]["namespace"]
-    );
+    // Each example plugin writes as its own ServiceAccount, bound to its own ClusterRole,
+    // and the host may impersonate exactly those.
+    let impersonate = docs
+        .iter()
+        .filter(|d| kind_of(d) == "Role")
+        .flat_map(|d| d["rules"].as_array().unwrap().iter())
+        .find(|r| r["verbs"] == serde_json::json!(["impersonate"]))
+        .expect("impersonate rule");
+    let mut names: Vec<String> = impersonate["resourceNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    let want: Vec<String> = EXAMPLE_PLUGINS
+        .iter()
+        .map(|p| format!("kubewasm-{p}"))
+        .collect();
+    assert_eq!(names, want);
+    for account in want.iter().map(String::as_str).chain(["kubewasm"]) {
+        let sa = docs
+            .iter()
+            .find(|d| kind_of(d) == "ServiceAccount" && d["metadata"]["name"] == account)
+            .unwrap_or_else(|| panic!("ServiceAccount {account}"));
+        let binding = docs
+            .iter()
+            .find(|d| kind_of(d) == "ClusterRoleBinding" && d["metadata"]["name"] == account)
+            .unwrap_or_else(|| panic!("ClusterRoleBinding {account}"));
+        assert_eq!(binding["subjects"][0]["name"], sa["metadata"]["name"]);
+        assert_eq!(
+            binding["subjects"][0]["namespace"],
+            sa["metadata"]["namespace"]
+        );
+        assert_eq!(binding["roleRef"]["name"], account);
+    }
 }
 
 fn b64_decode(s: &str) -> Vec<u8> {
@@ -991,9 +1026,12 @@ async fn base_rbac_matches_kubewasm_rbac() {
     let env = support::Env::new().await;
     let plugins = tempfile::tempdir().unwrap();
     for name in EXAMPLE_PLUGINS {
+        // The example plugins with their settings files, which hold their approvals.
+        let wasm = support::example_plugin(name);
+        std::fs::copy(&wasm, plugins.path().join(format!("{name}.wasm"))).unwrap();
         std::fs::copy(
-            support::example_plugin(name),
-            plugins.path().join(format!("{name}.wasm")),
+            wasm.with_extension("yaml"),
+            plugins.path().join(format!("{name}.yaml")),
         )
         .unwrap();
     }

@@ -126,11 +126,12 @@ async fn in_cluster_configuration_over_tls_runs_a_scenario() {
     std::fs::write(sa.join("namespace"), "default").unwrap();
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
-    std::fs::copy(
-        example_plugin("mongodb-monitor"),
-        plugins.join("mongodb-monitor.wasm"),
-    )
-    .unwrap();
+    install_approved(
+        &example_plugin("mongodb-monitor"),
+        &plugins,
+        "mongodb-monitor",
+        None,
+    );
     let docs = kubewasm::apply::manifests::read_manifests(&[root().join("examples/crds")]).unwrap();
     kubewasm::apply::manifests::apply_manifests(&client, &docs, Duration::from_secs(20))
         .await

@@ -176,6 +176,7 @@ fn quarantined(addr: &str) -> Option<f64> {
 }
 
 async fn quarantined_host(env: &Env, cooldown: &str) -> (HostProcess, String) {
+    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
     std::fs::copy(test_plugin("testkit"), env.plugins.join("testkit.wasm")).unwrap();
     let host = env.start_host(&[
         "--quarantine-after",

@@ -64,6 +64,7 @@ async fn add_replace_remove_and_invalid_replacement() {
     let host = env.start_host(&host_args());
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     let wasm = env.plugins.join("testkit.wasm");
+    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
 
     // Add.
     install(&test_plugin("testkit"), &wasm);
@@ -144,8 +145,10 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
     let v1 = dir.join("..2026_11_30_00_00_00.000000001");
     std::fs::create_dir(&v1).unwrap();
     std::fs::copy(test_plugin("testkit"), v1.join("testkit.wasm")).unwrap();
+    std::fs::write(v1.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
     std::os::unix::fs::symlink(v1.file_name().unwrap(), dir.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/testkit.wasm", dir.join("testkit.wasm")).unwrap();
+    std::os::unix::fs::symlink("..data/testkit.yaml", dir.join("testkit.yaml")).unwrap();
 
     let host = env.start_host(&host_args());
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
@@ -156,7 +159,11 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
     let v2 = dir.join("..2026_11_30_00_01_00.000000002");
     std::fs::create_dir(&v2).unwrap();
     std::fs::copy(test_plugin("testkit-v2"), v2.join("testkit.wasm")).unwrap();
-    std::fs::write(v2.join("testkit.yaml"), "version: \"2-from-settings\"\n").unwrap();
+    std::fs::write(
+        v2.join("testkit.yaml"),
+        with_testkit_approval("version: \"2-from-settings\"\n"),
+    )
+    .unwrap();
     std::os::unix::fs::symlink("..data/testkit.yaml", dir.join("testkit.yaml")).unwrap_or(());
     std::os::unix::fs::symlink(v2.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
@@ -164,7 +171,10 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
     out_has(&cms, "a", "2-from-settings", None).await;
 
     // A settings change alone reloads the plugin with the new settings.
-    write_atomic(&v2.join("testkit.yaml"), "version: \"3\"\n");
+    write_atomic(
+        &v2.join("testkit.yaml"),
+        &with_testkit_approval("version: \"3\"\n"),
+    );
     let line = host
         .wait_log("reload on settings change", |l| {
             field(l, "message") == "plugin replaced" && field(l, "to") == "3"
@@ -183,6 +193,7 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
 async fn a_half_written_file_is_never_loaded() {
     let env = Env::with_crds(false).await;
     let wasm = env.plugins.join("testkit.wasm");
+    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
     install(&test_plugin("testkit"), &wasm);
     let host = env.start_host(&host_args());
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
@@ -224,6 +235,7 @@ async fn a_half_written_file_is_never_loaded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watch_set_follows_the_union_of_manifests() {
     let env = Env::new().await;
+    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
     install(&test_plugin("testkit"), &env.plugins.join("testkit.wasm"));
     let host = env.start_host(&host_args());
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
@@ -238,9 +250,11 @@ async fn the_watch_set_follows_the_union_of_manifests() {
     assert_eq!(configmap_watches(&host), 1);
 
     // A plugin watching a new kind: its watch starts, the ConfigMap watch is undisturbed.
-    install(
+    support::install_approved(
         &example_plugin("mongodb-monitor"),
-        &env.plugins.join("mongodb-monitor.wasm"),
+        &env.plugins,
+        "mongodb-monitor",
+        None,
     );
     host.wait_log("mongodb watch started", |l| {
         field(l, "message") == "watch started" && field(l, "resource").starts_with("mongodb.v1.")
@@ -289,6 +303,7 @@ async fn no_change_is_lost_while_the_plugin_is_replaced_repeatedly() {
     const ROUNDS: usize = 6;
     let env = Env::with_crds(false).await;
     let wasm = env.plugins.join("testkit.wasm");
+    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
     install(&test_plugin("testkit"), &wasm);
     let host = env.start_host(&["--reload-debounce", "100ms", "--concurrency", "8"]);
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));

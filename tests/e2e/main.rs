@@ -99,6 +99,10 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
             |s| Box::pin(conflict(s)),
         ),
         (
+            "per-plugin identity: a plugin whose own role lacks a verb gets 403, though the host could",
+            |s| Box::pin(own_identity(s)),
+        ),
+        (
             "the apiserver is SIGKILLed and restarted; changes right after are handled",
             |s| Box::pin(apiserver_crash(s)),
         ),
@@ -248,6 +252,8 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
     for (name, extra) in [
         ("writer-a", "value: a\n"),
         ("writer-b", "value: b\nforce: true\nallowForce: true\n"),
+        // Approved to create ConfigMaps, but its own role will lack `patch`.
+        ("narrow", ""),
     ] {
         std::fs::copy(
             support::test_plugin("testkit"),
@@ -256,7 +262,11 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         .unwrap();
         std::fs::write(
             plugins.join(format!("{name}.yaml")),
-            format!("name: {name}\nselector: kubewasm.dev/e2e-writer={id}\n{extra}"),
+            // The operator's approval of what testkit may ask for, in its settings file.
+            support::with_testkit_approval(&format!(
+                "name: {name}\nselector: kubewasm.dev/e2e-{}={id}\n{extra}",
+                if name == "narrow" { "narrow" } else { "writer" }
+            )),
         )
         .unwrap();
     }
@@ -300,6 +310,33 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         .collect();
     println!("RBAC from kubewasm rbac: {} objects", rbac.len());
     apply(&admin, rbac).await;
+
+    // Per-plugin identity: `narrow`'s own role loses `patch` (server-side apply is a
+    // PATCH), while the host's ServiceAccount may do anything to ConfigMaps. Its writes
+    // must still be refused: they are sent as kubewasm-narrow.
+    let host_extra = format!("{rbac_name}-host-configmaps");
+    let roles = api(&admin, "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", None);
+    let narrow_role = format!("{rbac_name}-narrow");
+    let _ = roles.delete(&narrow_role, &DeleteParams::default()).await;
+    apply(
+        &admin,
+        vec![
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": narrow_role},
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": host_extra},
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": host_extra},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": host_extra},
+                   "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": host_ns}]}),
+        ],
+    )
+    .await;
+    let mut cluster_rbac: Vec<(String, String)> = cluster_rbac;
+    cluster_rbac.push(("ClusterRole".into(), host_extra.clone()));
+    cluster_rbac.push(("ClusterRoleBinding".into(), host_extra));
 
     // The host's identity: a bound token of its ServiceAccount (TokenRequest API).
     let sas: Api<ServiceAccount> = Api::namespaced(admin.clone(), &host_ns);
@@ -389,6 +426,8 @@ async fn start_host(s: &Suite) -> HostProcess {
     .arg(&s.sa_kubeconfig)
     .arg("--plugins")
     .arg(&s.plugins)
+    // Each plugin writes as its ServiceAccount in the host's namespace (impersonated).
+    .args(["--plugin-namespace", &s.host_ns])
     .args([
         "--metrics-addr",
         "off",
@@ -782,6 +821,42 @@ async fn conflict(s: &'static Suite) {
         owners.keys().collect::<Vec<_>>(),
         vec!["kubewasm-writer-b"],
         "{owners:?}"
+    );
+}
+
+/// `narrow`'s write goes out as `kubewasm-narrow`, whose role lacks `patch`: the real
+/// API server answers 403 naming that ServiceAccount, although the host's own identity
+/// could write ConfigMaps; nothing is written, and the error names plugin and object.
+async fn own_identity(s: &'static Suite) {
+    let cms = api(&s.admin, "v1", "ConfigMap", "configmaps", Some(&s.ns));
+    create(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "narrow", "namespace": s.ns,
+                            "labels": {"kubewasm.dev/e2e-narrow": s.id}},
+               "data": {"value": "1"}}),
+    )
+    .await;
+    let guard = s.host.lock().await;
+    let host = guard.as_ref().expect("host running");
+    let failed = host
+        .wait_log_for("narrow's write refused", CONVERGE, |l| {
+            field(l, "message") == "event failed" && field(l, "plugin") == "narrow"
+        })
+        .await;
+    let error = field(&failed, "error").to_string();
+    println!("  the refusal: {error}");
+    let want = format!(
+        "configmaps \"narrow-out\" is forbidden: User \"system:serviceaccount:{}:kubewasm-narrow\" \
+         cannot patch resource \"configmaps\" in API group \"\" in the namespace \"{}\"",
+        s.host_ns, s.ns
+    );
+    assert!(error.contains(&want), "{failed}");
+    assert!(field(&failed, "object").contains("narrow"), "{failed}");
+    drop(guard);
+    assert!(
+        cms.get_opt("narrow-out").await.expect("get").is_none(),
+        "nothing written as the host"
     );
 }
 

@@ -77,9 +77,26 @@ impl Env {
 
     /// Server up; the example CRDs applied when `crds`.
     pub async fn with_crds(crds: bool) -> Env {
-        let server = ApiServer::start(Config::default())
-            .await
-            .expect("start API server");
+        Self::with_config(Config::default(), crds).await
+    }
+
+    /// Server up with RBAC enforced ([`Config::with_rbac`]): the test's client and
+    /// [`Env::kubeconfig`] are cluster-admin (token [`ADMIN_TOKEN`]); each of `users`
+    /// (token, user name) is judged by the roles and bindings the test applies.
+    pub async fn with_rbac(crds: bool, users: &[(&str, &str)]) -> Env {
+        Self::with_config(Config::default().with_rbac(ADMIN_TOKEN, users), crds).await
+    }
+
+    /// A kubeconfig file authenticating with `token` (one of [`Env::with_rbac`]'s users).
+    pub fn kubeconfig_for(&self, token: &str) -> PathBuf {
+        let path = self.dir.path().join(format!("kubeconfig-{token}"));
+        std::fs::write(&path, self.server.kubeconfig_for(token)).expect("kubeconfig");
+        path
+    }
+
+    /// Server up with `config`; the example CRDs applied when `crds`.
+    pub async fn with_config(config: Config, crds: bool) -> Env {
+        let server = ApiServer::start(config).await.expect("start API server");
         let client = Client::try_from(server.client_config()).expect("client");
         let dir = tempfile::tempdir().expect("tempdir");
         let plugins = dir.path().join("plugins");
@@ -108,8 +125,15 @@ impl Env {
             .expect("apply manifests");
     }
 
-    /// Copy a plugin into the plugin directory as `NAME.wasm`, with optional settings YAML.
+    /// Copy a plugin into the plugin directory as `NAME.wasm`, with optional settings YAML,
+    /// approved by the operator for exactly what it asks for (see [`approved_settings`]).
     pub fn add_plugin(&self, wasm: &Path, name: &str, settings: Option<&str>) {
+        install_approved(wasm, &self.plugins, name, settings);
+    }
+
+    /// Copy a plugin into the plugin directory with its settings as given: no approval
+    /// added, so a plugin that writes is refused at load.
+    pub fn add_plugin_unapproved(&self, wasm: &Path, name: &str, settings: Option<&str>) {
         std::fs::copy(wasm, self.plugins.join(format!("{name}.wasm"))).expect("copy plugin");
         if let Some(s) = settings {
             std::fs::write(self.plugins.join(format!("{name}.yaml")), s).expect("settings");
@@ -190,6 +214,9 @@ impl Env {
         .expect("apply")
     }
 }
+
+/// The admin token of [`Env::with_rbac`] servers.
+pub const ADMIN_TOKEN: &str = "admin-token";
 
 /// Poll `f` until it returns Some, or panic after `timeout` with `what`.
 pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> T
@@ -329,4 +356,69 @@ pub fn managers(o: &DynamicObject) -> Vec<String> {
         .flatten()
         .filter_map(|m| m.manager.clone())
         .collect()
+}
+
+/// The settings text for plugin `wasm` installed as `name`: `settings` (YAML) with the
+/// operator's approval of exactly what the plugin then asks for under `kubewasm.approved`,
+/// as printed by `kubewasm inspect --approval` (the real binary, on a staged copy, since
+/// a plugin's manifest may depend on its settings). Settings that are not a YAML mapping
+/// are returned unchanged.
+pub fn approved_settings(wasm: &Path, name: &str, settings: Option<&str>) -> String {
+    let staging = tempfile::tempdir().expect("staging dir");
+    let staged = staging.path().join(format!("{name}.wasm"));
+    std::fs::copy(wasm, &staged).expect("stage plugin");
+    let text = settings.unwrap_or("{}").to_string();
+    let Ok(mut value) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&text) else {
+        return text;
+    };
+    if value.is_null() {
+        value = serde_yaml_ng::Value::Mapping(Default::default());
+    }
+    let Some(map) = value.as_mapping_mut() else {
+        return text;
+    };
+    std::fs::write(staging.path().join(format!("{name}.yaml")), &text).expect("stage settings");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["--log", "error", "inspect", "--approval"])
+        .arg(&staged)
+        .output()
+        .expect("run kubewasm inspect --approval");
+    if !out.status.success() {
+        // Not loadable (a test of a broken plugin): nothing to approve.
+        return text;
+    }
+    let block: serde_yaml_ng::Value =
+        serde_yaml_ng::from_slice(&out.stdout).expect("inspect --approval prints YAML");
+    let approved = block["kubewasm"]["approved"].clone();
+    let host = map
+        .entry("kubewasm".into())
+        .or_insert_with(|| serde_yaml_ng::Value::Mapping(Default::default()));
+    if let Some(h) = host.as_mapping_mut() {
+        h.insert("approved".into(), approved);
+    }
+    serde_yaml_ng::to_string(&value).expect("settings YAML")
+}
+
+/// Install `wasm` as `dir/NAME.wasm` with its approved settings (written first, so a
+/// running host never sees the plugin without its approval).
+pub fn install_approved(wasm: &Path, dir: &Path, name: &str, settings: Option<&str>) {
+    let text = approved_settings(wasm, name, settings);
+    std::fs::write(dir.join(format!("{name}.yaml")), text).expect("settings");
+    std::fs::copy(wasm, dir.join(format!("{name}.wasm"))).expect("copy plugin");
+}
+
+/// The operator's approval of everything the test plugin `testkit` can ask for (create
+/// ConfigMaps with force; create Namespaces in listed namespaces), as settings YAML.
+pub const TESTKIT_APPROVAL: &str = "kubewasm:\n  approved:\n    grants:\n    \
+    - {apiGroups: [\"\"], kinds: [ConfigMap], verbs: [create], allowForce: true}\n    \
+    - {apiGroups: [\"\"], kinds: [Namespace], namespaces: [\"*\"], verbs: [create]}\n";
+
+/// `settings` (YAML without a `kubewasm` key) followed by [`TESTKIT_APPROVAL`].
+pub fn with_testkit_approval(settings: &str) -> String {
+    let mut s = settings.to_string();
+    if !s.is_empty() && !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s.push_str(TESTKIT_APPROVAL);
+    s
 }

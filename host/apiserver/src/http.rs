@@ -13,6 +13,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use http::{HeaderMap, Method, StatusCode, header};
+use crate::rbac::{self, UserInfo};
 use kubewasm_core::selector::{FieldSelector, LabelSelector, OBJECT_META_FIELDS};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -25,6 +26,10 @@ pub struct App {
     pub store: Arc<Store>,
     /// Required bearer token.
     pub token: Option<String>,
+    /// Authorize requests with the stored RBAC objects ([`crate::rbac`]).
+    pub rbac: bool,
+    /// Other tokens and the users they authenticate as.
+    pub users: Vec<(String, crate::rbac::UserInfo)>,
     /// Watch bookmark period.
     pub bookmark_interval: Duration,
     /// `host:port` the server listens on.
@@ -149,17 +154,72 @@ fn truthy(q: &HashMap<String, String>, k: &str) -> bool {
     matches!(q.get(k).map(String::as_str), Some("1" | "true" | "True"))
 }
 
-fn authorized(app: &App, headers: &HeaderMap) -> bool {
-    let Some(token) = &app.token else { return true };
-    let auth = header_str(headers, header::AUTHORIZATION);
-    auth.strip_prefix("Bearer ")
-        .is_some_and(|t| t.trim() == token)
+/// Who sent the request: None when the token is wrong. Without a required token every
+/// request is the admin.
+fn authenticate(app: &App, headers: &HeaderMap) -> Option<UserInfo> {
+    let admin = || UserInfo::new("kubewasm:admin", &["system:masters"]);
+    let bearer = header_str(headers, header::AUTHORIZATION)
+        .strip_prefix("Bearer ")
+        .map(str::trim);
+    if let Some(t) = bearer
+        && let Some((_, user)) = app.users.iter().find(|(tok, _)| tok == t)
+    {
+        return Some(user.clone());
+    }
+    match &app.token {
+        None => Some(admin()),
+        Some(token) => (bearer == Some(token.as_str())).then(admin),
+    }
+}
+
+/// With RBAC on: the user the request acts as, after impersonation (checked).
+fn acting_user(app: &App, headers: &HeaderMap, caller: UserInfo) -> ApiResult<UserInfo> {
+    let user = headers
+        .get("impersonate-user")
+        .and_then(|v| v.to_str().ok());
+    let groups: Vec<String> = headers
+        .get_all("impersonate-group")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .map(str::to_string)
+        .collect();
+    Ok(rbac::impersonate(&app.store, &caller, user, &groups)?.unwrap_or(caller))
+}
+
+/// With RBAC on: whether `user` may make this resource request.
+fn authorize_resource(
+    app: &App,
+    user: &UserInfo,
+    method: &Method,
+    group: &str,
+    rp: &ResourcePath,
+    watch: bool,
+) -> ApiResult<()> {
+    let a = rbac::Attributes {
+        verb: rbac::verb(method, rp.name.is_some(), watch).to_string(),
+        group: group.to_string(),
+        resource: rp.plural.clone(),
+        subresource: rp.subresource.clone(),
+        namespace: rp.namespace.clone(),
+        name: rp.name.clone(),
+    };
+    if rbac::allowed(&app.store, user, &a) {
+        Ok(())
+    } else {
+        Err(rbac::forbidden(user, &a))
+    }
 }
 
 async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
-    if !authorized(app, req.headers()) {
+    let Some(caller) = authenticate(app, req.headers()) else {
         return Err(StatusError::unauthorized());
-    }
+    };
+    // Without RBAC, impersonation headers are ignored as before (everyone is admin).
+    let user = if app.rbac {
+        Some(acting_user(app, req.headers(), caller)?)
+    } else {
+        None
+    };
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let accept = header_str(req.headers(), header::ACCEPT).to_string();
@@ -227,11 +287,11 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
             .ok_or_else(StatusError::no_route),
         ["api", v, rest @ ..] if !rest.is_empty() => {
             let (v, rest) = (v.to_string(), owned(rest));
-            resource(app, req, String::new(), v, rest).await
+            resource(app, req, String::new(), v, rest, user.as_ref()).await
         }
         ["apis", g, v, rest @ ..] if !rest.is_empty() => {
             let (g, v, rest) = (g.to_string(), v.to_string(), owned(rest));
-            resource(app, req, g, v, rest).await
+            resource(app, req, g, v, rest, user.as_ref()).await
         }
         _ => Err(StatusError::no_route()),
     }
@@ -407,8 +467,15 @@ async fn resource(
     group: String,
     version: String,
     rest: Vec<String>,
+    user: Option<&UserInfo>,
 ) -> ApiResult<Response> {
     let rp = parse_resource_path(&group, &rest).ok_or_else(StatusError::no_route)?;
+    if let Some(user) = user {
+        // Authorized before anything else is looked at, as kube-apiserver does: a caller
+        // without access learns nothing about what exists.
+        let watch = truthy(&parse_query(req.uri().query()), "watch");
+        authorize_resource(app, user, req.method(), &group, &rp, watch)?;
+    }
     let mut t = app
         .store
         .target(

@@ -31,6 +31,7 @@ pub mod meta;
 pub mod openapi;
 pub mod patch;
 pub mod protobuf;
+pub mod rbac;
 pub mod registry;
 pub mod schema;
 pub mod store;
@@ -63,6 +64,26 @@ pub struct Config {
     pub history_limit: usize,
     /// Period of BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
+    /// Authorize every request with the stored RBAC objects, and check impersonation
+    /// ([`rbac`]); off by default (every authenticated request is allowed everything).
+    pub rbac: bool,
+    /// More bearer tokens, each authenticating as its user (with [`Config::rbac`], the
+    /// admin [`Config::token`] is a member of `system:masters`).
+    pub users: Vec<(String, rbac::UserInfo)>,
+}
+
+impl Config {
+    /// This configuration with RBAC on: `admin_token` is cluster-admin (`system:masters`),
+    /// each of `users` (token, user name) is judged by the stored roles and bindings.
+    pub fn with_rbac(mut self, admin_token: &str, users: &[(&str, &str)]) -> Self {
+        self.rbac = true;
+        self.token = Some(admin_token.to_string());
+        self.users = users
+            .iter()
+            .map(|(t, u)| (t.to_string(), rbac::UserInfo::new(*u, &[])))
+            .collect();
+        self
+    }
 }
 
 impl Default for Config {
@@ -73,6 +94,8 @@ impl Default for Config {
             token: None,
             history_limit: 10_000,
             bookmark_interval: Duration::from_secs(60),
+            rbac: false,
+            users: Vec::new(),
         }
     }
 }
@@ -113,6 +136,8 @@ impl ApiServer {
         let app = Arc::new(http::App {
             store: store.clone(),
             token: config.token.clone(),
+            rbac: config.rbac,
+            users: config.users.clone(),
             bookmark_interval: config.bookmark_interval,
             server_address: host_port,
             shutdown: shutdown.clone(),
@@ -164,6 +189,12 @@ impl ApiServer {
     pub fn kubeconfig(&self) -> String {
         kubeconfig::render(&self.url, self.ca_pem.as_deref(), self.token.as_deref())
             .unwrap_or_default()
+    }
+
+    /// A kubeconfig authenticating with `token` (one of [`Config::users`]) instead of the
+    /// admin token.
+    pub fn kubeconfig_for(&self, token: &str) -> String {
+        kubeconfig::render(&self.url, self.ca_pem.as_deref(), Some(token)).unwrap_or_default()
     }
 
     /// Writes the kubeconfig to `path`.

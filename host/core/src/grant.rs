@@ -1,7 +1,8 @@
-//! The grant check: a plugin may only write what its manifest declared.
+//! The grant check: a plugin may only write what its manifest declared, and its manifest
+//! may only declare what the operator approved ([`check_approval`]).
 
 use crate::manifest::{Grant, Manifest, Verb};
-use crate::resource::split_api_version;
+use crate::resource::{ResourceRef, split_api_version};
 
 /// What an intent will touch, once its kind and namespace are resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +83,145 @@ pub fn check(manifest: &Manifest, a: &Access<'_>) -> Result<(), GrantError> {
         });
     }
     Ok(())
+}
+
+/// What the operator approved for one plugin, outside its `.wasm` (the host's
+/// `kubewasm.approved` key of the plugin's settings file): the grants and extra reads the
+/// plugin may hold. A manifest asking for more is refused at load.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Approval {
+    /// Grants the plugin may ask for (each requested grant must be covered by these).
+    pub grants: Vec<Grant>,
+    /// Extra kinds (beyond its watches) the plugin may read from the host's caches.
+    pub reads: Vec<ResourceRef>,
+}
+
+/// A manifest asks for more than the operator approved.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe_excess(.plugin, .excess, *.approved))]
+pub struct NotApproved {
+    /// The plugin.
+    pub plugin: String,
+    /// Whether an approval was present at all (None: nothing approved).
+    pub approved: bool,
+    /// The rules asked for beyond the approval, one per entry, e.g.
+    /// `create apps Deployment (all namespaces)` or `read v1/Secret`.
+    pub excess: Vec<String>,
+}
+
+fn describe_excess(plugin: &str, excess: &[String], approved: bool) -> String {
+    let hint = if approved {
+        "widen kubewasm.approved in its settings file if this is intended"
+    } else {
+        "nothing is approved: add the block `kubewasm inspect --approval` prints under kubewasm.approved in its settings file"
+    };
+    format!(
+        "plugin {plugin} asks for more than the operator approved: {}; {hint}",
+        excess.join("; ")
+    )
+}
+
+/// Whether one approved list entry covers one requested entry: `*` covers anything, a
+/// requested `*` only by an approved `*`.
+fn entry_covered(approved: &[String], wanted: &str) -> bool {
+    approved.iter().any(|a| a == "*" || a == wanted)
+}
+
+/// Whether approved grant `a` covers the requested (group, kind, verb, force) in the
+/// requested namespaces.
+fn approved_covers(a: &Grant, group: &str, kind: &str, verb: Verb, g: &Grant) -> bool {
+    entry_covered(&a.api_groups, group)
+        && entry_covered(&a.kinds, kind)
+        && a.verbs.contains(&verb)
+        && (!g.allow_force || a.allow_force)
+        && (a.namespaces.is_empty()
+            || (!g.namespaces.is_empty()
+                && g.namespaces
+                    .iter()
+                    .all(|ns| entry_covered(&a.namespaces, ns))))
+}
+
+fn describe_rule(group: &str, kind: &str, verb: Verb, g: &Grant) -> String {
+    let group = if group.is_empty() { "core" } else { group };
+    let scope = if g.namespaces.is_empty() {
+        "all namespaces and cluster-scoped".to_string()
+    } else {
+        format!("in namespaces {}", g.namespaces.join(","))
+    };
+    let force = if g.allow_force { ", with force" } else { "" };
+    format!("{} {group} {kind} ({scope}{force})", verb.as_str())
+}
+
+/// [`check_approval`], then give each requested grant the finalizers the operator approved
+/// for all of it (a plugin never sets finalizers itself): the manifest the host enforces.
+pub fn approve(manifest: &mut Manifest, approval: Option<&Approval>) -> Result<(), NotApproved> {
+    check_approval(manifest, approval)?;
+    let Some(a) = approval else {
+        return Ok(());
+    };
+    for g in &mut manifest.grants {
+        let mut allowed: Option<Vec<String>> = None;
+        for group in &g.api_groups {
+            for kind in &g.kinds {
+                for verb in &g.verbs {
+                    // Finalizers some approved grant covering this part of g allows.
+                    let here: Vec<String> = a
+                        .grants
+                        .iter()
+                        .filter(|ag| approved_covers(ag, group, kind, *verb, g))
+                        .flat_map(|ag| ag.finalizers.iter().cloned())
+                        .collect();
+                    allowed = Some(match allowed {
+                        None => here,
+                        Some(prev) => prev.into_iter().filter(|f| here.contains(f)).collect(),
+                    });
+                }
+            }
+        }
+        let mut allowed = allowed.unwrap_or_default();
+        allowed.sort();
+        allowed.dedup();
+        g.finalizers = allowed;
+    }
+    Ok(())
+}
+
+/// Check the manifest's grants and reads against the operator's approval (None: nothing
+/// approved, so only a plugin that writes and reads nothing beyond its watches loads).
+/// The error lists every rule asked for beyond the approval.
+pub fn check_approval(manifest: &Manifest, approval: Option<&Approval>) -> Result<(), NotApproved> {
+    let empty = Approval::default();
+    let a = approval.unwrap_or(&empty);
+    let mut excess = Vec::new();
+    for g in &manifest.grants {
+        for group in &g.api_groups {
+            for kind in &g.kinds {
+                for verb in &g.verbs {
+                    if !a
+                        .grants
+                        .iter()
+                        .any(|ag| approved_covers(ag, group, kind, *verb, g))
+                    {
+                        excess.push(describe_rule(group, kind, *verb, g));
+                    }
+                }
+            }
+        }
+    }
+    for r in &manifest.reads {
+        if !a.reads.contains(r) {
+            excess.push(format!("read {r}"));
+        }
+    }
+    if excess.is_empty() {
+        Ok(())
+    } else {
+        Err(NotApproved {
+            plugin: manifest.name.clone(),
+            approved: approval.is_some(),
+            excess,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -214,5 +354,113 @@ mod tests {
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn approval_covers_requests_and_names_the_extra_rules() {
+        let mut m = manifest(vec![
+            grant(&["apps"], &["Deployment"], &["web"], &[Verb::Patch], false),
+            grant(
+                &[""],
+                &["Service"],
+                &[],
+                &[Verb::Create, Verb::Delete],
+                false,
+            ),
+        ]);
+        let approval = Approval {
+            grants: vec![
+                grant(&["apps"], &["*"], &["web", "shop"], &[Verb::Patch], false),
+                grant(
+                    &[""],
+                    &["Service"],
+                    &[],
+                    &[Verb::Create, Verb::Delete],
+                    false,
+                ),
+            ],
+            reads: vec![],
+        };
+        assert!(check_approval(&m, Some(&approval)).is_ok());
+        // Nothing approved: every write is extra, and the message says how to approve.
+        let err = check_approval(&m, None).unwrap_err();
+        assert_eq!(err.excess.len(), 3, "{err}");
+        assert!(
+            err.to_string().contains("kubewasm inspect --approval"),
+            "{err}"
+        );
+        // More namespaces, all namespaces, force, a wildcard kind, a read: each named.
+        m.grants = vec![
+            grant(
+                &["apps"],
+                &["Deployment"],
+                &["web", "other"],
+                &[Verb::Patch],
+                false,
+            ),
+            grant(&["apps"], &["Deployment"], &[], &[Verb::Patch], false),
+            grant(&[""], &["Service"], &[], &[Verb::Create], true),
+            grant(&[""], &["*"], &[], &[Verb::Delete], false),
+        ];
+        m.reads = vec![ResourceRef::Kind(crate::resource::TypeRef::new(
+            "v1", "Secret",
+        ))];
+        let err = check_approval(&m, Some(&approval)).unwrap_err();
+        assert_eq!(
+            err.excess,
+            [
+                "patch apps Deployment (in namespaces web,other)",
+                "patch apps Deployment (all namespaces and cluster-scoped)",
+                "create core Service (all namespaces and cluster-scoped, with force)",
+                "delete core * (all namespaces and cluster-scoped)",
+                "read v1/Secret",
+            ],
+            "{err}"
+        );
+        let line = err.to_string();
+        assert!(
+            !line.contains('\n') && line.starts_with("plugin p asks for more"),
+            "{line}"
+        );
+        // An approved `*` covers everything, reads are approved by name.
+        let all = Approval {
+            grants: vec![grant(
+                &["*"],
+                &["*"],
+                &[],
+                &[Verb::Create, Verb::Patch, Verb::PatchStatus, Verb::Delete],
+                true,
+            )],
+            reads: m.reads.clone(),
+        };
+        assert!(check_approval(&m, Some(&all)).is_ok());
+    }
+
+    #[test]
+    fn approved_finalizers_reach_only_the_grants_they_fully_cover() {
+        let mut with_fin = grant(&["apps"], &["Deployment"], &[], &[Verb::Create], false);
+        with_fin.finalizers = vec!["example.com/cleanup".into()];
+        let approval = Approval {
+            grants: vec![
+                with_fin,
+                grant(&[""], &["Service"], &[], &[Verb::Create], false),
+            ],
+            reads: vec![],
+        };
+        let mut m = manifest(vec![
+            grant(&["apps"], &["Deployment"], &[], &[Verb::Create], false),
+            grant(
+                &["apps", ""],
+                &["Deployment", "Service"],
+                &[],
+                &[Verb::Create],
+                false,
+            ),
+        ]);
+        // The second asks for apps/Service and core/Deployment too: not approved.
+        assert!(approve(&mut m, Some(&approval)).is_err());
+        m.grants.pop();
+        approve(&mut m, Some(&approval)).unwrap();
+        assert_eq!(m.grants[0].finalizers, ["example.com/cleanup"]);
     }
 }

@@ -67,6 +67,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         leadership: kubewasm::ops::leader::Leadership::always(),
         event_interval: None,
         identity: "bench".into(),
+        write_identity: kubewasm::apply::WriteIdentity::Host,
         record: None,
     };
     let host = Host::start(client.clone(), config, Arc::new(Metrics::new()))

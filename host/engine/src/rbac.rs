@@ -49,8 +49,12 @@ pub struct RbacOptions {
     pub name: String,
     /// The host's service account.
     pub service_account: String,
-    /// The namespace of the service account, where the host runs (and its leases live).
+    /// The namespace of the service account, where the host runs (and its leases and the
+    /// plugins' ServiceAccounts live).
     pub service_account_namespace: String,
+    /// Each plugin writes as its own ServiceAccount, impersonated by the host (the default;
+    /// `kubewasm run --no-impersonation` needs this off).
+    pub impersonation: bool,
 }
 
 impl Default for RbacOptions {
@@ -60,6 +64,7 @@ impl Default for RbacOptions {
             name: "kubewasm".into(),
             service_account: "kubewasm".into(),
             service_account_namespace: "kubewasm".into(),
+            impersonation: true,
         }
     }
 }
@@ -91,8 +96,6 @@ enum Scope {
 #[derive(Default)]
 struct Rules {
     by_scope: BTreeMap<Scope, BTreeMap<(String, String), BTreeSet<&'static str>>>,
-    /// Resources found by [`guess`] rather than the resolver: (group, plural) → what was asked.
-    guessed: BTreeMap<(String, String), String>,
 }
 
 impl Rules {
@@ -106,7 +109,7 @@ impl Rules {
     }
 
     /// What was guessed among the resources of one scope.
-    fn guessed_in(&self, scope: &Scope) -> Vec<String> {
+    fn guessed_in(&self, scope: &Scope, guessed: &Guessed) -> Vec<String> {
         let mut out = BTreeSet::new();
         for (group, resource) in self
             .by_scope
@@ -116,7 +119,7 @@ impl Rules {
             .map(|(k, _)| k)
         {
             let plural = resource.split('/').next().unwrap_or_default();
-            if let Some(asked) = self.guessed.get(&(group.clone(), plural.to_string())) {
+            if let Some(asked) = guessed.get(&(group.clone(), plural.to_string())) {
                 out.insert(asked.clone());
             }
         }
@@ -158,188 +161,283 @@ fn grant_api_version(group: &str) -> String {
     }
 }
 
-/// The least-privilege RBAC objects for `manifests`, in apply order: ServiceAccount,
-/// ClusterRole and ClusterRoleBinding (when anything needs cluster scope), then a Role and
-/// RoleBinding per namespace. `resolve` maps a kind or resource argument to its resource;
-/// None falls back to [`guess`].
+/// One plugin's permissions: what `grant` adds for each grant, and the `<plural>/finalizers`
+/// rule `owned-by-trigger` needs on the watched kinds of a plugin that may create.
+fn add_grants(
+    m: &Manifest,
+    rules: &mut Rules,
+    guessed: &mut Guessed,
+    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
+    opts: &RbacOptions,
+) {
+    let everywhere = |namespaced: bool| match (&opts.namespace, namespaced) {
+        (Some(ns), true) => Scope::Namespace(ns.clone()),
+        _ => Scope::Cluster,
+    };
+    let may_create = m.grants.iter().any(|g| g.verbs.contains(&Verb::Create));
+    if may_create {
+        for w in &m.watches {
+            let k = resolve_or_guess(&w.resource, resolve, guessed);
+            rules.add(
+                &everywhere(k.namespaced),
+                &k.group,
+                &format!("{}/finalizers", k.plural),
+                &["update"],
+            );
+        }
+    }
+    for g in &m.grants {
+        let mut verbs: Vec<(&str, &[&'static str])> = Vec::new();
+        for v in &g.verbs {
+            verbs.push(match v {
+                Verb::Create => ("", &["create", "patch"]),
+                Verb::Patch => ("", &["patch"]),
+                Verb::PatchStatus => ("/status", &["patch"]),
+                Verb::Delete => ("", &["delete"]),
+            });
+        }
+        // A grant naming namespaces (even `*`) covers only namespaced objects.
+        let namespaced_only = !g.namespaces.is_empty();
+        let listed: Option<Vec<&String>> =
+            if g.namespaces.is_empty() || g.namespaces.iter().any(|n| n == "*") {
+                None
+            } else {
+                Some(g.namespaces.iter().collect())
+            };
+        for group in &g.api_groups {
+            for kind in &g.kinds {
+                // Wildcards stay wildcards; the scope of "any kind" is unknown, so it
+                // is treated as namespaced (a Role) when namespaces are listed or given.
+                let k = if group == "*" || kind == "*" {
+                    KindInfo {
+                        group: group.clone(),
+                        version: "*".into(),
+                        kind: kind.clone(),
+                        plural: if kind == "*" {
+                            "*".into()
+                        } else {
+                            guess_plural(kind)
+                        },
+                        namespaced: namespaced_only || opts.namespace.is_some(),
+                        has_status: true,
+                        guessed: false,
+                    }
+                } else {
+                    resolve_or_guess(&grant_ref(group, kind), resolve, guessed)
+                };
+                let scopes: Vec<Scope> = match &listed {
+                    // A grant with namespaces never covers cluster-scoped objects.
+                    _ if namespaced_only && !k.namespaced => vec![],
+                    Some(ns) => ns.iter().map(|n| Scope::Namespace((*n).clone())).collect(),
+                    None => vec![everywhere(k.namespaced)],
+                };
+                for scope in &scopes {
+                    for (suffix, rbac_verbs) in &verbs {
+                        rules.add(
+                            scope,
+                            &k.group,
+                            &format!("{}{suffix}", k.plural),
+                            rbac_verbs,
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Resources found by [`guess`] rather than the resolver: (group, plural) → what was asked.
+type Guessed = BTreeMap<(String, String), String>;
+
+fn resolve_or_guess(
+    r: &ResourceRef,
+    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
+    guessed: &mut Guessed,
+) -> KindInfo {
+    match resolve(r) {
+        Some(k) => k,
+        None => {
+            let k = guess(r);
+            guessed.insert((k.group.clone(), k.plural.clone()), r.to_string());
+            k
+        }
+    }
+}
+
+/// The ServiceAccount a plugin's writes are impersonated as: named like its field manager.
+pub fn plugin_service_account(m: &Manifest) -> String {
+    m.field_manager()
+}
+
+/// The least-privilege RBAC objects for `manifests`, in apply order.
+///
+/// With [`RbacOptions::impersonation`] (the default): the host's ServiceAccount gets the
+/// reads its caches need, Events, its Lease, and `impersonate` on exactly the plugins'
+/// ServiceAccounts (by resourceNames, in its own namespace); each plugin gets a
+/// ServiceAccount `kubewasm-<plugin>` with a ClusterRole and Roles holding only its own
+/// grants. Without it, the host's roles hold every plugin's grants too.
+///
+/// Objects: ServiceAccounts, then per identity its ClusterRole and ClusterRoleBinding (when
+/// anything needs cluster scope), then a Role and RoleBinding per namespace. `resolve` maps
+/// a kind or resource argument to its resource; None falls back to [`guess`]. Pass each
+/// plugin's manifest with the grants and reads the operator approved.
 pub fn render(
     manifests: &[&Manifest],
     resolve: impl Fn(&ResourceRef) -> Option<KindInfo>,
     opts: &RbacOptions,
 ) -> Vec<Value> {
-    let mut rules = Rules::default();
-    let resolve_or_guess = |r: &ResourceRef, rules: &mut Rules| match resolve(r) {
-        Some(k) => k,
-        None => {
-            let k = guess(r);
-            rules
-                .guessed
-                .insert((k.group.clone(), k.plural.clone()), r.to_string());
-            k
-        }
-    };
+    let resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo> = &resolve;
+    let mut guessed = Guessed::new();
+    let mut host = Rules::default();
     // Where something that applies to every namespace is granted.
     let everywhere = |namespaced: bool| match (&opts.namespace, namespaced) {
         (Some(ns), true) => Scope::Namespace(ns.clone()),
         _ => Scope::Cluster,
     };
 
+    let mut manifests: Vec<&Manifest> = manifests.to_vec();
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    manifests.dedup_by(|a, b| a.name == b.name);
     let mut read_scopes = BTreeSet::new();
-    for m in manifests {
-        let may_create = m.grants.iter().any(|g| g.verbs.contains(&Verb::Create));
-        for (i, r) in m.read_resources().enumerate() {
-            let is_watch = i < m.watches.len();
-            let k = resolve_or_guess(r, &mut rules);
+    let mut per_plugin: Vec<(&Manifest, Rules)> = Vec::new();
+    for m in &manifests {
+        for r in m.read_resources() {
+            let k = resolve_or_guess(r, resolve, &mut guessed);
             let scope = everywhere(k.namespaced);
-            rules.add(&scope, &k.group, &k.plural, READ);
-            if is_watch && may_create {
-                rules.add(
-                    &scope,
-                    &k.group,
-                    &format!("{}/finalizers", k.plural),
-                    &["update"],
-                );
-            }
+            host.add(&scope, &k.group, &k.plural, READ);
             read_scopes.insert(scope);
         }
-
-        for g in &m.grants {
-            let mut verbs: Vec<(&str, &[&'static str])> = Vec::new();
-            for v in &g.verbs {
-                verbs.push(match v {
-                    Verb::Create => ("", &["create", "patch"]),
-                    Verb::Patch => ("", &["patch"]),
-                    Verb::PatchStatus => ("/status", &["patch"]),
-                    Verb::Delete => ("", &["delete"]),
-                });
-            }
-            // A grant naming namespaces (even `*`) covers only namespaced objects.
-            let namespaced_only = !g.namespaces.is_empty();
-            let listed: Option<Vec<&String>> =
-                if g.namespaces.is_empty() || g.namespaces.iter().any(|n| n == "*") {
-                    None
-                } else {
-                    Some(g.namespaces.iter().collect())
-                };
-            for group in &g.api_groups {
-                for kind in &g.kinds {
-                    // Wildcards stay wildcards; the scope of "any kind" is unknown, so it
-                    // is treated as namespaced (a Role) when namespaces are listed or given.
-                    let k = if group == "*" || kind == "*" {
-                        KindInfo {
-                            group: group.clone(),
-                            version: "*".into(),
-                            kind: kind.clone(),
-                            plural: if kind == "*" {
-                                "*".into()
-                            } else {
-                                guess_plural(kind)
-                            },
-                            namespaced: namespaced_only || opts.namespace.is_some(),
-                            has_status: true,
-                            guessed: false,
-                        }
-                    } else {
-                        resolve_or_guess(&grant_ref(group, kind), &mut rules)
-                    };
-                    let scopes: Vec<Scope> = match &listed {
-                        // A grant with namespaces never covers cluster-scoped objects.
-                        _ if namespaced_only && !k.namespaced => vec![],
-                        Some(ns) => ns.iter().map(|n| Scope::Namespace((*n).clone())).collect(),
-                        None => vec![everywhere(k.namespaced)],
-                    };
-                    for scope in &scopes {
-                        for (suffix, rbac_verbs) in &verbs {
-                            rules.add(
-                                scope,
-                                &k.group,
-                                &format!("{}{suffix}", k.plural),
-                                rbac_verbs,
-                            );
-                        }
-                    }
-                }
-            }
+        if opts.impersonation {
+            let mut own = Rules::default();
+            add_grants(m, &mut own, &mut guessed, resolve, opts);
+            per_plugin.push((m, own));
+        } else {
+            add_grants(m, &mut host, &mut guessed, resolve, opts);
         }
     }
     for scope in &read_scopes {
         for group in ["", "events.k8s.io"] {
-            rules.add(scope, group, "events", &["create", "patch"]);
+            host.add(scope, group, "events", &["create", "patch"]);
         }
     }
-    rules.add(
-        &Scope::Namespace(opts.service_account_namespace.clone()),
+    let home = Scope::Namespace(opts.service_account_namespace.clone());
+    host.add(
+        &home,
         "coordination.k8s.io",
         "leases",
         &["get", "create", "update"],
     );
-    // Discovery is needed whenever anything is cluster-wide.
-    let cluster = rules.by_scope.contains_key(&Scope::Cluster);
+    let impersonated: Vec<String> = per_plugin
+        .iter()
+        .map(|(m, _)| plugin_service_account(m))
+        .collect();
 
-    let mut plugins: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
-    plugins.sort_unstable();
-    plugins.dedup();
-    let metadata = |name: &str, namespace: Option<&str>, scope: Option<&Scope>| {
-        let mut meta = json!({
-            "name": name,
-            "labels": {"app.kubernetes.io/name": "kubewasm",
-                       "app.kubernetes.io/component": "rbac"},
-            "annotations": {"kubewasm.dev/plugins": plugins.join(",")},
-        });
-        if let Some(ns) = namespace {
-            meta["namespace"] = json!(ns);
-        }
-        let guessed = scope.map(|s| rules.guessed_in(s)).unwrap_or_default();
-        if !guessed.is_empty() {
-            meta["annotations"]["kubewasm.dev/guessed"] = json!(guessed.join(","));
-        }
-        meta
-    };
-    let subject = json!([{"kind": "ServiceAccount", "name": opts.service_account,
-                          "namespace": opts.service_account_namespace}]);
+    let plugins: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
+    let metadata =
+        |name: &str, namespace: Option<&str>, for_plugins: &[&str], guessed_here: Vec<String>| {
+            let mut meta = json!({
+                "name": name,
+                "labels": {"app.kubernetes.io/name": "kubewasm",
+                           "app.kubernetes.io/component": "rbac"},
+                "annotations": {"kubewasm.dev/plugins": for_plugins.join(",")},
+            });
+            if let Some(ns) = namespace {
+                meta["namespace"] = json!(ns);
+            }
+            if !guessed_here.is_empty() {
+                meta["annotations"]["kubewasm.dev/guessed"] = json!(guessed_here.join(","));
+            }
+            meta
+        };
 
     let mut out = vec![json!({
         "apiVersion": "v1",
         "kind": "ServiceAccount",
-        "metadata": metadata(&opts.service_account, Some(&opts.service_account_namespace), None),
+        "metadata": metadata(&opts.service_account, Some(&opts.service_account_namespace), &plugins, vec![]),
     })];
-    if cluster {
-        let mut cluster_rules = vec![json!({
-            "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version"],
-            "verbs": ["get"],
-        })];
-        cluster_rules.extend(rules.rules(&Scope::Cluster));
+    for (m, _) in &per_plugin {
         out.push(json!({
-            "apiVersion": RBAC_API,
-            "kind": "ClusterRole",
-            "metadata": metadata(&opts.name, None, Some(&Scope::Cluster)),
-            "rules": cluster_rules,
-        }));
-        out.push(json!({
-            "apiVersion": RBAC_API,
-            "kind": "ClusterRoleBinding",
-            "metadata": metadata(&opts.name, None, None),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": opts.name},
-            "subjects": subject,
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(&plugin_service_account(m), Some(&opts.service_account_namespace), &[m.name.as_str()], vec![]),
         }));
     }
-    for scope in rules.by_scope.keys() {
-        let Scope::Namespace(ns) = scope else {
-            continue;
-        };
-        out.push(json!({
-            "apiVersion": RBAC_API,
-            "kind": "Role",
-            "metadata": metadata(&opts.name, Some(ns), Some(scope)),
-            "rules": rules.rules(scope),
-        }));
-        out.push(json!({
-            "apiVersion": RBAC_API,
-            "kind": "RoleBinding",
-            "metadata": metadata(&opts.name, Some(ns), None),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": opts.name},
-            "subjects": subject,
-        }));
+    // The roles and bindings of one identity.
+    let mut roles = |name: &str,
+                     account: &str,
+                     rules: &Rules,
+                     for_plugins: &[&str],
+                     discovery: bool,
+                     extra_home: Option<Value>| {
+        let subject = json!([{"kind": "ServiceAccount", "name": account,
+                              "namespace": opts.service_account_namespace}]);
+        if rules.by_scope.contains_key(&Scope::Cluster) {
+            let mut cluster_rules = Vec::new();
+            // Discovery is needed whenever anything is cluster-wide.
+            if discovery {
+                cluster_rules.push(json!({
+                    "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version"],
+                    "verbs": ["get"],
+                }));
+            }
+            cluster_rules.extend(rules.rules(&Scope::Cluster));
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "ClusterRole",
+                "metadata": metadata(name, None, for_plugins, rules.guessed_in(&Scope::Cluster, &guessed)),
+                "rules": cluster_rules,
+            }));
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "ClusterRoleBinding",
+                "metadata": metadata(name, None, for_plugins, vec![]),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": subject,
+            }));
+        }
+        for scope in rules.by_scope.keys() {
+            let Scope::Namespace(ns) = scope else {
+                continue;
+            };
+            let mut ns_rules = rules.rules(scope);
+            if *scope == home
+                && let Some(extra) = &extra_home
+            {
+                ns_rules.push(extra.clone());
+            }
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "Role",
+                "metadata": metadata(name, Some(ns), for_plugins, rules.guessed_in(scope, &guessed)),
+                "rules": ns_rules,
+            }));
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "RoleBinding",
+                "metadata": metadata(name, Some(ns), for_plugins, vec![]),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": subject,
+            }));
+        }
+    };
+    // The host may act as exactly its plugins' ServiceAccounts, nobody else.
+    let impersonate = (!impersonated.is_empty()).then(|| {
+        json!({"apiGroups": [""], "resources": ["serviceaccounts"],
+               "resourceNames": impersonated, "verbs": ["impersonate"]})
+    });
+    roles(
+        &opts.name,
+        &opts.service_account,
+        &host,
+        &plugins,
+        true,
+        impersonate,
+    );
+    for (m, own) in &per_plugin {
+        // The account is named like the field manager; its roles carry `--name` as prefix.
+        let account = plugin_service_account(m);
+        let name = format!("{}-{}", opts.name, m.name);
+        roles(&name, &account, own, &[m.name.as_str()], false, None);
     }
     out
 }
@@ -382,6 +480,15 @@ mod tests {
             namespaces: s(ns),
             verbs: verbs.to_vec(),
             allow_force: false,
+            finalizers: vec![],
+        }
+    }
+
+    /// Everything on the host's ServiceAccount (`--no-impersonation`).
+    fn host_only() -> RbacOptions {
+        RbacOptions {
+            impersonation: false,
+            ..RbacOptions::default()
         }
     }
 
@@ -472,7 +579,7 @@ mod tests {
     #[test]
     fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
         let m = provisioner();
-        let objs = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
+        let objs = render(&[&m], |r| Some(guess(r)), &host_only());
         let kinds: Vec<(&str, Option<&str>)> = objs
             .iter()
             .map(|o| {
@@ -550,7 +657,7 @@ mod tests {
         let m = provisioner();
         let opts = RbacOptions {
             namespace: Some("web".into()),
-            ..RbacOptions::default()
+            ..host_only()
         };
         let objs = render(&[&m], |r| Some(guess(r)), &opts);
         assert!(objs.iter().all(|o| o["kind"] != "ClusterRole"), "{objs:#?}");
@@ -602,7 +709,7 @@ mod tests {
             )],
             reads: vec![],
         };
-        let objs = render(&[&a, &b], |r| Some(guess(r)), &RbacOptions::default());
+        let objs = render(&[&a, &b], |r| Some(guess(r)), &host_only());
         let cr = find(&objs, "ClusterRole", None);
         assert_eq!(cr["metadata"]["annotations"]["kubewasm.dev/plugins"], "a,b");
         let p = perms(cr);
@@ -641,7 +748,7 @@ mod tests {
                     _ => None,
                 }
             },
-            &RbacOptions::default(),
+            &host_only(),
         );
         let asked = asked.into_inner();
         assert!(
@@ -670,7 +777,7 @@ mod tests {
             ],
             reads: vec![],
         };
-        let objs = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
+        let objs = render(&[&m], |r| Some(guess(r)), &host_only());
         let role = perms(find(&objs, "Role", Some("team")));
         assert_eq!(role, [(key("*", "*/status"), set(&["patch"]))].into());
         assert!(objs.iter().all(|o| o["kind"] != "ClusterRole"));
@@ -690,7 +797,7 @@ mod tests {
             )],
             reads: vec![],
         };
-        let objs = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
+        let objs = render(&[&m], |r| Some(guess(r)), &host_only());
         let cr = perms(find(&objs, "ClusterRole", None));
         assert_eq!(cr, [(key("", "configmaps"), set(&["delete"]))].into());
     }
@@ -698,12 +805,98 @@ mod tests {
     #[test]
     fn yaml_round_trips() {
         let m = provisioner();
-        let objs = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
+        let objs = render(&[&m], |r| Some(guess(r)), &host_only());
         let yaml = to_yaml(&objs);
         assert!(yaml.starts_with("---\n"));
         let back: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
             .map(|d| serde::Deserialize::deserialize(d).unwrap())
             .collect();
         assert_eq!(back, objs);
+    }
+
+    #[test]
+    fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
+        let p = provisioner();
+        let mut other = provisioner();
+        other.name = "other".into();
+        other.grants = vec![grant(&["apps"], &["Deployment"], &[], &[Verb::Delete])];
+        let objs = render(&[&p, &other], |r| Some(guess(r)), &RbacOptions::default());
+        let names: Vec<(&str, &str, Option<&str>)> = objs
+            .iter()
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap(),
+                    o["metadata"]["namespace"].as_str(),
+                )
+            })
+            .collect();
+        for want in [
+            ("ServiceAccount", "kubewasm", Some("kubewasm")),
+            ("ServiceAccount", "kubewasm-provisioner", Some("kubewasm")),
+            ("ServiceAccount", "kubewasm-other", Some("kubewasm")),
+            ("ClusterRole", "kubewasm-provisioner", None),
+            ("ClusterRoleBinding", "kubewasm-provisioner", None),
+            ("Role", "kubewasm-provisioner", Some("web")),
+            ("RoleBinding", "kubewasm-provisioner", Some("shop")),
+            ("ClusterRole", "kubewasm-other", None),
+        ] {
+            assert!(names.contains(&want), "{want:?} in {names:?}");
+        }
+        // The host reads, records Events, holds its Lease, and impersonates by name.
+        let host = perms(
+            objs.iter()
+                .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
+                .unwrap(),
+        );
+        assert!(
+            host.iter()
+                .all(|((_, r), v)| *v == set(&["get", "list", "watch"]) || r == "events"),
+            "{host:?}"
+        );
+        let home = objs
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "kubewasm")
+            .unwrap();
+        let imp = home["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["verbs"] == json!(["impersonate"]))
+            .unwrap();
+        assert_eq!(
+            imp["resourceNames"],
+            json!(["kubewasm-other", "kubewasm-provisioner"])
+        );
+        // Each plugin's role holds its grants only, bound to its own account.
+        let own = |name: &str| {
+            perms(
+                objs.iter()
+                    .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == name)
+                    .unwrap(),
+            )
+        };
+        assert_eq!(
+            own("kubewasm-other"),
+            [(key("apps", "deployments"), set(&["delete"]))].into()
+        );
+        let prov = own("kubewasm-provisioner");
+        assert_eq!(
+            prov[&key("mongodb.com", "mongodbs")],
+            set(&["create", "patch"])
+        );
+        assert!(!prov.contains_key(&key("apps", "deployments")));
+        assert!(
+            !prov.contains_key(&key("", "secrets")),
+            "reads stay the host's"
+        );
+        let binding = objs
+            .iter()
+            .find(|o| {
+                o["kind"] == "ClusterRoleBinding" && o["metadata"]["name"] == "kubewasm-other"
+            })
+            .unwrap();
+        assert_eq!(binding["subjects"][0]["name"], "kubewasm-other");
+        assert_eq!(binding["roleRef"]["name"], "kubewasm-other");
     }
 }

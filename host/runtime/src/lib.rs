@@ -11,6 +11,7 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod approval;
 pub mod bindings;
 pub mod capability;
 pub mod codecache;

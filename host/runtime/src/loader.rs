@@ -147,6 +147,9 @@ pub struct PluginFile {
     pub settings: Option<String>,
     /// Per-plugin limit overrides from the settings' `kubewasm` key.
     pub overrides: LimitOverrides,
+    /// The operator's approval of grants and reads (`kubewasm.approved`; see
+    /// [`crate::approval`]); None when the settings hold none.
+    pub approval: Option<kubewasm_core::grant::Approval>,
 }
 
 /// Limits an operator sets for one plugin under the `kubewasm` key of its settings file
@@ -221,7 +224,7 @@ impl PluginFile {
                 reason,
             },
         })?;
-        let (settings, overrides) = split_settings(path, read_settings(path)?)?;
+        let (settings, overrides, approval) = split_settings(path, read_settings(path)?)?;
         let digest = hex::encode(Sha256::digest(&bytes));
         Ok(PluginFile {
             path: path.to_path_buf(),
@@ -229,6 +232,7 @@ impl PluginFile {
             digest,
             settings,
             overrides,
+            approval,
         })
     }
 
@@ -238,6 +242,7 @@ impl PluginFile {
         h.update(self.digest.as_bytes());
         h.update(self.settings.as_deref().unwrap_or("").as_bytes());
         h.update(format!("{:?}", self.overrides).as_bytes());
+        h.update(format!("{:?}", self.approval).as_bytes());
         hex::encode(h.finalize())
     }
 }
@@ -250,6 +255,9 @@ pub struct Loaded {
     pub source: Source,
     /// Time from file bytes to a described plugin.
     pub took: std::time::Duration,
+    /// The operator's approval from the settings file (checked by the caller against the
+    /// manifest with `kubewasm_core::grant::check_approval`).
+    pub approval: Option<kubewasm_core::grant::Approval>,
 }
 
 /// Compiles and links plugins, through an in-memory and an optional on-disk code cache.
@@ -285,6 +293,7 @@ impl Loader {
     pub async fn load(&self, mut file: PluginFile) -> Result<Loaded, Error> {
         let started = std::time::Instant::now();
         let (component, source) = self.component(&mut file).await?;
+        let approval = file.approval.take();
         let plugin = CompiledPlugin::new(
             &self.engine,
             &file.path,
@@ -302,6 +311,7 @@ impl Loader {
             plugin,
             source,
             took: started.elapsed(),
+            approval,
         })
     }
 
@@ -342,26 +352,40 @@ impl Loader {
     }
 }
 
+/// The settings without the host's part, the limit overrides, and the approval.
+type SplitSettings = (
+    Option<String>,
+    LimitOverrides,
+    Option<kubewasm_core::grant::Approval>,
+);
+
 /// Take the host's `kubewasm` key out of the settings.
-fn split_settings(
-    path: &Path,
-    settings: Option<String>,
-) -> Result<(Option<String>, LimitOverrides), Error> {
+fn split_settings(path: &Path, settings: Option<String>) -> Result<SplitSettings, Error> {
     let Some(text) = settings else {
-        return Ok((None, LimitOverrides::default()));
+        return Ok((None, LimitOverrides::default(), None));
     };
     let mut value: serde_json::Value =
         serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
-    let Some(host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
-        return Ok((Some(text), LimitOverrides::default()));
+    let Some(mut host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
+        return Ok((Some(text), LimitOverrides::default(), None));
     };
+    let approval = crate::approval::take(&mut host_part).map_err(|reason| Error::Settings {
+        path: path.to_path_buf(),
+        settings: path.with_extension("yaml"),
+        reason,
+    })?;
     let overrides: LimitOverrides =
         serde_json::from_value(host_part).map_err(|e| Error::Settings {
             path: path.to_path_buf(),
             settings: path.with_extension("yaml"),
             reason: format!("kubewasm limits: {e}"),
         })?;
-    Ok((Some(value.to_string()), overrides))
+    // A file holding only the host's key gives the plugin no settings.
+    let settings = match value.as_object() {
+        Some(o) if o.is_empty() => None,
+        _ => Some(value.to_string()),
+    };
+    Ok((settings, overrides, approval))
 }
 
 /// Read, compile, link and describe one plugin file (no code cache).

@@ -1,12 +1,16 @@
-//! `kubewasm inspect`: what a plugin file is, without a cluster.
+//! `kubewasm inspect`: what a plugin file is, without a cluster: its world, its manifest,
+//! and what it asks for against what the operator approved (`--approval` prints the block
+//! to paste into its settings file).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
+use kubewasm::core::grant::check_approval;
 use kubewasm::core::manifest::Manifest;
 use kubewasm::core::resource::ResourceRef;
+use kubewasm::runtime::approval::ApprovalSpec;
 use kubewasm::runtime::{Error, LoadOptions, Loader, PluginEngine, PluginFile};
 use serde_json::{Value, json};
 
@@ -18,12 +22,25 @@ pub struct InspectArgs {
     /// Keep compiled plugins here between runs (big components compile for seconds).
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Print only the settings block that approves exactly what the plugin asks for
+    /// (`kubewasm: {approved: ...}`), to review and paste into its settings file.
+    #[arg(long)]
+    approval: bool,
 }
 
 /// `kubewasm inspect`: print the plugin's world and manifest as YAML; exit 1 when it
 /// cannot be loaded.
 pub async fn command(args: InspectArgs) -> Result<()> {
     let out = inspect(&args.file, args.cache_dir.as_deref()).await?;
+    if args.approval && out.get("manifest").is_some() {
+        let block = json!({"kubewasm": {"approved": out["requested"]}});
+        println!(
+            "# What {} asks for; review it, then put it in the plugin's settings file.",
+            args.file.display()
+        );
+        print!("{}", serde_yaml_ng::to_string(&block)?);
+        return Ok(());
+    }
     print!("{}", serde_yaml_ng::to_string(&out)?);
     if out.get("error").is_some() {
         std::process::exit(1);
@@ -92,6 +109,20 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
     match loader.load(file).await {
         Ok(loaded) => {
             let p = loaded.plugin;
+            // What the plugin asks for, what the operator approved, and the verdict `run`
+            // would give.
+            out["requested"] = json!(ApprovalSpec::from_parts(
+                &p.manifest.grants,
+                &p.manifest.reads
+            ));
+            out["approved"] = match &loaded.approval {
+                Some(a) => json!(ApprovalSpec::from_parts(&a.grants, &a.reads)),
+                None => Value::Null,
+            };
+            out["approval"] = match check_approval(&p.manifest, loaded.approval.as_ref()) {
+                Ok(()) => json!("ok: everything requested is approved"),
+                Err(e) => json!(format!("refused: {e}")),
+            };
             out["digest"] = json!(p.digest);
             out["settings"] = match &p.settings {
                 Some(s) => serde_json::from_str(s).unwrap_or(Value::Null),

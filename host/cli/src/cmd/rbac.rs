@@ -3,17 +3,25 @@
 //! through the cluster's discovery (the real plural and scope: MongoDB's plural is
 //! `mongodb`, not a guess); a kind the cluster does not serve is an error, unless
 //! `--allow-guess`. Without a cluster every plural and scope is guessed, and it says so.
+//!
+//! The rules come from what the operator approved (`kubewasm.approved` in each plugin's
+//! settings file), not from what the plugin asks for: a plugin asking for more than its
+//! approval is an error here, as it is refused by `run`. Each plugin gets its own
+//! ServiceAccount `kubewasm-<plugin>` holding its grants, which the host impersonates
+//! (`--no-impersonation`: everything on the host's ServiceAccount, for `run
+//! --no-impersonation`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::Args;
+use kubewasm::core::grant::check_approval;
 use kubewasm::core::kind::{KindInfo, ResolveError};
 use kubewasm::core::resource::ResourceRef;
 use kubewasm::rbac::{self, RbacOptions};
 use kubewasm::runtime::loader::plugin_files;
-use kubewasm::runtime::{LoadOptions, PluginEngine, load_plugin};
+use kubewasm::runtime::{LoadOptions, Loader, PluginEngine, PluginFile};
 use kubewasm::watch::discovery::Discovery;
 
 use super::run::client_for;
@@ -45,19 +53,32 @@ pub struct RbacArgs {
     /// the roles holding guessed rules list them in the annotation kubewasm.dev/guessed.
     #[arg(long, requires = "kubeconfig")]
     allow_guess: bool,
+    /// Put every plugin's grants on the host's ServiceAccount (for `kubewasm run
+    /// --no-impersonation`) instead of one ServiceAccount per plugin.
+    #[arg(long)]
+    no_impersonation: bool,
 }
 
 /// `kubewasm rbac`.
 pub async fn rbac(args: RbacArgs) -> Result<()> {
-    let engine = PluginEngine::new()?;
-    let mut plugins = Vec::new();
+    let loader = Loader::new(PluginEngine::new()?, LoadOptions::default(), None)?;
+    let mut approved = Vec::new();
     for path in plugin_files(&args.plugins)? {
-        match load_plugin(&engine, &path, &LoadOptions::default()).await {
-            Ok(p) => plugins.push(p),
+        let loaded = match loader.load(PluginFile::read(&path)?).await {
+            Ok(l) => l,
             Err(e) => bail!("{e}"),
+        };
+        let mut m = loaded.plugin.manifest.clone();
+        if let Err(e) = check_approval(&m, loaded.approval.as_ref()) {
+            bail!("{}: {e}", path.display());
         }
+        // The approved set, so the RBAC stays valid for any version within it.
+        let approval = loaded.approval.unwrap_or_default();
+        m.grants = approval.grants;
+        m.reads = approval.reads;
+        approved.push(m);
     }
-    let manifests: Vec<_> = plugins.iter().map(|p| &p.manifest).collect();
+    let manifests: Vec<_> = approved.iter().collect();
     let resolved = match &args.kubeconfig {
         Some(path) => {
             let discovery = Discovery::new(client_for(Some(path), None).await?);
@@ -77,6 +98,7 @@ pub async fn rbac(args: RbacArgs) -> Result<()> {
         name: args.name,
         service_account: args.service_account,
         service_account_namespace: args.service_account_namespace,
+        impersonation: !args.no_impersonation,
     };
     let objects = rbac::render(&manifests, |r| resolved.get(r).cloned(), &opts);
     print!("{}", rbac::to_yaml(&objects));

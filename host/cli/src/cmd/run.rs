@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use kubewasm::apply::WriteIdentity;
 use kubewasm::dispatch::{QuarantinePolicy, QueueConfig};
 use kubewasm::host::{Host, HostConfig};
 use kubewasm::ops::http::{self, Readiness};
@@ -92,6 +93,15 @@ pub struct HostArgs {
     /// This replica's identity in the Lease and in Events (default: hostname-pid).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
+    /// Send each plugin's writes with the host's own identity instead of impersonating the
+    /// plugin's ServiceAccount `kubewasm-<plugin>` (for clusters where the host may not
+    /// impersonate; the host's role must then hold every plugin's grants).
+    #[arg(long)]
+    no_impersonation: bool,
+    /// Namespace of the plugins' ServiceAccounts (default: the in-cluster namespace, else
+    /// the kubeconfig context's namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    plugin_namespace: Option<String>,
     /// Write each handled event (the object, what the plugin read through `host.get` /
     /// `host.list`, the intents it returned) as a `kubewasm test` case under
     /// DIR/PLUGIN/, so the cluster's behaviour replays offline. Secrets' values are
@@ -165,6 +175,8 @@ impl HostArgs {
             leadership: Leadership::always(),
             event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
             identity: self.identity(),
+            // Set by `run_host`, which knows the client's namespace.
+            write_identity: WriteIdentity::Host,
             record: self.record.clone().map(|dir| kubewasm::record::RecordConfig {
                 dir,
                 secrets: self.record_secrets,
@@ -268,6 +280,14 @@ pub async fn shutdown_signal() {
 /// Run the host on `client` until SIGINT/SIGTERM.
 pub async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
     let mut config = args.config()?;
+    if !args.no_impersonation {
+        let namespace = args
+            .plugin_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        tracing::info!(namespace = %namespace, "each plugin writes as its ServiceAccount kubewasm-<plugin> (impersonated)");
+        config.write_identity = WriteIdentity::PluginServiceAccounts { namespace };
+    }
     let metrics = Arc::new(Metrics::new());
     let readiness = Readiness::default();
     let background = tokio_util::sync::CancellationToken::new();

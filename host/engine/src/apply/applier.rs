@@ -1,6 +1,15 @@
 //! The applier: turns admitted intents into API calls. Create and apply-patches are
 //! server-side apply under the plugin's field manager; merge patches and deletes are
 //! plain PATCH / DELETE with preconditions.
+//!
+//! Each plugin's writes go out under its own identity at the API server: with
+//! [`WriteIdentity::PluginServiceAccounts`] (the default of `kubewasm run`), a request for
+//! plugin `P` carries `Impersonate-User: system:serviceaccount:NS:kubewasm-P`, so the API
+//! server's RBAC judges it by that ServiceAccount's roles (from `kubewasm rbac`), not by
+//! the host's. The host's own identity only reads (the caches) and impersonates.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use kube::Client;
 use kube::api::{
@@ -26,23 +35,110 @@ pub enum Outcome {
     AlreadyGone,
 }
 
-/// Applies intents with one client.
+/// Whose identity a plugin's writes are sent with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteIdentity {
+    /// The host's own (`--no-impersonation`, for clusters where the host may not
+    /// impersonate).
+    Host,
+    /// Each plugin's ServiceAccount (named like its field manager, `kubewasm-<plugin>`)
+    /// in this namespace, impersonated.
+    PluginServiceAccounts {
+        /// The namespace of the plugins' ServiceAccounts (the host's).
+        namespace: String,
+    },
+}
+
+impl WriteIdentity {
+    /// The user a plugin with field manager `manager` writes as; None for the host's own.
+    pub fn user(&self, manager: &str) -> Option<String> {
+        match self {
+            WriteIdentity::Host => None,
+            WriteIdentity::PluginServiceAccounts { namespace } => {
+                Some(format!("system:serviceaccount:{namespace}:{manager}"))
+            }
+        }
+    }
+}
+
+/// A client that sends every request of `base` as `user` (`Impersonate-User`), through
+/// `base`'s connection and credentials.
+fn impersonating(base: &Client, user: &str) -> Result<Client, http::header::InvalidHeaderValue> {
+    let value = http::HeaderValue::from_str(user)?;
+    let inner = base.clone();
+    let service = tower::service_fn(move |mut req: http::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        let value = value.clone();
+        async move {
+            req.headers_mut().insert("impersonate-user", value);
+            inner.send(req).await
+        }
+    });
+    Ok(Client::new(service, base.default_namespace()))
+}
+
+/// Applies intents, each plugin's with its own client (see [`WriteIdentity`]).
 pub struct Applier {
     client: Client,
+    identity: WriteIdentity,
+    /// Impersonating clients, one per field manager, built on first use.
+    clients: Mutex<HashMap<String, Client>>,
 }
 
 impl Applier {
-    /// An applier over `client`.
+    /// An applier writing with `client`'s own identity.
     pub fn new(client: Client) -> Self {
-        Applier { client }
+        Self::with_identity(client, WriteIdentity::Host)
     }
 
-    /// Execute one prepared intent as the field manager `manager`.
+    /// An applier writing each plugin's intents with `identity`, through `client`.
+    pub fn with_identity(client: Client, identity: WriteIdentity) -> Self {
+        Applier {
+            client,
+            identity,
+            clients: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Whose identity writes are sent with.
+    pub fn identity(&self) -> &WriteIdentity {
+        &self.identity
+    }
+
+    /// The client writing as field manager `manager`.
+    fn client_for(&self, manager: &str) -> Client {
+        let Some(user) = self.identity.user(manager) else {
+            return self.client.clone();
+        };
+        let mut clients = match self.clients.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if let Some(c) = clients.get(manager) {
+            return c.clone();
+        }
+        match impersonating(&self.client, &user) {
+            Ok(c) => {
+                clients.insert(manager.to_string(), c.clone());
+                c
+            }
+            // A manager is `kubewasm-` + a DNS label (checked at load), a valid header
+            // value; should that ever fail, the write goes out unimpersonated and logged.
+            Err(e) => {
+                tracing::error!(user = %user, error = %e, "cannot impersonate; writing as the host");
+                self.client.clone()
+            }
+        }
+    }
+
+    /// Execute one prepared intent as the field manager `manager` (and, when impersonating,
+    /// as that plugin's ServiceAccount).
     pub async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
         let resource = api_resource(&p.kind);
+        let client = self.client_for(manager);
         let api: Api<DynamicObject> = match &p.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
         };
         let name = p.intent.target.name.as_str();
         let what = p.describe();

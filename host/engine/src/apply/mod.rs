@@ -6,4 +6,4 @@ pub mod applier;
 pub mod events;
 pub mod manifests;
 
-pub use applier::{Applier, Outcome};
+pub use applier::{Applier, Outcome, WriteIdentity};

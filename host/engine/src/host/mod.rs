@@ -70,6 +70,9 @@ pub struct HostConfig {
     pub event_interval: Option<Duration>,
     /// This replica's name in Events and the Lease (e.g. the pod name).
     pub identity: String,
+    /// Whose identity each plugin's writes are sent with (its impersonated ServiceAccount,
+    /// or the host's own).
+    pub write_identity: crate::apply::WriteIdentity,
     /// Write every handled event as a `kubewasm test` case (`--record DIR`); None: do not.
     pub record: Option<crate::record::RecordConfig>,
 }
@@ -122,7 +125,10 @@ impl Host {
             leadership: config.leadership.clone(),
         };
         let deps = HandlerDeps {
-            applier: Arc::new(Applier::new(client.clone())),
+            applier: Arc::new(Applier::with_identity(
+                client.clone(),
+                config.write_identity.clone(),
+            )),
             discovery,
             watches: watches.clone(),
             caches,

@@ -5,7 +5,9 @@
 //! selector on ConfigMaps, default `kubewasm.dev/testkit=<name>`), `value` (written by
 //! `write-shared`), `force` (force that write), `allowForce` (grant force),
 //! `namespaceGrant` (a list of namespaces: also grant `create` on core `Namespace` objects,
-//! limited to those namespaces, which can never cover a cluster-scoped kind).
+//! limited to those namespaces, which can never cover a cluster-scoped kind), `grantAll`
+//! (also ask for every verb on every kind everywhere, with force: an escalation the
+//! operator's approval must refuse).
 //!
 //! The triggering ConfigMap's `data.action` picks what `handle` does:
 //! `copy` (default: create `<cm>-out` owned by the trigger, data copied), `write-shared`
@@ -94,30 +96,43 @@ impl Guest for Testkit {
                 label_selector: Some(selector),
                 field_selector: None,
             }],
-            grants: std::iter::once(Grant {
-                api_groups: vec!["".into()],
-                kinds: vec!["ConfigMap".into()],
-                namespaces: vec![],
-                verbs: vec![Verb::Create],
-                allow_force: s
-                    .get("allowForce")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false),
-            })
-            .chain(s.get("namespaceGrant").and_then(Value::as_array).map(|ns| {
-                Grant {
+            grants: s
+                .get("grantAll")
+                .and_then(Value::as_bool)
+                .filter(|all| *all)
+                .map(|_| Grant {
+                    // An escalation: everything, everywhere, with force.
+                    api_groups: vec!["*".into()],
+                    kinds: vec!["*".into()],
+                    namespaces: vec![],
+                    verbs: vec![Verb::Create, Verb::Patch, Verb::PatchStatus, Verb::Delete],
+                    allow_force: true,
+                })
+                .into_iter()
+                .chain(std::iter::once(Grant {
                     api_groups: vec!["".into()],
-                    kinds: vec!["Namespace".into()],
-                    namespaces: ns
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect(),
+                    kinds: vec!["ConfigMap".into()],
+                    namespaces: vec![],
                     verbs: vec![Verb::Create],
-                    allow_force: false,
-                }
-            }))
-            .collect(),
+                    allow_force: s
+                        .get("allowForce")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                }))
+                .chain(s.get("namespaceGrant").and_then(Value::as_array).map(|ns| {
+                    Grant {
+                        api_groups: vec!["".into()],
+                        kinds: vec!["Namespace".into()],
+                        namespaces: ns
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_string)
+                            .collect(),
+                        verbs: vec![Verb::Create],
+                        allow_force: false,
+                    }
+                }))
+                .collect(),
             reads: vec![],
         })
     }

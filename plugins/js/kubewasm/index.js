@@ -100,6 +100,40 @@ export function isObject(v) {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** @type {(this: unknown, key: PropertyKey) => boolean} */
+const hasOwn = Object.prototype.hasOwnProperty;
+
+/**
+ * A parsed pointer: its keys, and for each the array index it names (-1 when it is not one).
+ * @typedef {{ keys: string[], indexes: number[] }} Pointer
+ */
+
+/** Parsed pointers by text: plugins use a handful of constant pointers on every call. */
+/** @type {Map<string, Pointer>} */
+const pointers = new Map();
+/** Pointers built at run time (`/metadata/labels/${k}`) must not grow the cache forever. */
+const MAX_CACHED_POINTERS = 512;
+
+/**
+ * @param {string} pointer starts with '/'
+ * @returns {Pointer}
+ */
+function parsePointer(pointer) {
+  let p = pointers.get(pointer);
+  if (p !== undefined) return p;
+  const keys = pointer.slice(1).split('/');
+  const indexes = new Array(keys.length);
+  for (let i = 0; i < keys.length; i++) {
+    const raw = keys[i];
+    const key = raw.indexOf('~') < 0 ? raw : raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    keys[i] = key;
+    indexes[i] = /^(0|[1-9][0-9]*)$/.test(key) ? Number(key) : -1;
+  }
+  p = { keys, indexes };
+  if (pointers.size < MAX_CACHED_POINTERS) pointers.set(pointer, p);
+  return p;
+}
+
 /**
  * The value at a JSON pointer (RFC 6901), e.g. `at(obj, '/status/state')`; `undefined` if absent.
  * @param {unknown} value
@@ -108,17 +142,19 @@ export function isObject(v) {
  */
 export function at(value, pointer) {
   if (pointer === '') return value;
-  if (!pointer.startsWith('/')) return undefined;
+  if (pointer.charCodeAt(0) !== 47 /* '/' */) return undefined;
+  const { keys, indexes } = parsePointer(pointer);
+  /** @type {any} */
   let cur = value;
-  for (const raw of pointer.slice(1).split('/')) {
-    const key = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+  for (let i = 0; i < keys.length; i++) {
+    if (typeof cur !== 'object' || cur === null) return undefined;
     if (Array.isArray(cur)) {
-      if (!/^(0|[1-9][0-9]*)$/.test(key)) return undefined;
-      cur = cur[Number(key)];
-    } else if (isObject(cur)) {
-      cur = Object.prototype.hasOwnProperty.call(cur, key) ? cur[key] : undefined;
+      const index = indexes[i];
+      if (index < 0) return undefined;
+      cur = cur[index];
     } else {
-      return undefined;
+      const key = keys[i];
+      cur = hasOwn.call(cur, key) ? cur[key] : undefined;
     }
     if (cur === undefined) return undefined;
   }
@@ -136,18 +172,45 @@ export function strAt(value, pointer) {
   return typeof v === 'string' ? v : undefined;
 }
 
+// The accessors below read fields directly: they run many times per event, and an
+// interpreter makes every step of the general `at` path show. Same results as `strAt`.
+
+/**
+ * `obj[key]` when `obj` is a (non-array) object that has it, else undefined.
+ * @param {unknown} obj
+ * @param {string} key
+ * @returns {unknown}
+ */
+function own(obj, key) {
+  return typeof obj === 'object' && obj !== null && !Array.isArray(obj) && hasOwn.call(obj, key)
+    ? /** @type {Record<string, unknown>} */ (obj)[key]
+    : undefined;
+}
+
+/**
+ * `obj.metadata[key]` (own properties of objects only), else undefined.
+ * @param {unknown} obj
+ * @param {string} key
+ */
+function meta(obj, key) {
+  return own(own(obj, 'metadata'), key);
+}
+
+/** @param {unknown} v @returns {string | undefined} */
+const str = (v) => (typeof v === 'string' ? v : undefined);
+
 /** `apiVersion` (if a string). @param {unknown} obj */
-export const apiVersionOf = (obj) => strAt(obj, '/apiVersion');
+export const apiVersionOf = (obj) => str(own(obj, 'apiVersion'));
 /** `kind` (if a string). @param {unknown} obj */
-export const kindOf = (obj) => strAt(obj, '/kind');
+export const kindOf = (obj) => str(own(obj, 'kind'));
 /** `metadata.name` (if a string). @param {unknown} obj */
-export const nameOf = (obj) => strAt(obj, '/metadata/name');
+export const nameOf = (obj) => str(meta(obj, 'name'));
 /** `metadata.namespace` (if a string). @param {unknown} obj */
-export const namespaceOf = (obj) => strAt(obj, '/metadata/namespace');
+export const namespaceOf = (obj) => str(meta(obj, 'namespace'));
 /** `metadata.uid` (if a string). @param {unknown} obj */
-export const uidOf = (obj) => strAt(obj, '/metadata/uid');
+export const uidOf = (obj) => str(meta(obj, 'uid'));
 /** `metadata.resourceVersion` (if a string). @param {unknown} obj */
-export const resourceVersionOf = (obj) => strAt(obj, '/metadata/resourceVersion');
+export const resourceVersionOf = (obj) => str(meta(obj, 'resourceVersion'));
 
 /**
  * `metadata.generation` when it is an integer.
@@ -155,7 +218,7 @@ export const resourceVersionOf = (obj) => strAt(obj, '/metadata/resourceVersion'
  * @returns {number | undefined}
  */
 export function generationOf(obj) {
-  const g = at(obj, '/metadata/generation');
+  const g = meta(obj, 'generation');
   return typeof g === 'number' && Number.isInteger(g) ? g : undefined;
 }
 
@@ -165,7 +228,7 @@ export function generationOf(obj) {
  * @param {string} key
  */
 export function labelOf(obj, key) {
-  const labels = at(obj, '/metadata/labels');
+  const labels = meta(obj, 'labels');
   return isObject(labels) && typeof labels[key] === 'string' ? labels[key] : undefined;
 }
 
@@ -175,7 +238,7 @@ export function labelOf(obj, key) {
  * @param {string} key
  */
 export function annotationOf(obj, key) {
-  const annotations = at(obj, '/metadata/annotations');
+  const annotations = meta(obj, 'annotations');
   return isObject(annotations) && typeof annotations[key] === 'string' ? annotations[key] : undefined;
 }
 
@@ -184,7 +247,7 @@ export function annotationOf(obj, key) {
  * @param {unknown} obj
  */
 export function isBeingDeleted(obj) {
-  const ts = at(obj, '/metadata/deletionTimestamp');
+  const ts = meta(obj, 'deletionTimestamp');
   return ts !== undefined && ts !== null;
 }
 
@@ -367,7 +430,9 @@ export function condition(type, status, options = {}) {
 
 /** The current UTC time, RFC 3339 with second precision (`2026-01-02T03:04:05Z`). */
 export function nowRfc3339() {
-  return new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  const iso = new Date().toISOString();
+  // `YYYY-MM-DDTHH:MM:SS.sssZ` for years 0-9999; anything else takes the general path.
+  return iso.length === 24 ? `${iso.slice(0, 19)}Z` : iso.replace(/\.\d+Z$/, 'Z');
 }
 
 // ---------------------------------------------------------------------------------------
@@ -929,6 +994,9 @@ export function toHandleError(e) {
   return { message: String(e), retry: true };
 }
 
+/** What `definePlugin` has cached before its first call: matches no settings text. */
+const NOT_CACHED = Symbol('not cached');
+
 /**
  * Wires a plugin to the WIT exports. Export the result as `handler`:
  * `export const handler = definePlugin({ settings, describe, handle })`.
@@ -936,6 +1004,26 @@ export function toHandleError(e) {
  * @param {PluginDefinition<S>} plugin
  */
 export function definePlugin(plugin) {
+  // The host passes the same settings text on every call of an instance, so `handle` decodes
+  // it once and keeps the result (or the error) for as long as the text stays the same.
+  // Plugins get the same settings object on every call: treat it as read-only.
+  /** @type {unknown} */
+  let cachedText = NOT_CACHED;
+  /** @type {{ settings: S } | { error: string }} */
+  let cached = { error: 'settings not decoded' };
+  /** @param {string | undefined} text */
+  const settingsFor = (text) => {
+    if (text !== cachedText) {
+      try {
+        cached = { settings: readSettings(plugin.settings, text) };
+      } catch (e) {
+        cached = { error: errorText(e) };
+      }
+      cachedText = text;
+    }
+    if ('error' in cached) throw permanent(cached.error);
+    return cached.settings;
+  };
   return {
     /**
      * WIT `describe(settings: option<string>) -> result<manifest, string>`.
@@ -962,12 +1050,7 @@ export function definePlugin(plugin) {
      */
     handle(witEvent, settingsText) {
       try {
-        let settings;
-        try {
-          settings = readSettings(plugin.settings, settingsText);
-        } catch (e) {
-          throw permanent(errorText(e));
-        }
+        const settings = settingsFor(settingsText);
         const event = new Event(witEvent.eventType, witEvent.watchId, witEvent.object, witEvent.oldObject);
         const intents = plugin.handle(event, settings) ?? [];
         return intents.map(toWitIntent);

@@ -89,7 +89,8 @@ function makeType(expected, decode, dflt = { has: false }) {
  * @returns {T}
  */
 function structuredCloneJson(v) {
-  return v === undefined ? v : JSON.parse(JSON.stringify(v));
+  // Strings, numbers, booleans and null are immutable: only objects and arrays need a copy.
+  return typeof v !== 'object' || v === null ? v : JSON.parse(JSON.stringify(v));
 }
 
 /**
@@ -116,6 +117,9 @@ function expectedFields(names) {
   if (q.length === 2) return `expected ${q[0]} or ${q[1]}`;
   return `expected one of ${q.join(', ')}`;
 }
+
+/** @type {(this: unknown, key: PropertyKey) => boolean} */
+const hasOwn = Object.prototype.hasOwnProperty;
 
 /** @param {unknown} v */
 function isPlainObject(v) {
@@ -202,23 +206,29 @@ export const t = {
     const expected = `struct ${options.name ?? 'object'}`;
     const names = Object.keys(fields);
     /** @param {unknown} v */
+    // Indexed loops and no per-call arrays of pairs: this runs on every event in an
+    // interpreter, where each allocation and iterator step shows.
     const decode = (v) => {
       if (!isPlainObject(v)) throw invalidType(v, expected);
       const input = /** @type {Record<string, unknown>} */ (v);
       /** @type {Record<string, unknown>} */
       const out = {};
-      for (const [k, x] of Object.entries(input)) {
-        const field = Object.prototype.hasOwnProperty.call(fields, k) ? fields[k] : undefined;
+      const keys = Object.keys(input);
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i];
+        const field = hasOwn.call(fields, k) ? fields[k] : undefined;
         if (!field) {
           if (options.strict) throw new DecodeError(`unknown field \`${k}\`, ${expectedFields(names)}`);
           continue;
         }
-        out[k] = field.decode(x);
+        out[k] = field.decode(input[k]);
       }
-      for (const k of names) {
-        if (Object.prototype.hasOwnProperty.call(input, k)) continue;
-        if (!fields[k].hasDefault) throw new DecodeError(`missing field \`${k}\``);
-        out[k] = fields[k].makeDefault();
+      for (let i = 0; i < names.length; i++) {
+        const k = names[i];
+        if (hasOwn.call(input, k)) continue;
+        const field = fields[k];
+        if (!field.hasDefault) throw new DecodeError(`missing field \`${k}\``);
+        out[k] = field.makeDefault();
       }
       return /** @type {any} */ (out);
     };

@@ -30,9 +30,9 @@ _PROPAGATIONS = {
 }
 
 
-def _json(value) -> str:
-    # Compact and strict (NaN/Infinity are not JSON).
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# Compact and strict (NaN/Infinity are not JSON); built once, as json.dumps with arguments
+# builds an encoder per call.
+_json = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 
 
 def _resource(r):

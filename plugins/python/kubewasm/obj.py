@@ -55,20 +55,39 @@ def pointer(obj: Any, path: str, default: Any = None) -> Any:
     if not path.startswith("/"):
         return default
     current = obj
-    for token in path[1:].split("/"):
-        token = token.replace("~1", "/").replace("~0", "~")
+    for token, index in _tokens(path):
         if isinstance(current, dict):
             current = current.get(token, _MISSING)
         elif isinstance(current, list):
-            if not (token.isascii() and token.isdigit()) or (len(token) > 1 and token[0] == "0"):
+            if index < 0:
                 return default
-            i = int(token)
-            current = current[i] if i < len(current) else _MISSING
+            current = current[index] if index < len(current) else _MISSING
         else:
             return default
         if current is _MISSING:
             return default
     return current
+
+
+# Parsed pointers by text: plugins read a handful of constant paths on every call. Paths
+# built at run time must not grow the cache forever.
+_pointers: dict[str, tuple[tuple[str, int], ...]] = {}
+_MAX_CACHED_POINTERS = 512
+
+
+def _tokens(path: str) -> tuple[tuple[str, int], ...]:
+    """``path``'s unescaped tokens, each with the list index it names (-1 if none)."""
+    tokens = _pointers.get(path)
+    if tokens is None:
+        parsed = []
+        for token in path[1:].split("/"):
+            token = token.replace("~1", "/").replace("~0", "~")
+            is_index = token.isascii() and token.isdigit() and (len(token) == 1 or token[0] != "0")
+            parsed.append((token, int(token) if is_index else -1))
+        tokens = tuple(parsed)
+        if len(_pointers) < _MAX_CACHED_POINTERS:
+            _pointers[path] = tokens
+    return tokens
 
 
 def str_at(obj: Any, path: str) -> str | None:

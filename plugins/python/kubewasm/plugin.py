@@ -96,13 +96,35 @@ def describe(plugin: Any, settings: Optional[str] = None) -> Manifest:
     return manifest
 
 
+# Decoded settings by (Settings type, settings text): the host passes the same text on every
+# call of an instance, so it is decoded once. A plugin gets the same settings object on
+# every call and must treat it as read-only.
+_settings_cache: dict = {}
+_MAX_CACHED_SETTINGS = 8
+
+
+def _settings_for(settings_type: Optional[type], text: Optional[str]) -> Any:
+    key = (settings_type, text)
+    hit = _settings_cache.get(key)
+    if hit is None:
+        try:
+            hit = (True, parse_settings(settings_type, text))
+        except SettingsError as e:
+            hit = (False, str(e))
+        if len(_settings_cache) >= _MAX_CACHED_SETTINGS:
+            _settings_cache.clear()
+        _settings_cache[key] = hit
+    ok, value = hit
+    if not ok:
+        raise PermanentError(value)
+    return value
+
+
 def handle(plugin: Any, event: Event, settings: Optional[str] = None) -> List[Intent]:
-    """``handle`` as the host calls it. Invalid settings are a :class:`PermanentError`."""
+    """``handle`` as the host calls it. Invalid settings are a :class:`PermanentError`.
+    Settings are decoded once per settings text and shared between calls (read-only)."""
     p = _instance(plugin)
-    try:
-        parsed = parse_settings(p.Settings, settings)
-    except SettingsError as e:
-        raise PermanentError(str(e)) from None
+    parsed = _settings_for(p.Settings, settings)
     intents = p.handle(event, parsed)
     return [] if intents is None else list(intents)
 

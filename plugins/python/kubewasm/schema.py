@@ -89,14 +89,22 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+# Built once: ``json.loads`` with keyword arguments builds a new decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+_DECODER_TRACKING = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_pairs)
+
+
 def loads(text: str, *, track_duplicates: bool = False) -> Any:
     """``json.loads`` as strict as serde_json: no ``NaN``/``Infinity``. With
     ``track_duplicates``, objects remember repeated keys (see :func:`decode_json`)."""
-    return json.loads(
-        text,
-        parse_constant=_no_constant,
-        object_pairs_hook=_pairs if track_duplicates else None,
-    )
+    if not isinstance(text, str) or text.startswith("\ufeff"):
+        # bytes (json.loads detects the encoding) and a BOM (json.loads names it): its path.
+        return json.loads(
+            text,
+            parse_constant=_no_constant,
+            object_pairs_hook=_pairs if track_duplicates else None,
+        )
+    return (_DECODER_TRACKING if track_duplicates else _DECODER).decode(text)
 
 
 def json_name(field: dataclasses.Field) -> str:
@@ -159,9 +167,68 @@ def _has_default(f: dataclasses.Field) -> bool:
     )
 
 
-def _decode_dataclass(cls: type, value: Any, strict: bool) -> Any:
-    fields = [f for f in dataclasses.fields(cls) if f.init]
-    hints = _hints(cls)
+# Decoding runs on every event (settings, views of objects), so each type is turned once
+# into a decoder function: the typing introspection, field lists and JSON names are worked
+# out on first use, not per value.
+_Decoder = typing.Callable[[Any, bool], Any]
+_decoders: dict[Any, _Decoder] = {}
+_I64 = IntRange(-(2**63), 2**63 - 1, "i64")
+
+
+def _decoder(tp: Any) -> _Decoder:
+    try:
+        found = _decoders.get(tp)
+    except TypeError:  # an unhashable type expression: not cached
+        return _compile(tp)
+    if found is None:
+        found = _compile(tp)
+        _decoders[tp] = found
+    return found
+
+
+def _identity(value: Any, strict: bool) -> Any:
+    return value
+
+
+class _Field:
+    """One dataclass field as the decoder needs it."""
+
+    __slots__ = ("name", "key", "decode", "has_default", "optional")
+
+    def __init__(self, f: dataclasses.Field, hint: Any) -> None:
+        self.name = f.name
+        self.key = json_name(f)
+        self.decode = _decoder(hint)
+        self.has_default = _has_default(f)
+        self.optional = _is_optional(hint)
+
+
+class _Plan:
+    """What decoding into a dataclass needs, worked out once per class."""
+
+    __slots__ = ("fields", "by_json", "expected")
+
+    def __init__(self, cls: type) -> None:
+        hints = _hints(cls)
+        self.fields = [_Field(f, hints[f.name]) for f in dataclasses.fields(cls) if f.init]
+        self.by_json = {f.key: f for f in self.fields}
+        self.expected = _one_of(list(self.by_json))
+
+
+def _dataclass_decoder(cls: type) -> _Decoder:
+    plan: _Plan | None = None  # built on first use: fields may name classes defined later
+
+    def decode_dataclass(value: Any, strict: bool) -> Any:
+        nonlocal plan
+        if plan is None:
+            plan = _Plan(cls)
+        return _decode_dataclass(cls, plan, value, strict)
+
+    return decode_dataclass
+
+
+def _decode_dataclass(cls: type, plan: _Plan, value: Any, strict: bool) -> Any:
+    fields = plan.fields
     kwargs: dict[str, Any] = {}
     if isinstance(value, list):
         # serde accepts a struct as a sequence of its fields, in declaration order.
@@ -171,8 +238,8 @@ def _decode_dataclass(cls: type, value: Any, strict: bool) -> Any:
             )
         for i, f in enumerate(fields):
             if i < len(value):
-                kwargs[f.name] = _decode(hints[f.name], value[i], strict)
-            elif not _has_default(f):
+                kwargs[f.name] = f.decode(value[i], strict)
+            elif not f.has_default:
                 raise DecodeError(
                     f"invalid length {i}, expected struct {cls.__name__} "
                     f"with {len(fields)} element{'' if len(fields) == 1 else 's'}"
@@ -180,24 +247,25 @@ def _decode_dataclass(cls: type, value: Any, strict: bool) -> Any:
         return cls(**kwargs)
     if not isinstance(value, dict):
         raise _invalid_type(value, f"struct {cls.__name__}")
-    by_json = {json_name(f): f for f in fields}
+    by_json = plan.by_json
     duplicates = getattr(value, "duplicates", None)
     for key, item in value.items():
         f = by_json.get(key)
         if f is None:
             if strict:
-                raise DecodeError(f"unknown field `{key}`, {_one_of(list(by_json))}")
+                raise DecodeError(f"unknown field `{key}`, {plan.expected}")
             continue
         if duplicates and key in duplicates:
             raise DecodeError(f"duplicate field `{key}`")
-        kwargs[f.name] = _decode(hints[f.name], item, strict)
-    for key, f in by_json.items():
-        if f.name in kwargs or _has_default(f):
-            continue
-        if _is_optional(hints[f.name]):
-            kwargs[f.name] = None
-            continue
-        raise DecodeError(f"missing field `{key}`")
+        kwargs[f.name] = f.decode(item, strict)
+    if len(kwargs) < len(fields):
+        for key, f in by_json.items():
+            if f.name in kwargs or f.has_default:
+                continue
+            if f.optional:
+                kwargs[f.name] = None
+                continue
+            raise DecodeError(f"missing field `{key}`")
     return cls(**kwargs)
 
 
@@ -214,59 +282,112 @@ def _decode_int(value: Any, bounds: IntRange) -> int:
     return value
 
 
-def _decode(tp: Any, value: Any, strict: bool) -> Any:
+def _int_decoder(bounds: IntRange) -> _Decoder:
+    def decode_int(value: Any, strict: bool) -> int:
+        return _decode_int(value, bounds)
+
+    return decode_int
+
+
+def _decode_str(value: Any, strict: bool) -> str:
+    if not isinstance(value, str):
+        raise _invalid_type(value, "a string")
+    return value
+
+
+def _decode_bool(value: Any, strict: bool) -> bool:
+    if not isinstance(value, bool):
+        raise _invalid_type(value, "a boolean")
+    return value
+
+
+def _decode_float(value: Any, strict: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _invalid_type(value, "f64")
+    return float(value)
+
+
+def _compile(tp: Any) -> _Decoder:
+    """The decoder of ``tp``. An unsupported type gives a decoder that raises ``TypeError``
+    when it is reached (so ``Optional[Unsupported]`` still accepts ``null``)."""
     if tp is Any:
-        return value
+        return _identity
     origin = typing.get_origin(tp)
     if origin is Annotated:
         base, *extras = typing.get_args(tp)
         for extra in extras:
             if isinstance(extra, IntRange):
-                return _decode_int(value, extra)
-        return _decode(base, value, strict)
+                return _int_decoder(extra)
+        return _decoder(base)
     if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if value is None and len(args) < len(typing.get_args(tp)):
-            return None
+        all_args = typing.get_args(tp)
+        args = [a for a in all_args if a is not type(None)]
+        nullable = len(args) < len(all_args)
         if len(args) == 1:
-            return _decode(args[0], value, strict)
-        for arg in args:
-            try:
-                return _decode(arg, value, strict)
-            except DecodeError:
-                continue
-        raise DecodeError("data did not match any variant of untagged enum")
+            inner = _decoder(args[0])
+            if not nullable:
+                return inner
+
+            def decode_optional(value: Any, strict: bool) -> Any:
+                return None if value is None else inner(value, strict)
+
+            return decode_optional
+        variants = [_decoder(a) for a in args]
+
+        def decode_union(value: Any, strict: bool) -> Any:
+            if value is None and nullable:
+                return None
+            for variant in variants:
+                try:
+                    return variant(value, strict)
+                except DecodeError:
+                    continue
+            raise DecodeError("data did not match any variant of untagged enum")
+
+        return decode_union
     if origin in (list, typing.List):
-        if not isinstance(value, list):
-            raise _invalid_type(value, "a sequence")
-        (item,) = typing.get_args(tp) or (Any,)
-        return [_decode(item, v, strict) for v in value]
+        (item_tp,) = typing.get_args(tp) or (Any,)
+        item = _decoder(item_tp)
+
+        def decode_list(value: Any, strict: bool) -> list:
+            if not isinstance(value, list):
+                raise _invalid_type(value, "a sequence")
+            return [item(v, strict) for v in value]
+
+        return decode_list
     if origin in (dict, typing.Dict):
-        if not isinstance(value, dict):
-            raise _invalid_type(value, "a map")
-        _, item = typing.get_args(tp) or (str, Any)
-        return {k: _decode(item, v, strict) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
-        return _decode_dataclass(tp, value, strict)
+        _, value_tp = typing.get_args(tp) or (str, Any)
+        item = _decoder(value_tp)
+
+        def decode_dict(value: Any, strict: bool) -> dict:
+            if not isinstance(value, dict):
+                raise _invalid_type(value, "a map")
+            return {k: item(v, strict) for k, v in value.items()}
+
+        return decode_dict
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass_decoder(tp)
     if tp is str:
-        if not isinstance(value, str):
-            raise _invalid_type(value, "a string")
-        return value
+        return _decode_str
     if tp is bool:
-        if not isinstance(value, bool):
-            raise _invalid_type(value, "a boolean")
-        return value
+        return _decode_bool
     if tp is int:
-        return _decode_int(value, IntRange(-(2**63), 2**63 - 1, "i64"))
+        return _int_decoder(_I64)
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _invalid_type(value, "f64")
-        return float(value)
+        return _decode_float
     if tp is dict:
-        return _decode(dict[str, Any], value, strict)
+        return _decoder(dict[str, Any])
     if tp is list:
-        return _decode(list[Any], value, strict)
-    raise TypeError(f"kubewasm.schema cannot decode into {tp!r}")
+        return _decoder(list[Any])
+
+    def unsupported(value: Any, strict: bool) -> Any:
+        raise TypeError(f"kubewasm.schema cannot decode into {tp!r}")
+
+    return unsupported
+
+
+def _decode(tp: Any, value: Any, strict: bool) -> Any:
+    return _decoder(tp)(value, strict)
 
 
 def decode(tp: Any, value: Any, *, strict: bool = True) -> Any:

@@ -392,6 +392,7 @@ fn grant() -> impl Strategy<Value = Grant> {
             namespaces: n.into_iter().map(String::from).collect(),
             verbs,
             allow_force,
+            finalizers: vec![],
         },
     )
 }
@@ -503,6 +504,7 @@ proptest! {
             namespaces: a.namespace.iter().cloned().collect(),
             verbs: vec![a.verb],
             allow_force: true,
+            finalizers: vec![],
         };
         prop_assert!(check(&manifest(vec![exact.clone()]), &a.access()).is_ok());
         let elsewhere = Grant { namespaces: vec!["elsewhere".into()], ..exact };

@@ -88,70 +88,9 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
-const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-
-fn is_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// How names of a resource are validated.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum NameRule {
-    /// RFC 1123 label (namespaces, services).
-    Label,
-    /// RFC 1123 subdomain (most kinds).
-    Subdomain,
-    /// Any valid path segment (RBAC kinds).
-    PathSegment,
-}
-
-/// The name rule kube-apiserver applies to a resource.
-pub fn name_rule(group: &str, plural: &str) -> NameRule {
-    match (group, plural) {
-        ("", "namespaces" | "services") => NameRule::Label,
-        ("rbac.authorization.k8s.io", _) => NameRule::PathSegment,
-        _ => NameRule::Subdomain,
-    }
-}
-
-/// Validates a name; the error message on failure.
-pub fn validate_name(name: &str, rule: NameRule) -> Result<(), String> {
-    match rule {
-        NameRule::Label => {
-            if is_label(name) {
-                Ok(())
-            } else if name.len() > 63 {
-                Err("must be no more than 63 characters".into())
-            } else {
-                Err(DNS1123_LABEL_MSG.into())
-            }
-        }
-        NameRule::Subdomain => {
-            if name.len() > 253 {
-                Err("must be no more than 253 characters".into())
-            } else if name.split('.').all(is_label) {
-                Ok(())
-            } else {
-                Err(DNS1123_SUBDOMAIN_MSG.into())
-            }
-        }
-        NameRule::PathSegment => {
-            if name == "." || name == ".." {
-                Err(format!("may not be '{name}'"))
-            } else if name.contains('/') || name.contains('%') {
-                Err("may not contain '/' or '%'".into())
-            } else {
-                Ok(())
-            }
-        }
-    }
-}
+/// Name rules and messages: kubewasm's one implementation, shared with intents and
+/// manifests, so the embedded server and the host agree on what a valid name is.
+pub use kubewasm_core::names::{NameRule, name_rule, validate_name};
 
 #[cfg(test)]
 mod tests {

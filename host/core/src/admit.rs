@@ -8,8 +8,30 @@ use serde_json::{Value, json};
 use crate::grant::{self, Access, GrantError};
 use crate::intent::{self, Action, Intent, IntentError, RawIntent};
 use crate::kind::{KindInfo, ResolveError, Resolver};
-use crate::manifest::Manifest;
+use crate::manifest::{Manifest, Verb};
+use crate::names::{self, excerpt};
 use crate::resource::TypeRef;
+
+/// Longest excerpt of a plugin string an admission error carries.
+const EXCERPT: usize = 64;
+
+/// What the host knows of existing objects: the uid of an object as the host caches it
+/// (`run`: its watch caches; `kubewasm test`: the case's `cluster:` objects), to check the
+/// owner references a plugin writes. None when the object is not known.
+pub trait Owners: Sync {
+    /// The uid of the object of `kind` named `name` (in `namespace` when namespaced).
+    fn uid(&self, kind: &KindInfo, namespace: Option<&str>, name: &str) -> Option<String>;
+}
+
+/// Knows no object (every owner reference other than the trigger is refused).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoOwners;
+
+impl Owners for NoOwners {
+    fn uid(&self, _: &KindInfo, _: Option<&str>, _: &str) -> Option<String> {
+        None
+    }
+}
 
 /// The object whose event is being handled, as far as intents refer to it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -80,13 +102,16 @@ pub struct Prepared {
     pub kind: KindInfo,
     /// The namespace it writes in (None: cluster-scoped).
     pub namespace: Option<String>,
+    /// `group/version` of the resolved resource (what grants are checked against).
+    resolved_api_version: String,
 }
 
 impl Prepared {
-    /// What the grant check needs: the resolved resource's group and kind.
+    /// What the grant check needs: the resolved resource's group, kind and scope, not
+    /// the intent's own strings.
     pub fn access(&self) -> Access<'_> {
         Access {
-            api_version: &self.intent.target.api_version,
+            api_version: &self.resolved_api_version,
             kind: &self.kind.kind,
             namespace: self.namespace.as_deref(),
             verb: self.intent.verb,
@@ -149,6 +174,90 @@ pub enum BindError {
     /// The object has no metadata object.
     #[error("object has no metadata")]
     NoMetadata,
+    /// A name the resource does not accept.
+    #[error("{kind} name {name:?} is invalid: {reason}")]
+    InvalidName {
+        /// Kind.
+        kind: String,
+        /// The name (an excerpt).
+        name: String,
+        /// kube-apiserver's rule.
+        reason: String,
+    },
+}
+
+/// Why the body of a create or patch writes something its grants do not allow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BodyError {
+    /// `metadata.finalizers` is not a list of strings.
+    #[error("metadata.finalizers must be a list of strings")]
+    FinalizersNotList,
+    /// A finalizer no grant of the plugin allows on this object.
+    #[error(
+        "finalizer {finalizer:?} on {object} is not granted (a finalizer keeps an object from being deleted; the operator grants finalizers by name)"
+    )]
+    FinalizerNotGranted {
+        /// The finalizer (an excerpt).
+        finalizer: String,
+        /// The object.
+        object: String,
+    },
+    /// An owner reference without apiVersion, kind, name or uid, or with invalid ones.
+    #[error("metadata.ownerReferences[{index}] is malformed: {reason}")]
+    BadOwnerReference {
+        /// Position in the list.
+        index: usize,
+        /// Why.
+        reason: String,
+    },
+    /// An owner in another namespace than the object.
+    #[error(
+        "owner {owner} is in namespace {owner_namespace} but {object} is {}: owner references cannot cross namespaces",
+        .namespace.as_ref().map(|n| format!("in namespace {n}")).unwrap_or_else(|| "cluster-scoped".into())
+    )]
+    CrossNamespaceOwner {
+        /// The owner.
+        owner: String,
+        /// Its namespace.
+        owner_namespace: String,
+        /// The object.
+        object: String,
+        /// The object's namespace.
+        namespace: Option<String>,
+    },
+    /// A namespaced owner of a cluster-scoped object.
+    #[error("owner {owner} is namespaced but {object} is cluster-scoped")]
+    NamespacedOwnerOfClusterObject {
+        /// The owner.
+        owner: String,
+        /// The object.
+        object: String,
+    },
+    /// An owner that is neither the trigger nor an object the plugin may write.
+    #[error(
+        "owner {owner} of {object} is neither the triggering object nor an object this plugin may write ({reason})"
+    )]
+    OwnerNotWritable {
+        /// The owner.
+        owner: String,
+        /// The object.
+        object: String,
+        /// The grant check's answer.
+        reason: Box<GrantError>,
+    },
+    /// An owner whose uid is not the uid the host knows (a bogus uid makes the garbage
+    /// collector delete the object).
+    #[error("owner {owner} of {object} has uid {uid:?}, but {}", .known.as_ref().map(|k| format!("the host's cache says {k:?}")).unwrap_or_else(|| "the host does not know that object (owners must be cached: watched or read by some plugin)".into()))]
+    OwnerUidMismatch {
+        /// The owner.
+        owner: String,
+        /// The object.
+        object: String,
+        /// The uid the body names (an excerpt).
+        uid: String,
+        /// The uid the host knows.
+        known: Option<String>,
+    },
 }
 
 /// Why one intent of a call was not admitted.
@@ -166,6 +275,9 @@ pub enum AdmitError {
     /// No grant allows it.
     #[error(transparent)]
     Refused(#[from] GrantError),
+    /// Its body writes owners or finalizers its grants do not allow.
+    #[error(transparent)]
+    Body(#[from] BodyError),
 }
 
 /// A call refused whole: which intent, and why.
@@ -195,6 +307,15 @@ pub fn bind(mut intent: Intent, kind: KindInfo, trigger: &Trigger) -> Result<Pre
         }
         None
     };
+    names::check_request_name(
+        &intent.target.name,
+        names::name_rule(&kind.group, &kind.plural),
+    )
+    .map_err(|reason| BindError::InvalidName {
+        kind: intent.target.kind.clone(),
+        name: excerpt(&intent.target.name, EXCERPT),
+        reason,
+    })?;
     intent.target.namespace = namespace.clone();
     if let Action::Apply { body, .. } = &mut intent.action {
         if let Some(ns) = &namespace
@@ -208,6 +329,7 @@ pub fn bind(mut intent: Intent, kind: KindInfo, trigger: &Trigger) -> Result<Pre
     }
     Ok(Prepared {
         intent,
+        resolved_api_version: kind.api_version(),
         kind,
         namespace,
     })
@@ -260,13 +382,16 @@ fn add_owner(
 
 /// Admit one call's intents, all or nothing: decode each (documents at most `max_bytes`),
 /// resolve its kind, bind it, check it against the manifest's grants on the resolved
-/// resource. The first failure rejects the call.
+/// resource, and check what its body writes beyond its fields (owner references against
+/// the trigger, the grants and `owners`; finalizers against the grants). The first failure
+/// rejects the call.
 pub async fn admit(
     manifest: &Manifest,
     raw: Vec<RawIntent>,
     max_bytes: usize,
     trigger: &Trigger,
     resolver: &impl Resolver,
+    owners: &impl Owners,
 ) -> Result<Vec<Prepared>, Rejection> {
     let mut prepared = Vec::with_capacity(raw.len());
     for (index, r) in raw.into_iter().enumerate() {
@@ -281,9 +406,199 @@ pub async fn admit(
             .map_err(|e| reject(e.into()))?;
         let p = bind(decoded, kind, trigger).map_err(|e| reject(e.into()))?;
         grant::check(manifest, &p.access()).map_err(|e| reject(e.into()))?;
+        check_body(manifest, &p, trigger, resolver, owners)
+            .await
+            .map_err(reject)?;
         prepared.push(p);
     }
     Ok(prepared)
+}
+
+/// The metadata a create or (non-status) patch body writes, if any.
+fn written_metadata(p: &Prepared) -> Option<&serde_json::Map<String, Value>> {
+    match &p.intent.action {
+        Action::Apply {
+            body,
+            status: false,
+        }
+        | Action::Merge {
+            body,
+            status: false,
+        } => body.get("metadata").and_then(Value::as_object),
+        // Status patches carry no metadata beyond identity (checked when decoded).
+        _ => None,
+    }
+}
+
+/// Check the finalizers and owner references a body writes.
+async fn check_body(
+    manifest: &Manifest,
+    p: &Prepared,
+    trigger: &Trigger,
+    resolver: &impl Resolver,
+    owners: &impl Owners,
+) -> Result<(), AdmitError> {
+    let Some(meta) = written_metadata(p) else {
+        return Ok(());
+    };
+    let object = p.intent.target.to_string();
+    match meta.get("finalizers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for f in list {
+                let Some(name) = f.as_str() else {
+                    return Err(BodyError::FinalizersNotList.into());
+                };
+                if !grant::finalizer_granted(manifest, &p.access(), name) {
+                    return Err(BodyError::FinalizerNotGranted {
+                        finalizer: excerpt(name, EXCERPT),
+                        object,
+                    }
+                    .into());
+                }
+            }
+        }
+        Some(_) => return Err(BodyError::FinalizersNotList.into()),
+    }
+    match meta.get("ownerReferences") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::Array(refs)) => {
+            for (index, r) in refs.iter().enumerate() {
+                check_owner(manifest, p, &object, index, r, trigger, resolver, owners).await?;
+            }
+            Ok(())
+        }
+        Some(_) => Err(BindError::OwnerReferencesNotList.into()),
+    }
+}
+
+/// One owner reference: the trigger itself, or an object the plugin may write, in the
+/// object's namespace (or cluster-scoped), with the uid the host knows.
+#[allow(clippy::too_many_arguments)]
+async fn check_owner(
+    manifest: &Manifest,
+    p: &Prepared,
+    object: &str,
+    index: usize,
+    r: &Value,
+    trigger: &Trigger,
+    resolver: &impl Resolver,
+    owners: &impl Owners,
+) -> Result<(), AdmitError> {
+    let bad = |reason: String| BodyError::BadOwnerReference { index, reason };
+    let field = |key: &str| -> Result<&str, BodyError> {
+        match r.get(key).and_then(Value::as_str) {
+            Some(v) if !v.is_empty() => Ok(v),
+            _ => Err(bad(format!("{key} is missing or not a string"))),
+        }
+    };
+    let (api_version, kind, name, uid) = (
+        field("apiVersion")?,
+        field("kind")?,
+        field("name")?,
+        field("uid")?,
+    );
+    if crate::resource::check_api_version(api_version).is_err() || !names::is_kind(kind) {
+        return Err(bad(format!(
+            "apiVersion {:?} kind {:?} is not a valid kind",
+            excerpt(api_version, EXCERPT),
+            excerpt(kind, EXCERPT)
+        ))
+        .into());
+    }
+    if !names::is_path_safe(name) {
+        return Err(bad(format!(
+            "name {:?} is not a valid name",
+            excerpt(name, EXCERPT)
+        ))
+        .into());
+    }
+    let owner_of = |ns: Option<&str>| match ns {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    };
+    let is_trigger = trigger.uid.as_deref() == Some(uid)
+        && trigger.api_version == api_version
+        && trigger.kind == kind
+        && trigger.name == name;
+    if is_trigger {
+        return match &trigger.namespace {
+            Some(owner_ns) if p.namespace.as_deref() != Some(owner_ns.as_str()) => {
+                Err(BodyError::CrossNamespaceOwner {
+                    owner: trigger.describe(),
+                    owner_namespace: owner_ns.clone(),
+                    object: object.to_string(),
+                    namespace: p.namespace.clone(),
+                }
+                .into())
+            }
+            _ => Ok(()),
+        };
+    }
+    let info = match resolver
+        .resolve_kind(&TypeRef::new(api_version, kind))
+        .await
+    {
+        Ok(info) => info,
+        // An owner of a kind nobody serves cannot exist: permanent, not retried.
+        Err(ResolveError::NotServed(what)) => {
+            return Err(bad(format!("owner kind {what} is not served")).into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    // A namespaced owner is looked up in the object's own namespace: an owner reference
+    // has no namespace, so the garbage collector reads it that way too.
+    let owner_ns = if info.namespaced {
+        match &p.namespace {
+            Some(ns) => Some(ns.as_str()),
+            None => {
+                return Err(BodyError::NamespacedOwnerOfClusterObject {
+                    owner: owner_of(None),
+                    object: object.to_string(),
+                }
+                .into());
+            }
+        }
+    } else {
+        None
+    };
+    let owner_api_version = info.api_version();
+    let writable = [Verb::Patch, Verb::Create, Verb::Delete]
+        .into_iter()
+        .map(|verb| {
+            grant::check(
+                manifest,
+                &Access {
+                    api_version: &owner_api_version,
+                    kind: &info.kind,
+                    namespace: owner_ns,
+                    verb,
+                    force: false,
+                },
+            )
+        })
+        .collect::<Vec<_>>();
+    if let Some(Err(reason)) = writable.iter().find(|r| r.is_err()).cloned()
+        && writable.iter().all(Result::is_err)
+    {
+        return Err(BodyError::OwnerNotWritable {
+            owner: owner_of(owner_ns),
+            object: object.to_string(),
+            reason: Box::new(reason),
+        }
+        .into());
+    }
+    let known = owners.uid(&info, owner_ns, name);
+    if known.as_deref() != Some(uid) {
+        return Err(BodyError::OwnerUidMismatch {
+            owner: owner_of(owner_ns),
+            object: object.to_string(),
+            uid: excerpt(uid, EXCERPT),
+            known,
+        }
+        .into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -345,6 +660,7 @@ mod tests {
                 namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
                 verbs: vec![Verb::Create],
                 allow_force: false,
+                finalizers: vec![],
             }],
             reads: vec![],
         }
@@ -380,6 +696,7 @@ mod tests {
             1 << 20,
             &trigger(Some("shop")),
             &Offline,
+            &NoOwners,
         ))
         .unwrap_err();
         assert!(
@@ -400,6 +717,7 @@ mod tests {
             1 << 20,
             &trigger(Some("shop")),
             &Offline,
+            &NoOwners,
         ))
         .unwrap();
         assert_eq!(ok[0].namespace.as_deref(), Some("shop"));
@@ -410,7 +728,8 @@ mod tests {
                 vec![create(role)],
                 1 << 20,
                 &trigger(Some("shop")),
-                &Offline
+                &Offline,
+                &NoOwners
             ))
             .is_ok()
         );
@@ -425,6 +744,7 @@ mod tests {
             1 << 20,
             &trigger(Some("shop")),
             &Offline,
+            &NoOwners,
         ))
         .unwrap_err();
         assert_eq!(err.index, 1);
@@ -432,5 +752,291 @@ mod tests {
             err.error,
             AdmitError::Invalid(IntentError::MissingApiVersion)
         ));
+    }
+
+    /// Knows a few objects by (kind, namespace, name).
+    struct Known(
+        Vec<(
+            &'static str,
+            Option<&'static str>,
+            &'static str,
+            &'static str,
+        )>,
+    );
+
+    impl Owners for Known {
+        fn uid(&self, kind: &KindInfo, namespace: Option<&str>, name: &str) -> Option<String> {
+            self.0
+                .iter()
+                .find(|(k, ns, n, _)| *k == kind.kind && *ns == namespace && *n == name)
+                .map(|(.., uid)| uid.to_string())
+        }
+    }
+
+    fn known() -> Known {
+        Known(vec![
+            ("ConfigMap", Some("shop"), "parent", "u-parent"),
+            ("ConfigMap", Some("other"), "far", "u-far"),
+            ("Secret", Some("shop"), "key", "u-key"),
+            ("Namespace", None, "shop", "u-ns"),
+        ])
+    }
+
+    fn writer(verbs: &[Verb], finalizers: &[&str]) -> Manifest {
+        Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            watches: vec![],
+            grants: vec![Grant {
+                api_groups: vec!["".into()],
+                kinds: vec!["ConfigMap".into()],
+                namespaces: vec!["shop".into(), "other".into()],
+                verbs: verbs.to_vec(),
+                allow_force: false,
+                finalizers: finalizers.iter().map(|s| s.to_string()).collect(),
+            }],
+            reads: vec![],
+        }
+    }
+
+    fn owned(refs: Value) -> RawIntent {
+        create(json!({"apiVersion":"v1","kind":"ConfigMap",
+            "metadata":{"name":"child","namespace":"shop","ownerReferences": refs}}))
+    }
+
+    fn patched(body: Value, status: bool) -> RawIntent {
+        RawIntent::Patch {
+            target: crate::intent::ObjectRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("shop".into()),
+                name: "victim".into(),
+            },
+            body: body.to_string(),
+            strategy: crate::intent::Strategy::Merge,
+            status,
+            force: false,
+        }
+    }
+
+    fn run(m: &Manifest, raw: RawIntent) -> Result<Vec<Prepared>, AdmitError> {
+        block_on(admit(
+            m,
+            vec![raw],
+            1 << 20,
+            &trigger(Some("shop")),
+            &Offline,
+            &known(),
+        ))
+        .map_err(|r| r.error)
+    }
+
+    fn reference(kind: &str, name: &str, uid: &str) -> Value {
+        json!({"apiVersion": if kind == "ContentSite" {"sites.kubewasm.dev/v1alpha1"} else {"v1"},
+               "kind": kind, "name": name, "uid": uid})
+    }
+
+    #[test]
+    fn owner_references_must_be_the_trigger_or_a_writable_object_with_its_uid() {
+        let m = writer(&[Verb::Create, Verb::Patch], &[]);
+        // The trigger, and a ConfigMap the plugin may write with its real uid.
+        assert!(run(&m, owned(json!([reference("ContentSite", "blog", "u-1")]))).is_ok());
+        assert!(
+            run(
+                &m,
+                owned(json!([reference("ConfigMap", "parent", "u-parent")]))
+            )
+            .is_ok()
+        );
+        // A bogus uid: the garbage collector would delete the object.
+        let err = run(
+            &m,
+            owned(json!([reference("ConfigMap", "parent", "bogus")])),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AdmitError::Body(BodyError::OwnerUidMismatch { known: Some(_), .. })
+            ),
+            "{err}"
+        );
+        // An owner the host does not know.
+        let err = run(&m, owned(json!([reference("ConfigMap", "ghost", "u-9")]))).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                AdmitError::Body(BodyError::OwnerUidMismatch { known: None, .. })
+            ),
+            "{err}"
+        );
+        // The trigger's name with another uid is not the trigger.
+        let err = run(&m, owned(json!([reference("ContentSite", "blog", "u-2")]))).unwrap_err();
+        assert!(
+            matches!(err, AdmitError::Body(BodyError::OwnerNotWritable { .. })),
+            "{err}"
+        );
+        // An object the plugin may not write (a Secret), even with its real uid.
+        let err = run(&m, owned(json!([reference("Secret", "key", "u-key")]))).unwrap_err();
+        assert!(
+            matches!(err, AdmitError::Body(BodyError::OwnerNotWritable { .. })),
+            "{err}"
+        );
+        // The uid of an object in another namespace: looked up in the object's namespace.
+        let err = run(&m, owned(json!([reference("ConfigMap", "far", "u-far")]))).unwrap_err();
+        assert!(
+            matches!(err, AdmitError::Body(BodyError::OwnerUidMismatch { .. })),
+            "{err}"
+        );
+        // Malformed references.
+        for bad in [
+            json!([{"apiVersion":"v1","kind":"ConfigMap","name":"parent"}]),
+            json!([{"apiVersion":"v1?x","kind":"ConfigMap","name":"parent","uid":"u"}]),
+            json!([{"apiVersion":"v1","kind":"ConfigMap","name":"a?b","uid":"u"}]),
+            json!(["x"]),
+        ] {
+            let err = run(&m, owned(bad.clone())).unwrap_err();
+            assert!(
+                matches!(err, AdmitError::Body(BodyError::BadOwnerReference { .. })),
+                "{bad}: {err}"
+            );
+        }
+        // A patch-only grant cannot hand its target a bogus owner either (merge or apply).
+        let m = writer(&[Verb::Patch], &[]);
+        let bogus =
+            json!({"metadata":{"ownerReferences":[reference("ConfigMap", "parent", "bogus")]}});
+        assert!(matches!(
+            run(&m, patched(bogus, false)),
+            Err(AdmitError::Body(BodyError::OwnerUidMismatch { .. }))
+        ));
+        assert!(
+            run(
+                &m,
+                patched(json!({"metadata":{"ownerReferences":null}}), false)
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn owner_references_do_not_cross_namespaces() {
+        let m = writer(&[Verb::Create], &[]);
+        // The trigger is in shop; the object in other.
+        let raw = create(json!({"apiVersion":"v1","kind":"ConfigMap",
+            "metadata":{"name":"child","namespace":"other",
+                        "ownerReferences":[reference("ContentSite", "blog", "u-1")]}}));
+        let err = run(&m, raw).unwrap_err();
+        assert!(
+            matches!(err, AdmitError::Body(BodyError::CrossNamespaceOwner { .. })),
+            "{err}"
+        );
+        assert!(err.to_string().contains("cannot cross namespaces"), "{err}");
+    }
+
+    #[test]
+    fn finalizers_need_a_grant_naming_them() {
+        let with = |f: Value| owned(json!([])).clone_with_finalizers(f);
+        let m = writer(&[Verb::Create, Verb::Patch], &["example.com/cleanup"]);
+        assert!(run(&m, with(json!(["example.com/cleanup"]))).is_ok());
+        assert!(run(&m, with(json!([]))).is_ok());
+        let err = run(&m, with(json!(["example.com/cleanup", "other.io/block"]))).unwrap_err();
+        assert!(
+            matches!(&err, AdmitError::Body(BodyError::FinalizerNotGranted { finalizer, .. }) if finalizer == "other.io/block"),
+            "{err}"
+        );
+        assert!(matches!(
+            run(&m, with(json!("x"))),
+            Err(AdmitError::Body(BodyError::FinalizersNotList))
+        ));
+        // No finalizer granted: none may be added or kept, by create or patch.
+        let m = writer(&[Verb::Create, Verb::Patch], &[]);
+        assert!(run(&m, with(json!(["example.com/cleanup"]))).is_err());
+        let keep = json!({"metadata":{"finalizers":["kubernetes.io/pvc-protection"]}});
+        assert!(matches!(
+            run(&m, patched(keep, false)),
+            Err(AdmitError::Body(BodyError::FinalizerNotGranted { .. }))
+        ));
+    }
+
+    #[test]
+    fn names_follow_the_resolved_resource_rule() {
+        let m = Manifest {
+            grants: vec![Grant {
+                api_groups: vec!["".into()],
+                kinds: vec!["*".into()],
+                namespaces: vec![],
+                verbs: vec![Verb::Create],
+                allow_force: false,
+                finalizers: vec![],
+            }],
+            ..writer(&[], &[])
+        };
+        let obj = |kind: &str, name: &str| {
+            create(json!({"apiVersion":"v1","kind":kind,"metadata":{"name":name}}))
+        };
+        assert!(run(&m, obj("ConfigMap", "a.b-c")).is_ok());
+        assert!(run(&m, obj("Service", "web")).is_ok());
+        for (kind, name) in [
+            ("ConfigMap", "Upper"),
+            ("ConfigMap", "a_b"),
+            ("Service", "1web"),
+            ("Service", "a.b"),
+            ("Namespace", "a.b"),
+        ] {
+            let err = run(&m, obj(kind, name)).unwrap_err();
+            assert!(
+                matches!(err, AdmitError::Bind(BindError::InvalidName { .. })),
+                "{kind} {name}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_grant_is_checked_on_the_resolved_resource() {
+        /// Resolves every kind to another group's resource.
+        struct Alias;
+        impl Resolver for Alias {
+            async fn resolve_kind(&self, _: &TypeRef) -> Result<KindInfo, ResolveError> {
+                Ok(KindInfo {
+                    group: "evil.example".into(),
+                    version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    plural: "configmaps".into(),
+                    namespaced: true,
+                    has_status: false,
+                    guessed: false,
+                })
+            }
+        }
+        let m = writer(&[Verb::Create], &[]);
+        let raw = create(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}));
+        let err = block_on(admit(
+            &m,
+            vec![raw],
+            1 << 20,
+            &trigger(Some("shop")),
+            &Alias,
+            &NoOwners,
+        ))
+        .unwrap_err();
+        assert!(
+            matches!(&err.error, AdmitError::Refused(GrantError::NotGranted { api_version, .. }) if api_version == "evil.example/v1"),
+            "{err}"
+        );
+    }
+
+    trait WithFinalizers {
+        fn clone_with_finalizers(&self, f: Value) -> RawIntent;
+    }
+
+    impl WithFinalizers for RawIntent {
+        fn clone_with_finalizers(&self, f: Value) -> RawIntent {
+            let RawIntent::Create { object, .. } = self else {
+                unreachable!("a create")
+            };
+            let mut v: Value = serde_json::from_str(object).unwrap();
+            v["metadata"]["finalizers"] = f;
+            create(v)
+        }
     }
 }

@@ -85,6 +85,16 @@ pub fn check(manifest: &Manifest, a: &Access<'_>) -> Result<(), GrantError> {
     Ok(())
 }
 
+/// Whether a grant covering `a` allows finalizer `name` on the object (a grant's
+/// `finalizers` names the finalizers it allows; none by default).
+pub fn finalizer_granted(manifest: &Manifest, a: &Access<'_>, name: &str) -> bool {
+    manifest
+        .grants
+        .iter()
+        .filter(|g| covers(g, a))
+        .any(|g| g.finalizers.iter().any(|f| f == name))
+}
+
 /// What the operator approved for one plugin, outside its `.wasm` (the host's
 /// `kubewasm.approved` key of the plugin's settings file): the grants and extra reads the
 /// plugin may hold. A manifest asking for more is refused at load.
@@ -246,6 +256,7 @@ mod tests {
             namespaces: s(ns),
             verbs: verbs.to_vec(),
             allow_force: force,
+            finalizers: vec![],
         }
     }
 

@@ -38,12 +38,26 @@ pub enum IntentError {
     /// `metadata.name` missing.
     #[error("metadata.name is missing (server-side apply needs a name)")]
     MissingName,
-    /// A name the API server would not accept.
-    #[error("metadata.name {0:?} is not a valid name")]
+    /// A name that cannot be put in a request path (`?`, `#`, `%`, `/`, spaces, `..`,
+    /// over 253 bytes). Kept to a short excerpt: the text is the plugin's.
+    #[error(
+        "metadata.name {0:?} is not a valid name (it may not contain '?', '#', '%', '/', spaces or control characters, nor be '.' or '..')"
+    )]
     BadName(String),
-    /// A namespace the API server would not accept.
-    #[error("namespace {0:?} is not a valid namespace")]
+    /// A namespace the API server would not accept (not an RFC 1123 label).
+    #[error("namespace {0:?} is not a valid namespace (an RFC 1123 label)")]
     BadNamespace(String),
+    /// An apiVersion that is not `version` or `group/version`.
+    #[error("apiVersion {0:?} is not `version` or `group/version` (a DNS subdomain group)")]
+    BadApiVersion(String),
+    /// A kind that is not a letter followed by letters and digits.
+    #[error("kind {0:?} is not a valid kind (a letter, then letters and digits)")]
+    BadKind(String),
+    /// A status patch that writes more than `status` and the identity fields.
+    #[error(
+        "a status patch may carry only status (and apiVersion, kind, metadata.name, metadata.namespace), not {0}"
+    )]
+    StatusPatchBeyondStatus(String),
     /// `metadata` present but not an object.
     #[error("metadata must be an object")]
     BadMetadata,
@@ -233,6 +247,9 @@ pub fn decode(raw: RawIntent, max_bytes: usize) -> Result<Intent, IntentError> {
         } => {
             check_ref(&target)?;
             let mut body = parse_object(&body, max_bytes, "patch body")?;
+            if status {
+                status_only(&body)?;
+            }
             let verb = if status {
                 Verb::PatchStatus
             } else {
@@ -321,23 +338,70 @@ fn target_of(body: &Value) -> Result<ObjectRef, IntentError> {
     Ok(target)
 }
 
+/// Longest excerpt of a plugin string an error message carries.
+const EXCERPT: usize = 64;
+
+/// The syntax checks every target passes before anything is resolved or requested. The
+/// resource's own name rule (label, subdomain) is checked once the kind is resolved
+/// (`admit::bind`); this guarantees the name cannot change the request's URL.
 fn check_ref(t: &ObjectRef) -> Result<(), IntentError> {
+    use crate::names::{excerpt, is_dns_label, is_kind, is_path_safe};
     if t.api_version.is_empty() {
         return Err(IntentError::MissingApiVersion);
+    }
+    if crate::resource::check_api_version(&t.api_version).is_err() {
+        return Err(IntentError::BadApiVersion(excerpt(&t.api_version, EXCERPT)));
     }
     if t.kind.is_empty() {
         return Err(IntentError::MissingKind);
     }
+    if !is_kind(&t.kind) {
+        return Err(IntentError::BadKind(excerpt(&t.kind, EXCERPT)));
+    }
     if t.name.is_empty() {
         return Err(IntentError::MissingName);
     }
-    if t.name.contains('/') || t.name.len() > 253 {
-        return Err(IntentError::BadName(t.name.clone()));
+    if !is_path_safe(&t.name) {
+        return Err(IntentError::BadName(excerpt(&t.name, EXCERPT)));
     }
     if let Some(ns) = &t.namespace
-        && !crate::names::is_dns_label(ns)
+        && !is_dns_label(ns)
     {
-        return Err(IntentError::BadNamespace(ns.clone()));
+        return Err(IntentError::BadNamespace(excerpt(ns, EXCERPT)));
+    }
+    Ok(())
+}
+
+/// A status patch carries `status` and the object's identity, nothing else: the status
+/// subresource of some kinds (pods, nodes) keeps label and annotation changes, so a
+/// status-only grant must not become a metadata grant.
+fn status_only(body: &Value) -> Result<(), IntentError> {
+    let Some(obj) = body.as_object() else {
+        return Err(IntentError::NotAnObject("patch body"));
+    };
+    for (key, value) in obj {
+        match key.as_str() {
+            "apiVersion" | "kind" | "status" => {}
+            "metadata" => {
+                let Some(meta) = value.as_object() else {
+                    return Err(IntentError::BadMetadata);
+                };
+                if let Some(k) = meta
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "name" | "namespace"))
+                {
+                    return Err(IntentError::StatusPatchBeyondStatus(format!(
+                        "metadata.{}",
+                        crate::names::excerpt(k, EXCERPT)
+                    )));
+                }
+            }
+            other => {
+                return Err(IntentError::StatusPatchBeyondStatus(
+                    crate::names::excerpt(other, EXCERPT).to_string(),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -371,7 +435,7 @@ fn fill(obj: &mut Map<String, Value>, key: &'static str, want: &str) -> Result<(
         Some(Value::String(s)) if s == want => Ok(()),
         Some(other) => Err(IntentError::Contradiction {
             key,
-            found: other.to_string(),
+            found: crate::names::excerpt(&other.to_string(), EXCERPT),
             want: want.to_string(),
         }),
     }
@@ -552,5 +616,147 @@ mod tests {
         )
         .unwrap();
         assert_eq!(i.verb, Verb::Delete);
+    }
+
+    fn patch(target: ObjectRef, body: &str, status: bool) -> Result<Intent, IntentError> {
+        decode(
+            RawIntent::Patch {
+                target,
+                body: body.into(),
+                strategy: Strategy::Apply,
+                status,
+                force: false,
+            },
+            1024,
+        )
+    }
+
+    #[test]
+    fn names_that_would_change_the_request_url_are_refused() {
+        for bad in [
+            "web?x=",
+            "?fieldManager=other&",
+            "?dryRun=All&",
+            "a#b",
+            "a/b",
+            "a%2Fb",
+            "..",
+            "a b",
+        ] {
+            let mut t = target();
+            t.name = bad.into();
+            let err = patch(t.clone(), "{}", true).unwrap_err();
+            assert!(matches!(err, IntentError::BadName(_)), "{bad:?}: {err}");
+            let err = decode(
+                RawIntent::Delete {
+                    target: t,
+                    uid: None,
+                    resource_version: None,
+                    propagation: None,
+                },
+                1024,
+            )
+            .unwrap_err();
+            assert!(matches!(err, IntentError::BadName(_)), "{bad:?}: {err}");
+            let obj = json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":bad}});
+            let err = decode(
+                RawIntent::Create {
+                    object: obj.to_string(),
+                    force: false,
+                    owned_by_trigger: false,
+                },
+                1024,
+            )
+            .unwrap_err();
+            assert!(matches!(err, IntentError::BadName(_)), "{bad:?}: {err}");
+        }
+        // The message carries only an excerpt of a long name.
+        let mut t = target();
+        t.name = format!("a?{}", "x".repeat(300));
+        let err = patch(t, "{}", false).unwrap_err().to_string();
+        assert!(err.len() < 300, "{err}");
+    }
+
+    #[test]
+    fn api_versions_kinds_and_namespaces_are_checked() {
+        for (av, kind, ns, want) in [
+            ("a/b/c", "X", None, "apiVersion"),
+            ("Apps/v1", "X", None, "apiVersion"),
+            ("apps/", "X", None, "apiVersion"),
+            ("/v1", "X", None, "apiVersion"),
+            ("v1?x=1", "X", None, "apiVersion"),
+            ("v1", "Config Map", None, "kind"),
+            ("v1", "1X", None, "kind"),
+            ("v1", "X", Some("Bad_NS"), "namespace"),
+            ("v1", "X", Some("a.b"), "namespace"),
+        ] {
+            let t = ObjectRef {
+                api_version: av.into(),
+                kind: kind.into(),
+                namespace: ns.map(str::to_string),
+                name: "ok".into(),
+            };
+            let err = patch(t, "{}", false).unwrap_err().to_string();
+            assert!(err.starts_with(want), "{av} {kind} {ns:?}: {err}");
+        }
+        let t = ObjectRef {
+            api_version: "example.com/v1beta1".into(),
+            kind: "Widget2".into(),
+            namespace: Some("team-a".into()),
+            name: "w.1".into(),
+        };
+        assert!(patch(t, "{}", false).is_ok());
+    }
+
+    #[test]
+    fn status_patches_carry_only_status_and_identity() {
+        assert!(patch(target(), r#"{"status":{"ready":true}}"#, true).is_ok());
+        assert!(
+            patch(
+                target(),
+                r#"{"apiVersion":"mongodb.com/v1","kind":"MongoDB","metadata":{"name":"db","namespace":"shop"},"status":{}}"#,
+                true
+            )
+            .is_ok()
+        );
+        for (body, field) in [
+            (r#"{"spec":{"replicas":9},"status":{}}"#, "spec"),
+            (
+                r#"{"metadata":{"labels":{"pwned":"yes"}},"status":{}}"#,
+                "metadata.labels",
+            ),
+            (
+                r#"{"metadata":{"ownerReferences":[]},"status":{}}"#,
+                "metadata.ownerReferences",
+            ),
+            (
+                r#"{"metadata":{"finalizers":["x"]}}"#,
+                "metadata.finalizers",
+            ),
+            (r#"{"data":{"k":"v"}}"#, "data"),
+        ] {
+            let err = patch(target(), body, true).unwrap_err();
+            assert_eq!(
+                err,
+                IntentError::StatusPatchBeyondStatus(field.into()),
+                "{body}"
+            );
+            // The same body is fine on the main resource.
+            assert!(patch(target(), body, false).is_ok(), "{body}");
+        }
+        let merge = decode(
+            RawIntent::Patch {
+                target: target(),
+                body: r#"{"spec":{"x":1}}"#.into(),
+                strategy: Strategy::Merge,
+                status: true,
+                force: false,
+            },
+            1024,
+        );
+        assert!(matches!(
+            merge,
+            Err(IntentError::StatusPatchBeyondStatus(_))
+        ));
     }
 }

@@ -203,6 +203,9 @@ pub struct Grant {
     pub verbs: Vec<Verb>,
     /// Whether `force` may be used.
     pub allow_force: bool,
+    /// Finalizers a create or patch body may carry on the objects this grant covers
+    /// (exact names; empty: none). Set by the operator's approval, never by the plugin.
+    pub finalizers: Vec<String>,
 }
 
 impl Manifest {
@@ -296,6 +299,7 @@ mod tests {
                 namespaces: vec![],
                 verbs: vec![Verb::Create],
                 allow_force: false,
+                finalizers: vec![],
             }],
             reads: vec![],
         }

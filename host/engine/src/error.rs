@@ -196,9 +196,10 @@ impl Error {
             Error::InvalidIntent { reason, .. } => match reason.as_ref() {
                 // A kind not served yet (a CRD installed later) or discovery failing.
                 AdmitError::Resolve(_) => Retry::Backoff,
-                AdmitError::Invalid(_) | AdmitError::Bind(_) | AdmitError::Refused(_) => {
-                    Retry::Never
-                }
+                AdmitError::Invalid(_)
+                | AdmitError::Bind(_)
+                | AdmitError::Refused(_)
+                | AdmitError::Body(_) => Retry::Never,
             },
             Error::Refused { .. } => Retry::Never,
             Error::Quarantined { .. } => Retry::Backoff,

@@ -49,6 +49,8 @@ pub(crate) fn manifest(m: wit::Manifest) -> Result<Manifest, ManifestError> {
             namespaces: g.namespaces,
             verbs: g.verbs.into_iter().map(verb).collect(),
             allow_force: g.allow_force,
+            // Finalizers are the operator's to grant, never the plugin's to ask for.
+            finalizers: vec![],
         })
         .collect();
     let reads = m

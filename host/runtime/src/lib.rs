@@ -18,12 +18,15 @@ pub mod codecache;
 mod convert;
 pub mod engine;
 pub mod error;
+mod lift;
 pub mod limits;
 pub mod loader;
 pub mod plugin;
 mod state;
 
-pub use capability::cluster::{ClusterView, NoCluster, ReadError};
+pub use capability::cluster::{
+    ClusterView, ListAnswer, ListLimit, MAX_LIST_ITEMS, NoCluster, ReadError, ReadScope,
+};
 pub use engine::PluginEngine;
 pub use error::{CallError, Error, LimitExceeded, ManifestRejection};
 pub use limits::Limits;

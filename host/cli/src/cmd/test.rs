@@ -21,8 +21,8 @@ use kubewasm::core::selector::LabelSelector;
 use kubewasm::record::{TestCase, intent_json, show_owner_references};
 use kubewasm::runtime::plugin::InstancePolicy;
 use kubewasm::runtime::{
-    CallError, ClusterView, CompiledPlugin, LoadOptions, Loader, PluginEngine, PluginEvent,
-    PluginFile, ReadError,
+    CallError, ClusterView, CompiledPlugin, ListAnswer, ListLimit, LoadOptions, Loader,
+    PluginEngine, PluginEvent, PluginFile, ReadError, ReadScope,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -108,6 +108,10 @@ pub struct RunOptions {
 struct FixtureCluster {
     objects: Vec<Value>,
     allowed: Vec<ResourceRef>,
+    /// The namespaces `run` would let the plugin read in.
+    scope: ReadScope,
+    /// What one call may read, as in `run`: the plugin's memory cap.
+    budget: usize,
 }
 
 fn allows(refs: &[ResourceRef], api_version: &str, kind: &str) -> bool {
@@ -152,6 +156,24 @@ impl FixtureResolver<'_> {
     }
 }
 
+/// Owner references are checked against the case's `cluster:` objects, as `run` checks
+/// them against its caches.
+impl admit::Owners for FixtureResolver<'_> {
+    fn uid(&self, k: &KindInfo, namespace: Option<&str>, name: &str) -> Option<String> {
+        let api_version = k.api_version();
+        self.objects
+            .iter()
+            .find(|o| {
+                o["apiVersion"].as_str() == Some(api_version.as_str())
+                    && o["kind"].as_str() == Some(k.kind.as_str())
+                    && o["metadata"]["name"].as_str() == Some(name)
+                    && (!k.namespaced || o["metadata"]["namespace"].as_str() == namespace)
+            })
+            .and_then(|o| o["metadata"]["uid"].as_str())
+            .map(str::to_string)
+    }
+}
+
 impl Resolver for FixtureResolver<'_> {
     async fn resolve_kind(&self, t: &TypeRef) -> Result<KindInfo, ResolveError> {
         Ok(self
@@ -183,8 +205,9 @@ impl ClusterView for FixtureCluster {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<String>, ReadError> {
-        Ok(self
-            .matching(api_version, kind)?
+        let mut matching = self.matching(api_version, kind)?;
+        self.check_scope(api_version, kind, namespace)?;
+        Ok(matching
             .find(|o| {
                 o["metadata"]["name"].as_str() == Some(name)
                     && o["metadata"]["namespace"].as_str() == namespace
@@ -198,17 +221,51 @@ impl ClusterView for FixtureCluster {
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: ListLimit,
     ) -> Result<Vec<String>, ReadError> {
+        let matching = self.matching(api_version, kind)?;
+        self.check_scope(api_version, kind, namespace)?;
         let selector = match label_selector {
             Some(s) => LabelSelector::parse(s)?,
             None => LabelSelector::default(),
         };
-        Ok(self
-            .matching(api_version, kind)?
+        let mut answer = ListAnswer::new(format!("{api_version}/{kind}"), limit);
+        for o in matching
             .filter(|o| namespace.is_none() || o["metadata"]["namespace"].as_str() == namespace)
             .filter(|o| selector.matches_object(o))
-            .map(Value::to_string)
-            .collect())
+        {
+            answer.check_count()?;
+            answer.push(o.to_string())?;
+        }
+        Ok(answer.finish())
+    }
+
+    fn read_budget(&self) -> usize {
+        self.budget
+    }
+}
+
+impl FixtureCluster {
+    /// Namespaced kinds (as the case's CRDs or the built-in table say) are read only in
+    /// the plugin's read scope, as in `run`.
+    fn check_scope(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> Result<(), ReadError> {
+        let t = TypeRef::new(api_version, kind);
+        let resolver = FixtureResolver {
+            objects: &self.objects,
+        };
+        let namespaced = resolver
+            .crd_kind(&t)
+            .unwrap_or_else(|| kind::guess(&ResourceRef::Kind(t.clone())))
+            .namespaced;
+        if namespaced {
+            self.scope.check(&t.to_string(), namespace)?;
+        }
+        Ok(())
     }
 }
 
@@ -286,6 +343,7 @@ async fn validate(
         raw.to_vec(),
         plugin.limits.max_intent_bytes,
         &Trigger::from_json(&case.event.object),
+        &resolver,
         &resolver,
     )
     .await
@@ -384,6 +442,8 @@ async fn run_case(
     let cluster = Arc::new(FixtureCluster {
         objects: case.cluster.clone(),
         allowed,
+        scope: ReadScope::of(m),
+        budget: plugin.limits.memory,
     });
     let label = format!(
         "{} {}",

@@ -25,6 +25,51 @@ pub const COMPONENT: &str = "kubewasm";
 /// Longest message recorded, in bytes (longer ones are cut at a character boundary).
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 
+/// Longest excerpt of a plugin's own text an Event quotes, in bytes.
+pub const MAX_PLUGIN_EXCERPT: usize = 120;
+
+/// A plugin's own text as an Event may carry it: quoted (control characters escaped),
+/// at most [`MAX_PLUGIN_EXCERPT`] bytes, and marked, so a reader of the Event never
+/// mistakes it for the host's words: `plugin said: "…" (truncated)`.
+pub fn plugin_said(text: &str) -> String {
+    let cut = kubewasm_core::names::excerpt(text, MAX_PLUGIN_EXCERPT);
+    let truncated = cut.len() < text.len();
+    let cut = cut.strip_suffix('…').unwrap_or(&cut);
+    let quoted = format!("{cut:?}");
+    if truncated {
+        format!("plugin said: {quoted} (truncated)")
+    } else {
+        format!("plugin said: {quoted}")
+    }
+}
+
+/// The message of the Warning Event for a failed event: host-written text, plus at most
+/// a marked excerpt of what the plugin said. Trap messages (which carry the plugin's
+/// symbol names and panic text) and plugin errors are not copied verbatim; intent errors
+/// carry only short, quoted excerpts of the plugin's strings (`kubewasm_core` cuts them),
+/// and the full error stays in the host's log.
+pub fn failure_message(e: &crate::Error) -> String {
+    use kubewasm_runtime::CallError;
+    match e {
+        crate::Error::Call { plugin, kind } => match kind {
+            CallError::Plugin { message, retry } => format!(
+                "plugin {plugin} returned an error ({}); {}",
+                if *retry {
+                    "it asked for a retry"
+                } else {
+                    "not retried"
+                },
+                plugin_said(message)
+            ),
+            CallError::Trap(_) => {
+                format!("plugin {plugin} trapped; the host's log has the details")
+            }
+            other => format!("plugin {plugin}: {other}"),
+        },
+        other => other.to_string(),
+    }
+}
+
 /// Entries the rate limiter keeps before it forgets quiet keys.
 const MAX_KEYS: usize = 4096;
 
@@ -315,6 +360,45 @@ mod tests {
         assert_eq!(
             e.source.and_then(|s| s.component).as_deref(),
             Some(COMPONENT)
+        );
+    }
+
+    #[test]
+    fn plugin_text_is_quoted_truncated_and_marked() {
+        assert_eq!(plugin_said("no db"), r#"plugin said: "no db""#);
+        let long = format!("{}\nkubectl delete ns prod", "x".repeat(2000));
+        let m = plugin_said(&long);
+        assert!(m.ends_with("(truncated)"), "{m}");
+        assert!(m.len() < MAX_PLUGIN_EXCERPT + 40, "{}", m.len());
+        assert_eq!(plugin_said("a\nb"), r#"plugin said: "a\nb""#);
+        let e = crate::Error::Call {
+            plugin: "web".into(),
+            kind: kubewasm_runtime::CallError::Plugin {
+                message: "y".repeat(1024),
+                retry: false,
+            },
+        };
+        let m = failure_message(&e);
+        assert!(
+            m.starts_with("plugin web returned an error (not retried); plugin said: \"yyy"),
+            "{m}"
+        );
+        assert!(m.len() < 250, "{}", m.len());
+        let trap = crate::Error::Call {
+            plugin: "web".into(),
+            kind: kubewasm_runtime::CallError::Trap("wasm backtrace: evil_symbol_text".into()),
+        };
+        assert_eq!(
+            failure_message(&trap),
+            "plugin web trapped; the host's log has the details"
+        );
+        let deadline = crate::Error::Call {
+            plugin: "web".into(),
+            kind: kubewasm_runtime::CallError::Deadline(Duration::from_millis(500)),
+        };
+        assert_eq!(
+            failure_message(&deadline),
+            "plugin web: call exceeded its deadline of 500ms"
         );
     }
 }

@@ -43,7 +43,8 @@ pub(crate) struct PluginHandler {
 }
 
 impl PluginHandler {
-    /// Kinds the plugin may read: what it watches plus what it declared, once resolved.
+    /// What the plugin may read: the kinds it watches plus those it declared, once
+    /// resolved; namespaced kinds in its watches' namespaces; at most its memory cap a call.
     fn view(&self, plugin: &CompiledPlugin) -> Arc<PluginView> {
         let allowed: HashSet<_> = plugin
             .manifest
@@ -51,7 +52,12 @@ impl PluginHandler {
             .filter_map(|r| self.deps.watches.resolved(r))
             .map(|r| r.type_ref())
             .collect();
-        Arc::new(PluginView::new(self.deps.caches.clone(), allowed))
+        Arc::new(PluginView::new(
+            self.deps.caches.clone(),
+            allowed,
+            kubewasm_runtime::ReadScope::of(&plugin.manifest),
+            plugin.limits.memory,
+        ))
     }
 
     async fn run(&self, plugin: &CompiledPlugin, d: &Delivery) -> Result<usize, Error> {

@@ -7,11 +7,12 @@ use std::sync::{Arc, RwLock};
 
 use kube::api::DynamicObject;
 
-use kubewasm_core::admit::Trigger;
+use kubewasm_core::admit::{Owners, Trigger};
+use kubewasm_core::kind::KindInfo;
 use kubewasm_core::resource::TypeRef;
 pub use kubewasm_core::resource::{ObjectKey, ResourceKey};
 use kubewasm_core::selector::LabelSelector;
-use kubewasm_runtime::{ClusterView, ReadError};
+use kubewasm_runtime::{ClusterView, ListAnswer, ListLimit, ReadError, ReadScope};
 
 /// An object as cached: parsed, plus its JSON text (serialized once, shared by every
 /// plugin that receives it).
@@ -209,16 +210,30 @@ impl crate::dispatch::Latest for Caches {
     }
 }
 
-/// What one plugin may read: the caches, limited to the kinds it watches or declared.
+/// What one plugin may read: the caches, limited to the kinds it watches or declared and
+/// to the namespaces of its read scope, within the call's read budget.
 pub struct PluginView {
     caches: Arc<Caches>,
     allowed: HashSet<TypeRef>,
+    scope: ReadScope,
+    budget: usize,
 }
 
 impl PluginView {
-    /// A view of `caches` limited to `allowed` kinds.
-    pub fn new(caches: Arc<Caches>, allowed: HashSet<TypeRef>) -> Self {
-        PluginView { caches, allowed }
+    /// A view of `caches` limited to `allowed` kinds, namespaced kinds to `scope`, one
+    /// call reading at most `budget` bytes.
+    pub fn new(
+        caches: Arc<Caches>,
+        allowed: HashSet<TypeRef>,
+        scope: ReadScope,
+        budget: usize,
+    ) -> Self {
+        PluginView {
+            caches,
+            allowed,
+            scope,
+            budget,
+        }
     }
 
     fn cache(&self, api_version: &str, kind: &str) -> Result<Arc<ResourceCache>, ReadError> {
@@ -232,6 +247,17 @@ impl PluginView {
     }
 }
 
+impl ResourceCache {
+    /// Up to `max` objects matching `pred`, found under the read lock without copying
+    /// the rest of the cache.
+    fn matching(&self, max: usize, pred: impl Fn(&CachedObject) -> bool) -> Vec<Arc<CachedObject>> {
+        match self.objects.read() {
+            Ok(m) => m.values().filter(|o| pred(o)).take(max).cloned().collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
 impl ClusterView for PluginView {
     fn get(
         &self,
@@ -241,15 +267,18 @@ impl ClusterView for PluginView {
         name: &str,
     ) -> Result<Option<String>, ReadError> {
         let cache = self.cache(api_version, kind)?;
+        let namespace = if cache.namespaced {
+            self.scope
+                .check(&format!("{api_version}/{kind}"), namespace)?;
+            namespace.map(str::to_string)
+        } else {
+            None
+        };
         let key = ObjectKey {
-            namespace: if cache.namespaced {
-                namespace.map(str::to_string)
-            } else {
-                None
-            },
+            namespace,
             name: name.to_string(),
         };
-        Ok(cache.get(&key).map(|o| o.json.to_string()))
+        Ok(cache.get(&key).map(|o| o.json_string()))
     }
 
     fn list(
@@ -258,20 +287,55 @@ impl ClusterView for PluginView {
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: ListLimit,
     ) -> Result<Vec<String>, ReadError> {
         let cache = self.cache(api_version, kind)?;
+        let what = format!("{api_version}/{kind}");
+        let namespace = if cache.namespaced {
+            self.scope.check(&what, namespace)?;
+            namespace
+        } else {
+            None
+        };
         let selector = match label_selector {
             Some(s) => LabelSelector::parse(s).map_err(ReadError::Selector)?,
             None => LabelSelector::default(),
         };
-        let mut objects: Vec<_> = cache
-            .snapshot()
-            .into_iter()
-            .filter(|o| namespace.is_none() || o.object.metadata.namespace.as_deref() == namespace)
-            .filter(|o| selector.matches(o.labels()))
-            .collect();
+        // One more than the limit, to tell "exactly the limit" from "more".
+        let mut objects = cache.matching(limit.items.saturating_add(1), |o| {
+            (namespace.is_none() || o.object.metadata.namespace.as_deref() == namespace)
+                && selector.matches(o.labels())
+        });
         objects.sort_by_key(|o| o.key());
-        Ok(objects.iter().map(|o| o.json.to_string()).collect())
+        let mut answer = ListAnswer::new(what, limit);
+        for o in &objects {
+            answer.check_count()?;
+            answer.push(o.json_string())?;
+        }
+        Ok(answer.finish())
+    }
+
+    fn read_budget(&self) -> usize {
+        self.budget
+    }
+}
+
+/// Owner references in plugin bodies are checked against the host's caches: an owner
+/// must be cached (watched or read by some plugin) with the uid the body names.
+impl Owners for Caches {
+    fn uid(&self, kind: &KindInfo, namespace: Option<&str>, name: &str) -> Option<String> {
+        let cache = self
+            .for_resource(&kind.key())
+            .or_else(|| self.get(&kind.type_ref()))?;
+        let key = ObjectKey {
+            namespace: if cache.namespaced {
+                namespace.map(str::to_string)
+            } else {
+                None
+            },
+            name: name.to_string(),
+        };
+        cache.get(&key)?.object.metadata.uid.clone()
     }
 }
 
@@ -289,7 +353,16 @@ mod tests {
         CachedObject::new(o)
     }
 
+    const LIMIT: ListLimit = ListLimit {
+        items: 100,
+        bytes: 1 << 20,
+    };
+
     fn view() -> PluginView {
+        scoped(ReadScope::ClusterWide)
+    }
+
+    fn scoped(scope: ReadScope) -> PluginView {
         let caches = Arc::new(Caches::default());
         let t = TypeRef::new("mongodb.com/v1", "MongoDB");
         let resource = |plural: &str, group: &str| ResourceKey {
@@ -310,7 +383,12 @@ mod tests {
             TypeRef::new("v1", "Secret"),
             true,
         )));
-        PluginView::new(caches, [t, TypeRef::new("v1", "ConfigMap")].into())
+        PluginView::new(
+            caches,
+            [t, TypeRef::new("v1", "ConfigMap")].into(),
+            scope,
+            1 << 20,
+        )
     }
 
     #[test]
@@ -327,19 +405,19 @@ mod tests {
             None
         );
         assert_eq!(
-            v.list("mongodb.com/v1", "MongoDB", None, None)
+            v.list("mongodb.com/v1", "MongoDB", None, None, LIMIT)
                 .unwrap()
                 .len(),
             2
         );
         assert_eq!(
-            v.list("mongodb.com/v1", "MongoDB", Some("b"), None)
+            v.list("mongodb.com/v1", "MongoDB", Some("b"), None, LIMIT)
                 .unwrap()
                 .len(),
             1
         );
         let l = v
-            .list("mongodb.com/v1", "MongoDB", None, Some("app=x"))
+            .list("mongodb.com/v1", "MongoDB", None, Some("app=x"), LIMIT)
             .unwrap();
         assert_eq!(l.len(), 1);
         assert!(l[0].contains("\"one\""));
@@ -353,12 +431,65 @@ mod tests {
             Err(ReadError::NotAllowed(_))
         ));
         assert!(matches!(
-            v.list("v1", "ConfigMap", None, None),
+            v.list("v1", "ConfigMap", None, None, LIMIT),
             Err(ReadError::NotCached(_))
         ));
         assert!(matches!(
-            v.list("mongodb.com/v1", "MongoDB", None, Some("a in (")),
+            v.list("mongodb.com/v1", "MongoDB", None, Some("a in ("), LIMIT),
             Err(ReadError::Selector(_))
         ));
+    }
+
+    #[test]
+    fn namespaced_reads_stay_in_the_watches_namespaces() {
+        let v = scoped(ReadScope::Namespaces(["a".to_string()].into()));
+        assert!(
+            v.get("mongodb.com/v1", "MongoDB", Some("a"), "one")
+                .unwrap()
+                .is_some()
+        );
+        assert!(matches!(
+            v.get("mongodb.com/v1", "MongoDB", Some("b"), "two"),
+            Err(ReadError::OutsideScope { .. })
+        ));
+        assert!(matches!(
+            v.list("mongodb.com/v1", "MongoDB", None, None, LIMIT),
+            Err(ReadError::OutsideScope { .. })
+        ));
+        let only_a = v
+            .list("mongodb.com/v1", "MongoDB", Some("a"), None, LIMIT)
+            .unwrap();
+        assert_eq!(only_a.len(), 1);
+    }
+
+    #[test]
+    fn lists_are_capped_in_count_and_bytes() {
+        let v = view();
+        let one = ListLimit {
+            items: 1,
+            bytes: 1 << 20,
+        };
+        let err = v
+            .list("mongodb.com/v1", "MongoDB", None, None, one)
+            .unwrap_err();
+        assert!(err.to_string().contains("more than 1 objects"), "{err}");
+        let small = ListLimit {
+            items: 100,
+            bytes: 50,
+        };
+        let err = v
+            .list("mongodb.com/v1", "MongoDB", None, None, small)
+            .unwrap_err();
+        assert!(err.to_string().contains("more than 50 bytes"), "{err}");
+        let exact = ListLimit {
+            items: 2,
+            bytes: 1 << 20,
+        };
+        assert_eq!(
+            v.list("mongodb.com/v1", "MongoDB", None, None, exact)
+                .unwrap()
+                .len(),
+            2
+        );
     }
 }

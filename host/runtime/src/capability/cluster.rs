@@ -1,8 +1,23 @@
 //! `host.get` / `host.list`: read-only access to the cluster as the host caches it, through
 //! a [`ClusterView`] already scoped to what the calling plugin may read. The engine lends
 //! the view for one call; between calls a pooled instance holds [`NoCluster`].
+//!
+//! Reads are the plugin's work, so they are bounded like it: a view answers only kinds
+//! and namespaces the plugin may read ([`ReadScope`]), one `list` returns at most
+//! [`MAX_LIST_ITEMS`] objects, and everything one call reads together is at most the
+//! view's [`ClusterView::read_budget`] bytes (the plugin's memory cap: what it reads
+//! has to fit in its memory anyway), checked while the answer is built, so a huge cache
+//! is never copied whole. A read is synchronous work bounded by the size of one cache,
+//! done inside the call's poll, so its time counts against the call's deadline.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+
+use kubewasm_core::manifest::Manifest;
+
+/// Most objects one `host.list` returns; a plugin that needs more narrows its list by
+/// namespace or label selector.
+pub const MAX_LIST_ITEMS: usize = 5_000;
 
 /// Why a cache read was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -16,6 +31,136 @@ pub enum ReadError {
     /// The label selector does not parse.
     #[error("label selector: {0}")]
     Selector(#[from] kubewasm_core::selector::SelectorError),
+    /// A namespace (or all namespaces) outside what the plugin may read.
+    #[error(
+        "{kind} {}: this plugin may read only namespaces {} (those of its watches); a cluster-wide read needs a cluster-wide watch",
+        .namespace.as_deref().map(|n| format!("in namespace {n}")).unwrap_or_else(|| "across all namespaces".into()),
+        .allowed.join(", ")
+    )]
+    OutsideScope {
+        /// The kind read.
+        kind: String,
+        /// The namespace asked for (None: all namespaces).
+        namespace: Option<String>,
+        /// The namespaces the plugin may read.
+        allowed: Vec<String>,
+    },
+    /// The answer would be larger than the call may read.
+    #[error(
+        "list of {kind} matches more than {limit}; narrow it with a namespace or a label selector"
+    )]
+    TooLarge {
+        /// The kind read.
+        kind: String,
+        /// The limit that was reached, e.g. `5000 objects` or `67108864 bytes (what this call may still read)`.
+        limit: String,
+    },
+}
+
+/// The namespaces a plugin may read namespaced kinds in. Cluster-scoped kinds it may read
+/// (declared and cached) are not limited by it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadScope {
+    /// Any namespace, and lists across all of them.
+    ClusterWide,
+    /// Only these namespaces; a list must name one of them.
+    Namespaces(BTreeSet<String>),
+}
+
+impl ReadScope {
+    /// The scope a manifest's watches give: the union of its watches' namespaces, or
+    /// cluster-wide when any watch is. (Operator approval of a wider read scope would
+    /// widen this.)
+    pub fn of(manifest: &Manifest) -> Self {
+        let mut namespaces = BTreeSet::new();
+        for w in &manifest.watches {
+            match &w.namespace {
+                Some(ns) => {
+                    namespaces.insert(ns.clone());
+                }
+                None => return ReadScope::ClusterWide,
+            }
+        }
+        ReadScope::Namespaces(namespaces)
+    }
+
+    /// Whether a read of namespaced kind `kind` in `namespace` (None: every namespace) is
+    /// inside the scope.
+    pub fn check(&self, kind: &str, namespace: Option<&str>) -> Result<(), ReadError> {
+        match self {
+            ReadScope::ClusterWide => Ok(()),
+            ReadScope::Namespaces(allowed) => match namespace {
+                Some(ns) if allowed.contains(ns) => Ok(()),
+                _ => Err(ReadError::OutsideScope {
+                    kind: kind.to_string(),
+                    namespace: namespace.map(str::to_string),
+                    allowed: allowed.iter().cloned().collect(),
+                }),
+            },
+        }
+    }
+}
+
+/// How much one `list` may return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListLimit {
+    /// Most objects.
+    pub items: usize,
+    /// Most bytes of JSON, all objects together.
+    pub bytes: usize,
+}
+
+/// Builds a `list` answer within a [`ListLimit`], failing as soon as it would exceed it,
+/// so a view never materialises more than the limit.
+#[derive(Debug)]
+pub struct ListAnswer {
+    kind: String,
+    limit: ListLimit,
+    bytes: usize,
+    items: Vec<String>,
+}
+
+impl ListAnswer {
+    /// An empty answer for a list of `kind`.
+    pub fn new(kind: impl Into<String>, limit: ListLimit) -> Self {
+        ListAnswer {
+            kind: kind.into(),
+            limit,
+            bytes: 0,
+            items: Vec::new(),
+        }
+    }
+
+    /// Whether one more object may still be added (checked before serialising it).
+    pub fn check_count(&self) -> Result<(), ReadError> {
+        if self.items.len() >= self.limit.items {
+            return Err(ReadError::TooLarge {
+                kind: self.kind.clone(),
+                limit: format!("{} objects", self.limit.items),
+            });
+        }
+        Ok(())
+    }
+
+    /// Add one object's JSON.
+    pub fn push(&mut self, json: String) -> Result<(), ReadError> {
+        self.check_count()?;
+        let bytes = self.bytes.saturating_add(json.len());
+        if bytes > self.limit.bytes {
+            return Err(ReadError::TooLarge {
+                kind: self.kind.clone(),
+                limit: format!("{} bytes (what this call may still read)", self.limit.bytes),
+            });
+        }
+        self.bytes = bytes;
+        self.items.push(json);
+        Ok(())
+    }
+
+    /// The objects.
+    pub fn finish(self) -> Vec<String> {
+        self.items
+    }
 }
 
 /// Read-only view of the cluster a plugin may use through `host.get`/`host.list`,
@@ -31,14 +176,18 @@ pub trait ClusterView: Send + Sync {
         name: &str,
     ) -> Result<Option<String>, ReadError>;
 
-    /// Objects of a kind as JSON.
+    /// Objects of a kind as JSON, at most `limit` (build the answer with [`ListAnswer`]).
     fn list(
         &self,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
+        limit: ListLimit,
     ) -> Result<Vec<String>, ReadError>;
+
+    /// Bytes one call may read in total (the plugin's memory cap).
+    fn read_budget(&self) -> usize;
 }
 
 /// A view that refuses every read (while describing a plugin, and between calls).
@@ -54,8 +203,12 @@ impl ClusterView for NoCluster {
         k: &str,
         _: Option<&str>,
         _: Option<&str>,
+        _: ListLimit,
     ) -> Result<Vec<String>, ReadError> {
         Err(ReadError::NotAllowed(format!("{v}/{k}")))
+    }
+    fn read_budget(&self) -> usize {
+        0
     }
 }
 
@@ -64,6 +217,8 @@ pub struct ClusterState {
     plugin: String,
     object: String,
     view: Arc<dyn ClusterView>,
+    /// Bytes read so far in this call.
+    read: usize,
 }
 
 impl ClusterState {
@@ -73,6 +228,7 @@ impl ClusterState {
             plugin: plugin.to_string(),
             object: String::new(),
             view: Arc::new(NoCluster),
+            read: 0,
         }
     }
 
@@ -80,6 +236,7 @@ impl ClusterState {
     pub fn begin_call(&mut self, view: Arc<dyn ClusterView>, object: &str) {
         self.view = view;
         self.object = object.to_string();
+        self.read = 0;
     }
 
     /// End of a call: give the view back (a pooled instance keeps no reference to caches).
@@ -87,35 +244,174 @@ impl ClusterState {
         self.view = Arc::new(NoCluster);
     }
 
+    fn remaining(&self) -> usize {
+        self.view.read_budget().saturating_sub(self.read)
+    }
+
     /// The `get` import.
     pub fn get(
-        &self,
+        &mut self,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<String>, String> {
-        self.view
+        let got = self
+            .view
             .get(api_version, kind, namespace, name)
-            .map_err(|e| self.refused(e))
+            .map_err(|e| self.refused(e))?;
+        let len = got.as_ref().map_or(0, String::len);
+        if len > self.remaining() {
+            let limit = format!("{} bytes (what this call may still read)", self.remaining());
+            return Err(self.refused(ReadError::TooLarge {
+                kind: format!("{api_version}/{kind}"),
+                limit,
+            }));
+        }
+        self.read += len;
+        Ok(got)
     }
 
     /// The `list` import.
     pub fn list(
-        &self,
+        &mut self,
         api_version: &str,
         kind: &str,
         namespace: Option<&str>,
         label_selector: Option<&str>,
     ) -> Result<Vec<String>, String> {
-        self.view
-            .list(api_version, kind, namespace, label_selector)
-            .map_err(|e| self.refused(e))
+        let limit = ListLimit {
+            items: MAX_LIST_ITEMS,
+            bytes: self.remaining(),
+        };
+        let items = self
+            .view
+            .list(api_version, kind, namespace, label_selector, limit)
+            .map_err(|e| self.refused(e))?;
+        self.read += items.iter().map(String::len).sum::<usize>();
+        Ok(items)
     }
 
     /// A refused read is the plugin's to handle, but the operator sees it too.
     fn refused(&self, e: ReadError) -> String {
         tracing::warn!(plugin = %self.plugin, object = %self.object, reason = %e, "read refused");
         e.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_core::manifest::Watch;
+    use kubewasm_core::resource::{ResourceRef, TypeRef};
+
+    fn watch(ns: Option<&str>) -> Watch {
+        Watch {
+            id: format!("w{}", ns.unwrap_or("all")),
+            resource: ResourceRef::Kind(TypeRef::new("v1", "Secret")),
+            namespace: ns.map(str::to_string),
+            label_selector: None,
+            field_selector: None,
+        }
+    }
+
+    fn manifest(watches: Vec<Watch>) -> Manifest {
+        Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            watches,
+            grants: vec![],
+            reads: vec![],
+        }
+    }
+
+    #[test]
+    fn the_scope_is_the_watches_namespaces() {
+        let s = ReadScope::of(&manifest(vec![watch(Some("a")), watch(Some("b"))]));
+        assert!(s.check("v1/Secret", Some("a")).is_ok());
+        assert!(s.check("v1/Secret", Some("b")).is_ok());
+        let err = s.check("v1/Secret", Some("c")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "v1/Secret in namespace c: this plugin may read only namespaces a, b (those of its watches); a cluster-wide read needs a cluster-wide watch"
+        );
+        let err = s.check("v1/Secret", None).unwrap_err();
+        assert!(err.to_string().contains("across all namespaces"), "{err}");
+        let wide = ReadScope::of(&manifest(vec![watch(Some("a")), watch(None)]));
+        assert_eq!(wide, ReadScope::ClusterWide);
+        assert!(wide.check("v1/Secret", None).is_ok());
+    }
+
+    #[test]
+    fn list_answers_stop_at_their_limit() {
+        let mut a = ListAnswer::new(
+            "v1/X",
+            ListLimit {
+                items: 2,
+                bytes: 10,
+            },
+        );
+        a.push("abcd".into()).unwrap();
+        a.push("efgh".into()).unwrap();
+        let err = a.push("i".into()).unwrap_err();
+        assert!(err.to_string().contains("more than 2 objects"), "{err}");
+        let mut a = ListAnswer::new(
+            "v1/X",
+            ListLimit {
+                items: 9,
+                bytes: 10,
+            },
+        );
+        a.push("abcdef".into()).unwrap();
+        let err = a.push("ghijk".into()).unwrap_err();
+        assert!(err.to_string().contains("more than 10 bytes"), "{err}");
+        assert_eq!(a.finish(), vec!["abcdef".to_string()]);
+    }
+
+    struct Fixed(usize);
+
+    impl ClusterView for Fixed {
+        fn get(
+            &self,
+            _: &str,
+            _: &str,
+            _: Option<&str>,
+            _: &str,
+        ) -> Result<Option<String>, ReadError> {
+            Ok(Some("x".repeat(40)))
+        }
+        fn list(
+            &self,
+            _: &str,
+            k: &str,
+            _: Option<&str>,
+            _: Option<&str>,
+            limit: ListLimit,
+        ) -> Result<Vec<String>, ReadError> {
+            let mut a = ListAnswer::new(k, limit);
+            for _ in 0..3 {
+                a.push("y".repeat(20))?;
+            }
+            Ok(a.finish())
+        }
+        fn read_budget(&self) -> usize {
+            self.0
+        }
+    }
+
+    #[test]
+    fn a_call_reads_at_most_its_budget() {
+        let mut s = ClusterState::new("p");
+        s.begin_call(Arc::new(Fixed(100)), "ConfigMap a/b");
+        assert_eq!(s.list("v1", "X", None, None).unwrap().len(), 3);
+        assert!(s.get("v1", "X", None, "n").unwrap().is_some());
+        // 100 bytes, 100 read: neither another get nor another list fits.
+        let err = s.get("v1", "X", None, "n").unwrap_err();
+        assert!(err.contains("more than 0 bytes"), "{err}");
+        let err = s.list("v1", "X", None, None).unwrap_err();
+        assert!(err.contains("more than 0 bytes"), "{err}");
+        // A new call starts with the whole budget again.
+        s.begin_call(Arc::new(Fixed(100)), "ConfigMap a/b");
+        assert!(s.get("v1", "X", None, "n").is_ok());
     }
 }

@@ -3,7 +3,12 @@
 //! Settings (`NAME.yaml`): `name` (manifest name, default `hostile`, so several copies can
 //! run side by side), `attack` (the attack when the trigger does not name one), `namespace`
 //! (the only namespace its grant covers, default `default`), `describe` (`loop`, `trap` or
-//! `memory`: attack already in `describe`).
+//! `memory`: attack already in `describe`; `watchNamespace` (the watch's namespace, default
+//! all), `grantKinds`, `grantNamespaces` and `grantVerbs` (the one grant's core-group kinds,
+//! namespaces and verbs, default `[ConfigMap]`, `[namespace]`, `[create]`), `readKinds`
+//! (extra `apiVersion/Kind`s it reads, default none); `alias`: a manifest of `aliasCount` watches,
+//! default 100, whose label selectors all point at one buffer of `aliasBytes`, default
+//! 8 MiB).
 //!
 //! It watches ConfigMaps labelled `kubewasm.dev/hostile=<name>` and is granted `create` of
 //! ConfigMaps in its namespace, nothing else. The triggering ConfigMap's `data.attack`
@@ -30,6 +35,22 @@
 //! | `log-flood` | 10,000 log lines |
 //! | `huge-ref` | a delete intent whose kind and uid are 5 MiB each (outside the JSON size limit) |
 //! | `log-huge` | `data.lines` (default 10) log lines of `data.bytes` (default 1 MiB) each |
+//! | `owner-bogus` | a patch (`data.strategy`: `merge`, default, or `apply`) giving ConfigMap `data.victim` (default `victim`) an owner with a bogus uid, so the garbage collector would delete it |
+//! | `owner-cross-ns` | a create of ConfigMap `<trigger>-child` in `data.targetNamespace` (default `other`) owned by the trigger (in its own namespace) |
+//! | `finalizer` | a create of `<trigger>-out` carrying finalizer `data.finalizer` (default `example.com/block`) |
+//! | `bad-name` | a merge patch of ConfigMap `data.target` (status subresource when `data.status` is `true`) |
+//! | `status-spec` | a status patch of `data.kind` (default `Service`) `data.victim` (default `victim`) that also sets a label and `spec` |
+//! | `error-text` | a handle-error whose message is `data.text` repeated `data.times` (default 1) times |
+//! | `read-secrets` | `host.list` of Secrets in all namespaces and in its own, `host.get` of Secret `victim` in `other`; reports what it got |
+//! | `alias` | `data.count` (default 100) create intents whose objects all point at one buffer of `data.bytes` (default 8 MiB) |
+//! | `alias-error` | a handle-error whose message is `data.bytes` (default 8 MiB) long |
+//! | `alias-log` | `data.count` (default 100) log lines, all the same buffer of `data.bytes` (default 8 MiB) |
+//! | `work` | spins `data.iterations` (default 50,000,000) times, then returns normally |
+//! | `fat` | allocates and touches `data.mib` MiB (default 20), sleeps `data.sleepMs` (default 0) through WASI, returns normally; the memory stays with the instance |
+//! | `count` | returns normally |
+//!
+//! `work`, `fat` and `count` report `instanceCalls`: the calls this instance has handled
+//! (1 on a fresh instance), so a test can see instance reuse and recycling in the cluster.
 //!
 //! Attacks that return (reads, files, sockets, environment) report what happened in the
 //! ConfigMap `<trigger>-out`, which the grant allows, so a test can assert that the
@@ -53,6 +74,9 @@ use kubewasm::plugin::types::{
 };
 
 struct Hostile;
+
+/// Calls this instance has handled (instance state: survives between pooled calls).
+static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn settings(s: &Option<String>) -> Value {
     s.as_deref()
@@ -116,6 +140,53 @@ fn recurse(depth: u64) -> u64 {
     black_box(recurse(depth + 1)).wrapping_add(buf[depth as usize % 64])
 }
 
+/// `count` strings that all point at one buffer of `bytes` bytes (`prefix` + `x` padding +
+/// `suffix`): canonical-ABI strings are pointer + length, so the guest pays for the buffer
+/// once and a host that copies each string pays `count` times. The buffer is leaked and
+/// the strings are never dropped by this code (the host is expected to refuse the result;
+/// were it accepted, post-return would free the buffer `count` times, this plugin's
+/// problem only).
+fn aliased(bytes: usize, count: usize, prefix: &str, suffix: &str) -> Vec<String> {
+    let mut buf = String::with_capacity(bytes.max(prefix.len() + suffix.len()));
+    buf.push_str(prefix);
+    while buf.len() + suffix.len() < bytes {
+        buf.push('x');
+    }
+    buf.push_str(suffix);
+    let buf = std::mem::ManuallyDrop::new(buf);
+    (0..count)
+        .map(|_| {
+            // SAFETY (of the guest, deliberately violated for the attack): the strings
+            // share one allocation; see above.
+            #[allow(unsafe_code)]
+            unsafe {
+                String::from_raw_parts(buf.as_ptr() as *mut u8, buf.len(), buf.capacity())
+            }
+        })
+        .collect()
+}
+
+fn number_of(v: Option<&Value>, default: usize) -> usize {
+    v.and_then(|v| {
+        v.as_str()
+            .and_then(|t| t.parse().ok())
+            .or(v.as_u64().map(|n| n as usize))
+    })
+    .unwrap_or(default)
+}
+
+/// A list of strings from the settings, or `default`.
+fn strings(s: &Value, key: &str, default: &[&str]) -> Vec<String> {
+    match s.get(key).and_then(Value::as_array) {
+        Some(list) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect(),
+        None => default.iter().map(|d| d.to_string()).collect(),
+    }
+}
+
 fn describe_attack(s: &Value) {
     match text(s, "describe", "") {
         "loop" => spin(),
@@ -132,6 +203,34 @@ impl Guest for Hostile {
         let s = settings(&settings_json);
         describe_attack(&s);
         let name = text(&s, "name", "hostile").to_string();
+        if text(&s, "describe", "") == "alias" {
+            let selectors = aliased(
+                number_of(s.get("aliasBytes"), 8 << 20),
+                number_of(s.get("aliasCount"), 100),
+                "a in (",
+                ")",
+            );
+            return Ok(Manifest {
+                watches: selectors
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, selector)| Watch {
+                        id: format!("w{i}"),
+                        resource: ResourceRef::Kind(TypeRef {
+                            api_version: "v1".into(),
+                            kind: "ConfigMap".into(),
+                        }),
+                        namespace: None,
+                        label_selector: Some(selector),
+                        field_selector: None,
+                    })
+                    .collect(),
+                grants: vec![],
+                reads: vec![],
+                name,
+                version: "1".into(),
+            });
+        }
         Ok(Manifest {
             watches: vec![Watch {
                 id: "triggers".into(),
@@ -139,18 +238,39 @@ impl Guest for Hostile {
                     api_version: "v1".into(),
                     kind: "ConfigMap".into(),
                 }),
-                namespace: None,
+                namespace: s
+                    .get("watchNamespace")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
                 label_selector: Some(format!("kubewasm.dev/hostile={name}")),
                 field_selector: None,
             }],
             grants: vec![Grant {
                 api_groups: vec!["".into()],
-                kinds: vec!["ConfigMap".into()],
-                namespaces: vec![text(&s, "namespace", "default").to_string()],
-                verbs: vec![Verb::Create],
+                kinds: strings(&s, "grantKinds", &["ConfigMap"]),
+                namespaces: strings(&s, "grantNamespaces", &[text(&s, "namespace", "default")]),
+                verbs: strings(&s, "grantVerbs", &["create"])
+                    .iter()
+                    .filter_map(|v| match v.as_str() {
+                        "create" => Some(Verb::Create),
+                        "patch" => Some(Verb::Patch),
+                        "patch-status" => Some(Verb::PatchStatus),
+                        "delete" => Some(Verb::Delete),
+                        _ => None,
+                    })
+                    .collect(),
                 allow_force: false,
             }],
-            reads: vec![],
+            reads: strings(&s, "readKinds", &[])
+                .iter()
+                .filter_map(|k| k.rsplit_once('/'))
+                .map(|(api_version, kind)| {
+                    ResourceRef::Kind(TypeRef {
+                        api_version: api_version.into(),
+                        kind: kind.into(),
+                    })
+                })
+                .collect(),
             name,
             version: "1".into(),
         })
@@ -176,6 +296,12 @@ impl Guest for Hostile {
         let data = |key: &str| obj["data"][key].as_str().map(str::to_string);
         let attack = data("attack").unwrap_or_else(|| text(&s, "attack", "none").to_string());
         host::log(LogLevel::Info, &format!("attack {attack} from {ns}/{cm}"));
+        let calls = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let number = |key: &str, default: u64| {
+            data(key)
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(default)
+        };
 
         let out_name = format!("{cm}-out");
         let out = |report: Map<String, Value>| {
@@ -402,6 +528,116 @@ impl Guest for Hostile {
                 }
                 vec![granted()]
             }
+            "error-text" => {
+                let text = data("text").unwrap_or_default();
+                let times = data("times").and_then(|t| t.parse().ok()).unwrap_or(1);
+                return Err(HandleError {
+                    message: text.repeat(times),
+                    retry: false,
+                });
+            }
+            "owner-bogus" => {
+                let victim = data("victim").unwrap_or_else(|| "victim".into());
+                let strategy = match data("strategy").as_deref() {
+                    Some("apply") => PatchStrategy::Apply,
+                    _ => PatchStrategy::Merge,
+                };
+                vec![Intent::Patch(PatchIntent {
+                    target: ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        namespace: Some(ns.clone()),
+                        name: victim,
+                    },
+                    body: json!({"metadata": {"ownerReferences": [{
+                        "apiVersion": "v1", "kind": "ConfigMap", "name": "ghost",
+                        "uid": "6f1e0000-0000-4000-8000-00000000dead"}]}})
+                    .to_string(),
+                    strategy,
+                    status: false,
+                    force: false,
+                })]
+            }
+            "owner-cross-ns" => {
+                let target_ns = data("targetNamespace").unwrap_or_else(|| "other".into());
+                vec![create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("{cm}-child"), "namespace": target_ns,
+                        "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                            "name": cm, "uid": obj["metadata"]["uid"]}]}}))]
+            }
+            "finalizer" => {
+                let finalizer = data("finalizer").unwrap_or_else(|| "example.com/block".into());
+                vec![create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": out_name, "namespace": ns,
+                                 "finalizers": [finalizer]}}))]
+            }
+            "bad-name" => {
+                let status = data("status").as_deref() == Some("true");
+                let body = if status {
+                    json!({"status": {"pwned": "yes"}})
+                } else {
+                    json!({"data": {"pwned": "yes"}})
+                };
+                vec![Intent::Patch(PatchIntent {
+                    target: ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        namespace: Some(ns.clone()),
+                        name: data("target").unwrap_or_default(),
+                    },
+                    body: body.to_string(),
+                    strategy: PatchStrategy::Merge,
+                    status,
+                    force: false,
+                })]
+            }
+            "status-spec" => vec![Intent::Patch(PatchIntent {
+                target: ObjectRef {
+                    api_version: "v1".into(),
+                    kind: data("kind").unwrap_or_else(|| "Service".into()),
+                    namespace: Some(ns.clone()),
+                    name: data("victim").unwrap_or_else(|| "victim".into()),
+                },
+                body: json!({"metadata": {"labels": {"pwned": "yes"}},
+                             "spec": {"type": "NodePort"},
+                             "status": {"loadBalancer": {}}})
+                .to_string(),
+                strategy: PatchStrategy::Apply,
+                status: true,
+                force: false,
+            })],
+            "read-secrets" => {
+                let names = |items: Vec<String>| {
+                    items
+                        .iter()
+                        .filter_map(|o| serde_json::from_str::<Value>(o).ok())
+                        .map(|o| {
+                            format!(
+                                "{}/{}",
+                                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                                o["metadata"]["name"].as_str().unwrap_or("")
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                vec![report(vec![
+                    (
+                        "listAll",
+                        outcome(host::list("v1", "Secret", None, None), names),
+                    ),
+                    (
+                        "listOwn",
+                        outcome(host::list("v1", "Secret", Some(&ns), None), names),
+                    ),
+                    (
+                        "getOther",
+                        outcome(host::get("v1", "Secret", Some("other"), "victim"), |o| {
+                            format!("{}", o.is_some())
+                        }),
+                    ),
+                ])]
+            }
             "huge-ref" => vec![Intent::Delete(DeleteIntent {
                 target: ObjectRef {
                     api_version: "v1".into(),
@@ -413,12 +649,72 @@ impl Guest for Hostile {
                 resource_version: None,
                 propagation: None,
             })],
+            "work" => {
+                let mut n: u64 = 0;
+                for _ in 0..number("iterations", 50_000_000) {
+                    n = black_box(n.wrapping_add(1));
+                }
+                vec![report(vec![
+                    ("iterations", n.to_string()),
+                    ("instanceCalls", calls.to_string()),
+                ])]
+            }
+            "fat" => {
+                let mib = number("mib", 20) as usize;
+                let mut fat = vec![0u8; mib << 20];
+                for i in (0..fat.len()).step_by(4096) {
+                    fat[i] = 1;
+                }
+                black_box(&fat);
+                drop(fat);
+                let pause = number("sleepMs", 0);
+                if pause > 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(pause));
+                }
+                vec![report(vec![
+                    ("touchedMiB", mib.to_string()),
+                    ("instanceCalls", calls.to_string()),
+                ])]
+            }
+            "count" => vec![report(vec![("instanceCalls", calls.to_string())])],
             "log-huge" => {
-                let number = |key: &str, default: usize| {
-                    data(key).and_then(|v| v.parse().ok()).unwrap_or(default)
-                };
-                let line = "x".repeat(number("bytes", 1 << 20));
+                let line = "x".repeat(number("bytes", 1 << 20) as usize);
                 for _ in 0..number("lines", 10) {
+                    host::log(LogLevel::Info, &line);
+                }
+                vec![granted()]
+            }
+            "alias" => {
+                let prefix = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                    "metadata": {"name": format!("{cm}-alias"), "namespace": ns}})
+                .to_string();
+                // `{...,"data":{"pad":"xxx…"}}`
+                let prefix = format!("{},\"data\":{{\"pad\":\"", &prefix[..prefix.len() - 1]);
+                aliased(
+                    number_of(obj["data"].get("bytes"), 8 << 20),
+                    number_of(obj["data"].get("count"), 100),
+                    &prefix,
+                    "\"}}",
+                )
+                .into_iter()
+                .map(|object| {
+                    Intent::Create(CreateIntent {
+                        object,
+                        force: false,
+                        owned_by_trigger: false,
+                    })
+                })
+                .collect()
+            }
+            "alias-error" => {
+                return Err(HandleError {
+                    message: "e".repeat(number_of(obj["data"].get("bytes"), 8 << 20)),
+                    retry: false,
+                });
+            }
+            "alias-log" => {
+                let line = "l".repeat(number_of(obj["data"].get("bytes"), 8 << 20));
+                for _ in 0..number_of(obj["data"].get("count"), 100) {
                     host::log(LogLevel::Info, &line);
                 }
                 vec![granted()]

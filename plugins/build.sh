@@ -13,16 +13,12 @@ target=wasm32-wasip2
 build_dir="$root/target/plugins-build"
 out_dir="$root/target/plugins"
 
-# Install the target if this toolchain lacks it (rustup target add is idempotent, but asking
-# first keeps offline runs quiet).
-if [ ! -d "$(rustc --print sysroot)/lib/rustlib/$target" ]; then
-    if ! command -v rustup >/dev/null; then
-        echo "error: the $target target is missing and rustup is not available to add it" >&2
-        exit 1
-    fi
-    echo "installing the $target target"
-    rustup target add "$target"
-fi
+# Install the target if this toolchain lacks it (plugins/toolchain.sh, shared with
+# `kubewasm build`).
+tools="$root/target/tools"
+# shellcheck source=toolchain.sh
+source "$here/toolchain.sh"
+ensure_rust_target
 
 cargo build --release --target "$target" \
     --manifest-path "$here/Cargo.toml" \

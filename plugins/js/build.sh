@@ -17,6 +17,8 @@ world="plugin"
 out_dir="${OUT_DIR:-$root/target/plugins/js}"
 case "$out_dir" in /*) ;; *) out_dir="$PWD/$out_dir" ;; esac  # relative to the caller's cwd
 stage_root="$root/target/plugins-js-build"
+# shellcheck source=../toolchain.sh
+source "$root/plugins/toolchain.sh" # js_component: the same command `kubewasm build` runs
 
 for tool in node npm sha256sum; do
     command -v "$tool" >/dev/null || { echo "error: $tool is required" >&2; exit 1; }
@@ -73,13 +75,7 @@ for name in "${names[@]}"; do
         # One line naming the fix when the plugin exports no `handler` (check-entry.mjs;
         # `kubewasm build` can run the same check on a project's main module).
         node "$here/check-entry.mjs" "$stage/$name/index.js" || exit 1
-        # Disable both http and fetch-event, or the component imports wasi:http.
-        # No --aot: it needs the network.
-        # Run from the stage folder with a relative entry path: componentize-js mangles an
-        # absolute one when the caller's cwd is `/`.
-        (cd "$stage" && "$componentize" entry.js --wit "$wit" --world-name "$world" \
-            --disable http fetch-event -o "$wasm.tmp")
-        mv "$wasm.tmp" "$wasm"
+        js_component "$componentize" "$wit" "$stage" entry.js "$wasm"
         echo "$inputs_hash" >"$hash_file"
     fi
 

@@ -3,9 +3,10 @@
 # target/plugins/python/<name>.wasm with componentize-py, and copies the settings file
 # plugins/<name>/<name>.yaml beside it when there is one. Works from any directory.
 #
-# Idempotent: the venv target/venv-python is (re)created only when it is missing or
-# requirements.txt changed; a plugin is rebuilt only when its sources, the kubewasm layer,
-# the WIT or the toolchain changed (FORCE=1 rebuilds anyway).
+# Idempotent: the venv target/tools/python-venv is (re)created only when it is missing or
+# requirements.txt changed (plugins/toolchain.sh, shared with `kubewasm build`); a plugin
+# is rebuilt only when its sources, the kubewasm layer, the WIT or the toolchain changed
+# (FORCE=1 rebuilds anyway).
 #
 # Environment: PYTHON (default python3, >= 3.10) creates the venv.
 set -euo pipefail
@@ -14,13 +15,13 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 wit="$root/wit"
 world="kubewasm:plugin/plugin"
-venv="$root/target/venv-python"
+tools="$root/target/tools"
+# shellcheck source=../toolchain.sh
+source "$root/plugins/toolchain.sh"
 out_dir="$root/target/plugins/python"
 stage_root="$out_dir/.build"
 bindings_dir="$root/target/python-bindings"
-python="${PYTHON:-python3}"
 
-hash_stdin() { sha256sum | cut -d' ' -f1; }
 # A content hash of files and directories (paths and bytes), ignoring caches.
 hash_tree() {
     find "$@" -type f ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z |
@@ -30,18 +31,10 @@ hash_tree() {
         done | hash_stdin
 }
 
-# 1. The toolchain: a venv with the pinned requirements.
+# 1. The toolchain: componentize-py as pinned by requirements.txt, in target/tools/python-venv
+#    (plugins/toolchain.sh: the same install `kubewasm build` makes).
+ensure_componentize_py "$here/requirements.txt"
 want="$(hash_stdin <"$here/requirements.txt")"
-if [ ! -x "$venv/bin/componentize-py" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
-    echo "python: creating $venv (requirements.txt)"
-    rm -rf "$venv"
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install --disable-pip-version-check --quiet -r "$here/requirements.txt"
-    echo "$want" >"$venv/.requirements.sha256"
-fi
-cpy="$venv/bin/componentize-py"
-# Never let an activated venv's site-packages leak into the components.
-unset VIRTUAL_ENV
 
 # 2. Bindings for editors and type checkers (componentize-py generates its own when it
 #    builds; these are only for reading). Regenerated when the WIT changes.
@@ -73,8 +66,7 @@ for dir in "$here"/*/; do
         # One line naming the fix instead of componentize-py's backtrace when app.py
         # exports no Handler (check_app.py; `kubewasm build` can run the same check).
         "${PYTHON:-python3}" "$here/check_app.py" "$stage" || exit 1
-        (cd "$stage" && "$cpy" -q -d "$wit" -w "$world" componentize app -p "$stage" -o "$wasm.tmp")
-        mv "$wasm.tmp" "$wasm"
+        python_component "$wit" "$stage" "$wasm"
         echo "$key" >"$stage_root/$name.sha256"
         built=$((built + 1))
     fi

@@ -13,7 +13,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use cmd::{dev, inspect, rbac, run, test};
+use cmd::{build, dev, inspect, new, rbac, run, test};
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
 ///
@@ -68,6 +68,14 @@ enum Command {
     /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
     /// any failure.
     Test(test::TestArgs),
+    /// Create a standalone plugin project (Rust, Go, Python, JavaScript or C) in a new
+    /// folder: source with a watch, a grant and a handler, the vendored WIT and language
+    /// layer, settings, two test cases and a README. `kubewasm build && kubewasm test tests/`
+    /// in it builds and tests it.
+    New(new::NewArgs),
+    /// Build a plugin project made by `kubewasm new` (language detected) into
+    /// dist/NAME.wasm and dist/NAME.yaml, installing the pinned toolchain when missing.
+    Build(build::BuildArgs),
 }
 
 fn init_logging(cli: &Cli) -> Result<()> {
@@ -106,5 +114,7 @@ async fn main() -> Result<()> {
         Command::Test(args) => test::command(args).await,
         Command::Rbac(args) => rbac::rbac(args).await,
         Command::Inspect(args) => inspect::command(args).await,
+        Command::New(args) => new::command(args),
+        Command::Build(args) => build::command(args),
     }
 }

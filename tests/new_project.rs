@@ -1,0 +1,218 @@
+//! `kubewasm new` → the project's own command (`./build.sh`: `kubewasm build && kubewasm
+//! test tests/`) → `kubewasm dev` on what it built, for every language, in a temporary
+//! folder outside the repository: the scaffold builds with nothing but `kubewasm` on PATH,
+//! its two test cases pass against the real component, and loaded by the host it copies the
+//! sample ConfigMap, as cluster state on the embedded API server shows.
+//!
+//! The toolchains are the ones `plugins/build.sh` installed under target/tools (tests/run.sh
+//! runs it first): `KUBEWASM_TOOLS_DIR` points there, so nothing is reinstalled.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+use support::*;
+
+/// The toolchain directory plugins/build.sh fills; `what` must be in it for `lang`.
+fn tools(lang: &str, what: &[&str]) -> PathBuf {
+    let dir = root().join("target/tools");
+    for w in what {
+        assert!(
+            dir.join(w).exists(),
+            "{} is missing: run plugins/build.sh first (tests/run.sh does), so the {lang} \
+             toolchain is installed",
+            dir.join(w).display()
+        );
+    }
+    dir
+}
+
+fn field<'a>(line: &'a Value, key: &str) -> &'a str {
+    line.get(key)
+        .or_else(|| line.pointer(&format!("/fields/{key}")))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// `kubewasm new LANG NAME DIR`, then the project's own build-and-test command.
+fn new_and_build(lang: &str, name: &str, tools: &Path) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join(name);
+    assert!(
+        !project.starts_with(root().canonicalize().expect("root")),
+        "the project must be outside the repository"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["new", lang, name])
+        .arg(&project)
+        .output()
+        .expect("run kubewasm new");
+    assert!(
+        out.status.success(),
+        "kubewasm new {lang}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // The project's one command, with the binary under test as `kubewasm` on PATH.
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let out = Command::new("sh")
+        .arg("build.sh")
+        .current_dir(&project)
+        .env("PATH", path)
+        .env("KUBEWASM_TOOLS_DIR", tools)
+        .env("KUBEWASM_LOG", "warn")
+        .output()
+        .expect("run build.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{lang}: build.sh failed\n--- stdout\n{stdout}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.trim_end().ends_with("2 passed, 0 failed"),
+        "{lang}: the project's test cases:\n{stdout}"
+    );
+    assert!(project.join(format!("dist/{name}.wasm")).is_file());
+    assert!(project.join(format!("dist/{name}.yaml")).is_file());
+    (tmp, project)
+}
+
+/// `kubewasm dev --plugins dist --apply examples`: the sample ConfigMap gets its copy,
+/// annotated and owned by it, written by the plugin's field manager.
+async fn dev_applies_the_copy(project: &Path, name: &str) {
+    let kubeconfig = project.join("kubeconfig");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+    cmd.args(["--log-format", "json", "dev", "--plugins"])
+        .arg(project.join("dist"))
+        .arg("--apply")
+        .arg(project.join("examples"))
+        .arg("--kubeconfig-out")
+        .arg(&kubeconfig)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let host = HostProcess::spawn_command(cmd);
+    // Big components (Python, JavaScript) take a while to compile in a debug host.
+    host.wait_log_for("host running", std::time::Duration::from_secs(300), |l| {
+        field(l, "message").starts_with("host running")
+    })
+    .await;
+
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig written");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    let client = kube::Client::try_from(config).expect("client");
+    let cms = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client,
+        "shop",
+        &kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("", "v1", "ConfigMap"),
+            "configmaps",
+        ),
+    );
+    let copy = eventually(
+        "ConfigMap shop/app-config-copy",
+        std::time::Duration::from_secs(120),
+        || async { get(&cms, "app-config-copy").await },
+    )
+    .await;
+    let original = get(&cms, "app-config").await.expect("the sample ConfigMap");
+    let copy = serde_json::to_value(&copy).expect("json");
+    assert_eq!(
+        copy["metadata"]["annotations"]["kubewasm.dev/copied-from"], "shop/app-config",
+        "{copy:#}"
+    );
+    assert_eq!(copy["data"]["color"], "blue", "{copy:#}");
+    let owner = &copy["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        owner["uid"].as_str(),
+        original.metadata.uid.as_deref(),
+        "{copy:#}"
+    );
+    assert_eq!(owner["controller"], true, "{copy:#}");
+    let managers: Vec<&str> = copy["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(
+        managers.contains(&format!("kubewasm-{name}").as_str()),
+        "field managers {managers:?}\n{}",
+        host.dump()
+    );
+    host.stop();
+}
+
+async fn round_trip(lang: &str, needs: &[&str]) {
+    let tools = tools(lang, needs);
+    let name = format!("demo-{lang}");
+    let (_tmp, project) = new_and_build(lang, &name, &tools);
+    dev_applies_the_copy(&project, &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rust_project() {
+    round_trip("rust", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn go_project() {
+    round_trip("go", &["go-venv", "bin/wit-bindgen", "c-venv", "go-pkg"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_project() {
+    round_trip("python", &["python-venv"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn js_project() {
+    round_trip("js", &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c_project() {
+    round_trip("c", &["bin/wit-bindgen", "c-venv"]).await;
+}
+
+/// `kubewasm new` refuses a bad name and a non-empty folder, and writes nothing then.
+#[test]
+fn new_refuses_bad_names_and_non_empty_folders() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(args)
+            .current_dir(tmp.path())
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("run kubewasm new")
+    };
+    let out = run(&["new", "go", "Not_A_Name"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a valid plugin name"), "{err}");
+    assert!(!tmp.path().join("Not_A_Name").exists());
+
+    std::fs::create_dir(tmp.path().join("taken")).expect("mkdir");
+    std::fs::write(tmp.path().join("taken/keep.txt"), "mine").expect("write");
+    let out = run(&["new", "python", "demo", "taken"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("exists and is not empty"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join("taken"))
+        .expect("read")
+        .collect();
+    assert_eq!(left.len(), 1, "nothing was written beside keep.txt");
+}

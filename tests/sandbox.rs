@@ -787,6 +787,8 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     known.insert(("".into(), "events".into()));
     known.insert(("events.k8s.io".into(), "events".into()));
     known.insert(("coordination.k8s.io".into(), "leases".into()));
+    // The host impersonates the plugins' ServiceAccounts (by resourceNames).
+    known.insert(("".into(), "serviceaccounts".into()));
     for (ns, group, resource) in perms.keys() {
         let base = resource.split('/').next().unwrap().to_string();
         assert!(

@@ -147,12 +147,12 @@ async fn recorded_events_replay_offline() {
     env.add_plugin(&test_plugin("testkit"), "testkit", None);
     let record = env.dir.path().join("recorded");
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
-    // Already there: what the plugin's host.list will find.
+    // Already there: what the plugin's host.list will find (and an event of its own).
     env.create(
         &cms,
         json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "neighbour", "labels": {"kubewasm.dev/testkit": "other"}},
-               "data": {"action": "none"}}),
+               "metadata": {"name": "neighbour", "labels": {"kubewasm.dev/testkit": "testkit"}},
+               "data": {"action": "copy"}}),
     )
     .await;
 
@@ -179,16 +179,25 @@ async fn recorded_events_replay_offline() {
     )
     .await;
     let folder = record.join("testkit");
-    let case_file = eventually("a recorded case", CONVERGE, || {
-        let found = std::fs::read_dir(&folder)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.to_string_lossy().contains("reader"));
-        async move { found }
-    })
+    let recorded = |name: &'static str| {
+        let folder = folder.clone();
+        move || {
+            let found = std::fs::read_dir(&folder)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.to_string_lossy().ends_with(&format!("-{name}.yaml")));
+            async move { found }
+        }
+    };
+    eventually(
+        "the neighbour's recorded case",
+        CONVERGE,
+        recorded("neighbour"),
+    )
     .await;
+    let case_file = eventually("the reader's recorded case", CONVERGE, recorded("reader")).await;
     // The plugin's own log line, inside the event's span: each field once.
     let line = host
         .wait_log("the plugin's log line", |l| {
@@ -201,13 +210,21 @@ async fn recorded_events_replay_offline() {
     assert_eq!(text.matches("object=").count(), 1, "{text}");
     assert!(text.contains("plugin=\"testkit\""), "{text}");
 
-    assert_eq!(
-        case_file.file_name().unwrap().to_string_lossy(),
-        "0001-added-configmap-default-reader.yaml"
+    let file_name = case_file
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        file_name.len() == "0001-added-configmap-default-reader.yaml".len()
+            && file_name.ends_with("-added-configmap-default-reader.yaml")
+            && file_name[..4].chars().all(|c| c.is_ascii_digit()),
+        "{file_name}"
     );
     let case: Value =
         serde_yaml_ng::from_str(&std::fs::read_to_string(&case_file).unwrap()).unwrap();
     assert_eq!(case["event"]["watch"], "configmaps", "{case}");
+    assert_eq!(case["plugin"], "../../plugins/testkit.wasm", "{case}");
     let read: Vec<&str> = case["cluster"]
         .as_array()
         .unwrap_or_else(|| panic!("no cluster reads recorded: {case}"))
@@ -234,7 +251,7 @@ async fn recorded_events_replay_offline() {
 
     let (code, out) = kubewasm_test(&[], &[&record]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("1 passed, 0 failed"), "{out}");
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
 
     // The recording is a real expectation: edit it and the replay fails.
     let edited =

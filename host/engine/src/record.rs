@@ -324,6 +324,12 @@ impl Recording {
     pub fn record(&self, outcome: Outcome<'_>) {
         let recorder = self.recorder.clone();
         let folder = recorder.config.dir.join(file_part(&self.plugin));
+        // First, so the case's plugin path can be made relative to it.
+        if let Err(e) = std::fs::create_dir_all(&folder) {
+            tracing::warn!(plugin = %self.plugin, folder = %folder.display(), error = %e,
+                "could not record the event as a test case");
+            return;
+        }
         let case = self.case(outcome, &folder);
         let number = recorder.next_number(&folder, &self.plugin);
         let object = &case.event.object;
@@ -339,8 +345,11 @@ impl Recording {
         let written = serde_yaml_ng::to_string(&case)
             .map_err(|e| e.to_string())
             .and_then(|text| {
-                std::fs::create_dir_all(&folder).map_err(|e| e.to_string())?;
-                std::fs::write(&path, text).map_err(|e| e.to_string())
+                // Whole or not at all: `kubewasm test DIR` may read while recording goes on.
+                let tmp = folder.join(format!(".{number:04}.tmp"));
+                std::fs::write(&tmp, text)
+                    .and_then(|()| std::fs::rename(&tmp, &path))
+                    .map_err(|e| e.to_string())
             });
         match written {
             Ok(()) => {

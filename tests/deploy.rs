@@ -728,9 +728,11 @@ fn kustomize_base_renders_a_hardened_host() {
     let pdb = only(&docs, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
     assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    // The pod runs as the host's ServiceAccount; the plugins' own (kubewasm-<plugin>) are
+    // only impersonated.
     assert_eq!(
         d["spec"]["template"]["spec"]["serviceAccountName"],
-        only(&docs, "ServiceAccount")["metadata"]["name"]
+        find(&docs, "ServiceAccount", "kubewasm")["metadata"]["name"]
     );
 
     assert_example_rbac(&docs);

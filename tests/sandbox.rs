@@ -928,3 +928,335 @@ async fn a_manifest_name_must_equal_its_file_name() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// The instance pool and the call deadline, driven in-process through the runtime's API
+/// (the same `Loader` and `CompiledPlugin` the host uses) so that counts and scheduling
+/// are exact: instantiations are counted by the pool's counters and the plugin's own
+/// per-instance call counter, and starvation is a poll hook, not a busy machine.
+mod pool {
+    use std::future::Future;
+    use std::pin::pin;
+    use std::sync::Arc;
+    use std::task::Poll;
+    use std::time::Duration;
+
+    use kubewasm::core::event::EventType;
+    use kubewasm::core::intent::RawIntent;
+    use kubewasm::runtime::plugin::PoolStats;
+    use kubewasm::runtime::{
+        CallError, CompiledPlugin, Error, LoadOptions, Loader, ManifestRejection, NoCluster,
+        PluginEngine, PluginEvent, PluginFile,
+    };
+    use serde_json::{Value, json};
+
+    use super::support::test_plugin;
+
+    /// Load `wasm` as plugin `hostile` with these settings (the `kubewasm:` key included)
+    /// and `pool_size` instances at most.
+    async fn load(
+        wasm: &[u8],
+        settings: &str,
+        pool_size: usize,
+    ) -> Result<(CompiledPlugin, tempfile::TempDir), Error> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("hostile.wasm");
+        std::fs::write(&path, wasm).unwrap();
+        std::fs::write(dir.path().join("hostile.yaml"), settings).unwrap();
+        let options = LoadOptions {
+            pool_size,
+            ..LoadOptions::default()
+        };
+        let loader = Loader::new(PluginEngine::new()?, options, None)?;
+        let plugin = loader.load(PluginFile::read(&path)?).await?.plugin;
+        Ok((plugin, dir))
+    }
+
+    fn hostile() -> Vec<u8> {
+        std::fs::read(test_plugin("hostile")).unwrap()
+    }
+
+    fn event(name: &str, data: Value) -> PluginEvent {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default",
+                         "labels": {"kubewasm.dev/hostile": "hostile"}},
+            "data": data});
+        PluginEvent {
+            event_type: EventType::Added,
+            watch_id: "triggers".into(),
+            object: object.to_string().into(),
+            old_object: None,
+        }
+    }
+
+    fn call<'a>(
+        plugin: &'a CompiledPlugin,
+        name: &'a str,
+        data: Value,
+    ) -> impl Future<Output = Result<Vec<RawIntent>, CallError>> + 'a {
+        let ev = event(name, data);
+        async move {
+            plugin
+                .handle(&ev, &format!("default/{name}"), Arc::new(NoCluster))
+                .await
+        }
+    }
+
+    /// The `data` of the report ConfigMap a returning attack creates.
+    fn report(intents: &[RawIntent]) -> Value {
+        match intents {
+            [RawIntent::Create { object, .. }] => {
+                serde_json::from_str::<Value>(object).unwrap()["data"].clone()
+            }
+            other => panic!("want one create intent, got {other:?}"),
+        }
+    }
+
+    fn instance_calls(intents: &[RawIntent]) -> u64 {
+        report(intents)["instanceCalls"]
+            .as_str()
+            .and_then(|c| c.parse().ok())
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn instances_are_recycled_after_n_calls_and_when_their_memory_passes_half_the_cap() {
+        let settings = "name: hostile\nkubewasm:\n  recycleAfterCalls: 3\n  memoryMiB: 64\n";
+        let (plugin, _dir) = load(&hostile(), settings, 4).await.unwrap();
+        let mut seen = vec![];
+        for i in 0..7 {
+            let out = call(&plugin, &format!("c{i}"), json!({"attack": "count"}))
+                .await
+                .unwrap();
+            seen.push(instance_calls(&out));
+        }
+        // Each instance serves three calls, then a fresh one takes over.
+        assert_eq!(seen, [1, 2, 3, 1, 2, 3, 1]);
+        let stats = plugin.pool_stats();
+        eprintln!("after 7 calls: {stats:?}");
+        // describe's instance, then one per three calls.
+        assert_eq!(stats.instantiated, 1 + 3);
+        assert_eq!(stats.recycled_calls, 2);
+        assert_eq!(stats.pooled, 1);
+
+        // 40 MiB touched: over half the 64 MiB cap when the call returns, so the instance
+        // is not kept although it returned normally.
+        let out = call(&plugin, "fat", json!({"attack": "fat", "mib": "40"}))
+            .await
+            .unwrap();
+        assert_eq!(report(&out)["touchedMiB"], json!("40"));
+        assert_eq!(instance_calls(&out), 2);
+        let stats = plugin.pool_stats();
+        assert_eq!(stats.recycled_memory, 1, "{stats:?}");
+        assert_eq!(stats.pooled, 0, "{stats:?}");
+        let out = call(&plugin, "after", json!({"attack": "count"}))
+            .await
+            .unwrap();
+        assert_eq!(instance_calls(&out), 1, "the fat instance was reused");
+        assert_eq!(plugin.pool_stats().instantiated, 1 + 3 + 1);
+    }
+
+    #[tokio::test]
+    async fn pooled_instances_share_one_memory_budget() {
+        // Four calls at once, each touching 20 MiB (under half the cap, so only the budget
+        // can refuse them): 48 MiB of pool holds two such instances, not four.
+        let settings = "name: hostile\nkubewasm:\n  memoryMiB: 64\n  poolMemoryMiB: 48\n";
+        let (plugin, _dir) = load(&hostile(), settings, 4).await.unwrap();
+        // Each call sleeps in WASI before returning, so all four hold an instance at once.
+        let names = ["f0", "f1", "f2", "f3"];
+        let calls = names.map(|n| {
+            call(
+                &plugin,
+                n,
+                json!({"attack": "fat", "mib": "20", "sleepMs": "50"}),
+            )
+        });
+        let outs = futures::future::join_all(calls).await;
+        for out in &outs {
+            let out = out.as_ref().unwrap();
+            assert_eq!(instance_calls(out), 1, "four distinct instances");
+        }
+        let stats: PoolStats = plugin.pool_stats();
+        eprintln!("four fat instances returned: {stats:?}");
+        assert_eq!(stats.instantiated, 1 + 4);
+        assert!(stats.pooled_bytes <= 48 << 20, "{stats:?}");
+        assert_eq!(stats.pooled, 2, "{stats:?}");
+        assert_eq!(stats.recycled_budget, 2, "{stats:?}");
+        // The pool still serves: the next call reuses a pooled instance.
+        let out = call(&plugin, "next", json!({"attack": "count"}))
+            .await
+            .unwrap();
+        assert_eq!(instance_calls(&out), 2);
+    }
+
+    /// Drive `fut` on the current task, holding the thread (as a busy runtime would) for
+    /// `hold` after each of its first `times` polls that return `Pending`. Returns its
+    /// output and how many holds happened.
+    async fn starved<F: Future>(fut: F, hold: Duration, times: usize) -> (F::Output, usize) {
+        let mut fut = pin!(fut);
+        let mut held = 0;
+        let out = std::future::poll_fn(|cx| match fut.as_mut().poll(cx) {
+            Poll::Ready(v) => Poll::Ready(v),
+            Poll::Pending => {
+                if held < times {
+                    std::thread::sleep(hold);
+                    held += 1;
+                }
+                Poll::Pending
+            }
+        })
+        .await;
+        (out, held)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_deadline_counts_execution_not_time_waiting_for_a_cpu() {
+        let settings = "name: hostile\nkubewasm:\n  callDeadline: 500ms\n";
+        let (plugin, _dir) = load(&hostile(), settings, 1).await.unwrap();
+        // Warm the pool so the measured calls do not include instantiation.
+        call(&plugin, "warm", json!({"attack": "count"}))
+            .await
+            .unwrap();
+        // A finite piece of work that yields (every epoch tick) several times; between
+        // its polls the thread is held for 3 × 400 ms, far past the 500 ms deadline in
+        // wall-clock time, while the work itself executes for much less.
+        let work = json!({"attack": "work", "iterations": "50000000"});
+        let started = std::time::Instant::now();
+        let (out, held) = starved(
+            call(&plugin, "starved", work.clone()),
+            Duration::from_millis(400),
+            3,
+        )
+        .await;
+        let took = started.elapsed();
+        assert_eq!(held, 3, "the call never yielded: the test proves nothing");
+        let out = out.unwrap_or_else(|e| panic!("a starved but healthy call was killed: {e}"));
+        assert_eq!(report(&out)["iterations"], json!("50000000"));
+        eprintln!("starved call returned after {took:?} wall-clock");
+        assert!(took > Duration::from_millis(1200));
+
+        // A real infinite loop, starved the same way, is still stopped at the deadline.
+        let (out, _) = starved(
+            call(&plugin, "spin", json!({"attack": "loop"})),
+            Duration::from_millis(400),
+            3,
+        )
+        .await;
+        assert_eq!(
+            out.unwrap_err(),
+            CallError::Deadline(Duration::from_millis(500))
+        );
+        // A trapped instance is dropped; the plugin goes on with a fresh one.
+        let out = call(&plugin, "again", json!({"attack": "count"}))
+            .await
+            .unwrap();
+        assert_eq!(instance_calls(&out), 1);
+    }
+
+    #[tokio::test]
+    async fn a_call_that_sleeps_instead_of_executing_meets_the_wall_clock_backstop() {
+        // The guest sleeps in WASI for an hour while executing almost nothing: it is cut
+        // off at the wall-clock backstop (10 × the 100 ms deadline).
+        let settings = "name: hostile\nkubewasm:\n  callDeadline: 100ms\n";
+        let (plugin, _dir) = load(&hostile(), settings, 1).await.unwrap();
+        let out = call(
+            &plugin,
+            "sleeper",
+            json!({"attack": "fat", "mib": "1", "sleepMs": "3600000"}),
+        )
+        .await;
+        assert_eq!(
+            out.unwrap_err(),
+            CallError::Deadline(Duration::from_millis(100))
+        );
+    }
+
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let byte = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                out.push(byte);
+                return;
+            }
+            out.push(byte | 0x80);
+        }
+    }
+
+    fn read_leb(bytes: &[u8], at: &mut usize) -> usize {
+        let (mut n, mut shift) = (0usize, 0);
+        loop {
+            let b = bytes[*at];
+            *at += 1;
+            n |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return n;
+            }
+            shift += 7;
+        }
+    }
+
+    /// `component` with `count` more core instances at its top level, each of a module
+    /// defining one linear memory of `mib` MiB (its minimum size: allocated at
+    /// instantiation). The component's interface is unchanged.
+    pub(super) fn with_extra_memories(component: &[u8], count: usize, mib: usize) -> Vec<u8> {
+        // Core modules defined so far (top-level section 1): the new ones follow them in
+        // the core module index space.
+        let (mut at, mut modules) = (8, 0);
+        while at < component.len() {
+            let id = component[at];
+            at += 1;
+            let size = read_leb(component, &mut at);
+            modules += usize::from(id == 1);
+            at += size;
+        }
+        let module =
+            wat::parse_str(format!("(module (memory (export \"m\") {}))", mib * 16)).unwrap();
+        let mut out = component.to_vec();
+        for i in 0..count {
+            out.push(1);
+            leb(module.len(), &mut out);
+            out.extend_from_slice(&module);
+            let mut instance = vec![1, 0x00];
+            leb(modules + i, &mut instance);
+            instance.push(0);
+            out.push(2);
+            leb(instance.len(), &mut out);
+            out.extend_from_slice(&instance);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn one_memory_cap_covers_all_of_an_instances_memories() {
+        let settings = "name: hostile\nkubewasm:\n  memoryMiB: 64\n";
+        // Two extra 16 MiB memories fit under 64 MiB with the plugin's own: the rewritten
+        // component is valid and works.
+        let (plugin, _dir) = load(&with_extra_memories(&hostile(), 2, 16), settings, 1)
+            .await
+            .unwrap();
+        let out = call(&plugin, "ok", json!({"attack": "count"}))
+            .await
+            .unwrap();
+        assert_eq!(instance_calls(&out), 1);
+        // Eight memories of 16 MiB, each under the cap, 128 MiB together: refused.
+        let err = load(&with_extra_memories(&hostile(), 8, 16), settings, 1)
+            .await
+            .err()
+            .expect("eight 16 MiB memories loaded under a 64 MiB cap");
+        eprintln!("{err}");
+        match &err {
+            Error::Manifest { reason, .. } => assert!(
+                matches!(
+                    **reason,
+                    ManifestRejection::Instantiate(CallError::Memory(m)) if m == 64 << 20
+                ),
+                "{err}"
+            ),
+            other => panic!("want a memory-limit rejection, got {other}"),
+        }
+        assert!(
+            err.to_string().contains("memory limit of 67108864 bytes"),
+            "{err}"
+        );
+    }
+}

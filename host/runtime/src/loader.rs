@@ -162,6 +162,8 @@ pub struct PluginFile {
 ///   maxIntents: 1000
 ///   maxIntentKiB: 2048
 ///   maxLogLines: 500
+///   recycleAfterCalls: 1000
+///   poolMemoryMiB: 256
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -181,6 +183,12 @@ pub struct LimitOverrides {
     /// Maximum log lines per call.
     #[serde(default)]
     pub max_log_lines: Option<usize>,
+    /// Calls after which a pooled instance is recycled.
+    #[serde(default)]
+    pub recycle_after_calls: Option<u64>,
+    /// Memory the plugin's pooled instances may hold together, in MiB.
+    #[serde(default, rename = "poolMemoryMiB")]
+    pub pool_memory_mib: Option<usize>,
 }
 
 mod humantime_serde_opt {
@@ -207,6 +215,11 @@ impl LimitOverrides {
                 .map(|k| k << 10)
                 .unwrap_or(base.max_intent_bytes),
             max_log_lines: self.max_log_lines.unwrap_or(base.max_log_lines),
+            recycle_after_calls: self.recycle_after_calls.unwrap_or(base.recycle_after_calls),
+            pool_memory: self
+                .pool_memory_mib
+                .map(|m| m << 20)
+                .unwrap_or(base.pool_memory),
         }
     }
 }
@@ -424,7 +437,8 @@ mod tests {
         std::fs::write(&wasm, b"x").unwrap();
         std::fs::write(
             dir.path().join("p.yaml"),
-            "domain: a\nkubewasm:\n  callDeadline: 5s\n  memoryMiB: 64\n  maxLogLines: 7\n",
+            "domain: a\nkubewasm:\n  callDeadline: 5s\n  memoryMiB: 64\n  maxLogLines: 7\n  \
+             recycleAfterCalls: 3\n  poolMemoryMiB: 32\n",
         )
         .unwrap();
         let f = PluginFile::read(&wasm).unwrap();
@@ -433,6 +447,8 @@ mod tests {
         assert_eq!(l.deadline, std::time::Duration::from_secs(5));
         assert_eq!(l.memory, 64 << 20);
         assert_eq!(l.max_log_lines, 7);
+        assert_eq!(l.recycle_after_calls, 3);
+        assert_eq!(l.pool_memory, 32 << 20);
         assert_eq!(l.max_intents, Limits::default().max_intents);
         std::fs::write(dir.path().join("p.yaml"), "kubewasm: {memoryMB: 1}\n").unwrap();
         let err = PluginFile::read(&wasm).err().unwrap().to_string();

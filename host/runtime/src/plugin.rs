@@ -2,8 +2,9 @@
 //! small pool of instances reused across calls.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use wasmtime::component::Component;
 use wasmtime::{Store, Trap, UpdateDeadline};
@@ -17,8 +18,8 @@ use crate::capability::cluster::ClusterView;
 use crate::convert;
 use crate::engine::PluginEngine;
 use crate::error::{CallError, Error, LimitExceeded, ManifestRejection};
-use crate::limits::Limits;
-use crate::state::PluginState;
+use crate::limits::{Limits, RECYCLE_MEMORY_DIVISOR};
+use crate::state::{Accrue, Budget, PluginState};
 
 /// One event as handed to a plugin.
 #[derive(Debug, Clone)]
@@ -45,6 +46,65 @@ pub struct InstancePolicy {
 struct Instance {
     store: Store<PluginState>,
     bindings: Plugin,
+    /// Calls it has handled.
+    calls: u64,
+}
+
+impl Instance {
+    /// Memory and tables it holds, in bytes.
+    fn memory(&self) -> usize {
+        self.store.data().memory.total()
+    }
+}
+
+/// Why an instance that returned normally was not put back in the pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recycle {
+    /// It handled `recycle_after_calls` calls.
+    Calls,
+    /// Its memory is over the recycling fraction of the cap.
+    Memory,
+    /// Pooling it would take the plugin's pooled instances over their budget.
+    Budget,
+    /// The pool is full.
+    Full,
+}
+
+impl Recycle {
+    fn as_str(self) -> &'static str {
+        match self {
+            Recycle::Calls => "calls",
+            Recycle::Memory => "memory",
+            Recycle::Budget => "pool-budget",
+            Recycle::Full => "pool-full",
+        }
+    }
+}
+
+/// Counters of a plugin's instance pool, for tests and metrics.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Instances created (including the one `describe` ran in).
+    pub instantiated: u64,
+    /// Instances that returned normally and were dropped instead of pooled, by reason:
+    /// after `recycle_after_calls` calls.
+    pub recycled_calls: u64,
+    /// ... over the memory fraction of the cap.
+    pub recycled_memory: u64,
+    /// ... over the pool's memory budget.
+    pub recycled_budget: u64,
+    /// Instances pooled now.
+    pub pooled: usize,
+    /// Memory they hold together, in bytes.
+    pub pooled_bytes: usize,
+}
+
+#[derive(Default)]
+struct PoolCounters {
+    instantiated: AtomicU64,
+    recycled_calls: AtomicU64,
+    recycled_memory: AtomicU64,
+    recycled_budget: AtomicU64,
 }
 
 /// A loaded, validated plugin, ready to handle events. Immutable once built: a new version
@@ -65,6 +125,7 @@ pub struct CompiledPlugin {
     pool: Mutex<Vec<Instance>>,
     pool_size: usize,
     reuse: bool,
+    counters: PoolCounters,
 }
 
 /// Check the wasm header before handing bytes to the compiler, for a clear message.
@@ -147,6 +208,7 @@ impl CompiledPlugin {
             pool: Mutex::new(Vec::new()),
             pool_size: pool_size.max(1),
             reuse,
+            counters: PoolCounters::default(),
         };
         let manifest = plugin.describe().await?;
         plugin.manifest = manifest;
@@ -167,13 +229,14 @@ impl CompiledPlugin {
             .instantiate()
             .await
             .map_err(|e| reject(ManifestRejection::Instantiate(e)))?;
-        inst.store.data_mut().deadline = Instant::now() + self.limits.deadline;
+        let clock = inst.store.data().clock.clone();
+        clock.reset();
         inst.store.set_epoch_deadline(1);
-        let result = inst
+        let call = inst
             .bindings
             .kubewasm_plugin_handler()
-            .call_describe(&mut inst.store, self.settings.as_deref())
-            .await;
+            .call_describe(&mut inst.store, self.settings.as_deref());
+        let result = self.metered(Box::pin(call), clock).await;
         let wit_manifest = match result {
             Ok(Ok(m)) => m,
             Ok(Err(msg)) => return Err(reject(ManifestRejection::Refused(msg))),
@@ -198,24 +261,101 @@ impl CompiledPlugin {
     }
 
     async fn instantiate(&self) -> Result<Instance, CallError> {
+        self.counters.instantiated.fetch_add(1, Ordering::Relaxed);
         let state = PluginState::new(self.name(), &self.limits);
+        let clock = state.clock.clone();
         let mut store = Store::new(&self.engine.engine, state);
         store.limiter(|s| &mut s.memory);
         // Every tick past the deadline check: yield to tokio so a busy plugin never
-        // starves the runtime, and trap once the call's deadline has passed.
-        store.epoch_deadline_callback(|ctx| {
-            if Instant::now() >= ctx.data().deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
+        // starves the runtime, and trap once the call has executed for its deadline (or
+        // outlived the wall-clock backstop).
+        store.epoch_deadline_callback(|ctx| match ctx.data().clock.check() {
+            Budget::Left => Ok(UpdateDeadline::Yield(1)),
+            Budget::Spent | Budget::WallClock => Ok(UpdateDeadline::Interrupt),
         });
-        store.data_mut().deadline = Instant::now() + self.limits.deadline;
         store.set_epoch_deadline(1);
-        match self.pre.instantiate_async(&mut store).await {
-            Ok(bindings) => Ok(Instance { store, bindings }),
+        let instantiated = {
+            let call = self.pre.instantiate_async(&mut store);
+            self.metered(Box::pin(call), clock).await
+        };
+        match instantiated {
+            Ok(bindings) => Ok(Instance {
+                store,
+                bindings,
+                calls: 0,
+            }),
             Err(e) => Err(classify(&e, &store, self.limits.deadline)),
         }
+    }
+
+    /// Run a call future charged to the instance's clock (reset by the caller), under the
+    /// wall-clock backstop too: a call that waits rather than executes (a WASI sleep) is
+    /// dropped once the backstop passes, which the epoch callback cannot see.
+    async fn metered<T>(
+        &self,
+        call: std::pin::Pin<Box<dyn Future<Output = wasmtime::Result<T>> + Send + '_>>,
+        clock: Arc<crate::state::CallClock>,
+    ) -> wasmtime::Result<T> {
+        match tokio::time::timeout(self.limits.wall_clock(), Accrue::new(call, clock)).await {
+            Ok(r) => r,
+            Err(_) => Err(wasmtime::Error::new(Trap::Interrupt)),
+        }
+    }
+
+    /// The pool's counters.
+    pub fn pool_stats(&self) -> PoolStats {
+        let (pooled, pooled_bytes) = self
+            .pool
+            .lock()
+            .map(|p| (p.len(), p.iter().map(Instance::memory).sum()))
+            .unwrap_or_default();
+        PoolStats {
+            instantiated: self.counters.instantiated.load(Ordering::Relaxed),
+            recycled_calls: self.counters.recycled_calls.load(Ordering::Relaxed),
+            recycled_memory: self.counters.recycled_memory.load(Ordering::Relaxed),
+            recycled_budget: self.counters.recycled_budget.load(Ordering::Relaxed),
+            pooled,
+            pooled_bytes,
+        }
+    }
+
+    /// Put an instance that returned normally back in the pool, unless it has served its
+    /// calls, holds too much memory, or the pool is full or over its memory budget.
+    fn give_back(&self, inst: Instance) {
+        let memory = inst.memory();
+        let reason = if inst.calls >= self.limits.recycle_after_calls {
+            Some(Recycle::Calls)
+        } else if memory > self.limits.memory / RECYCLE_MEMORY_DIVISOR {
+            Some(Recycle::Memory)
+        } else {
+            None
+        };
+        let reason = reason.or_else(|| {
+            let mut pool = self.pool.lock().ok()?;
+            if pool.len() >= self.pool_size {
+                return Some(Recycle::Full);
+            }
+            let pooled: usize = pool.iter().map(Instance::memory).sum();
+            if pooled.saturating_add(memory) > self.limits.pool_memory {
+                return Some(Recycle::Budget);
+            }
+            pool.push(inst);
+            None
+        });
+        let Some(reason) = reason else { return };
+        let counter = match reason {
+            Recycle::Calls => &self.counters.recycled_calls,
+            Recycle::Memory => &self.counters.recycled_memory,
+            Recycle::Budget => &self.counters.recycled_budget,
+            Recycle::Full => return,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(
+            plugin = self.name(),
+            reason = reason.as_str(),
+            memory,
+            "plugin instance recycled"
+        );
     }
 
     /// Run `handle` for one event. `object` names the object for the plugin's log lines.
@@ -239,8 +379,9 @@ impl CompiledPlugin {
             let state = inst.store.data_mut();
             state.cluster.begin_call(cluster, object);
             state.log.begin_call(object);
-            state.deadline = Instant::now() + self.limits.deadline;
+            state.clock.reset();
         }
+        inst.calls += 1;
         inst.store.set_epoch_deadline(1);
         let wit_event = wit::Event {
             event_type: match event.event_type {
@@ -253,11 +394,15 @@ impl CompiledPlugin {
             object: event.object.to_string(),
             old_object: event.old_object.as_ref().map(|o| o.to_string()),
         };
-        let result = inst
-            .bindings
-            .kubewasm_plugin_handler()
-            .call_handle(&mut inst.store, &wit_event, self.settings.as_deref())
-            .await;
+        let clock = inst.store.data().clock.clone();
+        let result = {
+            let call = inst.bindings.kubewasm_plugin_handler().call_handle(
+                &mut inst.store,
+                &wit_event,
+                self.settings.as_deref(),
+            );
+            self.metered(Box::pin(call), clock).await
+        };
         inst.store.data_mut().cluster.end_call();
         let dropped = inst.store.data().log.end_call();
         if dropped > 0 {
@@ -284,11 +429,8 @@ impl CompiledPlugin {
                 .map(|()| intents.into_iter().map(convert::intent).collect::<Vec<_>>()),
         };
         // The call returned normally, so the instance is healthy and can be reused.
-        if self.reuse
-            && let Ok(mut pool) = self.pool.lock()
-            && pool.len() < self.pool_size
-        {
-            pool.push(inst);
+        if self.reuse {
+            self.give_back(inst);
         }
         outcome
     }

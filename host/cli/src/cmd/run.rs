@@ -37,6 +37,12 @@ pub struct HostArgs {
     /// Maximum intents one call may return.
     #[arg(long, default_value_t = 256)]
     max_intents: usize,
+    /// Calls after which a pooled plugin instance is replaced by a fresh one.
+    #[arg(long, default_value_t = 1000)]
+    recycle_after_calls: u64,
+    /// Memory one plugin's idle pooled instances may hold together, in MiB.
+    #[arg(long, default_value_t = 256)]
+    pool_memory_mib: usize,
     /// First retry delay after a failed event (doubles per attempt).
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
     retry_base: Duration,
@@ -151,6 +157,8 @@ impl HostArgs {
                     max_intents: self.max_intents,
                     max_intent_bytes: self.max_intent_kib << 10,
                     max_log_lines: self.max_log_lines,
+                    recycle_after_calls: self.recycle_after_calls.max(1),
+                    pool_memory: self.pool_memory_mib << 20,
                 },
                 reuse_instances: !self.fresh_instances,
                 pool_size: self.concurrency,

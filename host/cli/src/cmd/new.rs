@@ -106,7 +106,8 @@ pub struct NewArgs {
     /// characters). It is the manifest name, the component's file name and the host's field
     /// manager suffix.
     name: String,
-    /// The project folder to create; it must not exist or be empty. Default: ./NAME.
+    /// The project folder to create: missing or empty (a non-empty one is refused). Default:
+    /// ./NAME.
     dir: Option<PathBuf>,
 }
 

@@ -1260,3 +1260,33 @@ mod pool {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_memories_each_under_the_cap_are_refused_together() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[]);
+    // The hostile component with eight more 16 MiB memories: each under the 64 MiB cap,
+    // 128 MiB together.
+    let bytes = std::fs::read(test_plugin("hostile")).unwrap();
+    let src = env.dir.path().join("eight-memories.wasm");
+    std::fs::write(&src, pool::with_extra_memories(&bytes, 8, 16)).unwrap();
+    env.add_plugin_unapproved(&src, "eight", Some("name: eight\n"));
+    let host = env.start_host(LIMITS);
+    let line = host
+        .wait_log("eight rejected", |l| {
+            field(l, "message") == "plugin rejected" && field(l, "error").contains("eight")
+        })
+        .await;
+    assert!(
+        field(&line, "error").contains("memory limit of 67108864 bytes exceeded"),
+        "{line}"
+    );
+    good_keeps_working(&env, "eight-memories").await;
+    // Nothing of the refused plugin runs: its trigger gets no answer while the good
+    // plugin answers a later object.
+    attack(&env, "eight", "eight-1", "count", json!({})).await;
+    good_keeps_working(&env, "eight-memories-after").await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    assert!(get(&cms, "eight-1-out").await.is_none());
+    assert_eq!(host.stop(), Some(0));
+}

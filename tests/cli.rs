@@ -49,13 +49,18 @@ fn inspect_prints_the_world_and_the_manifest() {
 }
 
 /// `inspect` compiles through the code cache: the second run of the same file is a cache
-/// hit (said in its log), and WASI imports are explained.
+/// hit (said in its log), and WASI imports are explained. Entries outlive a process only
+/// under a key file (`KUBEWASM_CACHE_KEY_FILE`, outside the cache directory).
 #[test]
 fn inspect_uses_the_code_cache_and_explains_imports() {
     let cache = tempfile::tempdir().unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("cache.key");
+    std::fs::write(&key, "inspect-test-key-of-at-least-32-bytes").unwrap();
     let wasm = lang_plugin("python", "mongodb-monitor");
     let run = || {
         let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .env("KUBEWASM_CACHE_KEY_FILE", &key)
             .args(["--log-format", "json", "--log", "info", "inspect"])
             .arg(&wasm)
             .arg("--cache-dir")

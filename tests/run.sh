@@ -6,6 +6,16 @@ set -euo pipefail
 export KUBEWASM_CACHE_DIR="${KUBEWASM_CACHE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/kubewasm-cache}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# Code-cache entries are authenticated with HMAC under a key only the host holds (random
+# per process unless given): a key file outside the cache directory lets the suite's many
+# host processes share compiled plugins.
+if [ -z "${KUBEWASM_CACHE_KEY_FILE:-}" ]; then
+    export KUBEWASM_CACHE_KEY_FILE="$root/target/kubewasm-cache.key"
+    if [ ! -s "$KUBEWASM_CACHE_KEY_FILE" ]; then
+        mkdir -p "$root/target"
+        (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$KUBEWASM_CACHE_KEY_FILE")
+    fi
+fi
 
 echo "== building plugins"
 bash plugins/build.sh

@@ -48,6 +48,9 @@ impl PluginEngine {
             .map_err(|e| Error::Engine(format!("linking WASI: {e}")))?;
         Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
             .map_err(|e| Error::Engine(format!("linking host interface: {e}")))?;
+        // `log` again, taking the message without copying it whole.
+        capability::log::link(&mut linker)
+            .map_err(|e| Error::Engine(format!("linking host.log: {e}")))?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let weak = engine.weak();

@@ -132,6 +132,18 @@ pub enum LimitExceeded {
         /// The limit.
         max: usize,
     },
+    /// The canonical ABI refused what the plugin passed the host: more than one lift may
+    /// copy (strings aliasing one buffer), or malformed data. See `lift`.
+    #[error(
+        "the host refused the data it passed: {detail} (one call may hand the host at most \
+         {max} bytes, the plugin's memory cap)"
+    )]
+    Transfer {
+        /// The transfer budget, in bytes.
+        max: usize,
+        /// What wasmtime reported.
+        detail: String,
+    },
     /// One intent too large.
     #[error("intent #{index} is {size} bytes, over the limit of {max}")]
     IntentBytes {

@@ -241,7 +241,8 @@ impl CompiledPlugin {
             Ok(Ok(m)) => m,
             Ok(Err(msg)) => return Err(reject(ManifestRejection::Refused(msg))),
             Err(e) => {
-                let kind = classify(&e, &inst.store, self.limits.deadline);
+                let kind = crate::lift::refused_transfer(&e, &inst.store)
+                    .unwrap_or_else(|| classify(&e, &inst.store, self.limits.deadline));
                 return Err(reject(ManifestRejection::Failed(kind)));
             }
         };
@@ -266,6 +267,7 @@ impl CompiledPlugin {
         let clock = state.clock.clone();
         let mut store = Store::new(&self.engine.engine, state);
         store.limiter(|s| &mut s.memory);
+        crate::lift::bound_transfers(&mut store, &self.limits);
         // Every tick past the deadline check: yield to tokio so a busy plugin never
         // starves the runtime, and trap once the call has executed for its deadline (or
         // outlived the wall-clock backstop).
@@ -415,7 +417,10 @@ impl CompiledPlugin {
             );
         }
         let outcome = match result {
-            Err(e) => return Err(classify(&e, &inst.store, self.limits.deadline)),
+            Err(e) => {
+                return Err(crate::lift::refused_transfer(&e, &inst.store)
+                    .unwrap_or_else(|| classify(&e, &inst.store, self.limits.deadline)));
+            }
             // The message reaches log lines and Events: capped like a log line.
             Ok(Err(err)) => Err(CallError::Plugin {
                 message: crate::capability::log::truncate(

@@ -1,7 +1,40 @@
 //! `host.log`: the plugin's log lines, written through `tracing` with a per-call line cap
 //! and a per-line byte cap, inside the handler's span (which names plugin and object).
+//!
+//! The import is linked by hand ([`link`]) rather than through the generated bindings,
+//! which would copy the whole message first: it takes the message as a `WasmStr` (a
+//! checked pointer and length into the guest's memory) and copies only the
+//! [`MAX_LOG_LINE_BYTES`] it keeps, so a plugin logging one 16 MiB buffer a hundred times
+//! costs the host 4 KiB a line.
+
+use wasmtime::AsContext;
+use wasmtime::component::{Linker, WasmStr};
 
 use crate::bindings::kubewasm::plugin::types::LogLevel;
+use crate::state::PluginState;
+
+/// The host interface the `log` import belongs to.
+const HOST_INTERFACE: &str = "kubewasm:plugin/host@0.1.0";
+
+/// Define the `log` import over the generated one (which must be linked first, for the
+/// interface's other functions).
+pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let defined = linker.instance(HOST_INTERFACE).and_then(|mut host| {
+        host.func_wrap(
+            "log",
+            |mut store: wasmtime::StoreContextMut<'_, PluginState>,
+             (level, message): (LogLevel, WasmStr)| {
+                // Validates the string (no copy for UTF-8) and keeps the line's prefix.
+                let line = truncated(&message.to_str(store.as_context())?, MAX_LOG_LINE_BYTES);
+                store.data_mut().log.emit(level, line);
+                Ok(())
+            },
+        )
+    });
+    linker.allow_shadowing(false);
+    defined
+}
 
 /// Longest log line a plugin may write; longer lines are truncated.
 pub const MAX_LOG_LINE_BYTES: usize = 4096;
@@ -39,14 +72,18 @@ impl LogState {
         self.dropped
     }
 
-    /// The `log` import.
+    /// Write a line, cut to [`MAX_LOG_LINE_BYTES`].
     pub fn write(&mut self, level: LogLevel, message: String) {
+        self.emit(level, truncate(message, MAX_LOG_LINE_BYTES));
+    }
+
+    /// Write a line already cut to size, unless the call's line cap is reached.
+    fn emit(&mut self, level: LogLevel, message: String) {
         if self.lines >= self.max_lines {
             self.dropped += 1;
             return;
         }
         self.lines += 1;
-        let message = truncate(message, MAX_LOG_LINE_BYTES);
         let (plugin, object) = (self.plugin.as_str(), self.object.as_str());
         match level {
             LogLevel::Trace => tracing::trace!(target: "plugin", plugin, object, "{message}"),
@@ -59,18 +96,24 @@ impl LogState {
 }
 
 /// Cut `s` to at most `max` bytes (on a char boundary), saying how much was cut.
-pub fn truncate(mut s: String, max: usize) -> String {
+pub fn truncate(s: String, max: usize) -> String {
     if s.len() <= max {
         return s;
+    }
+    truncated(&s, max)
+}
+
+/// A copy of at most `max` bytes of `s` (cut on a char boundary), saying how much was cut;
+/// the rest is never copied.
+pub fn truncated(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
     }
     let mut cut = max;
     while !s.is_char_boundary(cut) {
         cut -= 1;
     }
-    let dropped = s.len() - cut;
-    s.truncate(cut);
-    s.push_str(&format!("… ({dropped} bytes truncated)"));
-    s
+    format!("{}… ({} bytes truncated)", &s[..cut], s.len() - cut)
 }
 
 #[cfg(test)]
@@ -83,6 +126,16 @@ mod tests {
             t.starts_with("éé") && t.ends_with("(6 bytes truncated)"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn a_borrowed_line_is_cut_to_a_copy_of_its_prefix() {
+        let long = "x".repeat(1 << 20);
+        let cut = super::truncated(&long, super::MAX_LOG_LINE_BYTES);
+        assert!(cut.len() < super::MAX_LOG_LINE_BYTES + 64, "{}", cut.len());
+        assert!(cut.ends_with(&format!("({} bytes truncated)", (1 << 20) - 4096)));
+        assert_eq!(super::truncated("short", 10), "short");
+        assert_eq!(super::truncate("short".into(), 10), "short");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Leader election on a coordination.k8s.io/v1 Lease against the embedded API server:
 //! exactly one of two candidates leads, cancelling the leader hands over, a leader cut
 //! off from the API server steps down before its lease expires, and a leader whose lease
-//! is taken over steps down. A sampler checks throughout that the two candidates never
+//! is taken over steps down (ending its guarded work and reporting the loss). A sampler checks throughout that the two candidates never
 //! lead at the same moment.
 
 use std::net::SocketAddr;
@@ -171,7 +171,9 @@ async fn exactly_one_of_two_leads_and_cancel_hands_over() {
 
     // Cancel the leader: it stops leading and releases; the follower takes over.
     let stopped = Instant::now();
+    let leader_leadership = leader.leadership.clone();
     leader.stop().await;
+    let leader_lost = leader_leadership.is_lost();
     wait_until("the follower takes over", Duration::from_secs(15), || {
         follower.leadership.is_leader()
     })
@@ -185,9 +187,15 @@ async fn exactly_one_of_two_leads_and_cancel_hands_over() {
     assert_eq!(transitions(&l), 1, "one takeover");
 
     // The new leader releases on cancel too: the lease has no holder afterwards.
+    let follower_leadership = follower.leadership.clone();
     follower.stop().await;
+    let follower_lost = follower_leadership.is_lost();
     let l = lease(&client).await;
     assert_eq!(holder(&l), None, "released on shutdown");
+    assert!(
+        !leader_lost && !follower_lost,
+        "a release on shutdown is not a loss"
+    );
     assert!(!sampling.finish().await, "two leaders at the same moment");
 }
 
@@ -246,12 +254,34 @@ async fn leader_cut_off_from_the_api_server_steps_down_before_the_lease_expires(
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert!(a.leadership.is_leader() && !b.leadership.is_leader());
 
+    // Work in flight on replica-a, guarded by its term of leadership.
+    assert!(
+        a.leadership.deadline().is_some(),
+        "a leader has a write deadline"
+    );
+    let in_flight = tokio::spawn({
+        let l = a.leadership.clone();
+        async move { l.guard(std::future::pending::<()>()).await }
+    });
+
     // Partition replica-a: its renewals fail, replica-b still reaches the server.
     proxy.cut.cancel();
     let stepped_down = wait_until("replica-a steps down", Duration::from_secs(15), || {
         !a.leadership.is_leader()
     })
     .await;
+    // The end of its term cancelled the work in flight, and it reports the loss.
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(5), in_flight)
+            .await
+            .expect("guarded work ends with the term")
+            .expect("task"),
+        Err(leader::NotLeading)
+    );
+    tokio::time::timeout(Duration::from_secs(5), a.leadership.lost())
+        .await
+        .expect("lost() resolves when renewals fail until the deadline");
+    assert_eq!(a.leadership.deadline(), None);
     let took_over = wait_until("replica-b takes over", Duration::from_secs(15), || {
         b.leadership.is_leader()
     })
@@ -327,6 +357,7 @@ async fn leader_steps_down_when_another_holder_takes_the_lease() {
         .await
         .expect("leader steps down when the lease has another holder")
         .expect("election still running");
+    assert!(a.leadership.is_lost(), "a takeover is a loss");
     assert_eq!(holder(&lease(&client).await).as_deref(), Some("intruder"));
 
     // The intruder never renews: once its lease expires, replica-a takes it back.

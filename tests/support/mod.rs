@@ -323,6 +323,16 @@ impl HostProcess {
             .join("\n")
     }
 
+    /// The exit code once the process has ended on its own (`Some(None)` when killed by
+    /// a signal), `None` while it runs: for a bounded poll with [`eventually`].
+    pub fn exited(&mut self) -> Option<Option<i32>> {
+        let status = self.child.try_wait().expect("try_wait kubewasm")?;
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+        Some(status.code())
+    }
+
     /// SIGTERM and wait; returns the exit code.
     pub fn stop(mut self) -> Option<i32> {
         let _ = Command::new("kill")

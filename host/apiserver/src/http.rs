@@ -38,6 +38,8 @@ pub struct App {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// True during a simulated watch outage ([`crate::ApiServer::pause_watches`]).
     pub outage: tokio::sync::watch::Receiver<bool>,
+    /// Clients whose requests are held, and the request log ([`crate::stall`]).
+    pub stalls: Arc<crate::stall::Stalls>,
 }
 
 /// The axum router.
@@ -119,6 +121,10 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let accept = header_str(req.headers(), header::ACCEPT).to_string();
+    // A stalled client's request waits here, unanswered (test hook).
+    app.stalls
+        .enter(req.headers(), &method, &req.uri().to_string())
+        .await;
     let result = dispatch(&app, req).await;
     match result {
         Ok(r) => {

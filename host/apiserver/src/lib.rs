@@ -34,6 +34,7 @@ pub mod protobuf;
 pub mod rbac;
 pub mod registry;
 pub mod schema;
+pub mod stall;
 pub mod store;
 pub mod table;
 pub mod tls;
@@ -109,6 +110,7 @@ pub struct ApiServer {
     store: Arc<store::Store>,
     stop: tokio::sync::watch::Sender<bool>,
     outage: tokio::sync::watch::Sender<bool>,
+    stalls: Arc<stall::Stalls>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -133,6 +135,7 @@ impl ApiServer {
         let store = store::Store::new(config.history_limit);
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let (outage, outage_rx) = tokio::sync::watch::channel(false);
+        let stalls = Arc::new(stall::Stalls::default());
         let app = Arc::new(http::App {
             store: store.clone(),
             token: config.token.clone(),
@@ -142,6 +145,7 @@ impl ApiServer {
             server_address: host_port,
             shutdown: shutdown.clone(),
             outage: outage_rx,
+            stalls: stalls.clone(),
         });
         let router = http::router(app);
         let acceptor = material
@@ -159,6 +163,7 @@ impl ApiServer {
             store,
             stop,
             outage,
+            stalls,
             tasks: vec![accept_task, gc_task],
         })
     }
@@ -230,6 +235,35 @@ impl ApiServer {
     /// Ends a simulated watch outage; held watch requests proceed.
     pub fn resume_watches(&self) {
         self.outage.send_replace(false);
+    }
+
+    /// Cuts one client off without closing its connections: its requests (named by the
+    /// bearer token it sends, see [`stall`]) are held unanswered until
+    /// [`ApiServer::release_client`]; a held request its client gives up on is dropped,
+    /// never executed. Streams already open (watches) keep flowing.
+    pub fn stall_client(&self, token: &str) {
+        self.stalls.stall(token);
+    }
+
+    /// Lets a stalled client's held requests proceed, and its new ones through.
+    pub fn release_client(&self, token: &str) {
+        self.stalls.release(token);
+    }
+
+    /// Starts recording every request (client, method, path, arrival, execution) for
+    /// [`ApiServer::requests`].
+    pub fn record_requests(&self) {
+        self.stalls.record(true);
+    }
+
+    /// The requests recorded since [`ApiServer::record_requests`], in order of arrival.
+    pub fn requests(&self) -> Vec<stall::RequestRecord> {
+        self.stalls.requests()
+    }
+
+    /// Requests of the client with `token` held right now (among those recorded).
+    pub fn held_requests(&self, token: &str) -> usize {
+        self.stalls.held(token)
     }
 
     /// Stops serving and waits for the server tasks to end.

@@ -303,6 +303,7 @@ pub async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
         http::serve(addr, metrics.clone(), readiness.clone(), background.clone()).await?;
     }
     let mut election = None;
+    let mut lease_name = None;
     if args.leader_elect {
         let namespace = args
             .lease_namespace
@@ -315,14 +316,30 @@ pub async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
             ..LeaderConfig::new(&args.lease_name, namespace, config.identity.clone())
         };
         lease.validate()?;
+        lease_name = Some(format!("{}/{}", lease.namespace, lease.lease_name));
         let (leadership, task) = leader::spawn(client.clone(), lease, background.clone());
         config.leadership = leadership;
         election = Some(task);
     }
+    let leadership = config.leadership.clone();
     let host = Host::start(client, config, metrics).await?;
     readiness.set(host.readiness_check());
     tracing::info!(plugins = ?host.plugins(), "host running; Ctrl-C to stop");
-    shutdown_signal().await;
+    let lost = tokio::select! {
+        _ = shutdown_signal() => false,
+        _ = leadership.lost() => true,
+    };
+    if lost {
+        // Calls and applies in flight were abandoned at the write deadline and none starts
+        // after (Leadership::guard), so stopping the host only ends the workers (bounded,
+        // in case the API server is unreachable). No release: the Lease is no longer ours.
+        // A fresh process starts as a follower, as with controller-runtime.
+        let _ = tokio::time::timeout(args.renew_deadline, host.shutdown()).await;
+        anyhow::bail!(
+            "lost the lease {} (not renewed within the renew deadline, or taken by another replica); exiting so the new leader takes over",
+            lease_name.unwrap_or_default()
+        );
+    }
     tracing::info!("shutting down: finishing in-flight events");
     host.shutdown().await;
     // Then give up the Lease, so another replica takes over at once.

@@ -76,7 +76,16 @@ impl PluginHandler {
             Some(r) => r.reading(self.view(plugin)),
             None => self.view(plugin),
         };
-        let result = plugin.handle(&event, &object, view).await;
+        // A call in flight when leadership ends is dropped: its intents would be written
+        // by a replica that may no longer write.
+        let not_leader = || Error::NotLeader {
+            plugin: name.clone(),
+        };
+        let result = deps
+            .leadership
+            .guard(plugin.handle(&event, &object, view))
+            .await
+            .map_err(|_| not_leader())?;
         deps.metrics
             .call_seconds
             .get_or_create(&PluginLabel {
@@ -118,7 +127,12 @@ impl PluginHandler {
                     plugin: name.clone(),
                 });
             }
-            let result = deps.applier.execute(&manager, p).await;
+            // The request is abandoned at the write deadline; none starts after it.
+            let result = deps
+                .leadership
+                .guard(deps.applier.execute(&manager, p))
+                .await
+                .map_err(|_| not_leader())?;
             let outcome = match &result {
                 Ok(_) => "applied",
                 Err(e) if e.status() == Some(409) => "conflict",
@@ -172,8 +186,10 @@ impl PluginHandler {
                 Error::Call { .. } => "PluginFailed",
                 _ => "ApplyFailed",
             };
-            recorder
-                .warning(&d.object.object, reason, &e.to_string())
+            // An Event is a write too: none after the write deadline.
+            let _ = deps
+                .leadership
+                .guard(recorder.warning(&d.object.object, reason, &e.to_string()))
                 .await;
         }
         match e {
@@ -234,6 +250,12 @@ impl Handler for PluginHandler {
                 version.health.success();
                 self.deps.metrics.set_quarantined(name, false);
                 Ok(())
+            }
+            // Not a failure of the plugin or the object, and nothing more may be written
+            // (not even a Warning Event): the new leader handles the event.
+            Err(e @ Error::NotLeader { .. }) => {
+                tracing::warn!(plugin = name, object = %object, "leadership ended while handling the event; abandoned, left to the new leader");
+                Err(e)
             }
             Err(e) => {
                 self.failed(&version, d, &e).await;

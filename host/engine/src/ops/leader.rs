@@ -4,24 +4,34 @@
 //! quick. The protocol is client-go's `leaderelection` with a Lease lock:
 //!
 //! - a candidate **acquires** the lease when it is absent (create: exactly one create
-//!   wins, the others get `409 AlreadyExists`), released (no `holderIdentity`) or expired
-//!   (`renewTime + leaseDurationSeconds` is in the past). A takeover is an update carrying
-//!   the resourceVersion that was read, so of two candidates racing for the same expired
-//!   lease one gets `409 Conflict` and stays a follower. `leaseTransitions` counts
-//!   changes of holder;
+//!   wins, the others get `409 AlreadyExists`), released (no `holderIdentity`: taken at
+//!   once) or expired. A takeover is an update carrying the resourceVersion that was
+//!   read, so of two candidates racing for the same expired lease one gets
+//!   `409 Conflict` and stays a follower. `leaseTransitions` counts changes of holder;
+//! - **expiry is judged by the observer's own clock**, as client-go does: each candidate
+//!   remembers the local monotonic instant at which it last saw the lease record change
+//!   (holder, renew or acquire time, duration, transitions or resourceVersion). A held
+//!   lease is valid while `observed_at + leaseDurationSeconds > now`, whatever its
+//!   `renewTime` says, so clock skew between replicas does not matter: a holder whose
+//!   clock is far behind but who keeps renewing stays valid, and one whose `renewTime`
+//!   is in the future but who stopped renewing expires after `leaseDurationSeconds` of
+//!   no change. The first sight of a held lease counts from the moment it is seen, so a
+//!   replica that starts next to a live leader waits a full lease duration;
 //! - the leader **renews** every `retry_period` (an update of `renewTime`, again with the
 //!   resourceVersion precondition);
-//! - the leader **steps down** as soon as it finds another holder in the lease, or when
-//!   its renewals have failed for `renew_deadline` counted from the start of the last
-//!   successful renewal. As `renew_deadline < lease_duration`, a leader cut off from the
-//!   API server stops before any other candidate can consider the lease expired;
+//! - the leader **loses** the lease as soon as it finds another holder in it, or when its
+//!   renewals have failed until its **write deadline**: the start of the last successful
+//!   renewal plus `renew_deadline`. As `renew_deadline < lease_duration`, a leader cut
+//!   off from the API server stops before any other candidate can consider the lease
+//!   expired. [`Leadership::guard`] races a call or an apply against the end of the term,
+//!   so work in flight at the deadline is abandoned (its request dropped) and none starts
+//!   after; [`Leadership::lost`] resolves, and `kubewasm run` exits non-zero so the new
+//!   leader takes over from a fresh process, as controller-runtime does;
 //! - on cancellation the leader first stops leading (the flag turns false), then
 //!   **releases** the lease (clears `holderIdentity`) so another replica takes over at
-//!   once instead of waiting for expiry.
+//!   once instead of waiting for expiry. A release is not a loss: `lost()` stays pending.
 //!
-//! After stepping down a replica becomes a candidate again. Expiry compares the
-//! holder's `renewTime` with the local clock, so replicas' clocks must agree to well
-//! within `lease_duration - renew_deadline`, as for any Kubernetes controller.
+//! After losing, a replica that keeps running becomes a candidate again.
 //!
 //! RBAC: `get`, `create` and `update` on `leases` (group `coordination.k8s.io`) in the
 //! lease's namespace.
@@ -31,7 +41,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -105,21 +115,55 @@ impl LeaderConfig {
     }
 }
 
+/// One term of leadership as the guards see it.
+#[derive(Debug, Clone)]
+struct Term {
+    /// Cancelled when the term ends (lost, or stepping down on shutdown).
+    end: CancellationToken,
+    /// The write deadline: start of the last successful renewal + renew deadline
+    /// (`None` for [`Leadership::always`] and between terms).
+    deadline: Option<Instant>,
+}
+
+impl Term {
+    fn ended() -> Term {
+        let end = CancellationToken::new();
+        end.cancel();
+        Term {
+            end,
+            deadline: None,
+        }
+    }
+}
+
+/// The end of a term of leadership, as reported by [`Leadership::guard`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotLeading;
+
 /// Whether this replica currently leads; cheap to clone and to query.
 #[derive(Debug, Clone)]
 pub struct Leadership {
     rx: watch::Receiver<bool>,
-    /// Keeps the channel open for [`Leadership::always`], so `changed()` pends forever.
-    _always: Option<Arc<watch::Sender<bool>>>,
+    term: watch::Receiver<Term>,
+    /// Cancelled the first time this replica loses the lease (never on a release).
+    lost: CancellationToken,
+    /// Keeps the channels open for [`Leadership::always`], so `changed()` pends forever.
+    _always: Option<Arc<(watch::Sender<bool>, watch::Sender<Term>)>>,
 }
 
 impl Leadership {
     /// Leadership for a single replica: leader from the start, forever.
     pub fn always() -> Leadership {
         let (tx, rx) = watch::channel(true);
+        let (term_tx, term) = watch::channel(Term {
+            end: CancellationToken::new(),
+            deadline: None,
+        });
         Leadership {
             rx,
-            _always: Some(Arc::new(tx)),
+            term,
+            lost: CancellationToken::new(),
+            _always: Some(Arc::new((tx, term_tx))),
         }
     }
 
@@ -139,6 +183,47 @@ impl Leadership {
         let mut rx = self.rx.clone();
         rx.wait_for(|leading| *leading).await.is_ok()
     }
+
+    /// The current write deadline while leading: no write may land after it unless a
+    /// renewal succeeds first (it then moves on). `None` when not leading, and for
+    /// [`Leadership::always`].
+    pub fn deadline(&self) -> Option<Instant> {
+        let term = self.term.borrow();
+        (!term.end.is_cancelled())
+            .then_some(term.deadline)
+            .flatten()
+    }
+
+    /// Resolves when this replica loses the lease: its renewals failed until the write
+    /// deadline, or another replica holds it. Pends forever for [`Leadership::always`]
+    /// and when the election ends by release (shutdown). Once resolved it stays so, even
+    /// if the replica leads again later.
+    pub async fn lost(&self) {
+        self.lost.cancelled().await
+    }
+
+    /// Whether [`Leadership::lost`] has resolved.
+    pub fn is_lost(&self) -> bool {
+        self.lost.is_cancelled()
+    }
+
+    /// Runs `fut` while this term of leadership lasts: `Err(NotLeading)` at once when
+    /// not leading, or as soon as the term ends (the write deadline passed without a
+    /// renewal, another holder, shutdown), dropping `fut` there, so an HTTP request in
+    /// flight is abandoned. The end of the term wins a tie.
+    pub async fn guard<F: Future>(&self, fut: F) -> Result<F::Output, NotLeading> {
+        // Read the term before the flag: the elector starts a term before raising the
+        // flag and ends it before lowering it, so a stale term is seen as ended.
+        let end = self.term.borrow().end.clone();
+        if end.is_cancelled() || !self.is_leader() {
+            return Err(NotLeading);
+        }
+        tokio::select! {
+            biased;
+            _ = end.cancelled() => Err(NotLeading),
+            out = fut => Ok(out),
+        }
+    }
 }
 
 /// Starts the election task. The returned [`Leadership`] turns true while this replica
@@ -151,16 +236,81 @@ pub fn spawn(
     cancel: CancellationToken,
 ) -> (Leadership, JoinHandle<()>) {
     let (tx, rx) = watch::channel(false);
+    let (term_tx, term) = watch::channel(Term::ended());
+    let lost = CancellationToken::new();
     let elector = Elector {
         api: Api::namespaced(client, &config.namespace),
         lease: format!("{}/{}", config.namespace, config.lease_name),
         config,
         tx,
+        term: term_tx,
+        lost: lost.clone(),
         cancel,
         cached: None,
+        observed: Observer::default(),
     };
     let handle = tokio::spawn(elector.run());
-    (Leadership { rx, _always: None }, handle)
+    (
+        Leadership {
+            rx,
+            term,
+            lost,
+            _always: None,
+        },
+        handle,
+    )
+}
+
+/// What of a Lease counts as a change: any of these differing from the last sight
+/// restarts the observer's clock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Record {
+    holder: Option<String>,
+    renew_time: Option<Timestamp>,
+    acquire_time: Option<Timestamp>,
+    duration_seconds: Option<i32>,
+    transitions: Option<i32>,
+    resource_version: Option<String>,
+}
+
+impl Record {
+    fn of(lease: &Lease) -> Record {
+        let spec = lease.spec.clone().unwrap_or_default();
+        Record {
+            holder: spec.holder_identity.filter(|h| !h.is_empty()),
+            renew_time: spec.renew_time.map(|t| t.0),
+            acquire_time: spec.acquire_time.map(|t| t.0),
+            duration_seconds: spec.lease_duration_seconds,
+            transitions: spec.lease_transitions,
+            resource_version: lease.metadata.resource_version.clone(),
+        }
+    }
+}
+
+/// The last Lease record seen and the local instant it was first seen as such.
+#[derive(Debug, Default)]
+struct Observer {
+    last: Option<(Record, Instant)>,
+}
+
+impl Observer {
+    /// Records a sight of `record` at `now`; the clock restarts only when it changed.
+    fn observe(&mut self, record: Record, now: Instant) {
+        match &self.last {
+            Some((seen, _)) if *seen == record => {}
+            _ => self.last = Some((record, now)),
+        }
+    }
+
+    /// The holder of a lease still valid at `now` by this observer's clock: held, and
+    /// changed less than its duration (`default_seconds` when unset) ago.
+    fn valid_holder(&self, now: Instant, default_seconds: i32) -> Option<&str> {
+        let (record, at) = self.last.as_ref()?;
+        let holder = record.holder.as_deref()?;
+        let secs = record.duration_seconds.unwrap_or(default_seconds).max(0);
+        let until = *at + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
+        (until > now).then_some(holder)
+    }
 }
 
 /// Outcome of one acquire-or-renew round.
@@ -178,9 +328,13 @@ struct Elector {
     config: LeaderConfig,
     lease: String,
     tx: watch::Sender<bool>,
+    term: watch::Sender<Term>,
+    lost: CancellationToken,
     cancel: CancellationToken,
     /// The Lease as we last wrote it while holding it (saves a GET per renewal).
     cached: Option<Lease>,
+    /// When the Lease record last changed, by our clock.
+    observed: Observer,
 }
 
 impl Elector {
@@ -195,10 +349,20 @@ impl Elector {
                 self.release().await;
                 return;
             };
+            // The term starts before the flag rises and ends before it falls (see guard).
+            let end = CancellationToken::new();
+            self.term.send_replace(Term {
+                end: end.clone(),
+                deadline: Some(acquired_at + self.config.renew_deadline),
+            });
             self.tx.send_replace(true);
             tracing::info!(identity = %self.config.identity, lease = %self.lease, "became leader");
             let cancelled = self.hold(acquired_at).await;
+            end.cancel();
             self.tx.send_replace(false);
+            if !cancelled {
+                self.lost.cancel();
+            }
             if cancelled {
                 self.release().await;
                 tracing::info!(identity = %self.config.identity, lease = %self.lease, "released leadership on shutdown");
@@ -272,6 +436,8 @@ impl Elector {
                 match attempt {
                     Ok(Ok(Attempt::Held)) => {
                         last_ok = start;
+                        let deadline = last_ok + self.config.renew_deadline;
+                        self.term.send_modify(|t| t.deadline = Some(deadline));
                         break;
                     }
                     Ok(Ok(Attempt::Other(holder))) => {
@@ -301,7 +467,13 @@ impl Elector {
         let now = Timestamp::now();
         let current = match self.cached.take() {
             Some(lease) => Some(lease),
-            None => self.api.get_opt(&self.config.lease_name).await?,
+            None => {
+                let read = self.api.get_opt(&self.config.lease_name).await?;
+                if let Some(lease) = &read {
+                    self.observed.observe(Record::of(lease), Instant::now());
+                }
+                read
+            }
         };
         let Some(lease) = current else {
             let lease = Lease {
@@ -321,6 +493,7 @@ impl Elector {
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
+                    self.observed.observe(Record::of(&created), Instant::now());
                     self.cached = Some(created);
                     Ok(Attempt::Held)
                 }
@@ -332,10 +505,11 @@ impl Elector {
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let mine = holder.as_deref() == Some(self.config.identity.as_str());
         if !mine
-            && let Some(holder) = holder
-            && !expired(&spec, now, self.config.lease_seconds())
+            && let Some(holder) = self
+                .observed
+                .valid_holder(Instant::now(), self.config.lease_seconds())
         {
-            return Ok(Attempt::Other(holder));
+            return Ok(Attempt::Other(holder.to_string()));
         }
         let mut next = lease;
         let s = next.spec.get_or_insert_with(Default::default);
@@ -353,6 +527,7 @@ impl Elector {
             .await
         {
             Ok(written) => {
+                self.observed.observe(Record::of(&written), Instant::now());
                 self.cached = Some(written);
                 Ok(Attempt::Held)
             }
@@ -396,55 +571,195 @@ impl Elector {
     }
 }
 
-/// Whether a held lease has expired: `renewTime + leaseDurationSeconds < now`. A lease
-/// without a renew time counts as expired.
-fn expired(spec: &LeaseSpec, now: Timestamp, default_seconds: i32) -> bool {
-    let Some(renewed) = spec.renew_time.as_ref() else {
-        return true;
-    };
-    let secs = spec
-        .lease_duration_seconds
-        .unwrap_or(default_seconds)
-        .max(0);
-    match renewed
-        .0
-        .checked_add(SignedDuration::from_secs(i64::from(secs)))
-    {
-        Ok(until) => until < now,
-        Err(_) => false,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::jiff::SignedDuration;
 
-    fn spec(renewed_secs_ago: i64, duration: i32) -> LeaseSpec {
+    const LEASE_SECONDS: i32 = 15;
+
+    /// A record of holder `a` with `renew_time` offset from the real wall clock and a
+    /// resourceVersion (each renewal writes a new one).
+    fn record(holder: Option<&str>, renew_offset_secs: i64, rv: u32) -> Record {
         let now = Timestamp::now();
-        LeaseSpec {
-            holder_identity: Some("a".into()),
-            renew_time: Some(MicroTime(
-                now.checked_sub(SignedDuration::from_secs(renewed_secs_ago))
-                    .unwrap(),
-            )),
-            lease_duration_seconds: Some(duration),
-            ..Default::default()
+        Record {
+            holder: holder.map(str::to_string),
+            renew_time: now
+                .checked_add(SignedDuration::from_secs(renew_offset_secs))
+                .ok(),
+            acquire_time: None,
+            duration_seconds: Some(LEASE_SECONDS),
+            transitions: Some(0),
+            resource_version: Some(rv.to_string()),
         }
     }
 
+    fn secs(n: u64) -> Duration {
+        Duration::from_secs(n)
+    }
+
     #[test]
-    fn expiry_uses_renew_time_and_duration() {
-        let now = Timestamp::now();
-        assert!(!expired(&spec(1, 15), now, 15));
-        assert!(!expired(&spec(14, 15), now, 15));
-        assert!(expired(&spec(16, 15), now, 15));
-        let mut s = spec(0, 15);
-        s.renew_time = None;
-        assert!(expired(&s, now, 15));
-        let mut s = spec(5, 15);
-        s.lease_duration_seconds = None;
-        assert!(expired(&s, now, 2));
-        assert!(!expired(&s, now, 15));
+    fn a_holder_whose_clock_is_far_behind_stays_valid_while_it_renews() {
+        let base = Instant::now();
+        let mut o = Observer::default();
+        // Its renewTime is an hour old every time: its clock is an hour behind ours.
+        let mut last_record = None;
+        for i in 0..30u32 {
+            let at = base + secs(u64::from(i) * 2);
+            let r = record(Some("a"), -3600, i);
+            o.observe(r.clone(), at);
+            last_record = Some(r);
+            assert_eq!(
+                o.valid_holder(at + secs(14), LEASE_SECONDS),
+                Some("a"),
+                "renewal {i}"
+            );
+        }
+        // It stops renewing: valid for one lease duration after the last change seen.
+        let last = base + secs(58);
+        o.observe(last_record.expect("renewed"), last + secs(10));
+        assert_eq!(o.valid_holder(last + secs(14), LEASE_SECONDS), Some("a"));
+        assert_eq!(o.valid_holder(last + secs(15), LEASE_SECONDS), None);
+    }
+
+    #[test]
+    fn a_holder_whose_renew_time_is_in_the_future_expires_when_it_stops_renewing() {
+        let base = Instant::now();
+        let mut o = Observer::default();
+        let stuck = record(Some("a"), 3600, 7);
+        // The same record, seen again and again: no change, so the clock keeps running.
+        for t in [0, 5, 10, 14] {
+            o.observe(stuck.clone(), base + secs(t));
+        }
+        assert_eq!(o.valid_holder(base + secs(14), LEASE_SECONDS), Some("a"));
+        assert_eq!(o.valid_holder(base + secs(15), LEASE_SECONDS), None);
+        assert_eq!(o.valid_holder(base + secs(3600), LEASE_SECONDS), None);
+    }
+
+    #[test]
+    fn the_first_sight_of_a_held_lease_counts_from_when_it_is_seen() {
+        let base = Instant::now();
+        let mut o = Observer::default();
+        assert_eq!(o.valid_holder(base, LEASE_SECONDS), None, "nothing seen");
+        // A lease renewed long ago by the wall clock, first seen now: a full duration.
+        let seen = base + secs(100);
+        o.observe(record(Some("a"), -86_400, 1), seen);
+        assert_eq!(o.valid_holder(seen + secs(14), LEASE_SECONDS), Some("a"));
+        assert_eq!(o.valid_holder(seen + secs(15), LEASE_SECONDS), None);
+        // Any change restarts the clock, also one of the resourceVersion only.
+        o.observe(record(Some("a"), -86_400, 2), seen + secs(14));
+        assert_eq!(o.valid_holder(seen + secs(28), LEASE_SECONDS), Some("a"));
+    }
+
+    #[test]
+    fn a_released_lease_can_be_taken_at_once() {
+        let base = Instant::now();
+        let mut o = Observer::default();
+        o.observe(record(Some("a"), 0, 1), base);
+        assert_eq!(o.valid_holder(base, LEASE_SECONDS), Some("a"));
+        o.observe(record(None, 0, 2), base + secs(1));
+        assert_eq!(o.valid_holder(base + secs(1), LEASE_SECONDS), None);
+        let lease = Lease {
+            metadata: ObjectMeta::default(),
+            spec: Some(LeaseSpec {
+                holder_identity: Some(String::new()),
+                ..Default::default()
+            }),
+        };
+        assert_eq!(
+            Record::of(&lease).holder,
+            None,
+            "an empty holder is no holder"
+        );
+    }
+
+    #[test]
+    fn a_duration_missing_from_the_lease_falls_back_to_ours() {
+        let base = Instant::now();
+        let mut o = Observer::default();
+        let mut r = record(Some("a"), 0, 1);
+        r.duration_seconds = None;
+        o.observe(r, base);
+        assert_eq!(o.valid_holder(base + secs(4), 5), Some("a"));
+        assert_eq!(o.valid_holder(base + secs(5), 5), None);
+    }
+
+    /// A leadership in its first term, with the sender side the elector would hold.
+    fn leading() -> (Leadership, watch::Sender<bool>, watch::Sender<Term>) {
+        let (tx, rx) = watch::channel(true);
+        let (term_tx, term) = watch::channel(Term {
+            end: CancellationToken::new(),
+            deadline: Some(Instant::now() + secs(10)),
+        });
+        let l = Leadership {
+            rx,
+            term,
+            lost: CancellationToken::new(),
+            _always: None,
+        };
+        (l, tx, term_tx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_guarded_future_is_dropped_when_the_term_ends() {
+        let (l, tx, term) = leading();
+        assert!(l.deadline().is_some());
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        struct OnDrop(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for OnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let in_flight = {
+            let flag = OnDrop(dropped.clone());
+            async move {
+                let _flag = flag;
+                std::future::pending::<()>().await
+            }
+        };
+        let guarded = tokio::spawn({
+            let l = l.clone();
+            async move { l.guard(in_flight).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!guarded.is_finished(), "runs while the term lasts");
+        // The elector's order at the deadline: end the term, then lower the flag.
+        term.borrow().end.cancel();
+        tx.send_replace(false);
+        assert_eq!(guarded.await.unwrap(), Err(NotLeading));
+        assert!(dropped.load(std::sync::atomic::Ordering::SeqCst));
+        assert_eq!(l.deadline(), None);
+        // Nothing starts after the end.
+        assert_eq!(l.guard(async { 1 }).await, Err(NotLeading));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_guard_refuses_before_the_term_starts_and_passes_results_through() {
+        let (l, tx, term) = leading();
+        assert_eq!(l.guard(async { 7 }).await, Ok(7));
+        // A new term whose flag is not raised yet: refused (conservative).
+        tx.send_replace(false);
+        assert_eq!(l.guard(async { 7 }).await, Err(NotLeading));
+        tx.send_replace(true);
+        // The flag of a new term raised while the old term is still the one visible.
+        term.borrow().end.cancel();
+        assert_eq!(l.guard(async { 7 }).await, Err(NotLeading));
+        term.send_replace(Term {
+            end: CancellationToken::new(),
+            deadline: None,
+        });
+        assert_eq!(l.guard(async { 8 }).await, Ok(8));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn always_guards_nothing_and_is_never_lost() {
+        let l = Leadership::always();
+        assert_eq!(l.guard(async { 3 }).await, Ok(3));
+        assert_eq!(l.deadline(), None);
+        assert!(!l.is_lost());
+        let lost = tokio::time::timeout(secs(3600), l.lost()).await;
+        assert!(lost.is_err(), "always() is never lost");
     }
 
     #[test]

@@ -216,3 +216,202 @@ async fn a_failing_event_records_a_kubernetes_event_on_the_object() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// `kubewasm run` as one replica whose requests carry its own bearer token (its
+/// identity), so the embedded server can tell the replicas apart and stall one.
+fn replica_with_token(env: &Env, id: &str) -> HostProcess {
+    let kubeconfig = env.dir.path().join(format!("kubeconfig-{id}"));
+    let text = kubewasm_apiserver::kubeconfig::render(&env.server.url(), None, Some(id))
+        .expect("render kubeconfig");
+    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+    cmd.args([
+        "--log-format",
+        "json",
+        "--log",
+        "info,kubewasm=debug",
+        "run",
+    ])
+    .arg("--plugins")
+    .arg(&env.plugins)
+    .arg("--kubeconfig")
+    .arg(&kubeconfig)
+    .args(["--discovery-interval", "300ms", "--retry-base", "100ms"])
+    .args(["--metrics-addr", "127.0.0.1:0"])
+    .args(LEASE)
+    .args(["kubewasm-test", "--identity", id])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    HostProcess::spawn_command(cmd)
+}
+
+/// The renew deadline in [`LEASE`].
+const RENEW_DEADLINE: Duration = Duration::from_secs(2);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_mid_apply_writes_nothing_after_its_deadline_and_exits_and_the_new_leader_sees_the_deletion()
+ {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    env.server.record_requests();
+    let a = replica_with_token(&env, "replica-a");
+    let b = replica_with_token(&env, "replica-b");
+    let leases = env.api("coordination.k8s.io/v1", "Lease", "leases", Some("default"));
+    let holder = || async {
+        get(&leases, "kubewasm-test")
+            .await
+            .and_then(|l| {
+                l.data["spec"]["holderIdentity"]
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .filter(|h| !h.is_empty())
+    };
+    let first = eventually("a leader", CONVERGE, holder).await;
+    let (mut old, new, old_id, new_id) = if first == "replica-a" {
+        (a, b, "replica-a", "replica-b")
+    } else {
+        (b, a, "replica-b", "replica-a")
+    };
+
+    // The leader handles `victim` while it leads.
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let label = json!({"kubewasm.dev/testkit": "testkit"});
+    env.create(
+        &cms,
+        cm("victim", label.clone(), json!({"action": "track-deletion"})),
+    )
+    .await;
+    eventually("victim-out by the first leader", CONVERGE, || async {
+        get(&cms, "victim-out").await
+    })
+    .await;
+    // The follower watches ConfigMaps (so it sees the deletion to come).
+    eventually("the follower watching ConfigMaps", CONVERGE, || async {
+        env.server
+            .requests()
+            .iter()
+            .any(|r| {
+                r.client == new_id
+                    && r.path.contains("configmaps")
+                    && r.path.contains("watch=true")
+                    && r.executed.is_some()
+            })
+            .then_some(())
+    })
+    .await;
+
+    // Cut the leader off: every request it sends from now on is held, unanswered (its
+    // open watches keep flowing, so it still sees events and starts applies).
+    let cut = std::time::Instant::now();
+    env.server.stall_client(old_id);
+    env.create(&cms, cm("trigger", label, json!({"action": "copy"})))
+        .await;
+    let held_apply = |name: &'static str| {
+        let server = &env.server;
+        move || {
+            let found = server.requests().into_iter().any(|r| {
+                r.client == old_id && r.is_write() && r.path.contains(name) && r.executed.is_none()
+            });
+            async move { found.then_some(()) }
+        }
+    };
+    eventually(
+        "the old leader's apply of trigger-out held mid-flight",
+        CONVERGE,
+        held_apply("trigger-out"),
+    )
+    .await;
+    // An object is deleted in the handover window.
+    cms.delete("victim", &Default::default())
+        .await
+        .expect("delete victim");
+
+    // The old leader gives up at its deadline: it exits non-zero with one clear line.
+    let code = eventually("the old leader exits", CONVERGE, || {
+        let exited = old.exited();
+        async move { exited }
+    })
+    .await;
+    assert_ne!(code, Some(0), "the old leader must exit non-zero");
+    let lines = old.matching(|l| field(l, "message").contains("lost the lease"));
+    assert_eq!(lines.len(), 1, "{}", old.dump());
+    assert!(
+        field(&lines[0], "message").contains("exiting so the new leader takes over"),
+        "{lines:?}"
+    );
+    // Its apply was abandoned by the leadership guard, not merely by the exit.
+    assert!(
+        old.logs().iter().any(|l| field(l, "message")
+            .contains("leadership ended while handling the event")
+            && l.to_string().contains("trigger")),
+        "{}",
+        old.dump()
+    );
+
+    // The follower takes over and handles what the old leader could not: the trigger
+    // (resync) and the deletion in the window (`deleted`, replayed from its tombstones).
+    eventually("the new leader holds the Lease", CONVERGE, || async {
+        holder().await.filter(|h| h == new_id)
+    })
+    .await;
+    let out = eventually("trigger-out by the new leader", CONVERGE, || async {
+        get(&cms, "trigger-out").await
+    })
+    .await;
+    assert_eq!(managers(&out), ["kubewasm-testkit"]);
+    let deleted = eventually(
+        "the new leader's plugin saw `deleted`",
+        CONVERGE,
+        || async { get(&cms, "victim-deleted").await },
+    )
+    .await;
+    assert_eq!(deleted.data["data"]["deleted"], json!("victim"));
+    assert!(
+        new.matching(|l| field(l, "message").starts_with("applied")
+            && l.to_string().contains("victim-deleted"))
+            .len()
+            == 1,
+        "{}",
+        new.dump()
+    );
+
+    // Nothing the old leader sent after the cut was executed: each held request was
+    // given up (the process is gone), so releasing the stall lets nothing through.
+    eventually(
+        "the old leader's held requests given up",
+        CONVERGE,
+        || async { (env.server.held_requests(old_id) == 0).then_some(()) },
+    )
+    .await;
+    env.server.release_client(old_id);
+    let from_old: Vec<_> = env
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| r.client == old_id && r.arrived >= cut)
+        .collect();
+    assert!(
+        from_old
+            .iter()
+            .any(|r| r.is_write() && r.path.contains("trigger-out")),
+        "not cut off mid-apply: {from_old:#?}"
+    );
+    for r in &from_old {
+        assert!(
+            r.abandoned && r.executed.is_none(),
+            "executed after the cut: {r:#?}"
+        );
+    }
+    // Its deadline is at most the renew deadline after the cut (its last successful
+    // renewal started before): no write of its started after that.
+    let late: Vec<_> = from_old
+        .iter()
+        .filter(|r| r.is_write() && r.arrived > cut + RENEW_DEADLINE)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "writes started after the deadline: {late:#?}"
+    );
+    assert_eq!(new.stop(), Some(0));
+}

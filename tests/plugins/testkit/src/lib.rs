@@ -18,7 +18,8 @@
 //! allowed), `cluster-scoped` (create the Namespace `<cm>-ns`), `self` (report whether the
 //! event's object carries managedFields), `stateful` (misbehaves on a reused instance:
 //! copies how many `stateful` calls this instance has handled, so only a fresh instance
-//! always answers `calls: "1"`).
+//! always answers `calls: "1"`), `track-deletion` (like `copy`; when the ConfigMap is
+//! deleted, create `<cm>-deleted`).
 
 use serde_json::{Value, json};
 
@@ -148,6 +149,19 @@ impl Guest for Testkit {
         let cm = obj["metadata"]["name"].as_str().unwrap_or("unnamed");
         let action = obj["data"]["action"].as_str().unwrap_or("copy");
         if event.event_type == kubewasm::plugin::types::EventType::Deleted {
+            // `track-deletion`: record the deletion this plugin handled as `<cm>-deleted`
+            // (not owned: the trigger is gone), so tests see it in cluster state.
+            if action == "track-deletion" {
+                host::log(LogLevel::Info, &format!("deleted {ns}/{cm}"));
+                return Ok(vec![create(
+                    json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": format!("{cm}-deleted"), "namespace": ns},
+                           "data": {"deleted": cm, "from": name_of(&s)}})
+                    .to_string(),
+                    false,
+                    false,
+                )]);
+            }
             return Ok(vec![]);
         }
         host::log(LogLevel::Info, &format!("action {action} for {ns}/{cm}"));
@@ -158,7 +172,7 @@ impl Guest for Testkit {
             .to_string()
         };
         Ok(match action {
-            "copy" => vec![create(
+            "copy" | "track-deletion" => vec![create(
                 out(
                     json!({"from": name_of(&s), "version": version_of(&s), "value": obj["data"]["value"]}),
                 ),

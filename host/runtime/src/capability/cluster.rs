@@ -8,7 +8,8 @@
 //! view's [`ClusterView::read_budget`] bytes (the plugin's memory cap: what it reads
 //! has to fit in its memory anyway), checked while the answer is built, so a huge cache
 //! is never copied whole. A read is synchronous work bounded by the size of one cache,
-//! done inside the call's poll, so its time counts against the call's deadline.
+//! done inside the call's poll, so its time counts against the call's deadline; a `list`
+//! runs under `block_in_place`, so the tokio worker's other tasks are not held up.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -212,6 +213,18 @@ impl ClusterView for NoCluster {
     }
 }
 
+/// Run a read that scans a cache without holding up the tokio worker it runs on: on a
+/// multi-threaded runtime the worker's other tasks move to another thread meanwhile
+/// (`block_in_place`); elsewhere (a current-thread runtime, no runtime) it just runs.
+/// The time still counts against the call, which is executing.
+fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// Per-store state of the cluster capability.
 pub struct ClusterState {
     plugin: String,
@@ -284,10 +297,10 @@ impl ClusterState {
             items: MAX_LIST_ITEMS,
             bytes: self.remaining(),
         };
-        let items = self
-            .view
-            .list(api_version, kind, namespace, label_selector, limit)
-            .map_err(|e| self.refused(e))?;
+        let view = &self.view;
+        let items =
+            off_the_runtime(|| view.list(api_version, kind, namespace, label_selector, limit))
+                .map_err(|e| self.refused(e))?;
         self.read += items.iter().map(String::len).sum::<usize>();
         Ok(items)
     }
@@ -413,5 +426,18 @@ mod tests {
         // A new call starts with the whole budget again.
         s.begin_call(Arc::new(Fixed(100)), "ConfigMap a/b");
         assert!(s.get("v1", "X", None, "n").is_ok());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lists_run_on_a_multi_threaded_runtime_and_without_one() {
+        let mut s = ClusterState::new("p");
+        s.begin_call(Arc::new(Fixed(1000)), "ConfigMap a/b");
+        assert_eq!(s.list("v1", "X", None, None).unwrap().len(), 3);
+        let mut s = ClusterState::new("p");
+        s.begin_call(Arc::new(Fixed(1000)), "ConfigMap a/b");
+        let n = std::thread::spawn(move || s.list("v1", "X", None, None).map(|l| l.len()))
+            .join()
+            .unwrap();
+        assert_eq!(n, Ok(3));
     }
 }

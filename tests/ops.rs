@@ -65,6 +65,22 @@ async fn readyz_is_not_held_back_by_unserved_kinds_and_metrics_count_the_scenari
         verbose.contains("[+]mongodb.com/v1/MongoDB not served (yet)"),
         "{verbose}"
     );
+    assert!(
+        verbose.contains("plugin mongodb-monitor")
+            && verbose
+                .contains("waiting for mongodb.com/v1/MongoDB (not served yet; not blocking)"),
+        "{verbose}"
+    );
+    let (_, status) = http_get(&addr, "/status");
+    let status: serde_json::Value = serde_json::from_str(&status).expect("/status is JSON");
+    assert_eq!(status["ready"], json!(true), "{status}");
+    let plugin = &status["plugins"][0];
+    assert_eq!(plugin["name"], json!("mongodb-monitor"), "{status}");
+    assert_eq!(
+        plugin["conditions"][0]["reason"],
+        json!("WaitingForResource"),
+        "{status}"
+    );
     assert_eq!(http_get(&addr, "/readyz").0, 200);
     let (_, text) = http_get(&addr, "/metrics");
     assert_eq!(
@@ -243,5 +259,96 @@ async fn a_new_plugin_file_ends_a_quarantine_at_once() {
             .filter(|o| o.data["data"]["version"] == json!("2"))
     })
     .await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A permanent failure (an intent outside the plugin's grant) is reported once per object
+/// and cause: one error line, one Warning Event, the `Blocked` condition in `/status` and
+/// the `kubewasm_blocked_objects` gauge. It is handled again when the object changes, but
+/// the same failure is not reported again, and a fix clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permanent_failure_is_reported_once_and_shown_as_a_condition() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    let host = env.start_host(&[]);
+    let addr = ops_addr(&host).await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let cm = |action: &str, value: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "bad", "namespace": "default",
+                            "labels": {"kubewasm.dev/testkit": "testkit"}},
+               "data": {"action": action, "value": value}})
+    };
+    env.apply(&cms, "bad", cm("outside-grant", "1")).await;
+    let status_addr = addr.clone();
+    let status = eventually("the object blocked in /status", CONVERGE, || {
+        let a = status_addr.clone();
+        async move {
+            let (_, body) = http_get(&a, "/status");
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            (v["plugins"][0]["blocked"].as_array()?.len() == 1).then_some(v)
+        }
+    })
+    .await;
+    let plugin = &status["plugins"][0];
+    assert_eq!(
+        plugin["blocked"][0]["object"],
+        json!("default/bad"),
+        "{status}"
+    );
+    assert_eq!(plugin["blocked"][0]["reason"], json!("refused"), "{status}");
+    assert_eq!(
+        plugin["conditions"][1]["type"],
+        json!("Blocked"),
+        "{status}"
+    );
+    assert_eq!(plugin["conditions"][1]["status"], json!("True"), "{status}");
+    let metrics_addr = addr.clone();
+    eventually("kubewasm_blocked_objects is 1", CONVERGE, || {
+        let a = metrics_addr.clone();
+        async move {
+            let (_, text) = http_get(&a, "/metrics");
+            (sample(&text, r#"kubewasm_blocked_objects{plugin="testkit"}"#) == Some(1.0))
+                .then_some(())
+        }
+    })
+    .await;
+
+    // Two changes that fail the same way: handled (two more events), not reported again.
+    for v in ["2", "3"] {
+        env.apply(&cms, "bad", cm("outside-grant", v)).await;
+    }
+    let handled = |h: &HostProcess| {
+        h.matching(|l| {
+            field(l, "message") == "event" && field(l, "object") == "ConfigMap default/bad"
+        })
+        .len()
+    };
+    eventually("both changes handled", CONVERGE, || async {
+        (handled(&host) == 3).then_some(())
+    })
+    .await;
+    let reports = host.matching(|l| {
+        field(l, "message") == "event failed" && field(l, "object") == "ConfigMap default/bad"
+    });
+    assert_eq!(reports.len(), 1, "{}", host.dump());
+    let events = env.api("v1", "Event", "events", Some("default"));
+    let warnings: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.data["involvedObject"]["name"] == json!("bad"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].data["count"], json!(1), "{warnings:?}");
+
+    // Fixed: handled, and no longer blocked.
+    env.apply(&cms, "bad", cm("copy", "4")).await;
+    eventually("bad-out", CONVERGE, || async { get(&cms, "bad-out").await }).await;
+    let (_, body) = http_get(&addr, "/status");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["plugins"][0]["blocked"], json!([]), "{v}");
     assert_eq!(host.stop(), Some(0));
 }

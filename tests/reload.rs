@@ -347,3 +347,61 @@ async fn no_change_is_lost_while_the_plugin_is_replaced_repeatedly() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// A plugin loaded while its resource is already watched under another spelling (`v1` +
+/// `ConfigMap` by one plugin, `configmaps` by the late one) gets `added` for every object
+/// that already exists, not only for later changes (resync is off, and the early plugin's
+/// declared read keeps the watcher unfiltered, so no restart of the watch delivers them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_plugin_watching_another_spelling_gets_every_existing_object() {
+    let env = Env::with_crds(false).await;
+    // Approved for exactly what it asks, its read included.
+    env.add_plugin(
+        &test_plugin("testkit"),
+        "early",
+        Some("name: early\nreadAll: true\n"),
+    );
+    let host = env.start_host(&["--reload-debounce", "200ms", "--resync", "0"]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let labelled = |name: &str, who: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default",
+                            "labels": {"kubewasm.dev/testkit": who}},
+               "data": {"value": "1"}})
+    };
+    let late: Vec<String> = (0..5).map(|i| format!("late-{i}")).collect();
+    for name in &late {
+        env.create(&cms, labelled(name, "late")).await;
+    }
+    // Created after the others: once it is handled, the cache holds them too.
+    env.create(&cms, labelled("marker", "early")).await;
+    out_has(&cms, "marker", "1", None).await;
+    for name in &late {
+        assert!(get(&cms, &format!("{name}-out")).await.is_none());
+    }
+
+    std::fs::write(
+        env.plugins.join("late.yaml"),
+        with_testkit_approval("name: late\nwatchResource: configmaps\n"),
+    )
+    .unwrap();
+    install(&test_plugin("testkit"), &env.plugins.join("late.wasm"));
+    for name in &late {
+        let out = out_has(&cms, name, "1", None).await;
+        assert_eq!(managers(&out), ["kubewasm-late"], "{name}");
+    }
+    let added = host.matching(|l| {
+        field(l, "message") == "event"
+            && field(l, "plugin") == "late"
+            && field(l, "event") == "added"
+    });
+    assert_eq!(added.len(), late.len(), "{}", host.dump());
+    // Delivered by the replay, not by a restarted watch's first list.
+    let starts = host.matching(|l| {
+        field(l, "resource").starts_with("configmaps")
+            && (field(l, "message") == "watch started"
+                || field(l, "message").starts_with("restarting the watch"))
+    });
+    assert_eq!(starts.len(), 1, "{}", host.dump());
+    assert_eq!(host.stop(), Some(0));
+}

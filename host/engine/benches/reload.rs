@@ -58,6 +58,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         watch: WatchConfig {
             resync: None,
             discovery_interval: Duration::from_millis(200),
+            namespaces: Vec::new(),
         },
         queue: QueueConfig::default(),
         cache_dir: Some(cache_dir.to_path_buf()),
@@ -67,8 +68,9 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         leadership: kubewasm::ops::leader::Leadership::always(),
         event_interval: None,
         identity: "bench".into(),
-        write_identity: kubewasm::apply::WriteIdentity::Host,
         record: None,
+        write_identity: kubewasm::apply::WriteIdentity::Host,
+        tombstone_retention: Duration::from_secs(30),
     };
     let host = Host::start(client.clone(), config, Arc::new(Metrics::new()))
         .await

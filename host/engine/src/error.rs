@@ -144,6 +144,16 @@ pub enum Retry {
     Never,
 }
 
+impl std::fmt::Display for Retry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Retry::Backoff => f.write_str("with backoff"),
+            Retry::After(d) => write!(f, "after {}s (Retry-After)", d.as_secs_f64()),
+            Retry::Never => f.write_str("not until the object, plugin or settings change"),
+        }
+    }
+}
+
 impl Error {
     /// The error of a call whose intents were rejected.
     pub fn rejected(plugin: &str, r: Rejection) -> Self {

@@ -49,6 +49,14 @@ pub struct HostArgs {
     /// Longest retry delay.
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
     retry_max: Duration,
+    /// Retries per second across all of a plugin's objects (transient failures wait for
+    /// the later of their own backoff and this overall limit). Permanent failures (400,
+    /// 403, 404, 422, refused intents) are not retried until the object changes.
+    #[arg(long, default_value_t = 10.0)]
+    retry_rate: f64,
+    /// Retries allowed at once before `--retry-rate` applies.
+    #[arg(long, default_value_t = 100)]
+    retry_burst: u32,
     /// How often to look again for resources that are not served yet (CRDs installed later).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     discovery_interval: Duration,
@@ -93,6 +101,12 @@ pub struct HostArgs {
     /// Name of the Lease.
     #[arg(long, default_value = "kubewasm")]
     lease_name: String,
+    /// Watch, cache and read only these namespaces (repeatable, or `WATCH_NAMESPACE`
+    /// comma-separated); default: every namespace. With it, the Roles from `kubewasm rbac
+    /// --namespace NS` are enough (no cluster-wide list or watch of namespaced kinds).
+    /// Cluster-scoped kinds are still watched cluster-wide.
+    #[arg(long = "namespace", value_name = "NS", env = "WATCH_NAMESPACE", value_delimiter = ',')]
+    namespaces: Vec<String>,
     /// Namespace of the Lease (default: the in-cluster namespace, else `default`).
     #[arg(long, env = "POD_NAMESPACE")]
     lease_namespace: Option<String>,
@@ -166,11 +180,14 @@ impl HostArgs {
             watch: WatchConfig {
                 resync: (!self.resync.is_zero()).then_some(self.resync),
                 discovery_interval: self.discovery_interval,
+                namespaces: self.watch_namespaces()?,
             },
             queue: QueueConfig {
                 concurrency: self.concurrency,
                 retry_base: self.retry_base,
                 retry_max: self.retry_max,
+                retry_rate: self.retry_rate,
+                retry_burst: self.retry_burst,
             },
             cache_dir: self.cache_dir.clone(),
             reload_debounce: (!self.no_reload).then_some(self.reload_debounce),
@@ -183,13 +200,29 @@ impl HostArgs {
             leadership: Leadership::always(),
             event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
             identity: self.identity(),
-            // Set by `run_host`, which knows the client's namespace.
-            write_identity: WriteIdentity::Host,
             record: self.record.clone().map(|dir| kubewasm::record::RecordConfig {
                 dir,
                 secrets: self.record_secrets,
             }),
+            // Set by `run_host`, which knows the client's namespace.
+            write_identity: WriteIdentity::Host,
+            // A handover takes at most a lease duration (plus a retry period); twice that
+            // covers a follower that observed the old lease late.
+            tombstone_retention: self.lease_duration.saturating_mul(2),
         })
+    }
+
+    /// `--namespace` values, checked as Kubernetes names namespaces (DNS-1123 labels).
+    fn watch_namespaces(&self) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        for ns in self.namespaces.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+            kubewasm::core::names::validate_name(ns, kubewasm::core::names::NameRule::Label)
+                .map_err(|reason| anyhow::anyhow!("--namespace {ns:?}: {reason}"))?;
+            if !out.iter().any(|n| n == ns) {
+                out.push(ns.to_string());
+            }
+        }
+        Ok(out)
     }
 
     fn identity(&self) -> String {

@@ -69,10 +69,38 @@ pub enum Lookup {
 pub trait Handler: Send + Sync + 'static {
     /// Handle one event.
     fn handle(&self, delivery: &Delivery) -> impl Future<Output = Result<(), Error>> + Send;
+
+    /// Report a failed delivery (log, Warning Event). `first` is false when the key is
+    /// already parked by a permanent failure with the same cause: a repeat, which should
+    /// not be reported loudly again.
+    fn report(
+        &self,
+        delivery: &Delivery,
+        error: &Error,
+        first: bool,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (delivery, error, first);
+        async {}
+    }
+}
+
+/// A key parked by a permanent failure: not retried until a new event arrives for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocked {
+    /// The object's resource.
+    pub resource: String,
+    /// `namespace/name`.
+    pub object: String,
+    /// The error's class (`Error::kind`).
+    pub reason: String,
+    /// The error.
+    pub message: String,
+    /// When it first failed this way.
+    pub since: std::time::SystemTime,
 }
 
 /// Queue settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct QueueConfig {
     /// Objects handled in parallel.
     pub concurrency: usize,
@@ -80,6 +108,11 @@ pub struct QueueConfig {
     pub retry_base: Duration,
     /// Longest retry delay.
     pub retry_max: Duration,
+    /// Retries per second across all of the plugin's keys (client-go's overall bucket
+    /// limiter: a retry waits for the later of its key's backoff and a token).
+    pub retry_rate: f64,
+    /// Retries allowed at once before `retry_rate` applies.
+    pub retry_burst: u32,
 }
 
 impl Default for QueueConfig {
@@ -88,6 +121,46 @@ impl Default for QueueConfig {
             concurrency: 4,
             retry_base: Duration::from_millis(200),
             retry_max: Duration::from_secs(60),
+            retry_rate: 10.0,
+            retry_burst: 100,
+        }
+    }
+}
+
+/// A token bucket shared by every key of a queue, so many failing objects do not retry
+/// faster than `rate` per second overall (the reservation semantics of Go's
+/// `rate.Limiter`: a retry takes a token now and waits until the bucket had it).
+struct RetryBucket {
+    rate: f64,
+    burst: f64,
+    state: Mutex<(f64, tokio::time::Instant)>,
+}
+
+impl RetryBucket {
+    fn new(rate: f64, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        RetryBucket {
+            rate: if rate > 0.0 { rate } else { f64::INFINITY },
+            burst,
+            state: Mutex::new((burst, tokio::time::Instant::now())),
+        }
+    }
+
+    /// Take a token; how long to wait until it is there.
+    fn reserve(&self) -> Duration {
+        let Ok(mut st) = self.state.lock() else {
+            return Duration::ZERO;
+        };
+        let now = tokio::time::Instant::now();
+        let (tokens, last) = *st;
+        let refilled =
+            (tokens + now.duration_since(last).as_secs_f64() * self.rate).min(self.burst);
+        let left = refilled - 1.0;
+        *st = (left, now);
+        if left >= 0.0 || !self.rate.is_finite() {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-left / self.rate)
         }
     }
 }
@@ -119,6 +192,9 @@ pub struct Queue {
     /// The last object this plugin handled per key and watch (what `old` is, for the next
     /// modification); dropped once it handled the deletion.
     seen: Mutex<HashMap<SeenKey, Arc<CachedObject>>>,
+    /// Keys parked by a permanent failure, with its cause.
+    blocked: Mutex<HashMap<QueueKey, Blocked>>,
+    retries: RetryBucket,
 }
 
 /// A key and the watch that saw it.
@@ -184,12 +260,50 @@ impl Queue {
     pub fn new(name: impl Into<String>, config: QueueConfig, latest: Arc<dyn Latest>) -> Arc<Self> {
         Arc::new(Queue {
             name: name.into(),
-            config,
             state: Mutex::new(State::default()),
             notify: Notify::new(),
             latest,
             seen: Mutex::new(HashMap::new()),
+            blocked: Mutex::new(HashMap::new()),
+            retries: RetryBucket::new(config.retry_rate, config.retry_burst),
+            config,
         })
+    }
+
+    /// Keys parked by a permanent failure (not retried until they change), oldest first.
+    pub fn blocked(&self) -> Vec<Blocked> {
+        let mut b: Vec<Blocked> = self
+            .blocked
+            .lock()
+            .map(|b| b.values().cloned().collect())
+            .unwrap_or_default();
+        b.sort_by_key(|b| b.since);
+        b
+    }
+
+    /// Note a failure; false when it repeats the permanent failure the key is parked with.
+    fn note_failure(&self, key: &QueueKey, e: &Error) -> bool {
+        let Ok(mut blocked) = self.blocked.lock() else {
+            return true;
+        };
+        if e.retry() != Retry::Never {
+            return true;
+        }
+        let message = e.to_string();
+        if blocked.get(key).is_some_and(|b| b.message == message) {
+            return false;
+        }
+        blocked.insert(
+            key.clone(),
+            Blocked {
+                resource: key.resource.to_string(),
+                object: key.object.to_string(),
+                reason: e.kind().to_string(),
+                message,
+                since: std::time::SystemTime::now(),
+            },
+        );
+        true
     }
 
     /// Bring a delivery up to date when its key is taken: the latest cached object, the
@@ -312,8 +426,17 @@ impl Queue {
                 continue;
             };
             let result = handler.handle(&current).await;
-            if result.is_ok() {
-                self.handled(&key, &current);
+            match &result {
+                Ok(()) => {
+                    self.handled(&key, &current);
+                    if let Ok(mut b) = self.blocked.lock() {
+                        b.remove(&key);
+                    }
+                }
+                Err(e) => {
+                    let first = self.note_failure(&key, e);
+                    handler.report(&current, e, first).await;
+                }
             }
             self.finish(key, delivery, result);
         }
@@ -352,7 +475,8 @@ impl Queue {
                 let delay = match how {
                     Retry::After(after) => after,
                     _ => backoff(&self.config, entry.attempts),
-                };
+                }
+                .max(self.retries.reserve());
                 tracing::debug!(plugin = %self.name, object = %key.object, attempts = entry.attempts, ?delay, "retry scheduled");
                 entry.backing_off = true;
                 let q = self.clone();
@@ -707,6 +831,7 @@ mod tests {
                 concurrency: 3,
                 retry_base: Duration::from_millis(10),
                 retry_max: Duration::from_millis(50),
+                ..QueueConfig::default()
             },
             Arc::new(NoCache),
         );
@@ -806,6 +931,7 @@ mod tests {
                 concurrency: 2,
                 retry_base: Duration::from_millis(10),
                 retry_max: Duration::from_millis(50),
+                ..QueueConfig::default()
             },
             latest,
         )
@@ -899,6 +1025,97 @@ mod tests {
         assert_eq!(h.calls.load(Ordering::SeqCst), 3);
     }
 
+    /// Counts calls and reports (and whether each report was a first).
+    #[derive(Default)]
+    struct Reporting {
+        calls: AtomicUsize,
+        firsts: AtomicUsize,
+        repeats: AtomicUsize,
+    }
+
+    impl Handler for Reporting {
+        async fn handle(&self, _: &Delivery) -> Result<(), Error> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            Err(api_error(422, None))
+        }
+
+        async fn report(&self, _: &Delivery, _: &Error, first: bool) {
+            if first {
+                self.firsts.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.repeats.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permanent_failure_is_reported_once_per_object_and_cause_and_listed() {
+        let q = paused_queue();
+        let h = Arc::new(Reporting::default());
+        let _workers = q.spawn(h.clone());
+        q.push(key("x"), ev(EventType::Added, "x", "1"));
+        settle().await;
+        // The slow resync and an unrelated change hand it over again: same cause, no report.
+        q.push(key("x"), ev(EventType::Resync, "x", "1"));
+        settle().await;
+        q.push(key("x"), ev(EventType::Modified, "x", "2"));
+        settle().await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 3);
+        assert_eq!(h.firsts.load(Ordering::SeqCst), 1);
+        assert_eq!(h.repeats.load(Ordering::SeqCst), 2);
+        let blocked = q.blocked();
+        assert_eq!(blocked.len(), 1);
+        assert_eq!(blocked[0].object, "a/x");
+        assert_eq!(blocked[0].reason, api_error(422, None).kind());
+        // Another object failing is its own report.
+        q.push(key("y"), ev(EventType::Added, "y", "1"));
+        settle().await;
+        assert_eq!(h.firsts.load(Ordering::SeqCst), 2);
+        assert_eq!(q.blocked().len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_of_many_objects_share_an_overall_rate_limit() {
+        // 30 objects failing transiently; 10 retries may go at once, then 5 per second.
+        let q = Queue::new(
+            "p",
+            QueueConfig {
+                concurrency: 30,
+                retry_base: Duration::from_millis(10),
+                retry_max: Duration::from_millis(10),
+                retry_rate: 5.0,
+                retry_burst: 10,
+            },
+            Arc::new(NoCache),
+        );
+        let h = scripted((0..30).map(|_| api_error(503, None)).collect());
+        let _workers = q.spawn(h.clone());
+        for i in 0..30 {
+            q.push(
+                key(&format!("o{i}")),
+                ev(EventType::Added, &format!("o{i}"), "1"),
+            );
+        }
+        settle().await;
+        assert_eq!(
+            h.calls.load(Ordering::SeqCst),
+            30,
+            "first attempts are not limited"
+        );
+        // Past every key's own 10 ms backoff: only the burst has been retried.
+        tokio::time::advance(Duration::from_millis(20)).await;
+        settle().await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 40);
+        // Then 5 per second.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        settle().await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 45);
+        tokio::time::advance(Duration::from_secs(3)).await;
+        settle().await;
+        assert_eq!(h.calls.load(Ordering::SeqCst), 60);
+        assert_eq!(q.depth(), 0);
+    }
+
     #[test]
     fn errors_are_classified_by_type() {
         assert_eq!(
@@ -937,6 +1154,7 @@ mod tests {
             concurrency: 1,
             retry_base: Duration::from_millis(100),
             retry_max: Duration::from_secs(1),
+            ..QueueConfig::default()
         };
         let d1 = backoff(&c, 1);
         let d3 = backoff(&c, 3);

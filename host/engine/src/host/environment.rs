@@ -90,11 +90,33 @@ pub(crate) struct Environment {
 }
 
 impl Environment {
-    /// Every resource some plugin watches or reads: what the watch manager must serve.
-    pub(crate) fn desired(&self) -> BTreeSet<ResourceRef> {
-        self.plugins
-            .values()
-            .flat_map(|a| a.plugin.manifest.read_resources().cloned())
+    /// Every resource some plugin watches or reads: what the watch manager must serve,
+    /// each with the label selector all of its consumers share (sent to the server), or
+    /// `None` when one of them needs every object (no selector, or a declared read).
+    pub(crate) fn desired(&self) -> BTreeMap<ResourceRef, crate::watch::manager::Demand> {
+        let mut wanted: BTreeMap<ResourceRef, BTreeSet<Option<String>>> = BTreeMap::new();
+        for a in self.plugins.values() {
+            let m = &a.plugin.manifest;
+            for w in &m.watches {
+                wanted
+                    .entry(w.resource.clone())
+                    .or_default()
+                    .insert(w.label_selector.as_ref().map(ToString::to_string));
+            }
+            // A declared read may list any object of its kind.
+            for r in &m.reads {
+                wanted.entry(r.clone()).or_default().insert(None);
+            }
+        }
+        wanted
+            .into_iter()
+            .map(|(r, demands)| {
+                let shared = match demands.iter().collect::<Vec<_>>().as_slice() {
+                    [Some(s)] => Some(s.clone()),
+                    _ => None,
+                };
+                (r, shared)
+            })
             .collect()
     }
 }

@@ -67,19 +67,19 @@ impl PluginHandler {
         let event = PluginEvent {
             event_type: d.event_type,
             watch_id: d.watch_id.to_string(),
-            object: d.object.json.clone(),
-            old_object: d.old.as_ref().map(|o| o.json.clone()),
+            object: d.object.json(),
+            old_object: d.old.as_ref().map(|o| o.json()),
         };
         let started = Instant::now();
-        let recording = deps.record.as_ref().map(|r| r.begin(plugin, &event));
-        let view = match &recording {
-            Some(r) => r.reading(self.view(plugin)),
-            None => self.view(plugin),
-        };
         // A call in flight when leadership ends is dropped: its intents would be written
         // by a replica that may no longer write.
         let not_leader = || Error::NotLeader {
             plugin: name.clone(),
+        };
+        let recording = deps.record.as_ref().map(|r| r.begin(plugin, &event));
+        let view = match &recording {
+            Some(r) => r.reading(self.view(plugin)),
+            None => self.view(plugin),
         };
         let result = deps
             .leadership
@@ -95,7 +95,10 @@ impl PluginHandler {
         if let Some(r) = &recording
             && let Err(kubewasm_runtime::CallError::Plugin { message, retry }) = &result
         {
-            r.record(crate::record::Outcome::PluginError { message, retry: *retry });
+            r.record(crate::record::Outcome::PluginError {
+                message,
+                retry: *retry,
+            });
         }
         let raw = result.map_err(|kind| Error::Call {
             plugin: name.clone(),
@@ -171,27 +174,12 @@ impl PluginHandler {
         Ok(prepared.len())
     }
 
-    /// Count, log and report a failed event; quarantine the plugin on sandbox failures.
-    async fn failed(&self, version: &crate::host::environment::Version, d: &Delivery, e: &Error) {
+    /// Count a failed event; quarantine the plugin on sandbox failures. (Logging and the
+    /// Warning Event are [`Handler::report`]'s, once the queue knows whether it repeats.)
+    fn failed(&self, version: &crate::host::environment::Version, e: &Error) {
         let deps = &self.deps;
         let name = version.plugin.name();
-        let object = d.object.describe();
         deps.metrics.error(name, e.kind());
-        tracing::error!(plugin = name, object = %object, event = d.event_type.as_str(), retry = e.is_retryable(), error = %e, "event failed");
-        if let Some(recorder) = &deps.recorder
-            && d.event_type != EventType::Deleted
-        {
-            let reason = match e {
-                Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
-                Error::Call { .. } => "PluginFailed",
-                _ => "ApplyFailed",
-            };
-            // An Event is a write too: none after the write deadline.
-            let _ = deps
-                .leadership
-                .guard(recorder.warning(&d.object.object, reason, &e.to_string()))
-                .await;
-        }
         match e {
             Error::Call { kind, .. } if kind.is_sandbox_failure() => {
                 if version.health.failure(&kind.to_string()) {
@@ -258,9 +246,49 @@ impl Handler for PluginHandler {
                 Err(e)
             }
             Err(e) => {
-                self.failed(&version, d, &e).await;
+                self.failed(&version, &e);
                 Err(e)
             }
+        }
+    }
+
+    /// Log a failed event and record a Warning Event on its object, once per object and
+    /// cause for permanent failures (a repeat is logged at debug level only).
+    async fn report(&self, d: &Delivery, e: &Error, first: bool) {
+        let name = match self.slot.read() {
+            Ok(v) => v.plugin.name().to_string(),
+            Err(poisoned) => poisoned.into_inner().plugin.name().to_string(),
+        };
+        let object = d.object.describe();
+        if matches!(e, Error::Quarantined { .. } | Error::NotLeader { .. }) {
+            tracing::debug!(plugin = %name, object = %object, error = %e, "event deferred");
+            return;
+        }
+        if !first {
+            tracing::debug!(plugin = %name, object = %object, error = %e,
+                "still failing the same way; not retried until the object, the plugin or its settings change");
+            return;
+        }
+        let retry = e.retry();
+        tracing::error!(plugin = %name, object = %object, event = d.event_type.as_str(), retry = e.is_retryable(), retried = %retry, error = %e, "event failed");
+        if let Some(recorder) = &self.deps.recorder
+            && d.event_type != EventType::Deleted
+        {
+            let reason = match e {
+                Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
+                Error::Call { .. } => "PluginFailed",
+                _ => "ApplyFailed",
+            };
+            // An Event is a write too: none after the write deadline.
+            let _ = self
+                .deps
+                .leadership
+                .guard(recorder.warning(
+                    &d.object.object,
+                    reason,
+                    &crate::apply::events::failure_message(e),
+                ))
+                .await;
         }
     }
 }

@@ -35,12 +35,12 @@ use crate::Error;
 use crate::apply::Applier;
 use crate::apply::events::EventRecorder;
 use crate::dispatch::{QuarantinePolicy, QueueConfig};
-use crate::ops::http::ReadinessReport;
+use crate::ops::http::{BlockedObject, PluginReport, ReadinessReport};
 use crate::ops::leader::Leadership;
 use crate::ops::metrics::{Metrics, PluginLabel};
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
-use crate::watch::{WatchConfig, WatchEvent, WatchManager};
+use crate::watch::{WatchConfig, WatchManager, WatchSignal};
 
 /// Everything `kubewasm run` is configured with.
 #[derive(Debug, Clone)]
@@ -70,11 +70,14 @@ pub struct HostConfig {
     pub event_interval: Option<Duration>,
     /// This replica's name in Events and the Lease (e.g. the pod name).
     pub identity: String,
+    /// Write every handled event as a `kubewasm test` case (`--record DIR`); None: do not.
+    pub record: Option<crate::record::RecordConfig>,
     /// Whose identity each plugin's writes are sent with (its impersonated ServiceAccount,
     /// or the host's own).
     pub write_identity: crate::apply::WriteIdentity,
-    /// Write every handled event as a `kubewasm test` case (`--record DIR`); None: do not.
-    pub record: Option<crate::record::RecordConfig>,
+    /// How long a follower remembers deletions, to deliver them as `deleted` when it
+    /// becomes leader; at least the lease duration (a handover takes that long at most).
+    pub tombstone_retention: Duration,
 }
 
 /// A running host. Build with [`Host::start`], stop with [`Host::shutdown`].
@@ -109,7 +112,7 @@ impl Host {
         )?;
         let discovery = Arc::new(Discovery::new(client.clone()));
         let caches = Arc::new(Caches::default());
-        let (tx, rx) = mpsc::channel::<WatchEvent>(4096);
+        let (tx, rx) = mpsc::channel::<WatchSignal>(4096);
         let watches = WatchManager::new(
             client.clone(),
             discovery.clone(),
@@ -123,6 +126,9 @@ impl Host {
             watches: watches.clone(),
             caches: caches.clone(),
             leadership: config.leadership.clone(),
+            tombstones: Default::default(),
+            tombstone_retention: config.tombstone_retention,
+            pending: Default::default(),
         };
         let deps = HandlerDeps {
             applier: Arc::new(Applier::with_identity(
@@ -234,9 +240,30 @@ impl Host {
     /// The readiness check as a closure, for the `/readyz` endpoint.
     pub fn readiness_check(&self) -> impl Fn() -> ReadinessReport + Send + Sync + 'static {
         let reloader = self.reloader.clone();
-        move || ReadinessReport {
-            plugins_loaded: reloader.loaded_once.load(Ordering::Acquire),
-            watches: reloader.deps.watches.readiness(),
+        move || {
+            let watches = reloader.deps.watches.readiness();
+            let env = reloader.router.current.get();
+            let plugins = env
+                .plugins
+                .values()
+                .map(|a| plugin_report(a, &reloader.deps.watches, &watches))
+                .collect();
+            let rejected = reloader
+                .status
+                .read()
+                .map(|s| {
+                    s.rejected
+                        .iter()
+                        .map(|(file, reason)| (file.display().to_string(), reason.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            ReadinessReport {
+                plugins_loaded: reloader.loaded_once.load(Ordering::Acquire),
+                watches,
+                plugins,
+                rejected,
+            }
         }
     }
 
@@ -264,17 +291,55 @@ impl Host {
     }
 }
 
+/// Where one plugin stands: its watched and read resources, and the objects its queue
+/// parked after permanent failures.
+fn plugin_report(
+    a: &environment::Active,
+    watches: &WatchManager,
+    readiness: &crate::watch::WatchReadiness,
+) -> PluginReport {
+    let mut report = PluginReport {
+        name: a.plugin.name().to_string(),
+        version: a.plugin.manifest.version.clone(),
+        ..Default::default()
+    };
+    for r in a.plugin.manifest.read_resources() {
+        let spelled = r.to_string();
+        if readiness.unserved.contains(&spelled) || watches.resolved(r).is_none() {
+            report.waiting_for.push(spelled);
+        } else if readiness.syncing.contains(&spelled) {
+            report.syncing.push(spelled);
+        }
+    }
+    report.blocked = a
+        .queue
+        .blocked()
+        .into_iter()
+        .map(|b| BlockedObject {
+            resource: b.resource,
+            object: b.object,
+            reason: b.reason,
+            message: b.message,
+            since: k8s_openapi::jiff::Timestamp::try_from(b.since)
+                .map(|t| t.to_string())
+                .unwrap_or_default(),
+        })
+        .collect();
+    report
+}
+
 /// Task: every watch event into the queues of the plugins that select it.
 async fn route_events(
     router: Router,
-    mut rx: mpsc::Receiver<WatchEvent>,
+    mut rx: mpsc::Receiver<WatchSignal>,
     cancel: CancellationToken,
 ) {
     loop {
         tokio::select! {
             _ = cancel.cancelled() => break,
-            ev = rx.recv() => match ev {
-                Some(ev) => router.route(&ev),
+            signal = rx.recv() => match signal {
+                Some(WatchSignal::Event(ev)) => router.route(&ev),
+                Some(WatchSignal::Resolved(target)) => router.resolved(&target),
                 None => break,
             },
         }
@@ -315,12 +380,17 @@ async fn report_queue_depths(current: Current, metrics: Arc<Metrics>, cancel: Ca
             _ = tick.tick() => {}
         }
         for (name, active) in &current.get().plugins {
+            let label = PluginLabel {
+                plugin: name.clone(),
+            };
             metrics
                 .queue_depth
-                .get_or_create(&PluginLabel {
-                    plugin: name.clone(),
-                })
+                .get_or_create(&label)
                 .set(active.queue.depth() as i64);
+            metrics
+                .blocked
+                .get_or_create(&label)
+                .set(active.queue.blocked().len() as i64);
         }
     }
 }

@@ -80,6 +80,8 @@ pub struct Metrics {
     pub plugin_info: Family<InfoLabels, Gauge>,
     /// Events waiting per plugin.
     pub queue_depth: Family<PluginLabel, Gauge>,
+    /// Objects parked by a permanent failure per plugin (not retried until they change).
+    pub blocked: Family<PluginLabel, Gauge>,
     /// Relists (initial list excluded) and watch errors per resource.
     pub watch_restarts: Family<ResourceLabel, Counter>,
     /// 1 for each watched or read resource the API server does not serve (yet).
@@ -114,6 +116,7 @@ impl Metrics {
             quarantined: Family::default(),
             plugin_info: Family::default(),
             queue_depth: Family::default(),
+            blocked: Family::default(),
             watch_restarts: Family::default(),
             unserved: Family::default(),
             reloads: Counter::default(),
@@ -147,6 +150,11 @@ impl Metrics {
             "queue_depth",
             "Events waiting per plugin",
             m.queue_depth.clone(),
+        );
+        registry.register(
+            "blocked_objects",
+            "Objects whose last event failed permanently (400, 403, 404, 422, refused or invalid intents, permanent plugin errors); not retried until the object, the plugin or its settings change",
+            m.blocked.clone(),
         );
         registry.register(
             "watch_restarts",

@@ -14,23 +14,31 @@ pub use kubewasm_core::resource::{ObjectKey, ResourceKey};
 use kubewasm_core::selector::LabelSelector;
 use kubewasm_runtime::{ClusterView, ListAnswer, ListLimit, ReadError, ReadScope};
 
-/// An object as cached: parsed, plus its JSON text (serialized once, shared by every
-/// plugin that receives it).
+/// An object as cached: one parsed copy (managedFields already stripped by the watcher),
+/// shared by every plugin and event that refers to it. Its JSON text is made only when a
+/// plugin is handed the object or reads it, so objects no route selects cost no
+/// serialisation and the cache holds no second copy.
 #[derive(Debug)]
 pub struct CachedObject {
     /// The object.
     pub object: DynamicObject,
-    /// The same object as JSON.
-    pub json: Arc<str>,
 }
 
 impl CachedObject {
-    /// Wrap an object, serializing it once.
+    /// Wrap an object.
     pub fn new(object: DynamicObject) -> Arc<Self> {
-        let json: Arc<str> = serde_json::to_string(&object)
-            .unwrap_or_else(|_| "{}".to_string())
-            .into();
-        Arc::new(CachedObject { object, json })
+        Arc::new(CachedObject { object })
+    }
+
+    /// The object as JSON, as a plugin receives it. A `DynamicObject` always serialises
+    /// (string keys, finite numbers from JSON), so the fallback is never taken in practice.
+    pub fn json(&self) -> Arc<str> {
+        self.json_string().into()
+    }
+
+    /// [`CachedObject::json`] as an owned string.
+    pub fn json_string(&self) -> String {
+        serde_json::to_string(&self.object).unwrap_or_else(|_| "{}".to_string())
     }
 
     /// Its key.
@@ -144,6 +152,28 @@ impl ResourceCache {
     ) -> HashMap<ObjectKey, Arc<CachedObject>> {
         match self.objects.write() {
             Ok(mut m) => std::mem::replace(&mut *m, objects),
+            Err(_) => HashMap::new(),
+        }
+    }
+
+    /// Replace the objects of one namespace (`None`: everything), after that scope's
+    /// watcher relisted; returns what that scope held before.
+    pub(crate) fn replace_scope(
+        &self,
+        namespace: Option<&str>,
+        objects: HashMap<ObjectKey, Arc<CachedObject>>,
+    ) -> HashMap<ObjectKey, Arc<CachedObject>> {
+        let Some(ns) = namespace else {
+            return self.replace(objects);
+        };
+        match self.objects.write() {
+            Ok(mut m) => {
+                let before: HashMap<_, _> = m
+                    .extract_if(|k, _| k.namespace.as_deref() == Some(ns))
+                    .collect();
+                m.extend(objects);
+                before
+            }
             Err(_) => HashMap::new(),
         }
     }

@@ -6,7 +6,7 @@
 //! started when it appears. A watch broken by `410 Gone` is relisted by kube's watcher; the
 //! relist is diffed against the cache so changes made during the break become events.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -42,6 +42,17 @@ pub struct WatchEvent {
     pub old: Option<Arc<CachedObject>>,
 }
 
+/// What the watch manager tells the router, in order.
+#[derive(Debug, Clone)]
+pub enum WatchSignal {
+    /// A change to a cached object.
+    Event(WatchEvent),
+    /// A watch target (one spelling of a resource) now resolves to a served resource.
+    /// Routes naming it were not replayed before (they did not resolve); when its cache is
+    /// already synced (another spelling watched it first) they must be replayed now.
+    Resolved(ResourceRef),
+}
+
 /// Where the desired resources stand (see [`WatchManager::readiness`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WatchReadiness {
@@ -60,6 +71,10 @@ pub struct WatchConfig {
     pub resync: Option<Duration>,
     /// How often to retry discovery for resources that are not served yet.
     pub discovery_interval: Duration,
+    /// Watch namespaced resources only in these namespaces (one watcher per namespace,
+    /// feeding one cache); empty: cluster-wide. Cluster-scoped resources are always watched
+    /// cluster-wide.
+    pub namespaces: Vec<String>,
 }
 
 impl Default for WatchConfig {
@@ -67,13 +82,21 @@ impl Default for WatchConfig {
         WatchConfig {
             resync: Some(Duration::from_secs(600)),
             discovery_interval: Duration::from_secs(5),
+            namespaces: Vec::new(),
         }
     }
 }
 
+/// What the consumers of one watch target ask of it: the label selector every one of them
+/// uses (sent to the server), or `None` when some consumer needs every object.
+pub type Demand = Option<String>;
+
 struct Running {
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    /// The label selector sent to the server.
+    selector: Demand,
+    cache: Arc<ResourceCache>,
 }
 
 /// Owns the watchers. Cheap to share.
@@ -82,8 +105,8 @@ pub struct WatchManager {
     discovery: Arc<Discovery>,
     caches: Arc<Caches>,
     config: WatchConfig,
-    events: mpsc::Sender<WatchEvent>,
-    desired: tokio_watch::Sender<BTreeSet<ResourceRef>>,
+    events: mpsc::Sender<WatchSignal>,
+    desired: tokio_watch::Sender<BTreeMap<ResourceRef, Demand>>,
     resolved: RwLock<HashMap<ResourceRef, Arc<Resolved>>>,
     metrics: Arc<Metrics>,
 }
@@ -95,7 +118,7 @@ impl WatchManager {
         discovery: Arc<Discovery>,
         caches: Arc<Caches>,
         config: WatchConfig,
-        events: mpsc::Sender<WatchEvent>,
+        events: mpsc::Sender<WatchSignal>,
         metrics: Arc<Metrics>,
     ) -> Arc<Self> {
         Arc::new(WatchManager {
@@ -104,14 +127,15 @@ impl WatchManager {
             caches,
             config,
             events,
-            desired: tokio_watch::Sender::new(BTreeSet::new()),
+            desired: tokio_watch::Sender::new(BTreeMap::new()),
             resolved: RwLock::new(HashMap::new()),
             metrics,
         })
     }
 
-    /// Set what must be watched; the manager converges to it in the background.
-    pub fn set_desired(&self, refs: BTreeSet<ResourceRef>) {
+    /// Set what must be watched, each target with its [`Demand`]; the manager converges to
+    /// it in the background.
+    pub fn set_desired(&self, refs: BTreeMap<ResourceRef, Demand>) {
         self.desired.send_replace(refs);
     }
 
@@ -127,10 +151,10 @@ impl WatchManager {
         let desired = self.desired.borrow().clone();
         let mut report = WatchReadiness::default();
         let Ok(resolved) = self.resolved.read() else {
-            report.syncing = desired.iter().map(ToString::to_string).collect();
+            report.syncing = desired.keys().map(ToString::to_string).collect();
             return report;
         };
-        for r in &desired {
+        for r in desired.keys() {
             match resolved.get(r) {
                 None => report.unserved.push(r.to_string()),
                 Some(k)
@@ -170,12 +194,12 @@ impl WatchManager {
 
     async fn reconcile(
         self: &Arc<Self>,
-        desired: &BTreeSet<ResourceRef>,
+        desired: &BTreeMap<ResourceRef, Demand>,
         running: &mut HashMap<ResourceKey, Running>,
         waiting_logged: &mut HashSet<ResourceRef>,
     ) {
         // Resolve what is not resolved yet.
-        for r in desired {
+        for r in desired.keys() {
             if self.resolved(r).is_some() {
                 continue;
             }
@@ -190,6 +214,7 @@ impl WatchManager {
                     if let Ok(mut m) = self.resolved.write() {
                         m.insert(r.clone(), res);
                     }
+                    let _ = self.events.send(WatchSignal::Resolved(r.clone())).await;
                 }
                 Err(ResolveError::NotServed(_)) => {
                     self.metrics
@@ -207,71 +232,120 @@ impl WatchManager {
         }
         // Forget resolutions nobody wants any more.
         if let Ok(mut m) = self.resolved.write() {
-            m.retain(|r, _| desired.contains(r));
+            m.retain(|r, _| desired.contains_key(r));
         }
-        let wanted: HashMap<ResourceKey, Arc<Resolved>> = self
-            .resolved
-            .read()
-            .map(|m| m.values().map(|r| (r.key(), r.clone())).collect())
-            .unwrap_or_default();
-        // Stop watchers no longer needed.
+        // Per served resource: what it resolves from, and the selector every consumer of
+        // every spelling shares (sent to the server), if any.
+        let mut wanted: HashMap<ResourceKey, (Arc<Resolved>, BTreeSet<Demand>)> = HashMap::new();
+        if let Ok(m) = self.resolved.read() {
+            for (r, res) in m.iter() {
+                let demand = desired.get(r).cloned().flatten();
+                wanted
+                    .entry(res.key())
+                    .or_insert_with(|| (res.clone(), BTreeSet::new()))
+                    .1
+                    .insert(demand);
+            }
+        }
+        let shared = |demands: &BTreeSet<Demand>| -> Demand {
+            match demands.iter().collect::<Vec<_>>().as_slice() {
+                [Some(s)] => Some(s.clone()),
+                _ => None,
+            }
+        };
+        // Stop watchers no longer needed, or whose server-side selector changed (the
+        // cache is kept: the new watcher's first list is diffed against it).
+        let mut kept: HashMap<ResourceKey, Arc<ResourceCache>> = HashMap::new();
         let stale: Vec<ResourceKey> = running
-            .keys()
-            .filter(|k| !wanted.contains_key(*k))
-            .cloned()
+            .iter()
+            .filter(|(k, r)| {
+                wanted
+                    .get(*k)
+                    .is_none_or(|(_, demands)| shared(demands) != r.selector)
+            })
+            .map(|(k, _)| k.clone())
             .collect();
         for key in stale {
             if let Some(r) = running.remove(&key) {
                 r.cancel.cancel();
                 let _ = r.task.await;
-                tracing::info!(resource = %key, "watch stopped: no plugin needs it");
+                if wanted.contains_key(&key) {
+                    tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector changed");
+                    kept.insert(key, r.cache);
+                } else {
+                    tracing::info!(resource = %key, "watch stopped: no plugin needs it");
+                }
             }
         }
-        waiting_logged.retain(|r| desired.contains(r));
+        waiting_logged.retain(|r| desired.contains_key(r));
         // Start the new ones.
-        for (key, res) in wanted {
+        for (key, (res, demands)) in wanted {
             if running.contains_key(&key) {
                 continue;
             }
-            let cache = Arc::new(ResourceCache::new(
-                res.key(),
-                res.type_ref(),
-                res.namespaced,
-            ));
+            let selector = shared(&demands);
+            let cache = kept.remove(&key).unwrap_or_else(|| {
+                Arc::new(ResourceCache::new(
+                    res.key(),
+                    res.type_ref(),
+                    res.namespaced,
+                ))
+            });
             self.caches.insert(cache.clone());
+            let scopes: Vec<Option<String>> =
+                if res.namespaced && !self.config.namespaces.is_empty() {
+                    self.config.namespaces.iter().cloned().map(Some).collect()
+                } else {
+                    vec![None]
+                };
             let cancel = CancellationToken::new();
             let task = tokio::spawn(
                 WatchTask {
                     client: self.client.clone(),
                     res: res.clone(),
-                    cache,
+                    cache: cache.clone(),
                     tx: self.events.clone(),
                     resync: self.config.resync,
                     caches: self.caches.clone(),
                     metrics: self.metrics.clone(),
+                    scopes,
+                    selector: selector.clone(),
                 }
                 .run(cancel.clone()),
             );
-            tracing::info!(resource = %key, kind = %res.type_ref(), "watch started");
-            running.insert(key, Running { cancel, task });
+            match &selector {
+                Some(s) => {
+                    tracing::info!(resource = %key, kind = %res.type_ref(), label_selector = %s, "watch started")
+                }
+                None => tracing::info!(resource = %key, kind = %res.type_ref(), "watch started"),
+            }
+            running.insert(
+                key,
+                Running {
+                    cancel,
+                    task,
+                    selector,
+                    cache,
+                },
+            );
         }
     }
 }
 
 async fn emit(
-    tx: &mpsc::Sender<WatchEvent>,
+    tx: &mpsc::Sender<WatchSignal>,
     key: &ResourceKey,
     event_type: EventType,
     object: Arc<CachedObject>,
     old: Option<Arc<CachedObject>>,
 ) {
     let _ = tx
-        .send(WatchEvent {
+        .send(WatchSignal::Event(WatchEvent {
             resource: key.clone(),
             event_type,
             object,
             old,
-        })
+        }))
         .await;
 }
 
@@ -280,10 +354,14 @@ struct WatchTask {
     client: Client,
     res: Arc<Resolved>,
     cache: Arc<ResourceCache>,
-    tx: mpsc::Sender<WatchEvent>,
+    tx: mpsc::Sender<WatchSignal>,
     resync: Option<Duration>,
     caches: Arc<Caches>,
     metrics: Arc<Metrics>,
+    /// Namespaces to watch (`None`: cluster-wide), one watcher each.
+    scopes: Vec<Option<String>>,
+    /// The label selector sent to the server.
+    selector: Demand,
 }
 
 impl WatchTask {
@@ -297,6 +375,8 @@ impl WatchTask {
             resync,
             caches,
             metrics,
+            scopes,
+            selector,
         } = self;
         let key = res.key();
         // A clone shares the value: no registry lock is held across awaits.
@@ -306,14 +386,31 @@ impl WatchTask {
                 resource: key.to_string(),
             })
             .clone();
-        let api: Api<DynamicObject> = Api::all_with(client, &api_resource(&res));
-        // managedFields are the server's bookkeeping, often larger than the object: caching
-        // them doubles what each object costs, and plugins have no use for them.
-        let stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None);
-        futures::pin_mut!(stream);
-        let mut relist: Option<HashMap<ObjectKey, Arc<CachedObject>>> = None;
+        let ar = api_resource(&res);
+        let mut config = watcher::Config::default();
+        if let Some(s) = &selector {
+            config = config.labels(s);
+        }
+        // One watcher per namespace (or one cluster-wide), merged; each item says which.
+        let streams = scopes.iter().map(|scope| {
+            let api: Api<DynamicObject> = match scope {
+                Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+                None => Api::all_with(client.clone(), &ar),
+            };
+            let scope = scope.clone();
+            // managedFields are the server's bookkeeping, often larger than the object:
+            // caching them doubles what each object costs, and plugins have no use for them.
+            watcher::watcher(api, config.clone())
+                .default_backoff()
+                .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
+                .map(move |item| (scope.clone(), item))
+                .boxed()
+        });
+        let mut stream = futures::stream::select_all(streams);
+        // A relist in progress, per scope.
+        let mut relist: HashMap<Option<String>, HashMap<ObjectKey, Arc<CachedObject>>> =
+            HashMap::new();
+        let mut listed: HashSet<Option<String>> = HashSet::new();
         let resync_every = resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
         let mut resync_timer =
             tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
@@ -330,19 +427,21 @@ impl WatchTask {
                 }
                 item = stream.next() => item,
             };
-            let Some(item) = item else { break };
+            let Some((scope, item)) = item else { break };
             match item {
-                Ok(Event::Init) => relist = Some(HashMap::new()),
+                Ok(Event::Init) => {
+                    relist.insert(scope, HashMap::new());
+                }
                 Ok(Event::InitApply(obj)) => {
                     let o = with_types(obj, &res);
-                    if let Some(buf) = relist.as_mut() {
+                    if let Some(buf) = relist.get_mut(&scope) {
                         buf.insert(o.key(), o);
                     }
                 }
                 Ok(Event::InitDone) => {
-                    let fresh = relist.take().unwrap_or_default();
-                    let first = !cache.is_synced();
-                    let before = cache.replace(fresh.clone());
+                    let fresh = relist.remove(&scope).unwrap_or_default();
+                    let first = !listed.contains(&scope);
+                    let before = cache.replace_scope(scope.as_deref(), fresh.clone());
                     // Diff the relist against what we had: this is how changes made while the
                     // watch was broken (410 Gone, disconnects) still become events.
                     for (k, obj) in &fresh {
@@ -366,9 +465,12 @@ impl WatchTask {
                             emit(&tx, &key, EventType::Deleted, old, None).await;
                         }
                     }
-                    cache.mark_synced();
+                    listed.insert(scope);
                     if first {
-                        tracing::info!(resource = %key, objects = cache.len(), "cache synced");
+                        if listed.len() == scopes.len() && !cache.is_synced() {
+                            cache.mark_synced();
+                            tracing::info!(resource = %key, objects = cache.len(), "cache synced");
+                        }
                     } else {
                         restarts.inc();
                         tracing::info!(resource = %key, objects = cache.len(), "relisted");

@@ -5,4 +5,4 @@ pub mod cache;
 pub mod discovery;
 pub mod manager;
 
-pub use manager::{WatchConfig, WatchEvent, WatchManager, WatchReadiness};
+pub use manager::{WatchConfig, WatchEvent, WatchManager, WatchReadiness, WatchSignal};

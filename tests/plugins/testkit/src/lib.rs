@@ -4,6 +4,7 @@
 //! the build's, 1 or 2), `selector` (label
 //! selector on ConfigMaps, default `kubewasm.dev/testkit=<name>`), `value` (written by
 //! `write-shared`), `force` (force that write), `allowForce` (grant force),
+//! `readAll` (declare a read of every ConfigMap), `watchResource` (spell the watch as a resource argument, e.g. `configmaps`),
 //! `namespaceGrant` (a list of namespaces: also grant `create` on core `Namespace` objects,
 //! limited to those namespaces, which can never cover a cluster-scoped kind), `grantAll`
 //! (also ask for every verb on every kind everywhere, with force: an escalation the
@@ -89,10 +90,15 @@ impl Guest for Testkit {
             version: version_of(&s),
             watches: vec![Watch {
                 id: "configmaps".into(),
-                resource: ResourceRef::Kind(TypeRef {
-                    api_version: "v1".into(),
-                    kind: "ConfigMap".into(),
-                }),
+                // `watchResource: configmaps` spells the watch as a resource argument
+                // instead of apiVersion + kind (the same resource, another spelling).
+                resource: match s.get("watchResource").and_then(Value::as_str) {
+                    Some(r) => ResourceRef::Resource(r.to_string()),
+                    None => ResourceRef::Kind(TypeRef {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                    }),
+                },
                 namespace: None,
                 label_selector: Some(selector),
                 field_selector: None,
@@ -134,7 +140,16 @@ impl Guest for Testkit {
                     }
                 }))
                 .collect(),
-            reads: vec![],
+            // `readAll: true` declares a read of every ConfigMap, so the host's ConfigMap
+            // cache holds them all whatever the watch's selector.
+            reads: if s.get("readAll").and_then(Value::as_bool).unwrap_or(false) {
+                vec![ResourceRef::Kind(TypeRef {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                })]
+            } else {
+                vec![]
+            },
         })
     }
 

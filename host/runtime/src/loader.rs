@@ -377,8 +377,15 @@ fn split_settings(path: &Path, settings: Option<String>) -> Result<SplitSettings
     let Some(text) = settings else {
         return Ok((None, LimitOverrides::default(), None));
     };
+    // A document YAML accepts but JSON cannot read back (nested past serde_json's depth
+    // limit) is refused: read as null it would hide the `kubewasm` key from the host and
+    // hand it to the plugin.
     let mut value: serde_json::Value =
-        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+        serde_json::from_str(&text).map_err(|e| Error::Settings {
+            path: path.to_path_buf(),
+            settings: path.with_extension("yaml"),
+            reason: format!("not representable as JSON: {e}"),
+        })?;
     let Some(mut host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
         return Ok((Some(text), LimitOverrides::default(), None));
     };

@@ -185,8 +185,19 @@ async fn owners_cannot_cross_namespaces() {
 async fn a_finalizer_without_a_grant_is_refused() {
     let env = Env::with_crds(false).await;
     world(&env, &[("pinner", "")]);
+    // The same plugin with the finalizer approved by the operator may set it.
+    env.add_plugin_unapproved(
+        &test_plugin("hostile"),
+        "keeper",
+        Some(
+            "name: keeper\nkubewasm:\n  approved:\n    grants:\n    \
+             - {apiGroups: [\"\"], kinds: [ConfigMap], namespaces: [default], verbs: [create], \
+             finalizers: [example.com/block]}\n",
+        ),
+    );
     let host = env.start_host(LIMITS);
     attack(&env, "pinner", "pin", "finalizer", json!({})).await;
+    attack(&env, "keeper", "keep", "finalizer", json!({})).await;
     refused(
         &host,
         "pinner",
@@ -197,6 +208,14 @@ async fn a_finalizer_without_a_grant_is_refused() {
     good_keeps_working(&env, "pin").await;
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     assert!(get(&cms, "pin-out").await.is_none());
+    let kept = eventually("keep-out", CONVERGE, || async {
+        get(&cms, "keep-out").await
+    })
+    .await;
+    assert_eq!(
+        kept.metadata.finalizers,
+        Some(vec!["example.com/block".to_string()])
+    );
     assert_eq!(host.stop(), Some(0));
 }
 

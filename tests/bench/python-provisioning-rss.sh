@@ -52,7 +52,7 @@ done
 apiVersion: sites.kubewasm.dev/v1alpha1
 kind: ContentSite
 metadata: {name: site-$i, namespace: shop}
-spec: {domain: site-$i.example.com, database: {members: 3, version: 7.0.12}}
+spec: {title: Site $i, hostname: site-$i.example.com, database: {members: 3, version: 7.0.12}}
 YAML
     done
 } >"$work/sites.yaml"

@@ -315,7 +315,13 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
     // PATCH), while the host's ServiceAccount may do anything to ConfigMaps. Its writes
     // must still be refused: they are sent as kubewasm-narrow.
     let host_extra = format!("{rbac_name}-host-configmaps");
-    let roles = api(&admin, "rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", None);
+    let roles = api(
+        &admin,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "clusterroles",
+        None,
+    );
     let narrow_role = format!("{rbac_name}-narrow");
     let _ = roles.delete(&narrow_role, &DeleteParams::default()).await;
     apply(

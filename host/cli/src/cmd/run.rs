@@ -105,7 +105,12 @@ pub struct HostArgs {
     /// comma-separated); default: every namespace. With it, the Roles from `kubewasm rbac
     /// --namespace NS` are enough (no cluster-wide list or watch of namespaced kinds).
     /// Cluster-scoped kinds are still watched cluster-wide.
-    #[arg(long = "namespace", value_name = "NS", env = "WATCH_NAMESPACE", value_delimiter = ',')]
+    #[arg(
+        long = "namespace",
+        value_name = "NS",
+        env = "WATCH_NAMESPACE",
+        value_delimiter = ','
+    )]
     namespaces: Vec<String>,
     /// Namespace of the Lease (default: the in-cluster namespace, else `default`).
     #[arg(long, env = "POD_NAMESPACE")]
@@ -200,10 +205,13 @@ impl HostArgs {
             leadership: Leadership::always(),
             event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
             identity: self.identity(),
-            record: self.record.clone().map(|dir| kubewasm::record::RecordConfig {
-                dir,
-                secrets: self.record_secrets,
-            }),
+            record: self
+                .record
+                .clone()
+                .map(|dir| kubewasm::record::RecordConfig {
+                    dir,
+                    secrets: self.record_secrets,
+                }),
             // Set by `run_host`, which knows the client's namespace.
             write_identity: WriteIdentity::Host,
             // A handover takes at most a lease duration (plus a retry period); twice that
@@ -215,7 +223,12 @@ impl HostArgs {
     /// `--namespace` values, checked as Kubernetes names namespaces (DNS-1123 labels).
     fn watch_namespaces(&self) -> Result<Vec<String>> {
         let mut out: Vec<String> = Vec::new();
-        for ns in self.namespaces.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        for ns in self
+            .namespaces
+            .iter()
+            .map(|n| n.trim())
+            .filter(|n| !n.is_empty())
+        {
             kubewasm::core::names::validate_name(ns, kubewasm::core::names::NameRule::Label)
                 .map_err(|reason| anyhow::anyhow!("--namespace {ns:?}: {reason}"))?;
             if !out.iter().any(|n| n == ns) {

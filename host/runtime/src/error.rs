@@ -144,6 +144,18 @@ pub enum LimitExceeded {
         /// What wasmtime reported.
         detail: String,
     },
+    /// The intents of one call are too large together: the host parses each into a JSON
+    /// tree (several times its text), so their total is held to a quarter of the memory cap,
+    /// keeping the host's memory for one call a small multiple of the plugin's.
+    #[error(
+        "the intents total {total} bytes, over the limit of {max} for one call (a quarter of the memory cap)"
+    )]
+    CallBytes {
+        /// Their total size.
+        total: usize,
+        /// The limit.
+        max: usize,
+    },
     /// One intent too large.
     #[error("intent #{index} is {size} bytes, over the limit of {max}")]
     IntentBytes {

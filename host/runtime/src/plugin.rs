@@ -461,7 +461,43 @@ impl CompiledPlugin {
             }
             .into());
         }
+        call_budget(intents.iter().map(convert::intent_bytes), &self.limits)?;
         Ok(())
+    }
+}
+
+/// The total size of one call's intents, held to a quarter of the memory cap (see
+/// [`LimitExceeded::CallBytes`]).
+fn call_budget(sizes: impl Iterator<Item = usize>, limits: &Limits) -> Result<(), CallError> {
+    let max = limits.memory / 4;
+    let total = sizes.fold(0usize, usize::saturating_add);
+    if total > max {
+        return Err(LimitExceeded::CallBytes { total, max }.into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod call_budget_tests {
+    use super::*;
+
+    #[test]
+    fn one_calls_intents_are_held_to_a_quarter_of_the_memory_cap() {
+        let limits = Limits {
+            memory: 64 << 20,
+            ..Limits::default()
+        };
+        assert!(call_budget([8 << 20, 8 << 20].into_iter(), &limits).is_ok());
+        let over = call_budget([8 << 20, 8 << 20, 1].into_iter(), &limits);
+        assert!(
+            matches!(
+                over,
+                Err(CallError::Limit(LimitExceeded::CallBytes { total, max }))
+                    if total == (16 << 20) + 1 && max == 16 << 20
+            ),
+            "{over:?}"
+        );
+        assert!(call_budget([usize::MAX, 1].into_iter(), &limits).is_err());
     }
 }
 

@@ -203,22 +203,64 @@ mod humantime_serde_opt {
     }
 }
 
+/// Largest `memoryMiB` and `poolMemoryMiB` accepted (64 GiB): past it the byte count is
+/// not a limit anyone means, and near `usize::MAX >> 20` the shift would wrap to a tiny cap.
+pub const MAX_MEMORY_MIB: usize = 64 << 10;
+/// Largest `maxIntentKiB` accepted (4 GiB, the most one canonical-ABI string can hold).
+pub const MAX_INTENT_KIB: usize = 4 << 20;
+/// Longest `callDeadline` accepted: its wall-clock backstop ([`crate::limits::WALL_CLOCK_FACTOR`]
+/// times it) must stay a duration the host can compute.
+pub const MAX_CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl LimitOverrides {
-    /// `base` with these overrides applied.
+    /// Refuse values that cannot be a limit: zero or past the maximum for sizes and the
+    /// deadline. Called when the settings are read, so [`LimitOverrides::apply`] only sees
+    /// values whose conversion to bytes cannot overflow.
+    pub fn validate(&self) -> Result<(), String> {
+        let sizes = [
+            ("memoryMiB", self.memory_mib, MAX_MEMORY_MIB),
+            ("poolMemoryMiB", self.pool_memory_mib, MAX_MEMORY_MIB),
+            ("maxIntentKiB", self.max_intent_kib, MAX_INTENT_KIB),
+        ];
+        for (key, value, max) in sizes {
+            match value {
+                Some(0) => return Err(format!("kubewasm.{key}: must be at least 1")),
+                Some(v) if v > max => {
+                    return Err(format!("kubewasm.{key}: {v} is over the maximum of {max}"));
+                }
+                _ => {}
+            }
+        }
+        match self.call_deadline {
+            Some(d) if d.is_zero() => Err("kubewasm.callDeadline: must be longer than 0s".into()),
+            Some(d) if d > MAX_CALL_DEADLINE => Err(format!(
+                "kubewasm.callDeadline: {} is over the maximum of {}",
+                humantime::format_duration(d),
+                humantime::format_duration(MAX_CALL_DEADLINE)
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// `base` with these overrides applied. Sizes saturate rather than wrap; values out of
+    /// range never get here from a settings file ([`LimitOverrides::validate`]).
     pub fn apply(&self, base: &Limits) -> Limits {
         Limits {
             deadline: self.call_deadline.unwrap_or(base.deadline),
-            memory: self.memory_mib.map(|m| m << 20).unwrap_or(base.memory),
+            memory: self
+                .memory_mib
+                .map(|m| m.saturating_mul(1 << 20))
+                .unwrap_or(base.memory),
             max_intents: self.max_intents.unwrap_or(base.max_intents),
             max_intent_bytes: self
                 .max_intent_kib
-                .map(|k| k << 10)
+                .map(|k| k.saturating_mul(1 << 10))
                 .unwrap_or(base.max_intent_bytes),
             max_log_lines: self.max_log_lines.unwrap_or(base.max_log_lines),
             recycle_after_calls: self.recycle_after_calls.unwrap_or(base.recycle_after_calls),
             pool_memory: self
                 .pool_memory_mib
-                .map(|m| m << 20)
+                .map(|m| m.saturating_mul(1 << 20))
                 .unwrap_or(base.pool_memory),
         }
     }
@@ -400,6 +442,11 @@ fn split_settings(path: &Path, settings: Option<String>) -> Result<SplitSettings
             settings: path.with_extension("yaml"),
             reason: format!("kubewasm limits: {e}"),
         })?;
+    overrides.validate().map_err(|reason| Error::Settings {
+        path: path.to_path_buf(),
+        settings: path.with_extension("yaml"),
+        reason,
+    })?;
     // A file holding only the host's key gives the plugin no settings.
     let settings = match value.as_object() {
         Some(o) if o.is_empty() => None,
@@ -460,6 +507,42 @@ mod tests {
         std::fs::write(dir.path().join("p.yaml"), "kubewasm: {memoryMB: 1}\n").unwrap();
         let err = PluginFile::read(&wasm).err().unwrap().to_string();
         assert!(err.contains("unknown field `memoryMB`"), "{err}");
+    }
+
+    #[test]
+    fn limit_overrides_out_of_range_are_refused_at_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"x").unwrap();
+        let huge = usize::MAX >> 19; // `<< 20` would wrap this to a cap near zero
+        for (body, needle) in [
+            (format!("memoryMiB: {huge}"), "kubewasm.memoryMiB"),
+            (format!("poolMemoryMiB: {huge}"), "kubewasm.poolMemoryMiB"),
+            (
+                format!("maxIntentKiB: {}", usize::MAX),
+                "kubewasm.maxIntentKiB",
+            ),
+            (
+                "memoryMiB: 0".to_string(),
+                "kubewasm.memoryMiB: must be at least 1",
+            ),
+            ("callDeadline: 100000h".to_string(), "kubewasm.callDeadline"),
+            ("callDeadline: 0s".to_string(), "kubewasm.callDeadline"),
+        ] {
+            std::fs::write(dir.path().join("p.yaml"), format!("kubewasm:\n  {body}\n")).unwrap();
+            let err = PluginFile::read(&wasm).err().map(|e| e.to_string());
+            let err = err.unwrap_or_else(|| panic!("{body} was accepted"));
+            assert!(err.contains(needle), "{body}: {err}");
+            assert!(err.contains("p.yaml"), "{body}: {err}");
+        }
+        let max = format!("memoryMiB: {MAX_MEMORY_MIB}\n  maxIntentKiB: {MAX_INTENT_KIB}");
+        std::fs::write(dir.path().join("p.yaml"), format!("kubewasm:\n  {max}\n")).unwrap();
+        let l = PluginFile::read(&wasm)
+            .unwrap()
+            .overrides
+            .apply(&Limits::default());
+        assert_eq!(l.memory, MAX_MEMORY_MIB << 20);
+        assert_eq!(l.max_intent_bytes, MAX_INTENT_KIB << 10);
     }
 
     #[test]

@@ -120,6 +120,14 @@ fn staged_kubernetes() -> tempfile::TempDir {
          components: [../../components/servicemonitor, ../../components/plugin-image]\n",
     )
     .unwrap();
+    let key = tmp.path().join("kubernetes/overlays/cache-key");
+    std::fs::create_dir_all(&key).unwrap();
+    std::fs::write(
+        key.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../../base]\ncomponents: [../../components/cache-key]\n",
+    )
+    .unwrap();
     tmp
 }
 
@@ -1110,4 +1118,94 @@ fn deployment_args_are_flags_of_kubewasm_run() {
     if !missing.is_empty() {
         eprintln!("NOTE: `kubewasm run` has no {missing:?} yet (leader election pending)");
     }
+}
+
+/// The code-cache key: what the host reads (`KUBEWASM_CACHE_KEY_FILE`), where the Secret
+/// is mounted and how, for the kustomize component and the chart alike; the defaults name
+/// no key file, so a cluster without the Secret still starts (with a per-process key).
+fn cache_key_parts(d: &Value) -> (Option<String>, Option<Value>, Option<Value>) {
+    let c = container(d, "kubewasm");
+    let env = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "KUBEWASM_CACHE_KEY_FILE");
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "cache-key");
+    let vol = d["spec"]["template"]["spec"]["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "cache-key");
+    (
+        env.map(|e| e["value"].as_str().expect("a literal path").to_string()),
+        mount.cloned(),
+        vol.cloned(),
+    )
+}
+
+#[test]
+fn cache_key_secret_is_mounted_by_the_component_and_the_chart_alike() {
+    let Some(kubectl) = kubectl() else { return };
+    let staged = staged_kubernetes();
+    let k = staged.path().join("kubernetes");
+    let base = kustomize(&kubectl, &k.join("base"));
+    assert_eq!(
+        cache_key_parts(only(&base, "Deployment")),
+        (None, None, None)
+    );
+    let docs = kustomize(&kubectl, &k.join("overlays/cache-key"));
+    let d = only(&docs, "Deployment");
+    assert_host_deployment(d);
+    let (file, mount, vol) = cache_key_parts(d);
+    let (file, mount, vol) = (file.unwrap(), mount.unwrap(), vol.unwrap());
+    let dir = mount["mountPath"].as_str().unwrap();
+    assert_eq!(mount["readOnly"], true);
+    assert!(
+        Path::new(&file).parent() == Some(Path::new(dir)),
+        "{file} is in the mount {dir}"
+    );
+    assert!(
+        !file.starts_with("/var/cache/kubewasm"),
+        "the key must not live where the cache's writers can write"
+    );
+    assert_eq!(vol["secret"]["secretName"], "kubewasm-cache-key");
+    let item = &vol["secret"]["items"][0];
+    assert_eq!(dir.to_string() + "/" + item["path"].as_str().unwrap(), file);
+    // 0440: readable by the pod's fsGroup (the host runs as 65532, not root), by no one else.
+    assert_eq!(vol["secret"]["defaultMode"], 0o440);
+    assert_eq!(
+        d["spec"]["template"]["spec"]["securityContext"]["fsGroup"],
+        65532
+    );
+
+    let Some(helm) = helm() else { return };
+    let chart = helm_template(&helm, &[]);
+    assert_eq!(
+        cache_key_parts(only(&chart, "Deployment")),
+        (None, None, None)
+    );
+    let chart = helm_template(&helm, &["cache.keySecret=kubewasm-cache-key"]);
+    let cd = only(&chart, "Deployment");
+    assert_host_deployment(cd);
+    assert_eq!(cache_key_parts(cd), (Some(file), Some(mount), Some(vol)));
+}
+
+/// The key the README's `kubectl create secret` command makes is one the host accepts.
+#[test]
+fn the_documented_cache_key_command_makes_a_valid_key() {
+    let readme = std::fs::read_to_string(root().join("deploy/README.md")).unwrap();
+    let cmd = "head -c 32 /dev/urandom | base64";
+    assert!(
+        readme.contains(&format!("--from-file=key=<({cmd})")),
+        "README documents {cmd}"
+    );
+    let key = run(Command::new("bash").args(["-c", cmd]));
+    assert!(
+        key.trim().len() >= kubewasm::runtime::codecache::MIN_KEY_BYTES,
+        "{key}"
+    );
 }

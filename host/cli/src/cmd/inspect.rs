@@ -81,11 +81,23 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
             done = &mut compiling => done?,
             _ = tokio::time::sleep(Duration::from_secs(1)) => {
                 // Big components (Python, JavaScript) take seconds: say what is happening.
+                // Entries written under a per-process key never verify in the next
+                // process: only a key file makes the on-disk cache serve the next run.
+                let keyed = std::env::var_os(kubewasm::runtime::codecache::KEY_FILE_ENV)
+                    .is_some_and(|p| !p.is_empty());
+                let hint = match (cache_dir.is_some(), keyed) {
+                    (true, true) => "; the cache makes the next run fast",
+                    (true, false) => {
+                        "; without KUBEWASM_CACHE_KEY_FILE the cache serves this run only"
+                    }
+                    (false, _) => {
+                        "; --cache-dir with KUBEWASM_CACHE_KEY_FILE makes the next run fast"
+                    }
+                };
                 eprintln!(
-                    "compiling {} ({} KiB) to native code{}...",
+                    "compiling {} ({} KiB) to native code{hint}...",
                     path.display(),
                     size >> 10,
-                    if cache_dir.is_some() { "; the cache makes the next run fast" } else { "; --cache-dir makes the next run fast" }
                 );
                 compiling.await?
             }

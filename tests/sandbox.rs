@@ -1290,3 +1290,134 @@ async fn eight_memories_each_under_the_cap_are_refused_together() {
     assert!(get(&cms, "eight-1-out").await.is_none());
     assert_eq!(host.stop(), Some(0));
 }
+
+/// Four calls at once through the real binary (`--concurrency 4`), each touching 40 MiB
+/// and returning normally: the idle pool keeps at most `poolMemoryMiB` (64) of them, the
+/// rest are dropped ("plugin instance recycled", reason budget) and their memory leaves
+/// the host's RSS. The calls hold their memory until a `release` ConfigMap exists (a
+/// barrier from cluster state, see the hostile plugin's `fat`), so all four are resident
+/// at once without any sleep in the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_fat_pooled_instances_stay_within_the_pool_budget_in_the_host() {
+    const MIB: u64 = 40;
+    const BUDGET_MIB: u64 = 64;
+    let env = Env::with_crds(false).await;
+    // The deadline is long enough for the barrier (its backstop is 10x); 40 MiB is under
+    // half the 128 MiB cap, so only the budget can refuse to pool these instances.
+    world(
+        &env,
+        &[(
+            "fat",
+            &format!(
+                "kubewasm:\n  callDeadline: 10s\n  memoryMiB: 128\n  poolMemoryMiB: {BUDGET_MIB}\n"
+            ),
+        )],
+    );
+    let host = env.start_host(&["--concurrency", "4"]);
+    good_keeps_working(&env, "fat-before").await;
+    // Warm: the plugin's code and one small instance exist before the baseline.
+    attack(&env, "fat", "warm", "count", json!({})).await;
+    report(&env, "warm").await;
+    let baseline = rss_kib(host.pid()).expect("host RSS");
+
+    let names = ["fat-0", "fat-1", "fat-2", "fat-3"];
+    for name in names {
+        let extra = json!({"mib": MIB.to_string(), "release": "release"});
+        attack(&env, "fat", name, "fat", extra).await;
+    }
+    let holding = |host: &HostProcess| {
+        host.matching(|l| field(l, "message").starts_with("fat holding"))
+            .len()
+    };
+    eventually("four fat calls holding their memory", CONVERGE, || async {
+        (holding(&host) == names.len()).then_some(())
+    })
+    .await;
+    let held = rss_kib(host.pid()).expect("host RSS");
+    eprintln!("RSS: baseline {baseline} KiB, four fat calls in flight {held} KiB");
+    // All four are resident at once: the barrier really made them concurrent.
+    assert!(
+        held.saturating_sub(baseline) >= 4 * MIB * 1024 * 9 / 10,
+        "four calls of {MIB} MiB in flight, yet RSS grew only from {baseline} to {held} KiB"
+    );
+    // The good plugin keeps serving while the hostile one holds all its workers.
+    good_keeps_working(&env, "fat-during").await;
+
+    attack(&env, "fat", "release", "count", json!({})).await;
+    let mut calls = Vec::new();
+    for name in names {
+        let data = report(&env, name).await;
+        assert_eq!(entry(&data, "touchedMiB"), MIB.to_string());
+        calls.push(entry(&data, "instanceCalls").to_string());
+    }
+    // Four distinct instances: the warm one (its second call) and three fresh ones.
+    calls.sort();
+    assert_eq!(calls, ["1", "1", "1", "2"]);
+    let budget_drops = |host: &HostProcess| {
+        host.matching(|l| {
+            field(l, "message") == "plugin instance recycled"
+                && field(l, "plugin") == "fat"
+                && field(l, "reason") == "pool-budget"
+        })
+        .len()
+    };
+    // 64 MiB of pool holds one instance of 40+ MiB: the other three are dropped.
+    eventually(
+        "three fat instances dropped for the budget",
+        CONVERGE,
+        || async { (budget_drops(&host) >= 3).then_some(()) },
+    )
+    .await;
+    let after = rss_kib(host.pid()).expect("host RSS");
+    eprintln!("RSS after the four calls returned: {after} KiB");
+    // What stays is at most the budget, plus slack for the host's own allocations; the
+    // four instances pooled would keep 160 MiB and more.
+    let slack_mib = 48;
+    assert!(
+        after.saturating_sub(baseline) <= (BUDGET_MIB + slack_mib) * 1024,
+        "RSS grew from {baseline} to {after} KiB after the calls: the idle pool holds more \
+         than its {BUDGET_MIB} MiB budget"
+    );
+    good_keeps_working(&env, "fat-after").await;
+    // The pool still serves.
+    attack(&env, "fat", "again", "count", json!({})).await;
+    report(&env, "again").await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// The clocks a plugin gets are exactly the documented ones (host/README.md, "Sandbox"):
+/// the real wall clock, a monotonic clock it can sleep on, and random seeds; a sleep past
+/// the call's deadline is cut at the wall-clock backstop and fails the call, while the
+/// good plugin keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clocks_are_readable_and_a_sleep_cannot_outlast_the_deadline() {
+    let env = Env::with_crds(false).await;
+    world(&env, &[("clock", "kubewasm:\n  callDeadline: 200ms\n")]);
+    let host = env.start_host(LIMITS);
+    attack(&env, "clock", "tick", "clock", json!({})).await;
+    let data = report(&env, "tick").await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let wall: u64 = entry(&data, "wallSecs")
+        .parse()
+        .expect("a wall-clock reading");
+    assert!(
+        wall.abs_diff(now) < 24 * 3600,
+        "the plugin's wall clock ({wall}) is not the host's ({now})"
+    );
+    assert_eq!(entry(&data, "sleptAtLeastAsked"), "true");
+    assert_eq!(entry(&data, "randomSeeds"), "true");
+
+    // An hour's sleep: it executes almost nothing, so only the backstop (10 x 200 ms) cuts it.
+    attack(&env, "clock", "nap", "clock", json!({"sleepMs": "3600000"})).await;
+    failure(&host, "clock", "nap", "call exceeded its deadline of 200ms").await;
+    good_keeps_working(&env, "clock").await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    assert!(
+        get(&cms, "nap-out").await.is_none(),
+        "the cut call wrote nothing"
+    );
+    assert_eq!(host.stop(), Some(0));
+}

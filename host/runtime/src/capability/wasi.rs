@@ -1,9 +1,28 @@
 //! WASI, linked because components from most languages import it (Python, JavaScript, C,
-//! Go), with an empty context: no preopened directories, environment, arguments, stdio or
-//! network. Calls into it fail as an empty system would answer them.
+//! Go), with a context that grants only what language runtimes need to start and run:
+//!
+//! | WASI interface | what a plugin gets |
+//! | --- | --- |
+//! | `wasi:clocks/wall-clock` | the host's real wall clock (timestamps in status, logs) |
+//! | `wasi:clocks/monotonic-clock` | the host's monotonic clock; a sleep on it is a pollable the call's wall-clock backstop ([`crate::limits::WALL_CLOCK_FACTOR`] times the deadline) cuts, so no sleep outlives a call |
+//! | `wasi:random/*` | seeded random bytes (hash seeds of Python, Go, JS), at most [`MAX_RANDOM_BYTES`] per request |
+//! | `wasi:cli/environment` | no variables, no arguments, no working directory |
+//! | `wasi:cli/std{in,out,err}` | stdin closed, output discarded (plugins log through `host.log`) |
+//! | `wasi:filesystem/*` | no preopened directory: every path fails |
+//! | `wasi:sockets/*` | TCP and UDP sockets refused at creation, every address denied, no name lookup |
+//!
+//! Both clocks are needed: Go's and Python's runtimes read them at start, and a plugin
+//! stamping `lastTransitionTime` needs the wall clock. Neither gives more than the host's
+//! `date`; there is no CPU-time or process clock in WASI 0.2 to leak the host's load.
 
 use wasmtime::component::{Linker, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// Largest `get-random-bytes` request served (1 MiB); a larger one traps the call.
+/// wasmtime-wasi's default (64 MiB) is allocated by the host outside the plugin's memory
+/// cap, per request; language runtimes ask for a few KiB (JavaScript's `getRandomValues`
+/// is limited to 64 KiB by its specification).
+pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
 /// Per-store state of the WASI capability.
 pub struct WasiState {
@@ -12,10 +31,10 @@ pub struct WasiState {
 }
 
 impl WasiState {
-    /// Instantiate: a deny-all context. `WasiCtx::builder()` grants no directories,
-    /// environment, arguments or stdio unless asked; sockets are refused at creation, so a
-    /// plugin never holds an OS socket (a hostile one cannot exhaust the host's file
-    /// descriptors), whatever wasmtime-wasi's defaults become.
+    /// Instantiate: a deny-all context but for the clocks and random. `WasiCtx::builder()`
+    /// grants no directories, environment, arguments or stdio unless asked; sockets are
+    /// refused at creation, so a plugin never holds an OS socket (a hostile one cannot
+    /// exhaust the host's file descriptors), whatever wasmtime-wasi's defaults become.
     pub fn new() -> Self {
         WasiState {
             ctx: WasiCtx::builder()
@@ -23,6 +42,7 @@ impl WasiState {
                 .allow_udp(false)
                 .allow_ip_name_lookup(false)
                 .socket_addr_check(|_, _| Box::pin(async { false }))
+                .max_random_size(MAX_RANDOM_BYTES)
                 .build(),
             table: ResourceTable::new(),
         }
@@ -46,4 +66,26 @@ impl Default for WasiState {
 /// Link: add WASI p2 to the engine's linker.
 pub fn link<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime_wasi::p2::bindings::random::{insecure, random};
+
+    #[test]
+    fn random_requests_are_capped() {
+        let mut state = WasiState::new();
+        let r = state.ctx.random();
+        let max = MAX_RANDOM_BYTES;
+        assert_eq!(
+            random::Host::get_random_bytes(r, max).unwrap().len() as u64,
+            max
+        );
+        assert!(random::Host::get_random_bytes(r, max + 1).is_err());
+        assert!(insecure::Host::get_insecure_random_bytes(r, max + 1).is_err());
+        // Seeded: two requests differ.
+        let a = random::Host::get_random_bytes(r, 32).unwrap();
+        assert_ne!(a, random::Host::get_random_bytes(r, 32).unwrap());
+    }
 }

@@ -47,7 +47,9 @@
 //! | `alias-log` | `data.count` (default 100) log lines, all the same buffer of `data.bytes` (default 8 MiB) |
 //! | `work` | spins `data.iterations` (default 50,000,000) times, then returns normally |
 //! | `fat` | allocates and touches `data.mib` MiB (default 20), sleeps `data.sleepMs` (default 0) through WASI, returns normally; the memory stays with the instance |
+//! | `fat` with `data.release` | as `fat`, then, holding the memory, polls `host.get` (sleeping 20 ms between polls) until ConfigMap `data.release` exists in its namespace |
 //! | `count` | returns normally |
+//! | `clock` | reads the wall clock, sleeps `data.sleepMs` (default 5) on the monotonic clock through WASI, seeds two hashers from WASI random; reports `wallSecs`, `sleptAtLeastAsked`, `randomSeeds` |
 //!
 //! `work`, `fat` and `count` report `instanceCalls`: the calls this instance has handled
 //! (1 on a fresh instance), so a test can see instance reuse and recycling in the cluster.
@@ -667,6 +669,27 @@ impl Guest for Hostile {
                 }
                 black_box(&fat);
                 drop(fat);
+                // A barrier from cluster state: hold the touched memory (linear memory
+                // never shrinks) until ConfigMap `data.release` exists, so a test can have
+                // several such calls in flight at once without guessing at timing.
+                if let Some(release) = data("release") {
+                    host::log(
+                        LogLevel::Info,
+                        &format!("fat holding {mib} MiB until {release} exists"),
+                    );
+                    loop {
+                        match host::get("v1", "ConfigMap", Some(&ns), &release) {
+                            Ok(Some(_)) => break,
+                            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                            Err(e) => {
+                                return Err(HandleError {
+                                    message: format!("waiting for {release}: {e}"),
+                                    retry: false,
+                                });
+                            }
+                        }
+                    }
+                }
                 let pause = number("sleepMs", 0);
                 if pause > 0 {
                     std::thread::sleep(std::time::Duration::from_millis(pause));
@@ -677,6 +700,28 @@ impl Guest for Hostile {
                 ])]
             }
             "count" => vec![report(vec![("instanceCalls", calls.to_string())])],
+            "clock" => {
+                use std::hash::BuildHasher;
+                let wall = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs().to_string())
+                    .unwrap_or_else(|e| format!("err: {e}"));
+                // A sleep is a WASI monotonic-clock subscription polled to completion.
+                let asked = number("sleepMs", 5);
+                let started = std::time::Instant::now();
+                std::thread::sleep(std::time::Duration::from_millis(asked));
+                let slept = started.elapsed();
+                let state = std::collections::hash_map::RandomState::new;
+                let random = state().hash_one(1u64) != state().hash_one(1u64);
+                vec![report(vec![
+                    ("wallSecs", wall),
+                    (
+                        "sleptAtLeastAsked",
+                        (slept.as_millis() >= u128::from(asked)).to_string(),
+                    ),
+                    ("randomSeeds", random.to_string()),
+                ])]
+            }
             "log-huge" => {
                 let line = "x".repeat(number("bytes", 1 << 20) as usize);
                 for _ in 0..number("lines", 10) {

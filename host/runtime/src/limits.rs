@@ -26,6 +26,10 @@ pub struct Limits {
     /// Memory all of a plugin's pooled (idle) instances may hold together, in bytes. An
     /// instance that would take the pool over it is dropped instead of pooled.
     pub pool_memory: usize,
+    /// Instances of a plugin alive at once (running a call or pooled); a call that finds
+    /// none free waits for one instead of instantiating another. 0 derives the cap from
+    /// memory: [`Limits::live_instances`].
+    pub max_instances: usize,
 }
 
 /// Wall-clock time a call may take, as a multiple of its deadline, however little of it
@@ -37,6 +41,18 @@ pub const WALL_CLOCK_FACTOR: u32 = 10;
 pub const RECYCLE_MEMORY_DIVISOR: usize = 2;
 
 impl Limits {
+    /// Live instances a plugin may have: `max_instances` if set, else as many as
+    /// `pool_memory` holds at `instance_memory` bytes each (the memory an instance was
+    /// seen to hold), at least one; never more than `concurrency` (one per concurrent
+    /// call is enough), so small instances (Rust) are never held back.
+    pub fn live_instances(&self, instance_memory: usize, concurrency: usize) -> usize {
+        let concurrency = concurrency.max(1);
+        if self.max_instances > 0 {
+            return self.max_instances.min(concurrency);
+        }
+        (self.pool_memory / instance_memory.max(1)).clamp(1, concurrency)
+    }
+
     /// The wall-clock backstop of one call.
     pub fn wall_clock(&self) -> Duration {
         self.deadline.saturating_mul(WALL_CLOCK_FACTOR)
@@ -53,6 +69,33 @@ impl Default for Limits {
             max_log_lines: 100,
             recycle_after_calls: 1000,
             pool_memory: 256 << 20,
+            max_instances: 0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_instances_follow_memory_unless_set() {
+        let limits = Limits {
+            pool_memory: 64 << 20,
+            ..Limits::default()
+        };
+        // Big instances (an interpreter): the budget bites.
+        assert_eq!(limits.live_instances(13 << 20, 16), 4);
+        // Small ones (Rust): one per concurrent call.
+        assert_eq!(limits.live_instances(1 << 20, 16), 16);
+        // Bigger than the budget: still one.
+        assert_eq!(limits.live_instances(100 << 20, 16), 1);
+        assert_eq!(limits.live_instances(0, 0), 1);
+        let set = Limits {
+            max_instances: 3,
+            ..limits
+        };
+        assert_eq!(set.live_instances(1 << 20, 16), 3);
+        assert_eq!(set.live_instances(1 << 20, 2), 2);
     }
 }

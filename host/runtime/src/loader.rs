@@ -164,6 +164,7 @@ pub struct PluginFile {
 ///   maxLogLines: 500
 ///   recycleAfterCalls: 1000
 ///   poolMemoryMiB: 256
+///   maxInstances: 4
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -189,6 +190,9 @@ pub struct LimitOverrides {
     /// Memory the plugin's pooled instances may hold together, in MiB.
     #[serde(default, rename = "poolMemoryMiB")]
     pub pool_memory_mib: Option<usize>,
+    /// Instances alive at once (0: derived from `poolMemoryMiB`).
+    #[serde(default)]
+    pub max_instances: Option<usize>,
 }
 
 mod humantime_serde_opt {
@@ -262,6 +266,7 @@ impl LimitOverrides {
                 .pool_memory_mib
                 .map(|m| m.saturating_mul(1 << 20))
                 .unwrap_or(base.pool_memory),
+            max_instances: self.max_instances.unwrap_or(base.max_instances),
         }
     }
 }
@@ -492,7 +497,7 @@ mod tests {
         std::fs::write(
             dir.path().join("p.yaml"),
             "domain: a\nkubewasm:\n  callDeadline: 5s\n  memoryMiB: 64\n  maxLogLines: 7\n  \
-             recycleAfterCalls: 3\n  poolMemoryMiB: 32\n",
+             recycleAfterCalls: 3\n  poolMemoryMiB: 32\n  maxInstances: 4\n",
         )
         .unwrap();
         let f = PluginFile::read(&wasm).unwrap();
@@ -503,6 +508,7 @@ mod tests {
         assert_eq!(l.max_log_lines, 7);
         assert_eq!(l.recycle_after_calls, 3);
         assert_eq!(l.pool_memory, 32 << 20);
+        assert_eq!(l.max_instances, 4);
         assert_eq!(l.max_intents, Limits::default().max_intents);
         std::fs::write(dir.path().join("p.yaml"), "kubewasm: {memoryMB: 1}\n").unwrap();
         let err = PluginFile::read(&wasm).err().unwrap().to_string();

@@ -97,6 +97,51 @@ pub struct PoolStats {
     pub pooled: usize,
     /// Memory they hold together, in bytes.
     pub pooled_bytes: usize,
+    /// Instances allowed alive at once (running or pooled), from [`Limits::live_instances`].
+    pub live_cap: usize,
+    /// Calls that found every live instance busy and waited for one.
+    pub waited: u64,
+}
+
+/// Caps a plugin's live instances (running a call or pooled). A call enters before it
+/// takes a pooled instance or instantiates one, and leaves once its instance is pooled or
+/// dropped; one that finds the cap reached waits, in arrival order (tokio's semaphore is
+/// fair), without a thread and before its call clock starts, so waiting is charged to
+/// neither the guest-time deadline nor the wall-clock backstop. With instantiation only
+/// when the pool is empty, running + pooled never exceeds the cap.
+struct LiveGate {
+    permits: tokio::sync::Semaphore,
+    cap: usize,
+    waited: AtomicU64,
+}
+
+impl LiveGate {
+    /// Closed until [`LiveGate::open`]: the cap is known once an instance was seen.
+    fn new() -> Self {
+        LiveGate {
+            permits: tokio::sync::Semaphore::new(0),
+            cap: 0,
+            waited: AtomicU64::new(0),
+        }
+    }
+
+    fn open(&mut self, cap: usize) {
+        self.permits.add_permits(cap);
+        self.cap = cap;
+    }
+
+    /// Wait for a live instance's place; held until the instance is pooled or dropped.
+    async fn enter(&self) -> Option<tokio::sync::SemaphorePermit<'_>> {
+        match self.permits.try_acquire() {
+            Ok(permit) => Some(permit),
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                self.waited.fetch_add(1, Ordering::Relaxed);
+                // Never closed, so this cannot fail; a closed gate would let the call in.
+                self.permits.acquire().await.ok()
+            }
+            Err(tokio::sync::TryAcquireError::Closed) => None,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -126,6 +171,7 @@ pub struct CompiledPlugin {
     pool_size: usize,
     reuse: bool,
     counters: PoolCounters,
+    live: LiveGate,
 }
 
 /// Check the wasm header before handing bytes to the compiler, for a clear message.
@@ -209,9 +255,21 @@ impl CompiledPlugin {
             pool_size: pool_size.max(1),
             reuse,
             counters: PoolCounters::default(),
+            live: LiveGate::new(),
         };
-        let manifest = plugin.describe().await?;
+        let (manifest, memory) = plugin.describe().await?;
         plugin.manifest = manifest;
+        // The describe instance's memory (its heap after start-up) sizes the cap: an
+        // interpreter's instance holds megabytes, so a pool of them is held to the budget.
+        let cap = plugin.limits.live_instances(memory, plugin.pool_size);
+        plugin.pool_size = plugin.pool_size.min(cap);
+        plugin.live.open(cap);
+        tracing::debug!(
+            plugin = plugin.name(),
+            instance_memory = memory,
+            live_instances = cap,
+            "instance cap"
+        );
         Ok(plugin)
     }
 
@@ -220,7 +278,8 @@ impl CompiledPlugin {
         &self.manifest.name
     }
 
-    async fn describe(&self) -> Result<Manifest, Error> {
+    /// The validated manifest, and the memory the instance held afterwards.
+    async fn describe(&self) -> Result<(Manifest, usize), Error> {
         let reject = |reason: ManifestRejection| Error::Manifest {
             path: self.path.clone(),
             reason: Box::new(reason),
@@ -258,7 +317,7 @@ impl CompiledPlugin {
                 file,
             }));
         }
-        Ok(manifest)
+        Ok((manifest, inst.memory()))
     }
 
     async fn instantiate(&self) -> Result<Instance, CallError> {
@@ -318,6 +377,8 @@ impl CompiledPlugin {
             recycled_budget: self.counters.recycled_budget.load(Ordering::Relaxed),
             pooled,
             pooled_bytes,
+            live_cap: self.live.cap,
+            waited: self.live.waited.load(Ordering::Relaxed),
         }
     }
 
@@ -368,6 +429,8 @@ impl CompiledPlugin {
         object: &str,
         cluster: Arc<dyn ClusterView>,
     ) -> Result<Vec<RawIntent>, CallError> {
+        // Held until the instance is pooled or dropped (the end of this function).
+        let _live = self.live.enter().await;
         let pooled = if self.reuse {
             self.pool.lock().ok().and_then(|mut p| p.pop())
         } else {
@@ -523,6 +586,41 @@ fn file_stem(path: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    fn poll<F: Future>(f: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn calls_past_the_live_cap_wait_in_arrival_order() {
+        let mut gate = LiveGate::new();
+        gate.open(2);
+        let Poll::Ready(Some(a)) = poll(pin!(gate.enter())) else {
+            panic!("a place was free")
+        };
+        let Poll::Ready(Some(b)) = poll(pin!(gate.enter())) else {
+            panic!("a place was free")
+        };
+        // Both places taken: the third and fourth calls wait.
+        let mut c = pin!(gate.enter());
+        let mut d = pin!(gate.enter());
+        assert!(poll(c.as_mut()).is_pending());
+        assert!(poll(d.as_mut()).is_pending());
+        assert_eq!(gate.waited.load(Ordering::Relaxed), 2);
+        // `a`'s instance is pooled: its place goes to `c`, the first in line, not `d`.
+        drop(a);
+        assert!(poll(d.as_mut()).is_pending());
+        let Poll::Ready(Some(c)) = poll(c.as_mut()) else {
+            panic!("c was first in line")
+        };
+        assert!(poll(d.as_mut()).is_pending());
+        drop(b);
+        assert!(matches!(poll(d.as_mut()), Poll::Ready(Some(_)))); // (its place is released with the output)
+        drop(c);
+        assert_eq!(gate.permits.available_permits(), 2);
+    }
 
     #[test]
     fn header_check_names_the_problem() {

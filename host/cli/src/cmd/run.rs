@@ -43,6 +43,10 @@ pub struct HostArgs {
     /// Memory one plugin's idle pooled instances may hold together, in MiB.
     #[arg(long, default_value_t = 256)]
     pool_memory_mib: usize,
+    /// Instances of one plugin alive at once (running or pooled); further calls wait for
+    /// a free one. 0 derives it from --pool-memory-mib and the instances' memory.
+    #[arg(long, default_value_t = 0)]
+    max_instances: usize,
     /// First retry delay after a failed event (doubles per attempt).
     #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
     retry_base: Duration,
@@ -178,6 +182,7 @@ impl HostArgs {
                     max_log_lines: self.max_log_lines,
                     recycle_after_calls: self.recycle_after_calls.max(1),
                     pool_memory: self.pool_memory_mib << 20,
+                    max_instances: self.max_instances,
                 },
                 reuse_instances: !self.fresh_instances,
                 pool_size: self.concurrency,

@@ -31,8 +31,8 @@ pub struct HostArgs {
     /// Deadline of one plugin call.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
     call_deadline: Duration,
-    /// Memory cap per plugin instance, in MiB.
-    #[arg(long, default_value_t = 256)]
+    /// Memory cap per plugin instance, in MiB (1 to 65536).
+    #[arg(long, default_value_t = 256, value_parser = mebibytes)]
     memory_mib: usize,
     /// Maximum intents one call may return.
     #[arg(long, default_value_t = 256)]
@@ -40,8 +40,8 @@ pub struct HostArgs {
     /// Calls after which a pooled plugin instance is replaced by a fresh one.
     #[arg(long, default_value_t = 1000)]
     recycle_after_calls: u64,
-    /// Memory one plugin's idle pooled instances may hold together, in MiB.
-    #[arg(long, default_value_t = 256)]
+    /// Memory one plugin's idle pooled instances may hold together, in MiB (1 to 65536).
+    #[arg(long, default_value_t = 256, value_parser = mebibytes)]
     pool_memory_mib: usize,
     /// Instances of one plugin alive at once (running or pooled); further calls wait for
     /// a free one. 0 derives it from --pool-memory-mib and the instances' memory.
@@ -85,8 +85,8 @@ pub struct HostArgs {
     /// Maximum log lines one call may write; further lines are dropped and counted.
     #[arg(long, default_value_t = 100)]
     max_log_lines: usize,
-    /// Maximum size of one intent's JSON, in KiB.
-    #[arg(long, default_value_t = 1024)]
+    /// Maximum size of one intent's JSON, in KiB (1 to 4194304).
+    #[arg(long, default_value_t = 1024, value_parser = kibibytes)]
     max_intent_kib: usize,
     /// Quarantine a plugin after this many consecutive failed calls (traps, deadlines,
     /// memory cap, limits); 0 disables quarantine.
@@ -399,4 +399,22 @@ pub async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
         let _ = task.await;
     }
     Ok(())
+}
+
+/// A MiB count within the loader's range, so `<< 20` cannot overflow.
+fn mebibytes(text: &str) -> Result<usize, String> {
+    within(text, kubewasm::runtime::loader::MAX_MEMORY_MIB)
+}
+
+/// A KiB count within the loader's range, so `<< 10` cannot overflow.
+fn kibibytes(text: &str) -> Result<usize, String> {
+    within(text, kubewasm::runtime::loader::MAX_INTENT_KIB)
+}
+
+fn within(text: &str, max: usize) -> Result<usize, String> {
+    let n: usize = text.parse().map_err(|e| format!("{e}"))?;
+    if n == 0 || n > max {
+        return Err(format!("must be between 1 and {max}"));
+    }
+    Ok(n)
 }

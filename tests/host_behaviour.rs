@@ -189,6 +189,11 @@ async fn bad_plugins_and_bad_intents_are_reported_and_everything_else_keeps_flow
         other_world_component(),
     )
     .unwrap();
+    // A component header with a body the compiler refuses: compiled in the host's compile
+    // worker, whose message must reach the log.
+    let mut truncated = b"\0asm\x0d\x00\x01\x00".to_vec();
+    truncated.extend_from_slice(&[0x01, 0x7f, 0x00]);
+    std::fs::write(env.plugins.join("truncated.wasm"), truncated).unwrap();
     let host = env.start_host(&[]);
 
     for (file, reason) in [
@@ -197,6 +202,7 @@ async fn bad_plugins_and_bad_intents_are_reported_and_everything_else_keeps_flow
             "other-world.wasm",
             "does not implement the kubewasm:plugin@0.1.0 world",
         ),
+        ("truncated.wasm", "is out of bounds"),
     ] {
         let line = host
             .wait_log(file, |l| {

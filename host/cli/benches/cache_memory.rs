@@ -41,16 +41,21 @@ fn root() -> PathBuf {
 
 /// Resident and peak resident memory of a process, in KiB.
 fn rss_kib(pid: u32) -> (u64, u64) {
+    let f = status_kib(pid);
+    (f("VmRSS:"), f("VmHWM:"))
+}
+
+/// A reader of `/proc/PID/status` fields, in KiB (0 when absent).
+fn status_kib(pid: u32) -> impl Fn(&str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
+    move |name: &str| {
         status
             .lines()
             .find(|l| l.starts_with(name))
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
+    }
 }
 
 /// The reflector role: list and watch every MongoDB into a reflector store, say `synced N`
@@ -109,6 +114,10 @@ fn object(i: usize) -> serde_json::Value {
 struct Measured {
     rss_kib: u64,
     hwm_kib: u64,
+    /// RSS split: anonymous (heap, stacks), file-backed (code), shared memory (memfds).
+    anon_kib: u64,
+    file_kib: u64,
+    shmem_kib: u64,
 }
 
 /// Wait for a line on `reader` containing `needle`; the line.
@@ -255,7 +264,14 @@ fn settle_and_read(child: &Child) -> Measured {
         last = now;
     }
     let (rss_kib, hwm_kib) = rss_kib(child.id());
-    Measured { rss_kib, hwm_kib }
+    let f = status_kib(child.id());
+    Measured {
+        rss_kib,
+        hwm_kib,
+        anon_kib: f("RssAnon:"),
+        file_kib: f("RssFile:"),
+        shmem_kib: f("RssShmem:"),
+    }
 }
 
 fn stop(child: &mut Child) {
@@ -302,9 +318,9 @@ fn main() {
         .find(|(n, _, _)| *n == 0)
         .map(|(_, h, r)| (h.rss_kib, r.rss_kib));
     println!(
-        "objects | kubewasm RSS (peak) MiB | reflector RSS (peak) MiB | kubewasm B/object | reflector B/object | ratio"
+        "objects | kubewasm RSS (peak) MiB | kubewasm anon / file / shmem MiB | reflector RSS (peak) MiB | kubewasm B/object | reflector B/object | ratio"
     );
-    println!("---|---|---|---|---|---");
+    println!("---|---|---|---|---|---|---");
     for (n, h, r) in &rows {
         let mib = |k: u64| k as f64 / 1024.0;
         let per = |now: u64, zero: u64| {
@@ -324,9 +340,12 @@ fn main() {
             _ => "-".into(),
         };
         println!(
-            "{n} | {:.1} ({:.1}) | {:.1} ({:.1}) | {} | {} | {ratio}",
+            "{n} | {:.1} ({:.1}) | {:.1} / {:.1} / {:.1} | {:.1} ({:.1}) | {} | {} | {ratio}",
             mib(h.rss_kib),
             mib(h.hwm_kib),
+            mib(h.anon_kib),
+            mib(h.file_kib),
+            mib(h.shmem_kib),
             mib(r.rss_kib),
             mib(r.hwm_kib),
             fmt(hp),

@@ -13,7 +13,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use cmd::{build, dev, inspect, new, rbac, run, test};
+use cmd::{build, compile_worker, dev, inspect, new, rbac, run, test};
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
 ///
@@ -76,6 +76,10 @@ enum Command {
     /// Build a plugin project made by `kubewasm new` (language detected) into
     /// dist/NAME.wasm and dist/NAME.yaml, installing the pinned toolchain when missing.
     Build(build::BuildArgs),
+    /// Internal: compile the component on stdin for `run` and `dev`, which start this in a
+    /// worker process so the compiler's memory never stays in the host.
+    #[command(name = cmd::COMPILE_WORKER, hide = true)]
+    CompileWorker,
 }
 
 fn init_logging(cli: &Cli) -> Result<()> {
@@ -104,9 +108,20 @@ fn init_logging(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
     let cli = Cli::parse();
+    // The worker needs neither logging nor an async runtime.
+    if let Command::CompileWorker = cli.command {
+        compile_worker::serve();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run_command(cli))
+}
+
+async fn run_command(cli: Cli) -> Result<()> {
     init_logging(&cli)?;
     match cli.command {
         Command::Run(args) => run::run(args).await,
@@ -116,5 +131,6 @@ async fn main() -> Result<()> {
         Command::Inspect(args) => inspect::command(args).await,
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args),
+        Command::CompileWorker => unreachable!("handled before the runtime starts"),
     }
 }

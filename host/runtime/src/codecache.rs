@@ -40,6 +40,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use crate::Error;
+use crate::artifact::{Artifact, Origin};
 use crate::engine::PluginEngine;
 
 /// The environment variable naming a key file (see the module documentation).
@@ -63,11 +64,13 @@ const ENTRY_SUFFIX: &str = ".cwasm";
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Whether a component came from the cache.
+/// Whether a component came from the cache, and where it was compiled if not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Source {
-    /// Compiled now.
+    /// Compiled now, in this process.
     Compiled,
+    /// Compiled now, in a compile worker (see [`crate::compiler`]).
+    CompiledInWorker,
     /// Loaded from the cache.
     Cached,
 }
@@ -77,6 +80,7 @@ impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Compiled => "compiled",
+            Source::CompiledInWorker => "compiled in a worker",
             Source::Cached => "cache hit",
         }
     }
@@ -279,6 +283,11 @@ impl CodeCache {
         Ok(cache)
     }
 
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn name(&self, digest: &str) -> String {
         format!("{digest}-{}{ENTRY_SUFFIX}", self.engine_key)
     }
@@ -303,7 +312,8 @@ impl CodeCache {
                 return None;
             }
         };
-        match deserialize(engine, &payload) {
+        // Verified: an entry `put` of a host holding the key wrote, unaltered since.
+        match Artifact::new(payload, Origin::VerifiedCacheEntry).load(engine, Some(&self.dir)) {
             Ok(c) => {
                 // Least recently used goes first when pruning: a hit refreshes the entry.
                 if let Ok(f) = File::options()
@@ -463,19 +473,6 @@ fn refuse_key_inside(dir: &Path, key_file: &Path) -> Result<(), Error> {
         )));
     }
     Ok(())
-}
-
-/// Deserialize an artefact this host wrote itself.
-#[allow(unsafe_code)]
-fn deserialize(engine: &PluginEngine, bytes: &[u8]) -> wasmtime::Result<Component> {
-    // SAFETY: wasmtime requires that the bytes come from `Component::serialize` of a
-    // compatible engine and are not tampered with. The caller verified the entry's
-    // HMAC-SHA256 tag under a key only this host holds (random to this process, or the
-    // operator's key file, which may not live in the cache directory), over the entry's
-    // name and these bytes: so they were written by `put` of a host holding the key, for
-    // this wasm digest and engine key, and not altered since. wasmtime checks version and
-    // configuration compatibility in the header.
-    unsafe { Component::deserialize(engine.engine(), bytes) }
 }
 
 #[cfg(test)]

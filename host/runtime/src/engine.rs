@@ -17,6 +17,15 @@ use crate::state::PluginState;
 /// runtime) at this granularity.
 pub const EPOCH_TICK: Duration = Duration::from_millis(5);
 
+/// The wasmtime configuration of every engine that compiles or runs plugins (the compile
+/// worker builds its engine from it too, so its output loads here).
+pub(crate) fn config() -> Config {
+    let mut config = Config::new();
+    config.epoch_interruption(true);
+    config.wasm_component_model(true);
+    config
+}
+
 /// The engine and linker every plugin is compiled and linked with.
 #[derive(Clone)]
 pub struct PluginEngine {
@@ -38,10 +47,7 @@ impl Drop for Ticker {
 impl PluginEngine {
     /// Build the engine, start its epoch ticker and link the host capabilities.
     pub fn new() -> Result<Self, Error> {
-        let mut config = Config::new();
-        config.epoch_interruption(true);
-        config.wasm_component_model(true);
-        let engine = Engine::new(&config).map_err(|e| Error::Engine(e.to_string()))?;
+        let engine = Engine::new(&config()).map_err(|e| Error::Engine(e.to_string()))?;
 
         let mut linker = Linker::<PluginState>::new(&engine);
         capability::wasi::link(&mut linker)

@@ -6,15 +6,17 @@
 //! when the engine is built ([`PluginEngine`]), each component is linked once into an
 //! `InstancePre` when loaded ([`CompiledPlugin`]), and each call gets a prepared store with
 //! its deadline, memory cap and cluster view (see [`capability`]).
-// `deny`, not `forbid`: the code cache must call wasmtime's unsafe `Component::deserialize`
-// (one audited function in `codecache`).
+// `deny`, not `forbid`: loading compiled code calls wasmtime's unsafe deserialization
+// (audited in `artifact`, the only module allowed to).
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod approval;
+mod artifact;
 pub mod bindings;
 pub mod capability;
 pub mod codecache;
+pub mod compiler;
 mod convert;
 pub mod engine;
 pub mod error;
@@ -27,6 +29,7 @@ mod state;
 pub use capability::cluster::{
     ClusterView, ListAnswer, ListLimit, MAX_LIST_ITEMS, NoCluster, ReadError, ReadScope,
 };
+pub use compiler::Compiler;
 pub use engine::PluginEngine;
 pub use error::{CallError, Error, LimitExceeded, ManifestRejection};
 pub use limits::Limits;

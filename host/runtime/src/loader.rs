@@ -28,6 +28,8 @@ pub struct LoadOptions {
     pub reuse_instances: bool,
     /// Instances kept per plugin (= the dispatch concurrency).
     pub pool_size: usize,
+    /// Where plugins are compiled.
+    pub compiler: crate::compiler::Compiler,
 }
 
 impl Default for LoadOptions {
@@ -36,6 +38,7 @@ impl Default for LoadOptions {
             limits: Limits::default(),
             reuse_instances: true,
             pool_size: 4,
+            compiler: crate::compiler::Compiler::InProcess,
         }
     }
 }
@@ -391,11 +394,23 @@ impl Loader {
         let (component, source) = match cached {
             Some(c) => (c, Source::Cached),
             None => {
-                let c = compile(&self.engine, &file.path, std::mem::take(&mut file.bytes)).await?;
+                let code_dir = self
+                    .disk
+                    .as_ref()
+                    .map(|d| d.dir().to_path_buf())
+                    .unwrap_or_else(std::env::temp_dir);
+                let (c, how) = compile(
+                    &self.options.compiler,
+                    &self.engine,
+                    &file.path,
+                    std::mem::take(&mut file.bytes),
+                    Some(&code_dir),
+                )
+                .await?;
                 if let Some(d) = &self.disk {
                     d.put(&file.digest, &c);
                 }
-                (c, Source::Compiled)
+                (c, how)
             }
         };
         if let Ok(mut m) = self.memory.lock() {

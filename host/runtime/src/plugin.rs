@@ -195,23 +195,18 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Compile component bytes. CPU-heavy (seconds for big components): runs off the async runtime.
-pub async fn compile(
+/// Check the header and compile component bytes with `compiler` (CPU-heavy: seconds for
+/// big components, never on the async runtime's threads). `code_dir`: see
+/// [`Compiler::compile`](crate::compiler::Compiler).
+pub(crate) async fn compile(
+    compiler: &crate::compiler::Compiler,
     engine: &PluginEngine,
     path: &Path,
     bytes: Vec<u8>,
-) -> Result<Component, Error> {
+    code_dir: Option<&Path>,
+) -> Result<(Component, crate::codecache::Source), Error> {
     check_header(path, &bytes)?;
-    let eng = engine.engine.clone();
-    let p = path.to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        Component::new(&eng, &bytes).map_err(|e| Error::NotWasm {
-            path: p,
-            reason: format!("{e:#}"),
-        })
-    })
-    .await
-    .map_err(|e| Error::Engine(format!("compile task: {e}")))?
+    compiler.compile(engine, path, bytes, code_dir).await
 }
 
 impl CompiledPlugin {

@@ -1,9 +1,13 @@
 //! One module per subcommand.
 
 pub mod build;
+pub mod compile_worker;
 pub mod dev;
 pub mod inspect;
 pub mod new;
 pub mod rbac;
 pub mod run;
 pub mod test;
+
+/// The hidden subcommand a compile worker runs (see `compile_worker`).
+pub const COMPILE_WORKER: &str = "compile-worker";

@@ -13,6 +13,7 @@ use kubewasm::host::{Host, HostConfig};
 use kubewasm::ops::http::{self, Readiness};
 use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
 use kubewasm::ops::metrics::Metrics;
+use kubewasm::runtime::compiler::{Compiler, Worker};
 use kubewasm::runtime::{Limits, LoadOptions};
 use kubewasm::watch::WatchConfig;
 
@@ -186,6 +187,8 @@ impl HostArgs {
                 },
                 reuse_instances: !self.fresh_instances,
                 pool_size: self.concurrency,
+                // A long-running host keeps the compiler's memory out of its own.
+                compiler: Compiler::Worker(Worker::this_executable([super::COMPILE_WORKER])?),
             },
             watch: WatchConfig {
                 resync: (!self.resync.is_zero()).then_some(self.resync),

@@ -1,0 +1,333 @@
+//! Where plugins are compiled: in this process, or in a worker process.
+//!
+//! Compiling is the host's most memory-hungry step (Cranelift's working set is hundreds of
+//! MiB for a Python component) and the compiler is the largest part of the binary's code.
+//! Once it has run in a process, its heap and code pages stay resident there. A
+//! long-running host therefore compiles in a worker ([`Compiler::Worker`]): this same
+//! executable started with a hidden subcommand that reads the wasm on stdin, writes the
+//! serialized component on stdout ([`serve`]) and exits. The host never holds the
+//! compiler's memory, and a compile that runs out of memory kills the worker, not the host.
+//! One-shot commands (`inspect`, `test`) compile in process ([`Compiler::InProcess`]).
+//!
+//! If the worker cannot be started at all (no `/proc`, a sandbox that forbids `exec`), the
+//! host says so once and compiles in process: slower to shrink, never broken.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wasmtime::component::Component;
+
+use crate::Error;
+use crate::artifact::{Artifact, Origin};
+use crate::codecache::Source;
+use crate::engine::PluginEngine;
+use crate::loader::MAX_COMPONENT_BYTES;
+
+/// Largest serialized component accepted from a worker.
+const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
+/// Largest error message read from a worker.
+const MAX_WORKER_STDERR: u64 = 64 << 10;
+/// The worker's exit status when the wasm does not compile (its message is on stderr);
+/// any other failure exits 1.
+pub const EXIT_NOT_COMPILABLE: i32 = 2;
+
+/// How plugins are compiled.
+#[derive(Debug, Clone, Default)]
+pub enum Compiler {
+    /// On a blocking thread of this process.
+    #[default]
+    InProcess,
+    /// In a worker process (see the module documentation).
+    Worker(Worker),
+}
+
+/// The command that starts a compile worker.
+#[derive(Debug, Clone)]
+pub struct Worker {
+    program: PathBuf,
+    args: Vec<OsString>,
+}
+
+impl Worker {
+    /// This executable started with `args` (the subcommand that calls [`serve`]). On Linux
+    /// it is `/proc/self/exe`: the image that is running, even if the file on disk was
+    /// replaced since (an upgrade in place), so the worker's engine always matches ours.
+    pub fn this_executable<I, S>(args: I) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        let proc_exe = Path::new("/proc/self/exe");
+        let program = if proc_exe.exists() {
+            proc_exe.to_path_buf()
+        } else {
+            std::env::current_exe().map_err(|source| Error::Io {
+                context: "finding this executable for the compile worker".into(),
+                source,
+            })?
+        };
+        Ok(Worker {
+            program,
+            args: args.into_iter().map(Into::into).collect(),
+        })
+    }
+}
+
+/// Set once the worker could not be started, so the fallback is logged once.
+static WORKER_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+
+impl Compiler {
+    /// Compile checked component bytes, saying where ([`Source::Compiled`] or
+    /// [`Source::CompiledInWorker`]). `code_dir` is where a worker's output is kept as an
+    /// unnamed file (see [`crate::artifact`]).
+    pub(crate) async fn compile(
+        &self,
+        engine: &PluginEngine,
+        path: &Path,
+        bytes: Vec<u8>,
+        code_dir: Option<&Path>,
+    ) -> Result<(Component, Source), Error> {
+        let here = |bytes| async move {
+            compile_here(engine, path, bytes)
+                .await
+                .map(|c| (c, Source::Compiled))
+        };
+        let worker = match self {
+            Compiler::Worker(w) if !WORKER_UNAVAILABLE.load(Ordering::Relaxed) => w,
+            _ => return here(bytes).await,
+        };
+        match worker.run(&bytes).await {
+            Ok(artifact) => {
+                let eng = engine.clone();
+                let dir = code_dir.map(Path::to_path_buf);
+                tokio::task::spawn_blocking(move || artifact.load(&eng, dir.as_deref()))
+                    .await
+                    .map_err(|e| Error::Engine(format!("loading compiled code: {e}")))?
+                    .map(|c| (c, Source::CompiledInWorker))
+                    .map_err(|e| {
+                        Error::Engine(format!("loading the compile worker's output: {e:#}"))
+                    })
+            }
+            Err(WorkerFailure::NotCompilable(reason)) => Err(Error::NotWasm {
+                path: path.to_path_buf(),
+                reason,
+            }),
+            Err(WorkerFailure::Failed(reason)) => Err(Error::Engine(format!(
+                "compile worker for {}: {reason}",
+                path.display()
+            ))),
+            Err(WorkerFailure::Unavailable(e)) => {
+                if !WORKER_UNAVAILABLE.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        program = %worker.program.display(),
+                        error = %e,
+                        "cannot start a compile worker; compiling in this process from now on"
+                    );
+                }
+                here(bytes).await
+            }
+        }
+    }
+}
+
+enum WorkerFailure {
+    /// The wasm does not compile: the compiler's message.
+    NotCompilable(String),
+    /// The worker crashed, was killed, or said something unreadable.
+    Failed(String),
+    /// The worker could not be started.
+    Unavailable(std::io::Error),
+}
+
+impl Worker {
+    async fn run(&self, wasm: &[u8]) -> Result<Artifact, WorkerFailure> {
+        let mut child = tokio::process::Command::new(&self.program)
+            .args(&self.args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // An abandoned load (shutdown, a reload that replaced the file) stops its worker.
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(WorkerFailure::Unavailable)?;
+        let (Some(mut stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(WorkerFailure::Failed("no pipes to the worker".into()));
+        };
+        let feed = async move {
+            // A worker that fails before reading everything closes the pipe: its exit
+            // status and message say why, so the write error itself is not the story.
+            let _ = stdin.write_all(wasm).await;
+            drop(stdin);
+        };
+        // Both pipes are drained to the end (what is over the bounds is discarded), so the
+        // worker never blocks on a full pipe while we wait for it.
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = read_bounded(stdout, MAX_ARTIFACT_BYTES + 1, &mut out);
+        let read_err = read_bounded(stderr, MAX_WORKER_STDERR, &mut err);
+        let ((), out_res, _) = tokio::join!(feed, read_out, read_err);
+        let status = child
+            .wait()
+            .await
+            .map_err(|e| WorkerFailure::Failed(format!("waiting for it: {e}")))?;
+        let message = String::from_utf8_lossy(&err).trim().to_string();
+        match status.code() {
+            Some(0) => {
+                out_res.map_err(|e| WorkerFailure::Failed(format!("reading its output: {e}")))?;
+                if out.len() as u64 > MAX_ARTIFACT_BYTES {
+                    return Err(WorkerFailure::Failed(format!(
+                        "its output is over {MAX_ARTIFACT_BYTES} bytes"
+                    )));
+                }
+                Ok(Artifact::new(out, Origin::CompileWorker))
+            }
+            Some(EXIT_NOT_COMPILABLE) => Err(WorkerFailure::NotCompilable(message)),
+            Some(code) => Err(WorkerFailure::Failed(format!(
+                "exit status {code}: {message}"
+            ))),
+            None => {
+                use std::os::unix::process::ExitStatusExt;
+                let signal = status.signal().unwrap_or(0);
+                let hint = if signal == libc::SIGKILL {
+                    " (killed: out of memory?)"
+                } else {
+                    ""
+                };
+                Err(WorkerFailure::Failed(format!(
+                    "terminated by signal {signal}{hint}{}{message}",
+                    if message.is_empty() { "" } else { ": " }
+                )))
+            }
+        }
+    }
+}
+
+/// Read up to `limit` bytes into `buf`, then discard the rest until end of file.
+async fn read_bounded(
+    pipe: impl tokio::io::AsyncRead + Unpin,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let mut head = pipe.take(limit);
+    head.read_to_end(buf).await?;
+    tokio::io::copy(&mut head.into_inner(), &mut tokio::io::sink()).await?;
+    Ok(())
+}
+
+/// Compile on a blocking thread of this process.
+async fn compile_here(
+    engine: &PluginEngine,
+    path: &Path,
+    bytes: Vec<u8>,
+) -> Result<Component, Error> {
+    let eng = engine.engine.clone();
+    let p = path.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        Component::new(&eng, &bytes).map_err(|e| Error::NotWasm {
+            path: p,
+            reason: format!("{e:#}"),
+        })
+    })
+    .await
+    .map_err(|e| Error::Engine(format!("compile task: {e}")))?
+}
+
+/// Why [`serve`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The input does not compile.
+    #[error("{0}")]
+    NotCompilable(String),
+    /// Reading, writing or building the engine failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl ServeError {
+    /// The exit status the worker ends with.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ServeError::NotCompilable(_) => EXIT_NOT_COMPILABLE,
+            ServeError::Failed(_) => 1,
+        }
+    }
+}
+
+/// The worker's side: read component bytes from `input` (at most
+/// [`MAX_COMPONENT_BYTES`]), compile them with an engine configured like the host's, and
+/// write the serialized component to `output`.
+pub fn serve(input: impl Read, mut output: impl Write) -> Result<(), ServeError> {
+    let mut wasm = Vec::new();
+    input
+        .take(MAX_COMPONENT_BYTES + 1)
+        .read_to_end(&mut wasm)
+        .map_err(|e| ServeError::Failed(format!("reading the component: {e}")))?;
+    if wasm.len() as u64 > MAX_COMPONENT_BYTES {
+        return Err(ServeError::Failed(format!(
+            "the component is over {MAX_COMPONENT_BYTES} bytes"
+        )));
+    }
+    let engine = wasmtime::Engine::new(&crate::engine::config())
+        .map_err(|e| ServeError::Failed(format!("building the engine: {e:#}")))?;
+    let component =
+        Component::new(&engine, &wasm).map_err(|e| ServeError::NotCompilable(format!("{e:#}")))?;
+    let bytes = component
+        .serialize()
+        .map_err(|e| ServeError::Failed(format!("serializing: {e:#}")))?;
+    output
+        .write_all(&bytes)
+        .and_then(|()| output.flush())
+        .map_err(|e| ServeError::Failed(format!("writing the compiled component: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAT: &str = r#"(component (core module (func (export "f"))))"#;
+
+    #[test]
+    fn serve_writes_an_artifact_the_host_engine_loads() {
+        let wasm = wat::parse_str(WAT).unwrap();
+        let mut out = Vec::new();
+        serve(&wasm[..], &mut out).unwrap();
+        let engine = PluginEngine::new().unwrap();
+        let component = Artifact::new(out, Origin::CompileWorker)
+            .load(&engine, None)
+            .unwrap();
+        assert_eq!(
+            component.component_type().exports(engine.engine()).count(),
+            0
+        );
+    }
+
+    #[test]
+    fn serve_reports_wasm_that_does_not_compile_as_such() {
+        // A component header with a truncated body.
+        let mut wasm = wat::parse_str(WAT).unwrap();
+        wasm.truncate(wasm.len() - 3);
+        let err = serve(&wasm[..], Vec::new()).unwrap_err();
+        assert_eq!(err.exit_code(), EXIT_NOT_COMPILABLE, "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_worker_that_cannot_start_falls_back_to_compiling_here() {
+        let engine = PluginEngine::new().unwrap();
+        let compiler = Compiler::Worker(Worker {
+            program: "/nonexistent/kubewasm-worker".into(),
+            args: Vec::new(),
+        });
+        let wasm = wat::parse_str(WAT).unwrap();
+        let (_, source) = compiler
+            .compile(&engine, Path::new("x.wasm"), wasm, None)
+            .await
+            .unwrap();
+        assert_eq!(source, Source::Compiled);
+    }
+}

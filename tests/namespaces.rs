@@ -133,6 +133,28 @@ async fn namespace_mode_runs_on_the_roles_of_rbac_namespace_and_asks_nothing_clu
             r.path
         );
     }
+    // The watch's label selector is shared by every consumer of the resource (one plugin,
+    // no declared read), so the server does the filtering: every list and watch carries it.
+    let collection: Vec<_> = configmaps
+        .iter()
+        .filter(|r| {
+            r.method == "GET"
+                && r.path
+                    .split('?')
+                    .next()
+                    .unwrap_or("")
+                    .ends_with("/configmaps")
+        })
+        .collect();
+    assert!(collection.len() >= 2, "a list and a watch: {collection:#?}");
+    for r in &collection {
+        assert!(
+            r.path
+                .contains("labelSelector=kubewasm.dev%2Ftestkit%3Dtestkit"),
+            "a ConfigMap list or watch without the plugin's label selector: {}",
+            r.path
+        );
+    }
     // Nothing else namespaced was asked for cluster-wide either (discovery, the host's own
     // namespace and team-a only).
     for r in &requests {

@@ -1,9 +1,11 @@
 //! The `kubewasm` command line. Each subcommand lives in `cmd/`; nothing here is library
 //! API (the engine is the `kubewasm` crate).
-#![forbid(unsafe_code)]
+// `deny`, not `forbid`: the allocator policy is one audited libc call (`malloc_policy`).
+#![deny(unsafe_code)]
 
 mod cmd;
 mod logfmt;
+mod malloc_policy;
 
 use std::io::IsTerminal;
 
@@ -109,6 +111,8 @@ fn init_logging(cli: &Cli) -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    // Before any other thread exists.
+    malloc_policy::apply();
     let cli = Cli::parse();
     // The worker needs neither logging nor an async runtime.
     if let Command::CompileWorker = cli.command {

@@ -80,8 +80,13 @@ fn main() {
         .build()
         .expect("tokio runtime");
     let engine = PluginEngine::new().expect("wasmtime engine");
+    // All n instances pooled, whatever the derived cap would be on this machine.
     let options = LoadOptions {
         pool_size: n,
+        limits: kubewasm::runtime::Limits {
+            max_instances: n,
+            ..Default::default()
+        },
         ..LoadOptions::default()
     };
     let loader = Loader::new(engine, options, Some(&cache_dir)).expect("code cache");

@@ -6,7 +6,9 @@
 //! the origin is established (an HMAC-verified code cache entry, or the output of this
 //! executable's compile worker) and loaded only here.
 //!
-//! With a directory, loading goes through an unnamed file: wasmtime then maps the code
+//! An artifact is collected as it streams in ([`ArtifactWriter`]: a cache entry while its
+//! tag is computed, a worker's output while it is read), so no copy of the whole of it is
+//! held in memory. With a directory, it goes into an unnamed file: wasmtime then maps the code
 //! from the file, so the kernel keeps resident only the code that runs and can drop it
 //! again under pressure (a Python plugin's 35 MB of compiled code costs the pages the
 //! interpreter touches, not all of them), and it maps linear-memory images from the same
@@ -15,6 +17,7 @@
 //! change the code after this process wrote it. Where no such file can be made, the bytes
 //! are loaded from memory, as before.
 
+use std::fs::File;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -25,7 +28,7 @@ use crate::engine::PluginEngine;
 
 /// Bytes known to be `Component::serialize` output of an engine configured like ours.
 pub(crate) struct Artifact {
-    bytes: Vec<u8>,
+    body: Body,
     origin: Origin,
 }
 
@@ -40,64 +43,106 @@ pub(crate) enum Origin {
     CompileWorker,
 }
 
-impl Artifact {
-    /// Wrap bytes whose origin the caller established (see [`Origin`]).
-    pub(crate) fn new(bytes: Vec<u8>, origin: Origin) -> Self {
-        Artifact { bytes, origin }
-    }
+enum Body {
+    /// An unnamed file only this process can write.
+    File(File),
+    /// In memory (no directory, or no file could be made there).
+    Bytes(Vec<u8>),
+}
 
-    /// Load the artifact, through an unnamed file in `dir` when one can be made there.
-    pub(crate) fn load(
-        self,
-        engine: &PluginEngine,
-        dir: Option<&Path>,
-    ) -> wasmtime::Result<Component> {
-        if let Some(dir) = dir {
-            match self.write_unnamed(dir) {
-                Ok(file) => return self.load_file(engine, &file),
-                Err(e) => tracing::debug!(
-                    dir = %dir.display(),
-                    origin = ?self.origin,
-                    error = %e,
-                    "cannot keep compiled code in a file; loading it from memory"
-                ),
-            }
-        }
-        self.load_bytes(engine)
-    }
+/// Collects an artifact's bytes as they arrive (from a cache entry being verified, or a
+/// worker's output), into an unnamed file when one can be made, so that no copy of the
+/// whole artifact is ever held in memory.
+pub(crate) struct ArtifactWriter {
+    body: Body,
+    len: u64,
+}
 
-    fn write_unnamed(&self, dir: &Path) -> std::io::Result<std::fs::File> {
+impl ArtifactWriter {
+    /// A writer into an unnamed file in `dir`, or into memory when `dir` is `None` or no
+    /// file can be made there.
+    pub(crate) fn new(dir: Option<&Path>) -> Self {
         // `tempfile_in` uses O_TMPFILE where the filesystem has it, else creates a file
         // with a random name (O_EXCL, 0600) and unlinks it before returning.
-        let mut file = tempfile::tempfile_in(dir)?;
-        file.write_all(&self.bytes)?;
-        Ok(file)
+        let body = match dir.map(tempfile::tempfile_in) {
+            Some(Ok(file)) => Body::File(file),
+            Some(Err(e)) => {
+                tracing::debug!(
+                    dir = ?dir,
+                    error = %e,
+                    "cannot keep compiled code in a file; keeping it in memory"
+                );
+                Body::Bytes(Vec::new())
+            }
+            None => Body::Bytes(Vec::new()),
+        };
+        ArtifactWriter { body, len: 0 }
+    }
+
+    /// Bytes written so far.
+    pub(crate) fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// The artifact, once the caller has established where the bytes came from. Only
+    /// call this after the whole content is checked (see [`Origin`]).
+    pub(crate) fn finish(self, origin: Origin) -> Artifact {
+        Artifact {
+            body: self.body,
+            origin,
+        }
+    }
+}
+
+impl Write for ArtifactWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = match &mut self.body {
+            Body::File(f) => f.write(buf)?,
+            Body::Bytes(b) => b.write(buf)?,
+        };
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.body {
+            Body::File(f) => f.flush(),
+            Body::Bytes(_) => Ok(()),
+        }
+    }
+}
+
+impl Artifact {
+    /// Load the artifact as a component.
+    pub(crate) fn load(self, engine: &PluginEngine) -> wasmtime::Result<Component> {
+        match &self.body {
+            Body::File(file) => self.load_file(engine, file),
+            Body::Bytes(bytes) => self.load_bytes(engine, bytes),
+        }
     }
 
     #[allow(unsafe_code)]
-    fn load_file(
-        &self,
-        engine: &PluginEngine,
-        file: &std::fs::File,
-    ) -> wasmtime::Result<Component> {
+    fn load_file(&self, engine: &PluginEngine, file: &File) -> wasmtime::Result<Component> {
         // The unnamed file is reopened through /proc (wasmtime maps a path); the mapping
         // keeps it alive after `file` is closed.
         let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        tracing::trace!(origin = ?self.origin, "loading compiled code from an unnamed file");
         // SAFETY: wasmtime requires the file to hold `Component::serialize` output of a
-        // compatible engine, unchanged while mapped. Its contents are `self.bytes`, whose
-        // origin `self.origin` vouches for (an HMAC-verified cache entry or our own compile
-        // worker's output); the file has no name and mode 0600, so no other process can
-        // open it to write after we did. wasmtime checks version and configuration
+        // compatible engine, unchanged while mapped. The file was written only through an
+        // `ArtifactWriter`, whose content the origin vouches for (an HMAC-verified cache
+        // entry, or our own compile worker's output); it has no name and mode 0600, so no
+        // other process can open it to write. wasmtime checks version and configuration
         // compatibility in the header.
         unsafe { Component::deserialize_file(engine.engine(), path) }
     }
 
     #[allow(unsafe_code)]
-    fn load_bytes(&self, engine: &PluginEngine) -> wasmtime::Result<Component> {
-        // SAFETY: as in `load_file`: `self.origin` vouches that the bytes are
+    fn load_bytes(&self, engine: &PluginEngine, bytes: &[u8]) -> wasmtime::Result<Component> {
+        tracing::trace!(origin = ?self.origin, "loading compiled code from memory");
+        // SAFETY: as in `load_file`: the origin vouches that the bytes are
         // `Component::serialize` output of a compatible engine; wasmtime copies them before
         // use and checks version and configuration compatibility in the header.
-        unsafe { Component::deserialize(engine.engine(), &self.bytes) }
+        unsafe { Component::deserialize(engine.engine(), bytes) }
     }
 }
 
@@ -108,38 +153,57 @@ mod tests {
     const WAT: &str =
         r#"(component (core module (memory (export "m") 1) (data (i32.const 0) "hello")))"#;
 
-    fn artifact(engine: &PluginEngine) -> Artifact {
-        let component = Component::new(engine.engine(), wat::parse_str(WAT).unwrap()).unwrap();
-        Artifact::new(component.serialize().unwrap(), Origin::CompileWorker)
+    fn serialized(engine: &PluginEngine) -> Vec<u8> {
+        let wasm = wat::parse_str(WAT).unwrap();
+        Component::new(engine.engine(), wasm)
+            .unwrap()
+            .serialize()
+            .unwrap()
+    }
+
+    fn written(dir: Option<&Path>, bytes: &[u8]) -> Artifact {
+        let mut w = ArtifactWriter::new(dir);
+        // In pieces, as a stream arrives.
+        for chunk in bytes.chunks(1000) {
+            w.write_all(chunk).unwrap();
+        }
+        assert_eq!(w.len(), bytes.len() as u64);
+        w.finish(Origin::CompileWorker)
     }
 
     #[test]
     fn loads_through_an_unnamed_file_and_leaves_nothing_in_the_directory() {
         let engine = PluginEngine::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let component = artifact(&engine).load(&engine, Some(dir.path())).unwrap();
+        let bytes = serialized(&engine);
+        let artifact = written(Some(dir.path()), &bytes);
+        assert!(matches!(artifact.body, Body::File(_)));
+        let component = artifact.load(&engine).unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        // Loaded from a file, the component serializes to the same bytes.
-        assert_eq!(
-            component.serialize().unwrap(),
-            artifact(&engine).bytes,
-            "round trip through the file"
-        );
+        // Loaded from the file, the component serializes to the same bytes.
+        assert_eq!(component.serialize().unwrap(), bytes);
     }
 
     #[test]
     fn falls_back_to_memory_when_the_directory_is_unusable() {
         let engine = PluginEngine::new().unwrap();
+        let bytes = serialized(&engine);
         let missing = Path::new("/nonexistent/kubewasm-artifact-test");
-        assert!(artifact(&engine).load(&engine, Some(missing)).is_ok());
-        assert!(artifact(&engine).load(&engine, None).is_ok());
+        let artifact = written(Some(missing), &bytes);
+        assert!(matches!(artifact.body, Body::Bytes(_)));
+        assert!(artifact.load(&engine).is_ok());
+        assert!(written(None, &bytes).load(&engine).is_ok());
     }
 
     #[test]
     fn bytes_of_another_kind_are_refused_not_run() {
         let engine = PluginEngine::new().unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let junk = Artifact::new(b"not an artifact".to_vec(), Origin::CompileWorker);
-        assert!(junk.load(&engine, Some(dir.path())).is_err());
+        assert!(
+            written(Some(dir.path()), b"not an artifact")
+                .load(&engine)
+                .is_err()
+        );
+        assert!(written(None, b"not an artifact").load(&engine).is_err());
     }
 }

@@ -40,7 +40,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
 use crate::Error;
-use crate::artifact::{Artifact, Origin};
+use crate::artifact::{Artifact, ArtifactWriter, Origin};
 use crate::engine::PluginEngine;
 
 /// The environment variable naming a key file (see the module documentation).
@@ -162,6 +162,13 @@ impl CacheKey {
     }
 
     fn mac(&self, name: &str, payload: &[u8]) -> HmacSha256 {
+        let mut mac = self.mac_start(name);
+        mac.update(payload);
+        mac
+    }
+
+    /// The MAC over an entry's name, to be fed its payload.
+    fn mac_start(&self, name: &str) -> HmacSha256 {
         // HMAC takes keys of any length: `new_from_slice` cannot fail for it.
         let mut mac = match HmacSha256::new_from_slice(&self.bytes) {
             Ok(m) => m,
@@ -169,7 +176,6 @@ impl CacheKey {
         };
         mac.update(name.as_bytes());
         mac.update(&[0]);
-        mac.update(payload);
         mac
     }
 }
@@ -300,8 +306,8 @@ impl CodeCache {
     /// entry.
     pub fn get(&self, engine: &PluginEngine, digest: &str) -> Option<Component> {
         let path = self.entry(digest);
-        let payload = match self.read_verified(&path, &self.name(digest)) {
-            Ok(p) => p,
+        let artifact = match self.read_verified(&path, &self.name(digest)) {
+            Ok(a) => a,
             Err(Miss::Absent) => return None,
             Err(Miss::Unauthenticated) if self.key.ephemeral => {
                 tracing::info!(entry = %path.display(), "code cache entry not written by this process; recompiling");
@@ -312,8 +318,7 @@ impl CodeCache {
                 return None;
             }
         };
-        // Verified: an entry `put` of a host holding the key wrote, unaltered since.
-        match Artifact::new(payload, Origin::VerifiedCacheEntry).load(engine, Some(&self.dir)) {
+        match artifact.load(engine) {
             Ok(c) => {
                 // Least recently used goes first when pruning: a hit refreshes the entry.
                 if let Ok(f) = File::options()
@@ -333,7 +338,7 @@ impl CodeCache {
     }
 
     /// The entry's payload, if it is a regular file within budget whose tag verifies.
-    fn read_verified(&self, path: &Path, name: &str) -> Result<Vec<u8>, Miss> {
+    fn read_verified(&self, path: &Path, name: &str) -> Result<Artifact, Miss> {
         let file = match File::options()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
@@ -352,19 +357,33 @@ impl CodeCache {
         if meta.len() > self.limits.max_bytes {
             return Err(Miss::TooLarge(meta.len()));
         }
-        let mut bytes = Vec::with_capacity(meta.len() as usize);
-        file.take(self.limits.max_bytes + 1)
-            .read_to_end(&mut bytes)
-            .map_err(Miss::Io)?;
-        if bytes.len() < HEADER_BYTES || &bytes[..MAGIC.len()] != MAGIC {
+        let mut file = file.take(self.limits.max_bytes + 1);
+        let mut header = [0u8; HEADER_BYTES];
+        file.read_exact(&mut header).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => Miss::Unauthenticated,
+            _ => Miss::Io(e),
+        })?;
+        if &header[..MAGIC.len()] != MAGIC {
             return Err(Miss::Unauthenticated);
         }
-        let payload = bytes.split_off(HEADER_BYTES);
-        self.key
-            .mac(name, &payload)
-            .verify_slice(&bytes[MAGIC.len()..])
+        // The payload streams through the MAC into the artifact's unnamed file: no copy of
+        // it is held in memory, and what is loaded is exactly what was verified.
+        let mut mac = self.key.mac_start(name);
+        let mut out = ArtifactWriter::new(Some(&self.dir));
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Miss::Io(e)),
+            };
+            mac.update(&buf[..n]);
+            out.write_all(&buf[..n]).map_err(Miss::Io)?;
+        }
+        mac.verify_slice(&header[MAGIC.len()..])
             .map_err(|_| Miss::Unauthenticated)?;
-        Ok(payload)
+        Ok(out.finish(Origin::VerifiedCacheEntry))
     }
 
     /// Store a compiled component. Failures only cost a recompile later, so they are logged.

@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmtime::component::Component;
 
 use crate::Error;
-use crate::artifact::{Artifact, Origin};
+use crate::artifact::{Artifact, ArtifactWriter, Origin};
 use crate::codecache::Source;
 use crate::engine::PluginEngine;
 use crate::loader::MAX_COMPONENT_BYTES;
@@ -100,11 +100,10 @@ impl Compiler {
             Compiler::Worker(w) if !WORKER_UNAVAILABLE.load(Ordering::Relaxed) => w,
             _ => return here(bytes).await,
         };
-        match worker.run(&bytes).await {
+        match worker.run(&bytes, code_dir).await {
             Ok(artifact) => {
                 let eng = engine.clone();
-                let dir = code_dir.map(Path::to_path_buf);
-                tokio::task::spawn_blocking(move || artifact.load(&eng, dir.as_deref()))
+                tokio::task::spawn_blocking(move || artifact.load(&eng))
                     .await
                     .map_err(|e| Error::Engine(format!("loading compiled code: {e}")))?
                     .map(|c| (c, Source::CompiledInWorker))
@@ -144,7 +143,7 @@ enum WorkerFailure {
 }
 
 impl Worker {
-    async fn run(&self, wasm: &[u8]) -> Result<Artifact, WorkerFailure> {
+    async fn run(&self, wasm: &[u8], code_dir: Option<&Path>) -> Result<Artifact, WorkerFailure> {
         let mut child = tokio::process::Command::new(&self.program)
             .args(&self.args)
             .stdin(Stdio::piped())
@@ -166,10 +165,26 @@ impl Worker {
             drop(stdin);
         };
         // Both pipes are drained to the end (what is over the bounds is discarded), so the
-        // worker never blocks on a full pipe while we wait for it.
-        let mut out = Vec::new();
+        // worker never blocks on a full pipe while we wait for it. The output goes straight
+        // into the artifact's file: no copy of the whole of it is held in memory.
         let mut err = Vec::new();
-        let read_out = read_bounded(stdout, MAX_ARTIFACT_BYTES + 1, &mut out);
+        let read_out = async {
+            let mut out = ArtifactWriter::new(code_dir);
+            let mut stdout = stdout;
+            let mut buf = vec![0u8; 64 << 10];
+            let mut over = false;
+            loop {
+                let n = stdout.read(&mut buf).await?;
+                if n == 0 {
+                    break;
+                }
+                over |= out.len() + n as u64 > MAX_ARTIFACT_BYTES;
+                if !over {
+                    out.write_all(&buf[..n])?;
+                }
+            }
+            Ok::<_, std::io::Error>((out, over))
+        };
         let read_err = read_bounded(stderr, MAX_WORKER_STDERR, &mut err);
         let ((), out_res, _) = tokio::join!(feed, read_out, read_err);
         let status = child
@@ -179,13 +194,15 @@ impl Worker {
         let message = String::from_utf8_lossy(&err).trim().to_string();
         match status.code() {
             Some(0) => {
-                out_res.map_err(|e| WorkerFailure::Failed(format!("reading its output: {e}")))?;
-                if out.len() as u64 > MAX_ARTIFACT_BYTES {
+                let (out, over) = out_res
+                    .map_err(|e| WorkerFailure::Failed(format!("reading its output: {e}")))?;
+                if over {
                     return Err(WorkerFailure::Failed(format!(
                         "its output is over {MAX_ARTIFACT_BYTES} bytes"
                     )));
                 }
-                Ok(Artifact::new(out, Origin::CompileWorker))
+                // Complete output of a worker that exited 0: see `Origin::CompileWorker`.
+                Ok(out.finish(Origin::CompileWorker))
             }
             Some(EXIT_NOT_COMPILABLE) => Err(WorkerFailure::NotCompilable(message)),
             Some(code) => Err(WorkerFailure::Failed(format!(
@@ -298,13 +315,9 @@ mod tests {
         let mut out = Vec::new();
         serve(&wasm[..], &mut out).unwrap();
         let engine = PluginEngine::new().unwrap();
-        let component = Artifact::new(out, Origin::CompileWorker)
-            .load(&engine, None)
-            .unwrap();
-        assert_eq!(
-            component.component_type().exports(engine.engine()).count(),
-            0
-        );
+        let mut artifact = ArtifactWriter::new(None);
+        artifact.write_all(&out).unwrap();
+        assert!(artifact.finish(Origin::CompileWorker).load(&engine).is_ok());
     }
 
     #[test]

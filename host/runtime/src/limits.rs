@@ -40,17 +40,36 @@ pub const WALL_CLOCK_FACTOR: u32 = 10;
 /// is not pooled: linear memory never shrinks, so keeping it would keep its peak.
 pub const RECYCLE_MEMORY_DIVISOR: usize = 2;
 
+/// Derived live-instance cap per CPU. A call only computes: the host functions it imports
+/// answer from memory (reads come from the watch cache) and the intents are applied after
+/// it returned its instance, so calls beyond the CPUs that can run them only interleave
+/// and hold one more instance's memory each. Two per CPU leaves room for a call that has
+/// just been preempted at an epoch tick.
+pub const LIVE_INSTANCES_PER_CPU: usize = 2;
+
 impl Limits {
     /// Live instances a plugin may have: `max_instances` if set, else as many as
     /// `pool_memory` holds at `instance_memory` bytes each (the memory an instance was
-    /// seen to hold), at least one; never more than `concurrency` (one per concurrent
-    /// call is enough), so small instances (Rust) are never held back.
+    /// seen to hold), at most [`LIVE_INSTANCES_PER_CPU`] per CPU of this process (cgroup
+    /// quotas included), at least one; never more than `concurrency`.
     pub fn live_instances(&self, instance_memory: usize, concurrency: usize) -> usize {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        self.live_instances_on(instance_memory, concurrency, cpus)
+    }
+
+    /// [`Limits::live_instances`] for a machine with `cpus` CPUs.
+    pub fn live_instances_on(
+        &self,
+        instance_memory: usize,
+        concurrency: usize,
+        cpus: usize,
+    ) -> usize {
         let concurrency = concurrency.max(1);
         if self.max_instances > 0 {
             return self.max_instances.min(concurrency);
         }
-        (self.pool_memory / instance_memory.max(1)).clamp(1, concurrency)
+        let by_cpu = cpus.max(1).saturating_mul(LIVE_INSTANCES_PER_CPU);
+        (self.pool_memory / instance_memory.max(1)).clamp(1, concurrency.min(by_cpu))
     }
 
     /// The wall-clock backstop of one call.
@@ -85,17 +104,20 @@ mod tests {
             ..Limits::default()
         };
         // Big instances (an interpreter): the budget bites.
-        assert_eq!(limits.live_instances(13 << 20, 16), 4);
-        // Small ones (Rust): one per concurrent call.
-        assert_eq!(limits.live_instances(1 << 20, 16), 16);
+        assert_eq!(limits.live_instances_on(13 << 20, 16, 16), 4);
+        // Small ones (Rust): one per concurrent call, on CPUs enough to run them.
+        assert_eq!(limits.live_instances_on(1 << 20, 16, 16), 16);
+        // Two CPUs run two calls: four instances are enough whatever their size.
+        assert_eq!(limits.live_instances_on(1 << 20, 16, 2), 4);
         // Bigger than the budget: still one.
-        assert_eq!(limits.live_instances(100 << 20, 16), 1);
-        assert_eq!(limits.live_instances(0, 0), 1);
+        assert_eq!(limits.live_instances_on(100 << 20, 16, 16), 1);
+        assert_eq!(limits.live_instances_on(0, 0, 0), 1);
         let set = Limits {
             max_instances: 3,
             ..limits
         };
-        assert_eq!(set.live_instances(1 << 20, 16), 3);
-        assert_eq!(set.live_instances(1 << 20, 2), 2);
+        // Set explicitly: taken as is (up to the concurrency), whatever the CPUs.
+        assert_eq!(set.live_instances_on(1 << 20, 16, 1), 3);
+        assert_eq!(set.live_instances_on(1 << 20, 2, 16), 2);
     }
 }

@@ -392,7 +392,11 @@ impl Loader {
                     .and_then(|d| d.get(&self.engine, &file.digest))
             });
         let (component, source) = match cached {
-            Some(c) => (c, Source::Cached),
+            Some(c) => {
+                // The bytes are only needed to compile: free them before instantiating.
+                file.bytes = Vec::new();
+                (c, Source::Cached)
+            }
             None => {
                 let code_dir = self
                     .disk

@@ -45,7 +45,8 @@ pub struct HostArgs {
     #[arg(long, default_value_t = 256, value_parser = mebibytes)]
     pool_memory_mib: usize,
     /// Instances of one plugin alive at once (running or pooled); further calls wait for
-    /// a free one. 0 derives it from --pool-memory-mib and the instances' memory.
+    /// a free one. 0 derives it: as many as --pool-memory-mib holds at the instances'
+    /// memory, at most two per CPU (calls only compute) and --concurrency.
     #[arg(long, default_value_t = 0)]
     max_instances: usize,
     /// First retry delay after a failed event (doubles per attempt).

@@ -146,6 +146,8 @@ impl Worker {
     async fn run(&self, wasm: &[u8], code_dir: Option<&Path>) -> Result<Artifact, WorkerFailure> {
         let mut child = tokio::process::Command::new(&self.program)
             .args(&self.args)
+            // It needs nothing from the host's environment (credentials included).
+            .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

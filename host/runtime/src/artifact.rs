@@ -94,6 +94,29 @@ impl ArtifactWriter {
     }
 }
 
+struct ArtifactReader<'a> {
+    body: &'a Body,
+    pos: u64,
+}
+
+impl std::io::Read for ArtifactReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = match self.body {
+            // Positioned reads: the file's own offset (at its end after writing) stays.
+            Body::File(f) => f.read_at(buf, self.pos)?,
+            Body::Bytes(b) => {
+                let rest = b.get(self.pos as usize..).unwrap_or_default();
+                let n = rest.len().min(buf.len());
+                buf[..n].copy_from_slice(&rest[..n]);
+                n
+            }
+        };
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
 impl Write for ArtifactWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = match &mut self.body {
@@ -113,8 +136,17 @@ impl Write for ArtifactWriter {
 }
 
 impl Artifact {
-    /// Load the artifact as a component.
-    pub(crate) fn load(self, engine: &PluginEngine) -> wasmtime::Result<Component> {
+    /// The artifact's bytes, from the start (reading its file does not map it).
+    pub(crate) fn reader(&self) -> impl std::io::Read + '_ {
+        ArtifactReader {
+            body: &self.body,
+            pos: 0,
+        }
+    }
+
+    /// Load the artifact as a component. The artifact may be kept (to store it in the
+    /// code cache); the component does not depend on it.
+    pub(crate) fn load(&self, engine: &PluginEngine) -> wasmtime::Result<Component> {
         match &self.body {
             Body::File(file) => self.load_file(engine, file),
             Body::Bytes(bytes) => self.load_bytes(engine, bytes),
@@ -180,8 +212,12 @@ mod tests {
         assert!(matches!(artifact.body, Body::File(_)));
         let component = artifact.load(&engine).unwrap();
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        // Loaded from the file, the component serializes to the same bytes.
+        // Loaded from the file, the component serializes to the same bytes, and the
+        // artifact reads back as written.
         assert_eq!(component.serialize().unwrap(), bytes);
+        let mut back = Vec::new();
+        std::io::Read::read_to_end(&mut artifact.reader(), &mut back).unwrap();
+        assert_eq!(back, bytes);
     }
 
     #[test]

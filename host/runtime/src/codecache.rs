@@ -161,12 +161,6 @@ impl CacheKey {
         }
     }
 
-    fn mac(&self, name: &str, payload: &[u8]) -> HmacSha256 {
-        let mut mac = self.mac_start(name);
-        mac.update(payload);
-        mac
-    }
-
     /// The MAC over an entry's name, to be fed its payload.
     fn mac_start(&self, name: &str) -> HmacSha256 {
         // HMAC takes keys of any length: `new_from_slice` cannot fail for it.
@@ -400,25 +394,59 @@ impl CodeCache {
     }
 
     fn write(&self, path: &Path, name: &str, payload: &[u8]) -> Result<(), String> {
-        if (payload.len() + HEADER_BYTES) as u64 > self.limits.max_bytes {
-            return Err(format!(
-                "{} bytes, over the cache's budget of {}",
-                payload.len(),
-                self.limits.max_bytes
-            ));
-        }
-        let tag = self.key.mac(name, payload).finalize().into_bytes();
+        self.write_from(path, name, &mut &payload[..])
+    }
+
+    /// Write an entry whose payload is read from `payload`, in one pass: the tag is
+    /// computed as the payload streams to the temp file and written into the header last.
+    fn write_from(&self, path: &Path, name: &str, payload: &mut dyn Read) -> Result<(), String> {
+        use std::io::{Seek, SeekFrom};
         // O_EXCL, a random name, mode 0600, in the cache directory (so the rename is atomic).
+        // Dropped unpersisted (any error below), the temp file is removed.
         let mut tmp = tempfile::Builder::new()
             .prefix(TEMP_PREFIX)
             .tempfile_in(&self.dir)
             .map_err(|e| e.to_string())?;
         tmp.write_all(MAGIC)
-            .and_then(|()| tmp.write_all(&tag))
-            .and_then(|()| tmp.write_all(payload))
+            .and_then(|()| tmp.write_all(&[0; TAG_BYTES]))
+            .map_err(|e| e.to_string())?;
+        let mut mac = self.key.mac_start(name);
+        let mut buf = vec![0u8; 64 << 10];
+        let mut total = HEADER_BYTES as u64;
+        loop {
+            let n = match payload.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.to_string()),
+            };
+            total += n as u64;
+            if total > self.limits.max_bytes {
+                return Err(format!(
+                    "over the cache's budget of {} bytes",
+                    self.limits.max_bytes
+                ));
+            }
+            mac.update(&buf[..n]);
+            tmp.write_all(&buf[..n]).map_err(|e| e.to_string())?;
+        }
+        let tag = mac.finalize().into_bytes();
+        let file = tmp.as_file_mut();
+        file.seek(SeekFrom::Start(MAGIC.len() as u64))
+            .and_then(|_| file.write_all(&tag))
             .map_err(|e| e.to_string())?;
         tmp.persist(path).map_err(|e| e.error.to_string())?;
         Ok(())
+    }
+
+    /// Store an artifact as it is (a worker's output), streaming it from its file: no
+    /// serialized copy of the component is made in memory.
+    pub(crate) fn put_artifact(&self, digest: &str, artifact: &Artifact) {
+        let path = self.entry(digest);
+        if let Err(e) = self.write_from(&path, &self.name(digest), &mut artifact.reader()) {
+            tracing::warn!(entry = %path.display(), error = %e, "could not write code cache entry");
+        }
+        self.prune();
     }
 
     /// Remove entries unused for `max_age`, crash leftovers, then the least recently used
@@ -538,6 +566,42 @@ mod tests {
         // And a fresh put replaces it.
         cache.put("abc", &component(&engine, EMPTY));
         assert!(cache.get(&engine, "abc").is_some());
+    }
+
+    #[test]
+    fn a_streamed_artifact_is_stored_as_is_and_verifies() {
+        let engine = PluginEngine::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = cache(dir.path(), &engine, CacheKey::random().unwrap());
+        let payload = component(&engine, EMPTY).serialize().unwrap();
+        let mut w = ArtifactWriter::new(Some(dir.path()));
+        w.write_all(&payload).unwrap();
+        cache.put_artifact("abc", &w.finish(Origin::CompileWorker));
+        // The same layout `put` writes: header, then the payload byte for byte.
+        let entry = std::fs::read(cache.entry("abc")).unwrap();
+        assert_eq!(&entry[HEADER_BYTES..], &payload[..]);
+        assert!(cache.get(&engine, "abc").is_some());
+        // Over the budget: nothing stored, nothing left behind.
+        let small = CodeCache::with_key(
+            dir.path(),
+            &engine,
+            CacheKey::random().unwrap(),
+            CacheLimits {
+                max_bytes: 100,
+                ..CacheLimits::default()
+            },
+        )
+        .unwrap();
+        let mut w = ArtifactWriter::new(Some(dir.path()));
+        w.write_all(&payload).unwrap();
+        small.put_artifact("big", &w.finish(Origin::CompileWorker));
+        assert!(!small.entry("big").exists());
+        assert!(
+            std::fs::read_dir(dir.path())
+                .unwrap()
+                .filter_map(Result::ok)
+                .all(|e| !e.file_name().to_string_lossy().starts_with(TEMP_PREFIX))
+        );
     }
 
     /// Someone who can write the cache directory but lacks the key: a valid wasmtime

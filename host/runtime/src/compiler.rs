@@ -82,7 +82,7 @@ static WORKER_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
 
 impl Compiler {
     /// Compile checked component bytes, saying where ([`Source::Compiled`] or
-    /// [`Source::CompiledInWorker`]). `code_dir` is where a worker's output is kept as an
+    /// [`Source::CompiledInWorker`], with the worker's artifact for the code cache). `code_dir` is where a worker's output is kept as an
     /// unnamed file (see [`crate::artifact`]).
     pub(crate) async fn compile(
         &self,
@@ -90,11 +90,11 @@ impl Compiler {
         path: &Path,
         bytes: Vec<u8>,
         code_dir: Option<&Path>,
-    ) -> Result<(Component, Source), Error> {
+    ) -> Result<(Component, Source, Option<Artifact>), Error> {
         let here = |bytes| async move {
             compile_here(engine, path, bytes)
                 .await
-                .map(|c| (c, Source::Compiled))
+                .map(|c| (c, Source::Compiled, None))
         };
         let worker = match self {
             Compiler::Worker(w) if !WORKER_UNAVAILABLE.load(Ordering::Relaxed) => w,
@@ -103,10 +103,10 @@ impl Compiler {
         match worker.run(&bytes, code_dir).await {
             Ok(artifact) => {
                 let eng = engine.clone();
-                tokio::task::spawn_blocking(move || artifact.load(&eng))
+                tokio::task::spawn_blocking(move || artifact.load(&eng).map(|c| (c, artifact)))
                     .await
                     .map_err(|e| Error::Engine(format!("loading compiled code: {e}")))?
-                    .map(|c| (c, Source::CompiledInWorker))
+                    .map(|(c, artifact)| (c, Source::CompiledInWorker, Some(artifact)))
                     .map_err(|e| {
                         Error::Engine(format!("loading the compile worker's output: {e:#}"))
                     })
@@ -339,7 +339,7 @@ mod tests {
             args: Vec::new(),
         });
         let wasm = wat::parse_str(WAT).unwrap();
-        let (_, source) = compiler
+        let (_, source, _) = compiler
             .compile(&engine, Path::new("x.wasm"), wasm, None)
             .await
             .unwrap();

@@ -403,7 +403,7 @@ impl Loader {
                     .as_ref()
                     .map(|d| d.dir().to_path_buf())
                     .unwrap_or_else(std::env::temp_dir);
-                let (c, how) = compile(
+                let (c, how, artifact) = compile(
                     &self.options.compiler,
                     &self.engine,
                     &file.path,
@@ -411,8 +411,10 @@ impl Loader {
                     Some(&code_dir),
                 )
                 .await?;
-                if let Some(d) = &self.disk {
-                    d.put(&file.digest, &c);
+                match (&self.disk, &artifact) {
+                    (Some(d), Some(a)) => d.put_artifact(&file.digest, a),
+                    (Some(d), None) => d.put(&file.digest, &c),
+                    (None, _) => {}
                 }
                 (c, how)
             }

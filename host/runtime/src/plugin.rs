@@ -195,6 +195,13 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// A compiled component, where it was compiled, and the worker's artifact if any.
+pub(crate) type CompileOutput = (
+    Component,
+    crate::codecache::Source,
+    Option<crate::artifact::Artifact>,
+);
+
 /// Check the header and compile component bytes with `compiler` (CPU-heavy: seconds for
 /// big components, never on the async runtime's threads). `code_dir`: see
 /// [`Compiler::compile`](crate::compiler::Compiler).
@@ -204,7 +211,7 @@ pub(crate) async fn compile(
     path: &Path,
     bytes: Vec<u8>,
     code_dir: Option<&Path>,
-) -> Result<(Component, crate::codecache::Source), Error> {
+) -> Result<CompileOutput, Error> {
     check_header(path, &bytes)?;
     compiler.compile(engine, path, bytes, code_dir).await
 }

@@ -16,6 +16,7 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -50,6 +51,9 @@ pub enum Compiler {
 pub struct Worker {
     program: PathBuf,
     args: Vec<OsString>,
+    /// Set once the worker could not be started (shared by clones), so the fallback to
+    /// compiling in process is logged once.
+    unavailable: Arc<AtomicBool>,
 }
 
 impl Worker {
@@ -70,20 +74,28 @@ impl Worker {
                 source,
             })?
         };
-        Ok(Worker {
-            program,
+        Ok(Worker::new(program, args))
+    }
+
+    /// `program` started with `args`; it must speak [`serve`]'s protocol.
+    pub fn new<I, S>(program: impl Into<PathBuf>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        Worker {
+            program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
-        })
+            unavailable: Arc::default(),
+        }
     }
 }
 
-/// Set once the worker could not be started, so the fallback is logged once.
-static WORKER_UNAVAILABLE: AtomicBool = AtomicBool::new(false);
-
 impl Compiler {
     /// Compile checked component bytes, saying where ([`Source::Compiled`] or
-    /// [`Source::CompiledInWorker`], with the worker's artifact for the code cache). `code_dir` is where a worker's output is kept as an
-    /// unnamed file (see [`crate::artifact`]).
+    /// [`Source::CompiledInWorker`], with the worker's artifact for the code cache).
+    /// `code_dir` is where a worker's output is kept as an unnamed file (see
+    /// [`crate::artifact`]).
     pub(crate) async fn compile(
         &self,
         engine: &PluginEngine,
@@ -97,7 +109,7 @@ impl Compiler {
                 .map(|c| (c, Source::Compiled, None))
         };
         let worker = match self {
-            Compiler::Worker(w) if !WORKER_UNAVAILABLE.load(Ordering::Relaxed) => w,
+            Compiler::Worker(w) if !w.unavailable.load(Ordering::Relaxed) => w,
             _ => return here(bytes).await,
         };
         match worker.run(&bytes, code_dir).await {
@@ -120,7 +132,7 @@ impl Compiler {
                 path.display()
             ))),
             Err(WorkerFailure::Unavailable(e)) => {
-                if !WORKER_UNAVAILABLE.swap(true, Ordering::Relaxed) {
+                if !worker.unavailable.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
                         program = %worker.program.display(),
                         error = %e,
@@ -167,8 +179,9 @@ impl Worker {
             drop(stdin);
         };
         // Both pipes are drained to the end (what is over the bounds is discarded), so the
-        // worker never blocks on a full pipe while we wait for it. The output goes straight
-        // into the artifact's file: no copy of the whole of it is held in memory.
+        // worker never blocks on a full pipe while we wait for it; if keeping the output
+        // fails, its pipe is dropped, so the worker's next write fails and it exits. The
+        // output goes straight into the artifact's file: no whole copy is held in memory.
         let mut err = Vec::new();
         let read_out = async {
             let mut out = ArtifactWriter::new(code_dir);
@@ -194,19 +207,18 @@ impl Worker {
             .await
             .map_err(|e| WorkerFailure::Failed(format!("waiting for it: {e}")))?;
         let message = String::from_utf8_lossy(&err).trim().to_string();
+        if status.code() == Some(EXIT_NOT_COMPILABLE) {
+            return Err(WorkerFailure::NotCompilable(message));
+        }
+        // Our side failing (a full disk) explains the worker's failure to write: said first.
+        let (out, over) = out_res
+            .map_err(|e| WorkerFailure::Failed(format!("reading or keeping its output: {e}")))?;
         match status.code() {
-            Some(0) => {
-                let (out, over) = out_res
-                    .map_err(|e| WorkerFailure::Failed(format!("reading its output: {e}")))?;
-                if over {
-                    return Err(WorkerFailure::Failed(format!(
-                        "its output is over {MAX_ARTIFACT_BYTES} bytes"
-                    )));
-                }
-                // Complete output of a worker that exited 0: see `Origin::CompileWorker`.
-                Ok(out.finish(Origin::CompileWorker))
-            }
-            Some(EXIT_NOT_COMPILABLE) => Err(WorkerFailure::NotCompilable(message)),
+            Some(0) if over => Err(WorkerFailure::Failed(format!(
+                "its output is over {MAX_ARTIFACT_BYTES} bytes"
+            ))),
+            // Complete output of a worker that exited 0: see `Origin::CompileWorker`.
+            Some(0) => Ok(out.finish(Origin::CompileWorker)),
             Some(code) => Err(WorkerFailure::Failed(format!(
                 "exit status {code}: {message}"
             ))),
@@ -334,15 +346,101 @@ mod tests {
     #[tokio::test]
     async fn a_worker_that_cannot_start_falls_back_to_compiling_here() {
         let engine = PluginEngine::new().unwrap();
-        let compiler = Compiler::Worker(Worker {
-            program: "/nonexistent/kubewasm-worker".into(),
-            args: Vec::new(),
-        });
+        let compiler = Compiler::Worker(Worker::new(
+            "/nonexistent/kubewasm-worker",
+            Vec::<String>::new(),
+        ));
         let wasm = wat::parse_str(WAT).unwrap();
         let (_, source, _) = compiler
             .compile(&engine, Path::new("x.wasm"), wasm, None)
             .await
             .unwrap();
         assert_eq!(source, Source::Compiled);
+    }
+
+    /// A stand-in worker: a shell script speaking the protocol.
+    fn sh(script: &str) -> Compiler {
+        Compiler::Worker(Worker::new("/bin/sh", ["-c", script]))
+    }
+
+    async fn compile_with(compiler: &Compiler, dir: &Path) -> Result<Source, Error> {
+        let engine = PluginEngine::new().unwrap();
+        let wasm = wat::parse_str(WAT).unwrap();
+        compiler
+            .compile(&engine, Path::new("p.wasm"), wasm, Some(dir))
+            .await
+            .map(|(_, source, _)| source)
+    }
+
+    #[tokio::test]
+    async fn a_workers_output_streams_into_an_unnamed_file_and_loads() {
+        let engine = PluginEngine::new().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let artifact = dir.path().join("artifact");
+        let mut bytes = Vec::new();
+        serve(&wat::parse_str(WAT).unwrap()[..], &mut bytes).unwrap();
+        std::fs::write(&artifact, &bytes).unwrap();
+        let out = dir.path().join("out");
+        std::fs::create_dir(&out).unwrap();
+        let worker = sh(&format!("cat >/dev/null; cat '{}'", artifact.display()));
+        let wasm = wat::parse_str(WAT).unwrap();
+        let (_, source, kept) = worker
+            .compile(&engine, Path::new("p.wasm"), wasm, Some(&out))
+            .await
+            .unwrap();
+        assert_eq!(source, Source::CompiledInWorker);
+        let mut back = Vec::new();
+        kept.unwrap().reader().read_to_end(&mut back).unwrap();
+        assert_eq!(back, bytes);
+        // The file has no name.
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+    }
+
+    #[tokio::test]
+    async fn worker_failures_are_classified_and_never_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        // The wasm does not compile: the worker's message, as the plugin's reason.
+        let err = compile_with(
+            &sh("cat >/dev/null; echo 'bad section' >&2; exit 2"),
+            dir.path(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&err, Error::NotWasm { reason, .. } if reason == "bad section"),
+            "{err}"
+        );
+        // Killed (the kernel's OOM killer): said so.
+        let err = compile_with(&sh("kill -9 $$"), dir.path())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("signal 9 (killed: out of memory?)"),
+            "{err}"
+        );
+        // A worker that floods stderr and never reads stdin still ends, its message cut.
+        let err = compile_with(
+            &sh("head -c 1000000 /dev/zero | tr '\\0' x >&2; exit 3"),
+            dir.path(),
+        )
+        .await
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("exit status 3"), "{text}");
+        assert!(
+            text.len() < (MAX_WORKER_STDERR as usize) + 200,
+            "{}",
+            text.len()
+        );
+        // Exit 0 with garbage: refused by wasmtime, not run.
+        let err = compile_with(&sh("cat >/dev/null; echo garbage"), dir.path())
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("loading the compile worker's output"),
+            "{err}"
+        );
     }
 }

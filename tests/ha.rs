@@ -220,29 +220,9 @@ async fn a_failing_event_records_a_kubernetes_event_on_the_object() {
 /// `kubewasm run` as one replica whose requests carry its own bearer token (its
 /// identity), so the embedded server can tell the replicas apart and stall one.
 fn replica_with_token(env: &Env, id: &str) -> HostProcess {
-    let kubeconfig = env.dir.path().join(format!("kubeconfig-{id}"));
-    let text = kubewasm_apiserver::kubeconfig::render(&env.server.url(), None, Some(id))
-        .expect("render kubeconfig");
-    std::fs::write(&kubeconfig, text).expect("write kubeconfig");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
-    cmd.args([
-        "--log-format",
-        "json",
-        "--log",
-        "info,kubewasm=debug",
-        "run",
-    ])
-    .arg("--plugins")
-    .arg(&env.plugins)
-    .arg("--kubeconfig")
-    .arg(&kubeconfig)
-    .args(["--discovery-interval", "300ms", "--retry-base", "100ms"])
-    .args(["--metrics-addr", "127.0.0.1:0"])
-    .args(LEASE)
-    .args(["kubewasm-test", "--identity", id])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    HostProcess::spawn_command(cmd)
+    let mut args: Vec<&str> = LEASE.to_vec();
+    args.extend(["kubewasm-test", "--identity", id]);
+    env.start_host_as(id, &args)
 }
 
 /// The renew deadline in [`LEASE`].

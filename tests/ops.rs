@@ -352,3 +352,130 @@ async fn a_permanent_failure_is_reported_once_and_shown_as_a_condition() {
     assert_eq!(v["plugins"][0]["blocked"], json!([]), "{v}");
     assert_eq!(host.stop(), Some(0));
 }
+
+/// A site deleted while the provisioner's intents are being applied: the status write at
+/// the end of the call finds no site (404). That is the deletion racing the call, not a
+/// failure of the plugin or the object: the write is skipped (counted as `gone`), no event
+/// fails, nothing is parked, no Warning Event is recorded, the deletion is delivered next
+/// and the children created meanwhile are collected. Deterministic: the host's writes are
+/// held at the server while the site is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trigger_deleted_during_its_call_is_not_a_failure() {
+    const HOST: &str = "the-host";
+    let env = Env::new().await;
+    env.add_plugin(
+        &example_plugin("contentsite-provisioner"),
+        "contentsite-provisioner",
+        None,
+    );
+    env.server.record_requests();
+    let host = env.start_host_as(HOST, &[]);
+    let addr = ops_addr(&host).await;
+    eventually("the host watching ContentSites", CONVERGE, || async {
+        env.server
+            .requests()
+            .iter()
+            .any(|r| {
+                r.client == HOST
+                    && r.path.contains("contentsites")
+                    && r.path.contains("watch=true")
+                    && r.executed.is_some()
+            })
+            .then_some(())
+    })
+    .await;
+    let sites = env.api(
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some("default"),
+    );
+    let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
+
+    let site = |name: &str| {
+        json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
+               "metadata": {"name": name, "namespace": "default"},
+               "spec": {"title": name, "hostname": format!("{name}.example.com"),
+                        "database": {"members": 1, "version": "7.0.12"}}})
+    };
+    // A first site, provisioned whole: the kinds its intents write are resolved from then
+    // on, so the next call's first request is its first write.
+    env.create(&sites, site("warm")).await;
+    eventually("the first site's status", CONVERGE, || async {
+        get(&sites, "warm")
+            .await
+            .filter(|s| !s.data["status"]["databaseRef"].is_null())
+    })
+    .await;
+
+    // Hold every new request of the host (its open watch keeps flowing), then let it
+    // handle a new site: its first write, the MongoDB, waits at the server.
+    env.server.stall_client(HOST);
+    env.create(&sites, site("racy")).await;
+    eventually("the MongoDB write held mid-call", CONVERGE, || async {
+        env.server
+            .requests()
+            .iter()
+            .any(|r| {
+                r.client == HOST
+                    && r.is_write()
+                    && r.path.contains("/mongodb/racy-db")
+                    && r.executed.is_none()
+            })
+            .then_some(())
+    })
+    .await;
+    sites
+        .delete("racy", &Default::default())
+        .await
+        .expect("delete the site");
+    assert!(get(&sites, "racy").await.is_none());
+    env.server.release_client(HOST);
+
+    host.wait_log("the status write skipped", |l| {
+        field(l, "message") == "patch-status ContentSite default/racy: skipped, the object was deleted during the call"
+    })
+    .await;
+    host.wait_log("the deletion delivered", |l| {
+        field(l, "message") == "event"
+            && field(l, "event") == "deleted"
+            && field(l, "object") == "ContentSite default/racy"
+    })
+    .await;
+    eventually("the orphaned MongoDB collected", CONVERGE, || async {
+        get(&dbs, "racy-db").await.is_none().then_some(())
+    })
+    .await;
+    let metrics_addr = addr.clone();
+    let text = eventually("the skipped write counted", CONVERGE, || {
+        let a = metrics_addr.clone();
+        async move {
+            let (_, text) = http_get(&a, "/metrics");
+            text.contains(r#"result="gone""#).then_some(text)
+        }
+    })
+    .await;
+    assert_eq!(
+        sample(
+            &text,
+            r#"kubewasm_intents_total{plugin="contentsite-provisioner",verb="patch-status",result="gone"}"#
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    host.assert_no_failed_events();
+    let (_, body) = http_get(&addr, "/status");
+    let status: serde_json::Value = serde_json::from_str(&body).expect("/status is JSON");
+    assert_eq!(status["plugins"][0]["blocked"], json!([]), "{status}");
+    let events = env.api("v1", "Event", "events", Some("default"));
+    let warnings: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| e.data["involvedObject"]["name"] == json!("racy"))
+        .collect();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(host.stop(), Some(0));
+}

@@ -365,11 +365,6 @@ async fn the_example_scenario_runs_under_the_generated_rbac() {
     })
     .await;
     assert_eq!(managers(&monitor), ["kubewasm-mongodb-monitor"]);
-    assert!(
-        host.matching(|l| field(l, "message") == "event failed")
-            .is_empty(),
-        "{}",
-        host.dump()
-    );
+    host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }

@@ -403,12 +403,7 @@ async fn go_provisioner_feeds_the_rust_monitor() {
             .then_some(())
     })
     .await;
-    assert!(
-        host.matching(|l| field(l, "message") == "event failed")
-            .is_empty(),
-        "{}",
-        host.dump()
-    );
+    host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }
 

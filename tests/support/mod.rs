@@ -148,13 +148,34 @@ impl Env {
     /// Start `kubewasm run` like [`Env::start_host`], with extra environment variables
     /// (e.g. a canary a plugin must not be able to read).
     pub fn start_host_with_env(&self, extra: &[&str], vars: &[(&str, &str)]) -> HostProcess {
+        self.start_host_on(&self.kubeconfig, extra, vars)
+    }
+
+    /// Start `kubewasm run` like [`Env::start_host`], sending bearer token `token`: a server
+    /// without a required token accepts any, and its request hooks
+    /// ([`kubewasm_apiserver::ApiServer::stall_client`], the request records) tell this
+    /// host's requests from the test's own.
+    pub fn start_host_as(&self, token: &str, extra: &[&str]) -> HostProcess {
+        let kubeconfig = self.dir.path().join(format!("kubeconfig-as-{token}"));
+        let text = kubewasm_apiserver::kubeconfig::render(&self.server.url(), None, Some(token))
+            .expect("render kubeconfig");
+        std::fs::write(&kubeconfig, text).expect("write kubeconfig");
+        self.start_host_on(&kubeconfig, extra, &[])
+    }
+
+    fn start_host_on(
+        &self,
+        kubeconfig: &Path,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> HostProcess {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
         cmd.args(["--log-format", "json", "--log", "info,kubewasm=debug"])
             .arg("run")
             .arg("--plugins")
             .arg(&self.plugins)
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .args([
                 "--discovery-interval",
                 "300ms",
@@ -312,6 +333,23 @@ impl HostProcess {
         })
         .await
         .clone()
+    }
+
+    /// Assert that no event failed. The failed lines come first in the message, before the
+    /// whole log, so a truncated CI log still shows why.
+    pub fn assert_no_failed_events(&self) {
+        let failed = self.matching(|l| field(l, "message") == "event failed");
+        assert!(
+            failed.is_empty(),
+            "{} event(s) failed:\n{}\n--- the whole log ---\n{}",
+            failed.len(),
+            failed
+                .iter()
+                .map(|l| l.to_string())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            self.dump()
+        );
     }
 
     /// Dump the logs (for failure messages).

@@ -119,6 +119,28 @@ impl Prepared {
         }
     }
 
+    /// Whether this intent writes the trigger itself (the same object under any version
+    /// of its group).
+    pub fn targets(&self, trigger: &Trigger) -> bool {
+        let group = trigger
+            .api_version
+            .rsplit_once('/')
+            .map_or("", |(group, _)| group);
+        group == self.kind.group
+            && trigger.kind == self.kind.kind
+            && trigger.name == self.intent.target.name
+            && trigger.namespace == self.namespace
+    }
+
+    /// Whether the write needs the object to exist (a 404 then means it does not): a
+    /// status write or a merge patch. A server-side apply of the object creates it.
+    pub fn needs_existing(&self) -> bool {
+        matches!(
+            self.intent.action,
+            Action::Apply { status: true, .. } | Action::Merge { .. }
+        )
+    }
+
     /// `create MongoDB shop/site-db` for logs.
     pub fn describe(&self) -> String {
         let ns = self
@@ -174,6 +196,10 @@ pub enum BindError {
     /// The object has no metadata object.
     #[error("object has no metadata")]
     NoMetadata,
+    /// A write to the status subresource of a resource that serves none: kube-apiserver
+    /// answers 404, which would read as a missing object.
+    #[error("{0} has no status subresource: write status with a patch of the object itself")]
+    NoStatusSubresource(String),
     /// A name the resource does not accept.
     #[error("{kind} name {name:?} is invalid: {reason}")]
     InvalidName {
@@ -316,6 +342,11 @@ pub fn bind(mut intent: Intent, kind: KindInfo, trigger: &Trigger) -> Result<Pre
         name: excerpt(&intent.target.name, EXCERPT),
         reason,
     })?;
+    if let Action::Apply { status: true, .. } | Action::Merge { status: true, .. } = intent.action
+        && !kind.has_status
+    {
+        return Err(BindError::NoStatusSubresource(intent.target.kind.clone()));
+    }
     intent.target.namespace = namespace.clone();
     if let Action::Apply { body, .. } = &mut intent.action {
         if let Some(ns) = &namespace
@@ -647,6 +678,90 @@ mod tests {
             {"apiVersion":"v1","kind":"X","name":"other","uid":"u-2","controller":true}]}});
         let err = add_owner(&mut body, &trigger(Some("shop")), Some("shop")).unwrap_err();
         assert_eq!(err, BindError::SecondController("other".into()));
+    }
+
+    fn site_kind(has_status: bool) -> KindInfo {
+        KindInfo {
+            group: "sites.kubewasm.dev".into(),
+            version: "v1alpha2".into(),
+            kind: "ContentSite".into(),
+            plural: "contentsites".into(),
+            namespaced: true,
+            has_status,
+            guessed: false,
+        }
+    }
+
+    fn status_patch(name: &str) -> Intent {
+        let raw = RawIntent::Patch {
+            target: crate::intent::ObjectRef {
+                api_version: "sites.kubewasm.dev/v1alpha1".into(),
+                kind: "ContentSite".into(),
+                namespace: None,
+                name: name.into(),
+            },
+            body: json!({"status": {"phase": "Ready"}}).to_string(),
+            strategy: crate::intent::Strategy::Apply,
+            status: true,
+            force: false,
+        };
+        crate::intent::decode(raw, 1 << 20).unwrap()
+    }
+
+    #[test]
+    fn a_status_write_needs_a_status_subresource() {
+        let err = bind(
+            status_patch("blog"),
+            site_kind(false),
+            &trigger(Some("shop")),
+        )
+        .unwrap_err();
+        assert_eq!(err, BindError::NoStatusSubresource("ContentSite".into()));
+        assert!(
+            err.to_string().contains("has no status subresource"),
+            "{err}"
+        );
+        assert!(
+            bind(
+                status_patch("blog"),
+                site_kind(true),
+                &trigger(Some("shop"))
+            )
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn an_intent_knows_whether_it_writes_its_trigger() {
+        let t = trigger(Some("shop"));
+        // Another version of the same group is the same object.
+        let own = bind(status_patch("blog"), site_kind(true), &t).unwrap();
+        assert!(own.targets(&t));
+        assert!(own.needs_existing());
+        let other = bind(status_patch("other"), site_kind(true), &t).unwrap();
+        assert!(!other.targets(&t));
+        let elsewhere = trigger(Some("elsewhere"));
+        assert!(!own.targets(&elsewhere));
+        let created = bind(
+            crate::intent::decode(
+                create(json!({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"blog"}})),
+                1 << 20,
+            )
+            .unwrap(),
+            KindInfo {
+                group: String::new(),
+                version: "v1".into(),
+                kind: "ConfigMap".into(),
+                plural: "configmaps".into(),
+                namespaced: true,
+                has_status: false,
+                guessed: false,
+            },
+            &t,
+        )
+        .unwrap();
+        assert!(!created.targets(&t), "same name, another kind");
+        assert!(!created.needs_existing());
     }
 
     fn manifest(namespaces: &[&str]) -> Manifest {

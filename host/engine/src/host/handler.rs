@@ -124,6 +124,7 @@ impl PluginHandler {
         let prepared = admitted.map_err(|r| Error::rejected(&name, r))?;
 
         let manager = plugin.manifest.field_manager();
+        let trigger = d.object.trigger();
         for p in &prepared {
             if !deps.leadership.is_leader() {
                 return Err(Error::NotLeader {
@@ -136,7 +137,15 @@ impl PluginHandler {
                 .guard(deps.applier.execute(&manager, p))
                 .await
                 .map_err(|_| not_leader())?;
+            // A 404 on a write that needs its target, when the target is the trigger: the
+            // trigger was deleted during the call (admission checked that a status write
+            // has a subresource to go to). Its `deleted` event follows through the queue;
+            // nothing is wrong with the plugin or the object.
+            let trigger_gone = matches!(&result, Err(e) if e.status() == Some(404))
+                && p.needs_existing()
+                && p.targets(&trigger);
             let outcome = match &result {
+                _ if trigger_gone => "gone",
                 Ok(_) => "applied",
                 Err(e) if e.status() == Some(409) => "conflict",
                 Err(_) => "error",
@@ -161,6 +170,10 @@ impl PluginHandler {
                 Ok(Outcome::AlreadyGone) => {
                     tracing::info!(plugin = %name, trigger = %object, "{}: already gone", p.describe())
                 }
+                Err(_) if trigger_gone => tracing::info!(
+                    plugin = %name, trigger = %object,
+                    "{}: skipped, the object was deleted during the call", p.describe()
+                ),
                 Err(e) => {
                     if e.status() == Some(409) && !p.intent.force {
                         tracing::warn!(plugin = %name, manager = %manager, trigger = %object,

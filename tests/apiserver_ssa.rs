@@ -451,3 +451,101 @@ async fn apply_to_status_subresource_and_builtins() {
         Some("1")
     );
 }
+
+/// A uid in the request body names one object, as on kube-apiserver: apply never creates
+/// an object for it (409 "uid mismatch", so a deleted object is not brought back), a
+/// patch or apply with another object's uid is 422 (uid is immutable), and a PUT's uid is
+/// a precondition (409). The object's own uid is accepted everywhere.
+#[tokio::test]
+async fn a_uid_in_the_body_names_the_object_it_must_be() {
+    let (_s, client) = server().await;
+    let widgets = install_widgets(&client).await;
+    let pp = PatchParams::apply("m1");
+    let with_uid = |uid: &str| {
+        let mut b = apply_body("w", json!({"a": "1"}));
+        b["metadata"]["uid"] = json!(uid);
+        b
+    };
+    let status = |e: kube::Error| match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("not an API error: {other}"),
+    };
+
+    let gone = status(
+        widgets
+            .patch("w", &pp, &Patch::Apply(with_uid("0000-gone")))
+            .await
+            .expect_err("apply with a uid and no object"),
+    );
+    assert_eq!(
+        (gone.code, gone.reason.as_str()),
+        (409, "Conflict"),
+        "{gone:?}"
+    );
+    assert!(
+        gone.message.ends_with(
+            "uid mismatch: the provided object specified uid 0000-gone, and no existing object was found"
+        ),
+        "{gone:?}"
+    );
+    assert!(
+        widgets.get_opt("w").await.unwrap().is_none(),
+        "nothing created"
+    );
+
+    let created = widgets
+        .patch("w", &pp, &Patch::Apply(apply_body("w", json!({"a": "1"}))))
+        .await
+        .expect("apply creates");
+    let uid = created.uid().expect("uid");
+    widgets
+        .patch("w", &pp, &Patch::Apply(with_uid(&uid)))
+        .await
+        .expect("apply with the object's own uid");
+
+    let other = status(
+        widgets
+            .patch("w", &pp, &Patch::Apply(with_uid("0000-other")))
+            .await
+            .expect_err("apply with another uid"),
+    );
+    assert_eq!(
+        (other.code, other.reason.as_str()),
+        (422, "Invalid"),
+        "{other:?}"
+    );
+    let causes = other
+        .details
+        .as_ref()
+        .map(|d| d.causes.clone())
+        .unwrap_or_default();
+    assert_eq!(causes[0].field, "metadata.uid", "{other:?}");
+    assert!(other.message.ends_with("field is immutable"), "{other:?}");
+    let merged = status(
+        widgets
+            .patch(
+                "w",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"uid": "0000-other"}})),
+            )
+            .await
+            .expect_err("merge patch of the uid"),
+    );
+    assert_eq!(merged.code, 422, "{merged:?}");
+
+    let mut replaced: DynamicObject = widgets.get("w").await.unwrap();
+    replaced.metadata.uid = Some("0000-other".into());
+    let put = status(
+        widgets
+            .replace("w", &Default::default(), &replaced)
+            .await
+            .expect_err("PUT with another uid"),
+    );
+    assert_eq!(put.code, 409, "{put:?}");
+    assert!(
+        put.message
+            .contains("Precondition failed: UID in precondition: 0000-other"),
+        "{put:?}"
+    );
+    assert_eq!(widgets.get("w").await.unwrap().uid(), Some(uid));
+}

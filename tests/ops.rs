@@ -353,6 +353,44 @@ async fn a_permanent_failure_is_reported_once_and_shown_as_a_condition() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// Wait until `client`'s watch of `plural` is open at the server.
+async fn watch_open(env: &Env, client: &str, plural: &str) {
+    eventually(&format!("{client} watching {plural}"), CONVERGE, || async {
+        env.server
+            .requests()
+            .iter()
+            .any(|r| {
+                r.client == client
+                    && r.path.contains(plural)
+                    && r.path.contains("watch=true")
+                    && r.executed.is_some()
+            })
+            .then_some(())
+    })
+    .await;
+}
+
+/// Wait until a write of `client` to a path containing `path` is held by the server.
+async fn write_held(env: &Env, client: &str, path: &str) {
+    eventually(
+        &format!("{client}'s write to {path} held"),
+        CONVERGE,
+        || async {
+            env.server
+                .requests()
+                .iter()
+                .any(|r| {
+                    r.client == client
+                        && r.is_write()
+                        && r.path.contains(path)
+                        && r.executed.is_none()
+                })
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 /// A site deleted while the provisioner's intents are being applied: the status write at
 /// the end of the call finds no site (404). That is the deletion racing the call, not a
 /// failure of the plugin or the object: the write is skipped (counted as `gone`), no event
@@ -371,19 +409,7 @@ async fn a_trigger_deleted_during_its_call_is_not_a_failure() {
     env.server.record_requests();
     let host = env.start_host_as(HOST, &[]);
     let addr = ops_addr(&host).await;
-    eventually("the host watching ContentSites", CONVERGE, || async {
-        env.server
-            .requests()
-            .iter()
-            .any(|r| {
-                r.client == HOST
-                    && r.path.contains("contentsites")
-                    && r.path.contains("watch=true")
-                    && r.executed.is_some()
-            })
-            .then_some(())
-    })
-    .await;
+    watch_open(&env, HOST, "contentsites").await;
     let sites = env.api(
         "sites.kubewasm.dev/v1alpha1",
         "ContentSite",
@@ -412,19 +438,7 @@ async fn a_trigger_deleted_during_its_call_is_not_a_failure() {
     // handle a new site: its first write, the MongoDB, waits at the server.
     env.server.stall_client(HOST);
     env.create(&sites, site("racy")).await;
-    eventually("the MongoDB write held mid-call", CONVERGE, || async {
-        env.server
-            .requests()
-            .iter()
-            .any(|r| {
-                r.client == HOST
-                    && r.is_write()
-                    && r.path.contains("/mongodb/racy-db")
-                    && r.executed.is_none()
-            })
-            .then_some(())
-    })
-    .await;
+    write_held(&env, HOST, "/mongodb/racy-db").await;
     sites
         .delete("racy", &Default::default())
         .await
@@ -477,5 +491,78 @@ async fn a_trigger_deleted_during_its_call_is_not_a_failure() {
         .filter(|e| e.data["involvedObject"]["name"] == json!("racy"))
         .collect();
     assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A plugin that server-side applies a label on its trigger, the trigger deleted during
+/// the call: the apply names the trigger's uid, so kube-apiserver (and the embedded
+/// server) refuse to create it again (409), and the host skips the write as it skips a
+/// status write: the ConfigMap stays deleted, nothing fails, the deletion is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_patch_of_a_trigger_deleted_during_its_call_does_not_bring_it_back() {
+    const HOST: &str = "the-host";
+    let env = Env::with_crds(false).await;
+    env.add_plugin(
+        &test_plugin("testkit"),
+        "testkit",
+        Some("patchSelf: true\n"),
+    );
+    env.server.record_requests();
+    let host = env.start_host_as(HOST, &[]);
+    watch_open(&env, HOST, "configmaps").await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let cm = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default",
+                            "labels": {"kubewasm.dev/testkit": "testkit"}},
+               "data": {"action": "label-self"}})
+    };
+    // Undisturbed, the trigger gets its label (and the kinds are resolved from then on).
+    env.create(&cms, cm("calm")).await;
+    eventually("calm labelled", CONVERGE, || async {
+        get(&cms, "calm").await.filter(|o| {
+            o.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key("kubewasm.dev/labelled"))
+        })
+    })
+    .await;
+
+    env.server.stall_client(HOST);
+    env.create(&cms, cm("racy")).await;
+    write_held(&env, HOST, "/configmaps/racy-out").await;
+    cms.delete("racy", &Default::default())
+        .await
+        .expect("delete the trigger");
+    env.server.release_client(HOST);
+
+    host.wait_log("the label write skipped", |l| {
+        field(l, "message")
+            == "patch ConfigMap default/racy: skipped, the object was deleted during the call"
+    })
+    .await;
+    host.wait_log("the deletion delivered", |l| {
+        field(l, "message") == "event"
+            && field(l, "event") == "deleted"
+            && field(l, "object") == "ConfigMap default/racy"
+    })
+    .await;
+    let refused = env.server.requests().into_iter().any(|r| {
+        r.client == HOST
+            && r.method == "PATCH"
+            && r.path.contains("/configmaps/racy?")
+            && r.executed.is_some()
+    });
+    assert!(refused, "the label apply reached the server");
+    assert!(
+        get(&cms, "racy").await.is_none(),
+        "the deleted trigger was created again"
+    );
+    eventually("racy-out collected", CONVERGE, || async {
+        get(&cms, "racy-out").await.is_none().then_some(())
+    })
+    .await;
+    host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }

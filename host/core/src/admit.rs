@@ -132,13 +132,18 @@ impl Prepared {
             && trigger.namespace == self.namespace
     }
 
-    /// Whether the write needs the object to exist (a 404 then means it does not): a
-    /// status write or a merge patch. A server-side apply of the object creates it.
+    /// Whether the write needs the object to exist: a status write, a merge patch, or an
+    /// apply whose body names a uid (which kube-apiserver never creates). A server-side
+    /// apply without one creates the object.
     pub fn needs_existing(&self) -> bool {
-        matches!(
-            self.intent.action,
-            Action::Apply { status: true, .. } | Action::Merge { .. }
-        )
+        match &self.intent.action {
+            Action::Apply { status: true, .. } | Action::Merge { .. } => true,
+            Action::Apply { body, .. } => body
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .is_some_and(|u| !u.is_empty()),
+            Action::Delete { .. } => false,
+        }
     }
 
     /// `create MongoDB shop/site-db` for logs.
@@ -358,12 +363,33 @@ pub fn bind(mut intent: Intent, kind: KindInfo, trigger: &Trigger) -> Result<Pre
             add_owner(body, trigger, namespace.as_deref())?;
         }
     }
-    Ok(Prepared {
+    let mut prepared = Prepared {
         intent,
         resolved_api_version: kind.api_version(),
         kind,
         namespace,
-    })
+    };
+    guard_trigger_uid(&mut prepared, trigger);
+    Ok(prepared)
+}
+
+/// A `patch` that server-side applies the trigger itself names the trigger's uid (unless
+/// the plugin named one), so a trigger deleted during the call is not created again by
+/// it: kube-apiserver refuses to create an object for an apply that names a uid.
+fn guard_trigger_uid(p: &mut Prepared, trigger: &Trigger) {
+    let Some(uid) = &trigger.uid else { return };
+    if p.intent.verb != Verb::Patch || !p.targets(trigger) {
+        return;
+    }
+    if let Action::Apply {
+        body,
+        status: false,
+    } = &mut p.intent.action
+        && let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.entry("uid")
+            .or_insert_with(|| Value::String(uid.clone()));
+    }
 }
 
 /// Add a controller ownerReference to `trigger`, refusing what the API server's garbage
@@ -762,6 +788,54 @@ mod tests {
         .unwrap();
         assert!(!created.targets(&t), "same name, another kind");
         assert!(!created.needs_existing());
+    }
+
+    #[test]
+    fn an_apply_patch_of_the_trigger_names_its_uid_so_it_never_recreates_it() {
+        let t = trigger(Some("shop"));
+        let patch = |name: &str, body: Value, status: bool| {
+            let raw = RawIntent::Patch {
+                target: crate::intent::ObjectRef {
+                    api_version: "sites.kubewasm.dev/v1alpha1".into(),
+                    kind: "ContentSite".into(),
+                    namespace: None,
+                    name: name.into(),
+                },
+                body: body.to_string(),
+                strategy: crate::intent::Strategy::Apply,
+                status,
+                force: false,
+            };
+            bind(
+                crate::intent::decode(raw, 1 << 20).unwrap(),
+                site_kind(true),
+                &t,
+            )
+            .unwrap()
+        };
+        let own = patch("blog", json!({"metadata": {"labels": {"a": "b"}}}), false);
+        let Action::Apply { body, .. } = &own.intent.action else {
+            panic!("apply")
+        };
+        assert_eq!(body["metadata"]["uid"], json!("u-1"));
+        assert!(own.needs_existing());
+        // The plugin's own uid is kept; other objects and status writes are left alone.
+        let named = patch("blog", json!({"metadata": {"uid": "u-mine"}}), false);
+        let Action::Apply { body, .. } = &named.intent.action else {
+            panic!("apply")
+        };
+        assert_eq!(body["metadata"]["uid"], json!("u-mine"));
+        let other = patch("other", json!({"metadata": {"labels": {"a": "b"}}}), false);
+        let Action::Apply { body, .. } = &other.intent.action else {
+            panic!("apply")
+        };
+        assert!(body["metadata"].get("uid").is_none());
+        assert!(!other.needs_existing());
+        let status = patch("blog", json!({"status": {"phase": "Ready"}}), true);
+        let Action::Apply { body, .. } = &status.intent.action else {
+            panic!("apply")
+        };
+        assert!(body["metadata"].get("uid").is_none());
     }
 
     fn manifest(namespaces: &[&str]) -> Manifest {

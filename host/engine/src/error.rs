@@ -91,6 +91,8 @@ pub enum Error {
         /// A server-side apply conflict (`FieldManagerConflict` causes): another field
         /// manager owns the fields; retrying the same apply cannot succeed.
         field_conflict: bool,
+        /// A 422 whose causes name `metadata.uid`: the body's uid is not the object's.
+        uid_rejected: bool,
     },
     /// Talking to the API server failed below the HTTP status level.
     #[error("{context}: {source}")]
@@ -247,6 +249,25 @@ impl Error {
         self.retry() != Retry::Never
     }
 
+    /// Whether a write that needs its target (see `Prepared::needs_existing`) failed
+    /// because that object is not there: 404; 409 other than a field conflict (apply with
+    /// a uid and no object, or a stale resourceVersion: either way a newer state exists);
+    /// 422 on the uid (another object of that name has replaced it).
+    pub fn target_missing(&self) -> bool {
+        match self {
+            Error::Api { status: 404, .. }
+            | Error::Api {
+                uid_rejected: true, ..
+            } => true,
+            Error::Api {
+                status: 409,
+                field_conflict,
+                ..
+            } => !field_conflict,
+            _ => false,
+        }
+    }
+
     /// The HTTP status when the error came from the API server.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -275,11 +296,52 @@ impl Error {
                     .details
                     .as_ref()
                     .is_some_and(|d| d.causes.iter().any(|c| c.reason == "FieldManagerConflict")),
+                uid_rejected: status.code == 422
+                    && status
+                        .details
+                        .as_ref()
+                        .is_some_and(|d| d.causes.iter().any(|c| c.field == "metadata.uid")),
             },
             other => Error::Kube {
                 context: format!("{verb} {target}"),
                 source: other,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    /// The error for a Status as kube-apiserver sends it.
+    fn api(code: u16, causes: &[(&str, &str)]) -> Error {
+        let causes: Vec<_> = causes
+            .iter()
+            .map(|(reason, field)| serde_json::json!({"reason": reason, "field": field}))
+            .collect();
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "message": "m",
+            "reason": "R", "code": code, "details": {"name": "x", "causes": causes},
+        }))
+        .expect("a Status");
+        Error::from_kube(
+            "apply",
+            "ConfigMap default/x",
+            kube::Error::Api(Box::new(status)),
+        )
+    }
+
+    #[test]
+    fn a_missing_target_is_told_by_status_and_causes() {
+        assert!(api(404, &[]).target_missing());
+        // Apply with a uid and no object; a stale resourceVersion.
+        assert!(api(409, &[]).target_missing());
+        // Another manager owns the fields: the object is there.
+        assert!(!api(409, &[("FieldManagerConflict", ".data.a")]).target_missing());
+        // Another object of that name: its uid is not the body's.
+        assert!(api(422, &[("FieldValueInvalid", "metadata.uid")]).target_missing());
+        assert!(!api(422, &[("FieldValueInvalid", "spec.replicas")]).target_missing());
+        assert!(!api(403, &[]).target_missing());
+        assert!(!api(500, &[]).target_missing());
     }
 }

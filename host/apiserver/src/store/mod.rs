@@ -398,6 +398,20 @@ impl Store {
         {
             return Err(StatusError::stale(&t.info.group, &t.info.plural, name));
         }
+        // A PUT's uid is a precondition (kube-apiserver: 409, not 422).
+        if let Some(uid) = meta_str(&body, "uid").filter(|u| !u.is_empty())
+            && Some(uid) != meta_str(&old, "uid")
+        {
+            return Err(StatusError::conflict(
+                &t.info.group,
+                &t.info.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&old, "uid").unwrap_or("")
+                ),
+            ));
+        }
         let out = st.update(t, name, &old, body, own, dry_run)?;
         drop(st);
         self.gc.notify_one();
@@ -501,6 +515,18 @@ impl Store {
             None => {
                 if t.is_status() {
                     return Err(t.not_found(name));
+                }
+                // A uid in the configuration names an object that must exist: apply never
+                // creates it (so a deleted object is not brought back).
+                if let Some(uid) = meta_str(&config, "uid").filter(|u| !u.is_empty()) {
+                    return Err(StatusError::conflict(
+                        &t.info.group,
+                        &t.info.plural,
+                        name,
+                        &format!(
+                            "uid mismatch: the provided object specified uid {uid}, and no existing object was found"
+                        ),
+                    ));
                 }
                 let mut l = json!({"apiVersion": t.api_version(), "kind": t.info.kind, "metadata": {"name": name}});
                 if t.info.namespaced {
@@ -911,6 +937,17 @@ impl State {
         }
         check_type(t, &new)?;
         check_namespace(t, &new)?;
+        if let Some(uid) = meta_str(&new, "uid").filter(|u| !u.is_empty())
+            && Some(uid) != meta_str(old, "uid")
+        {
+            let message = format!("Invalid value: \"{uid}\": field is immutable");
+            return Err(StatusError::invalid(
+                &t.info.group,
+                &t.info.kind,
+                name,
+                vec![("FieldValueInvalid".into(), "metadata.uid".into(), message)],
+            ));
+        }
         let gr = t.info.gr();
         let storage_version = t
             .info

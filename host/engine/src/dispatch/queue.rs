@@ -910,6 +910,7 @@ mod tests {
             message: "message".into(),
             retry_after: retry_after.map(Duration::from_secs),
             field_conflict: false,
+            uid_rejected: false,
         }
     }
 
@@ -1139,6 +1140,7 @@ mod tests {
             message: "conflict with kubewasm-other".into(),
             retry_after: None,
             field_conflict: true,
+            uid_rejected: false,
         };
         assert_eq!(conflict.retry(), Retry::Never);
         let trap = Error::Call {

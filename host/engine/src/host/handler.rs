@@ -137,11 +137,11 @@ impl PluginHandler {
                 .guard(deps.applier.execute(&manager, p))
                 .await
                 .map_err(|_| not_leader())?;
-            // A 404 on a write that needs its target, when the target is the trigger: the
-            // trigger was deleted during the call (admission checked that a status write
-            // has a subresource to go to). Its `deleted` event follows through the queue;
+            // A write to the trigger that needs it finds it missing: the trigger was deleted
+            // (or replaced) during the call; admission checked that a status write has a
+            // subresource to go to. The next event of that key follows through the queue;
             // nothing is wrong with the plugin or the object.
-            let trigger_gone = matches!(&result, Err(e) if e.status() == Some(404))
+            let trigger_gone = matches!(&result, Err(e) if e.target_missing())
                 && p.needs_existing()
                 && p.targets(&trigger);
             let outcome = match &result {

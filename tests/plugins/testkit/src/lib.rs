@@ -8,7 +8,7 @@
 //! `namespaceGrant` (a list of namespaces: also grant `create` on core `Namespace` objects,
 //! limited to those namespaces, which can never cover a cluster-scoped kind), `grantAll`
 //! (also ask for every verb on every kind everywhere, with force: an escalation the
-//! operator's approval must refuse).
+//! operator's approval must refuse), `patchSelf` (also grant `patch` on ConfigMaps).
 //!
 //! The triggering ConfigMap's `data.action` picks what `handle` does:
 //! `copy` (default: create `<cm>-out` owned by the trigger, data copied), `write-shared`
@@ -20,7 +20,8 @@
 //! event's object carries managedFields), `stateful` (misbehaves on a reused instance:
 //! copies how many `stateful` calls this instance has handled, so only a fresh instance
 //! always answers `calls: "1"`), `track-deletion` (like `copy`; when the ConfigMap is
-//! deleted, create `<cm>-deleted`).
+//! deleted, create `<cm>-deleted`), `label-self` (create `<cm>-out`, then server-side apply
+//! a label on the trigger itself; needs `patchSelf`).
 
 use serde_json::{Value, json};
 
@@ -32,8 +33,8 @@ wit_bindgen::generate!({
 use exports::kubewasm::plugin::handler::Guest;
 use kubewasm::plugin::host;
 use kubewasm::plugin::types::{
-    CreateIntent, Event, Grant, HandleError, Intent, LogLevel, Manifest, ResourceRef, TypeRef,
-    Verb, Watch,
+    CreateIntent, Event, Grant, HandleError, Intent, LogLevel, Manifest, ObjectRef, PatchIntent,
+    PatchStrategy, ResourceRef, TypeRef, Verb, Watch,
 };
 
 struct Testkit;
@@ -126,6 +127,19 @@ impl Guest for Testkit {
                         .and_then(Value::as_bool)
                         .unwrap_or(false),
                 }))
+                // `patchSelf: true`: ConfigMaps may be patched too (the `label-self` action).
+                .chain(
+                    s.get("patchSelf")
+                        .and_then(Value::as_bool)
+                        .filter(|on| *on)
+                        .map(|_| Grant {
+                            api_groups: vec!["".into()],
+                            kinds: vec!["ConfigMap".into()],
+                            namespaces: vec![],
+                            verbs: vec![Verb::Patch],
+                            allow_force: false,
+                        }),
+                )
                 .chain(s.get("namespaceGrant").and_then(Value::as_array).map(|ns| {
                     Grant {
                         api_groups: vec!["".into()],
@@ -206,6 +220,23 @@ impl Guest for Testkit {
                     false,
                 )]
             }
+            // `<cm>-out`, then a server-side apply of a label on the trigger itself.
+            "label-self" => vec![
+                create(out(json!({"labelled": cm})), false, true),
+                Intent::Patch(PatchIntent {
+                    target: ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        namespace: Some(ns.to_string()),
+                        name: cm.to_string(),
+                    },
+                    body: json!({"metadata": {"labels": {"kubewasm.dev/labelled": "yes"}}})
+                        .to_string(),
+                    strategy: PatchStrategy::Apply,
+                    status: false,
+                    force: false,
+                }),
+            ],
             "trap" => panic!("testkit was asked to trap"),
             "error" => {
                 return Err(HandleError {

@@ -103,6 +103,10 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
             |s| Box::pin(own_identity(s)),
         ),
         (
+            "a plugin labels its trigger: the apply names the trigger's uid, kube-apiserver takes it",
+            |s| Box::pin(label_self(s)),
+        ),
+        (
             "the apiserver is SIGKILLed and restarted; changes right after are handled",
             |s| Box::pin(apiserver_crash(s)),
         ),
@@ -254,21 +258,22 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         ("writer-b", "value: b\nforce: true\nallowForce: true\n"),
         // Approved to create ConfigMaps, but its own role will lack `patch`.
         ("narrow", ""),
+        // Server-side applies a label on its trigger (with the trigger's uid).
+        ("labeller", "patchSelf: true\n"),
     ] {
-        std::fs::copy(
-            support::test_plugin("testkit"),
-            plugins.join(format!("{name}.wasm")),
-        )
-        .unwrap();
-        std::fs::write(
-            plugins.join(format!("{name}.yaml")),
-            // The operator's approval of what testkit may ask for, in its settings file.
-            support::with_testkit_approval(&format!(
-                "name: {name}\nselector: kubewasm.dev/e2e-{}={id}\n{extra}",
-                if name == "narrow" { "narrow" } else { "writer" }
+        let selector = match name {
+            "narrow" | "labeller" => name,
+            _ => "writer",
+        };
+        // The operator's approval of exactly what testkit then asks for, in its settings.
+        support::install_approved(
+            &support::test_plugin("testkit"),
+            &plugins,
+            name,
+            Some(&format!(
+                "name: {name}\nselector: kubewasm.dev/e2e-{selector}={id}\n{extra}"
             )),
-        )
-        .unwrap();
+        );
     }
 
     // RBAC exactly as `kubewasm rbac` prints it, resolved on this cluster.
@@ -864,6 +869,51 @@ async fn own_identity(s: &'static Suite) {
         cms.get_opt("narrow-out").await.expect("get").is_none(),
         "nothing written as the host"
     );
+}
+
+async fn label_self(s: &'static Suite) {
+    let cms = api(&s.admin, "v1", "ConfigMap", "configmaps", Some(&s.ns));
+    create(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "labelled", "namespace": s.ns,
+                            "labels": {"kubewasm.dev/e2e-labeller": s.id}},
+               "data": {"action": "label-self"}}),
+    )
+    .await;
+    let labelled = eventually("the trigger labelled by its plugin", CONVERGE, || async {
+        cms.get_opt("labelled").await.ok().flatten().filter(|o| {
+            o.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.get("kubewasm.dev/labelled").map(String::as_str) == Some("yes"))
+        })
+    })
+    .await;
+    let fields = labelled
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .find(|m| m.manager.as_deref() == Some("kubewasm-labeller"))
+        .and_then(|m| m.fields_v1.as_ref())
+        .map(|f| f.0.clone())
+        .expect("kubewasm-labeller's managedFields entry");
+    println!("  kubewasm-labeller owns: {fields}");
+    assert_eq!(
+        fields,
+        json!({"f:metadata": {"f:labels": {"f:kubewasm.dev/labelled": {}}}}),
+        "the uid is not a managed field"
+    );
+    eventually("labelled-out", CONVERGE, || async {
+        cms.get_opt("labelled-out").await.ok().flatten()
+    })
+    .await;
+    let guard = s.host.lock().await;
+    let host = guard.as_ref().expect("host running");
+    let failed = host
+        .matching(|l| field(l, "message") == "event failed" && field(l, "plugin") == "labeller");
+    assert!(failed.is_empty(), "{failed:?}");
 }
 
 async fn apiserver_crash(s: &'static Suite) {

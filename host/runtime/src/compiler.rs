@@ -35,6 +35,10 @@ const MAX_WORKER_STDERR: u64 = 64 << 10;
 /// The worker's exit status when the wasm does not compile (its message is on stderr);
 /// any other failure exits 1.
 pub const EXIT_NOT_COMPILABLE: i32 = 2;
+/// How long a worker may take to compile one plugin before it is stopped. The largest
+/// components we build (Python, ~35 MB) compile in seconds; a component crafted to compile
+/// slowly is bounded by this, not only by wasmparser's size limits.
+pub const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// How plugins are compiled.
 #[derive(Debug, Clone, Default)]
@@ -51,6 +55,8 @@ pub enum Compiler {
 pub struct Worker {
     program: PathBuf,
     args: Vec<OsString>,
+    /// How long one compile may take.
+    timeout: std::time::Duration,
     /// Set once the worker could not be started (shared by clones), so the fallback to
     /// compiling in process is logged once.
     unavailable: Arc<AtomicBool>,
@@ -86,8 +92,16 @@ impl Worker {
         Worker {
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
+            timeout: DEFAULT_COMPILE_TIMEOUT,
             unavailable: Arc::default(),
         }
+    }
+
+    /// Stop a compile that takes longer than `timeout` (default
+    /// [`DEFAULT_COMPILE_TIMEOUT`]); the plugin file is then refused.
+    pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.timeout = timeout;
+        self
     }
 }
 
@@ -127,6 +141,10 @@ impl Compiler {
                 path: path.to_path_buf(),
                 reason,
             }),
+            Err(WorkerFailure::TimedOut) => Err(Error::CompileTimeout {
+                path: path.to_path_buf(),
+                limit: worker.timeout,
+            }),
             Err(WorkerFailure::Failed(reason)) => Err(Error::Engine(format!(
                 "compile worker for {}: {reason}",
                 path.display()
@@ -150,6 +168,8 @@ enum WorkerFailure {
     NotCompilable(String),
     /// The worker crashed, was killed, or said something unreadable.
     Failed(String),
+    /// The worker took longer than its timeout and was stopped.
+    TimedOut,
     /// The worker could not be started.
     Unavailable(std::io::Error),
 }
@@ -201,11 +221,17 @@ impl Worker {
             Ok::<_, std::io::Error>((out, over))
         };
         let read_err = read_bounded(stderr, MAX_WORKER_STDERR, &mut err);
-        let ((), out_res, _) = tokio::join!(feed, read_out, read_err);
-        let status = child
-            .wait()
-            .await
-            .map_err(|e| WorkerFailure::Failed(format!("waiting for it: {e}")))?;
+        let work = async {
+            let ((), out_res, _) = tokio::join!(feed, read_out, read_err);
+            (out_res, child.wait().await)
+        };
+        let finished = tokio::time::timeout(self.timeout, work).await;
+        let Ok((out_res, status)) = finished else {
+            // Stopped and reaped here; the artifact's unnamed file went with `work`.
+            let _ = child.kill().await;
+            return Err(WorkerFailure::TimedOut);
+        };
+        let status = status.map_err(|e| WorkerFailure::Failed(format!("waiting for it: {e}")))?;
         let message = String::from_utf8_lossy(&err).trim().to_string();
         if status.code() == Some(EXIT_NOT_COMPILABLE) {
             return Err(WorkerFailure::NotCompilable(message));
@@ -320,6 +346,7 @@ pub fn serve(input: impl Read, mut output: impl Write) -> Result<(), ServeError>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const WAT: &str = r#"(component (core module (func (export "f"))))"#;
 
@@ -394,6 +421,45 @@ mod tests {
         assert_eq!(back, bytes);
         // The file has no name.
         assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0);
+    }
+
+    /// A worker that never finishes (a component crafted to compile slowly) is stopped at
+    /// the timeout. The clock is paused: tokio advances it once everything waits, so the
+    /// test takes no real time and cannot race.
+    #[tokio::test(start_paused = true)]
+    async fn a_compile_that_outlasts_the_timeout_is_stopped_and_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let script = format!(
+            "echo $$ > '{}'; cat >/dev/null; exec sleep 100000",
+            pid_file.display()
+        );
+        let worker = Compiler::Worker(
+            Worker::new("/bin/sh", ["-c", script.as_str()]).with_timeout(Duration::from_secs(30)),
+        );
+        let started = tokio::time::Instant::now();
+        let err = compile_with(&worker, dir.path()).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::CompileTimeout { limit, .. } if *limit == Duration::from_secs(30)),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("refused until it changes"),
+            "{err}"
+        );
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_secs(30) && waited < Duration::from_secs(31),
+            "{waited:?}"
+        );
+        // The worker is gone (killed and reaped), not left compiling. (With the paused
+        // clock the timeout may fire before the script wrote its pid.)
+        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
+            assert!(
+                !Path::new(&format!("/proc/{}", pid.trim())).exists(),
+                "worker {pid} still running"
+            );
+        }
     }
 
     #[tokio::test]

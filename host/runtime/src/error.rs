@@ -30,6 +30,16 @@ pub enum Error {
         /// The header check's or the compiler's message.
         reason: String,
     },
+    /// Compiling the component took longer than the compile worker's timeout.
+    #[error(
+        "plugin {path}: compiling took longer than {limit:?}; the compile worker was stopped and the file is refused until it changes"
+    )]
+    CompileTimeout {
+        /// The file.
+        path: PathBuf,
+        /// The timeout.
+        limit: std::time::Duration,
+    },
     /// The component does not implement the `kubewasm:plugin/plugin` world.
     #[error("plugin {path}: does not implement the kubewasm:plugin@0.1.0 world: {reason}")]
     World {

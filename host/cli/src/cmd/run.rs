@@ -74,6 +74,10 @@ pub struct HostArgs {
     /// the host).
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Longest time compiling one plugin may take (in a worker process); a file that
+    /// takes longer is refused until it changes.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    compile_timeout: Duration,
     /// Quiet period after a change in the plugin directory before reloading it.
     #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
     reload_debounce: Duration,
@@ -189,7 +193,10 @@ impl HostArgs {
                 reuse_instances: !self.fresh_instances,
                 pool_size: self.concurrency,
                 // A long-running host keeps the compiler's memory out of its own.
-                compiler: Compiler::Worker(Worker::this_executable([super::COMPILE_WORKER])?),
+                compiler: Compiler::Worker(
+                    Worker::this_executable([super::COMPILE_WORKER])?
+                        .with_timeout(self.compile_timeout),
+                ),
             },
             watch: WatchConfig {
                 resync: (!self.resync.is_zero()).then_some(self.resync),

@@ -718,7 +718,8 @@ mod tests {
         }
     }
 
-    fn status_patch(name: &str) -> Intent {
+    /// A decoded server-side apply patch of ContentSite `name`.
+    fn site_patch(name: &str, body: Value, status: bool) -> Intent {
         let raw = RawIntent::Patch {
             target: crate::intent::ObjectRef {
                 api_version: "sites.kubewasm.dev/v1alpha1".into(),
@@ -726,12 +727,16 @@ mod tests {
                 namespace: None,
                 name: name.into(),
             },
-            body: json!({"status": {"phase": "Ready"}}).to_string(),
+            body: body.to_string(),
             strategy: crate::intent::Strategy::Apply,
-            status: true,
+            status,
             force: false,
         };
         crate::intent::decode(raw, 1 << 20).unwrap()
+    }
+
+    fn status_patch(name: &str) -> Intent {
+        site_patch(name, json!({"status": {"phase": "Ready"}}), true)
     }
 
     #[test]
@@ -794,24 +799,7 @@ mod tests {
     fn an_apply_patch_of_the_trigger_names_its_uid_so_it_never_recreates_it() {
         let t = trigger(Some("shop"));
         let patch = |name: &str, body: Value, status: bool| {
-            let raw = RawIntent::Patch {
-                target: crate::intent::ObjectRef {
-                    api_version: "sites.kubewasm.dev/v1alpha1".into(),
-                    kind: "ContentSite".into(),
-                    namespace: None,
-                    name: name.into(),
-                },
-                body: body.to_string(),
-                strategy: crate::intent::Strategy::Apply,
-                status,
-                force: false,
-            };
-            bind(
-                crate::intent::decode(raw, 1 << 20).unwrap(),
-                site_kind(true),
-                &t,
-            )
-            .unwrap()
+            bind(site_patch(name, body, status), site_kind(true), &t).unwrap()
         };
         let own = patch("blog", json!({"metadata": {"labels": {"a": "b"}}}), false);
         let Action::Apply { body, .. } = &own.intent.action else {

@@ -344,12 +344,30 @@ async fn a_permanent_failure_is_reported_once_and_shown_as_a_condition() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert_eq!(warnings[0].data["count"], json!(1), "{warnings:?}");
 
-    // Fixed: handled, and no longer blocked.
+    // Fixed: handled, and no longer blocked. The write lands before the call returns and
+    // the queue clears the entry, so /status is waited on, not read once.
     env.apply(&cms, "bad", cm("copy", "4")).await;
     eventually("bad-out", CONVERGE, || async { get(&cms, "bad-out").await }).await;
-    let (_, body) = http_get(&addr, "/status");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["plugins"][0]["blocked"], json!([]), "{v}");
+    let status_addr = addr.clone();
+    eventually("the object no longer blocked in /status", CONVERGE, || {
+        let a = status_addr.clone();
+        async move {
+            let (_, body) = http_get(&a, "/status");
+            let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+            (v["plugins"][0]["blocked"] == json!([])).then_some(())
+        }
+    })
+    .await;
+    let metrics_addr = addr.clone();
+    eventually("kubewasm_blocked_objects back to 0", CONVERGE, || {
+        let a = metrics_addr.clone();
+        async move {
+            let (_, text) = http_get(&a, "/metrics");
+            (sample(&text, r#"kubewasm_blocked_objects{plugin="testkit"}"#) == Some(0.0))
+                .then_some(())
+        }
+    })
+    .await;
     assert_eq!(host.stop(), Some(0));
 }
 

@@ -224,10 +224,22 @@ async fn a_quarantined_plugin_gets_no_events_until_the_cooldown_passes() {
     let (host, addr) = quarantined_host(&env, "2s").await;
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     env.create(&cms, trigger("good", "copy")).await;
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // The host takes the new object's key and defers it (it says so), writing nothing.
+    host.wait_log("good deferred by the quarantine", |l| {
+        field(l, "message") == "plugin quarantined; event deferred"
+            && field(l, "object") == "ConfigMap default/good"
+    })
+    .await;
     assert!(
         get(&cms, "good-out").await.is_none(),
         "a quarantined plugin handled an event"
+    );
+    assert!(
+        host.matching(
+            |l| field(l, "message") == "event" && field(l, "object") == "ConfigMap default/good"
+        )
+        .is_empty(),
+        "a quarantined plugin was called"
     );
     // The bad object goes away; after the cooldown the waiting events are handled.
     cms.delete("bomb", &Default::default()).await.unwrap();
@@ -235,7 +247,13 @@ async fn a_quarantined_plugin_gets_no_events_until_the_cooldown_passes() {
         get(&cms, "good-out").await
     })
     .await;
-    assert_eq!(quarantined(&addr), Some(0.0));
+    // The write lands before the call returns and the gauge is cleared: waited on.
+    let metrics_addr = addr.clone();
+    eventually("kubewasm_plugin_quarantined back to 0", CONVERGE, || {
+        let a = metrics_addr.clone();
+        async move { (quarantined(&a) == Some(0.0)).then_some(()) }
+    })
+    .await;
     assert_eq!(host.stop(), Some(0));
 }
 

@@ -218,9 +218,12 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
             field(l, "plugin") == "seldon-endpoint" && field(l, "message").starts_with("applied")
         })
         .len();
-    let events_before = host
-        .matching(|l| field(l, "message") == "event" && field(l, "plugin") == "seldon-endpoint")
-        .len();
+    let returned = |h: &HostProcess| {
+        h.matching(|l| {
+            field(l, "message") == "plugin returned" && field(l, "plugin") == "seldon-endpoint"
+        })
+    };
+    let returned_before = returned(&host).len();
     let labelled = {
         let patch = json!({"metadata": {"labels": {"team": "ml"}}});
         sds.patch(
@@ -231,15 +234,14 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
         .await
         .expect("label")
     };
-    eventually("host saw the unrelated update", CONVERGE, || async {
-        let n = host
-            .matching(|l| field(l, "message") == "event" && field(l, "plugin") == "seldon-endpoint")
-            .len();
-        (n > events_before).then_some(())
-    })
+    // The plugin's answer to the unrelated update: no intents, so nothing can be written.
+    let answer = eventually(
+        "the plugin's answer to the unrelated update",
+        CONVERGE,
+        || async { returned(&host).get(returned_before).cloned() },
+    )
     .await;
-    // Give a write, if there were one, time to land before asserting there was none.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(answer["intents"], json!(0), "{answer}");
     let applied_after = host
         .matching(|l| {
             field(l, "plugin") == "seldon-endpoint" && field(l, "message").starts_with("applied")

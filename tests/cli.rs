@@ -260,16 +260,14 @@ async fn dev_serves_the_examples_with_the_example_plugins() {
         })
         .await;
     }
-    // The live log names plugin, object and manager of each applied intent.
-    let applied = host.matching(|l| field(l, "message").starts_with("applied"));
-    assert!(
-        applied.iter().any(
-            |l| field(l, "manager") == "kubewasm-contentsite-provisioner"
-                && field(l, "message").contains("MongoDB default/")
-        ),
-        "{}",
-        host.dump()
-    );
+    // The live log names plugin, object and manager of each applied intent (logged once
+    // the answer is read, which may be after the object is visible: waited on).
+    host.wait_log("the provisioner's applied MongoDB in the log", |l| {
+        field(l, "message").starts_with("applied")
+            && field(l, "manager") == "kubewasm-contentsite-provisioner"
+            && field(l, "message").contains("MongoDB default/")
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(host.stop(), Some(0));
 }

@@ -347,14 +347,20 @@ async fn a_leader_cut_off_mid_apply_writes_nothing_after_its_deadline_and_exits_
     )
     .await;
     assert_eq!(deleted.data["data"]["deleted"], json!("victim"));
-    assert!(
-        new.matching(|l| field(l, "message").starts_with("applied")
-            && l.to_string().contains("victim-deleted"))
-            .len()
-            == 1,
-        "{}",
-        new.dump()
-    );
+    // The object lands before the host reads the answer and logs it: the line is waited on.
+    let applied_victim = |h: &HostProcess| {
+        h.matching(|l| {
+            field(l, "message").starts_with("applied") && l.to_string().contains("victim-deleted")
+        })
+        .len()
+    };
+    eventually(
+        "the new leader's apply of victim-deleted logged",
+        CONVERGE,
+        || async { (applied_victim(&new) > 0).then_some(()) },
+    )
+    .await;
+    assert_eq!(applied_victim(&new), 1, "{}", new.dump());
 
     // Nothing the old leader sent after the cut was executed: each held request was
     // given up (the process is gone), so releasing the stall lets nothing through.

@@ -37,6 +37,16 @@ fn sample(metrics: &str, prefix: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Wait until the first `/metrics` sample starting with `prefix` reads `value`.
+async fn wait_metric(addr: &str, prefix: &str, value: f64) {
+    eventually(&format!("{prefix} at {value}"), CONVERGE, || {
+        let (_, text) = http_get(addr, "/metrics");
+        let reached = sample(&text, prefix) == Some(value);
+        async move { reached.then_some(()) }
+    })
+    .await;
+}
+
 async fn ops_addr(host: &HostProcess) -> String {
     let line = host
         .wait_log("ops endpoint", |l| {
@@ -248,11 +258,11 @@ async fn a_quarantined_plugin_gets_no_events_until_the_cooldown_passes() {
     })
     .await;
     // The write lands before the call returns and the gauge is cleared: waited on.
-    let metrics_addr = addr.clone();
-    eventually("kubewasm_plugin_quarantined back to 0", CONVERGE, || {
-        let a = metrics_addr.clone();
-        async move { (quarantined(&a) == Some(0.0)).then_some(()) }
-    })
+    wait_metric(
+        &addr,
+        r#"kubewasm_plugin_quarantined{plugin="testkit"}"#,
+        0.0,
+    )
     .await;
     assert_eq!(host.stop(), Some(0));
 }
@@ -321,16 +331,7 @@ async fn a_permanent_failure_is_reported_once_and_shown_as_a_condition() {
         "{status}"
     );
     assert_eq!(plugin["conditions"][1]["status"], json!("True"), "{status}");
-    let metrics_addr = addr.clone();
-    eventually("kubewasm_blocked_objects is 1", CONVERGE, || {
-        let a = metrics_addr.clone();
-        async move {
-            let (_, text) = http_get(&a, "/metrics");
-            (sample(&text, r#"kubewasm_blocked_objects{plugin="testkit"}"#) == Some(1.0))
-                .then_some(())
-        }
-    })
-    .await;
+    wait_metric(&addr, r#"kubewasm_blocked_objects{plugin="testkit"}"#, 1.0).await;
 
     // Two changes that fail the same way: handled (two more events), not reported again.
     for v in ["2", "3"] {
@@ -376,16 +377,7 @@ async fn a_permanent_failure_is_reported_once_and_shown_as_a_condition() {
         }
     })
     .await;
-    let metrics_addr = addr.clone();
-    eventually("kubewasm_blocked_objects back to 0", CONVERGE, || {
-        let a = metrics_addr.clone();
-        async move {
-            let (_, text) = http_get(&a, "/metrics");
-            (sample(&text, r#"kubewasm_blocked_objects{plugin="testkit"}"#) == Some(0.0))
-                .then_some(())
-        }
-    })
-    .await;
+    wait_metric(&addr, r#"kubewasm_blocked_objects{plugin="testkit"}"#, 0.0).await;
     assert_eq!(host.stop(), Some(0));
 }
 
@@ -446,23 +438,12 @@ async fn a_trigger_deleted_during_its_call_is_not_a_failure() {
     let host = env.start_host_as(HOST, &[]);
     let addr = ops_addr(&host).await;
     watch_open(&env, HOST, "contentsites").await;
-    let sites = env.api(
-        "sites.kubewasm.dev/v1alpha1",
-        "ContentSite",
-        "contentsites",
-        Some("default"),
-    );
+    let sites = env.sites();
     let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
 
-    let site = |name: &str| {
-        json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
-               "metadata": {"name": name, "namespace": "default"},
-               "spec": {"title": name, "hostname": format!("{name}.example.com"),
-                        "database": {"members": 1, "version": "7.0.12"}}})
-    };
     // A first site, provisioned whole: the kinds its intents write are resolved from then
     // on, so the next call's first request is its first write.
-    env.create(&sites, site("warm")).await;
+    env.create(&sites, content_site("warm", 1)).await;
     eventually("the first site's status", CONVERGE, || async {
         get(&sites, "warm")
             .await
@@ -473,7 +454,7 @@ async fn a_trigger_deleted_during_its_call_is_not_a_failure() {
     // Hold every new request of the host (its open watch keeps flowing), then let it
     // handle a new site: its first write, the MongoDB, waits at the server.
     env.server.stall_client(HOST);
-    env.create(&sites, site("racy")).await;
+    env.create(&sites, content_site("racy", 1)).await;
     write_held(&env, HOST, "/mongodb/racy-db").await;
     sites
         .delete("racy", &Default::default())

@@ -318,12 +318,7 @@ async fn the_example_scenario_runs_under_the_generated_rbac() {
         "everything resolved on the server"
     );
     let host = start_host_as_service_account(&env);
-    let sites = env.api(
-        "sites.kubewasm.dev/v1alpha1",
-        "ContentSite",
-        "contentsites",
-        Some("default"),
-    );
+    let sites = env.sites();
     env.create(
         &sites,
         json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",

@@ -7,15 +7,6 @@ use kube::ResourceExt;
 use serde_json::{Value, json};
 use support::*;
 
-fn site(name: &str, members: u32) -> Value {
-    json!({
-        "apiVersion": "sites.kubewasm.dev/v1alpha1",
-        "kind": "ContentSite",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"title": format!("Site {name}"), "hostname": format!("{name}.example.com"), "database": {"members": members, "version": "7.0.12"}}
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provision_on_demand_creates_owned_children_converges_and_cleans_up() {
     let env = Env::new().await;
@@ -26,16 +17,11 @@ async fn provision_on_demand_creates_owned_children_converges_and_cleans_up() {
     );
     let host = env.start_host(&[]);
 
-    let sites = env.api(
-        "sites.kubewasm.dev/v1alpha1",
-        "ContentSite",
-        "contentsites",
-        Some("default"),
-    );
+    let sites = env.sites();
     let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     let services = env.api("v1", "Service", "services", Some("default"));
 
-    let created = env.create(&sites, site("blog", 3)).await;
+    let created = env.create(&sites, content_site("blog", 3)).await;
     let site_uid = created.metadata.uid.clone().expect("uid");
 
     let db = eventually("MongoDB blog-db", CONVERGE, || async {
@@ -70,7 +56,8 @@ async fn provision_on_demand_creates_owned_children_converges_and_cleans_up() {
     assert_eq!(status.data["status"]["serviceRef"], json!("blog"));
 
     // A spec change converges the child.
-    env.apply(&sites, "test-user", site("blog", 5)).await;
+    env.apply(&sites, "test-user", content_site("blog", 5))
+        .await;
     eventually("MongoDB members 5", CONVERGE, || async {
         get(&dbs, "blog-db")
             .await
@@ -288,12 +275,7 @@ async fn provision_and_monitor_chained_across_python_and_javascript() {
         .await;
     }
 
-    let sites = env.api(
-        "sites.kubewasm.dev/v1alpha1",
-        "ContentSite",
-        "contentsites",
-        Some("default"),
-    );
+    let sites = env.sites();
     let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     let monitors = env.api(
         "monitoring.coreos.com/v1",
@@ -301,7 +283,7 @@ async fn provision_and_monitor_chained_across_python_and_javascript() {
         "servicemonitors",
         Some("default"),
     );
-    let site = env.create(&sites, site("shop", 3)).await;
+    let site = env.create(&sites, content_site("shop", 3)).await;
 
     let db = eventually("MongoDB shop-db from Python", CONVERGE, || async {
         get(&dbs, "shop-db").await
@@ -358,12 +340,7 @@ async fn go_provisioner_feeds_the_rust_monitor() {
         })
         .await;
     }
-    let sites = env.api(
-        "sites.kubewasm.dev/v1alpha1",
-        "ContentSite",
-        "contentsites",
-        Some("default"),
-    );
+    let sites = env.sites();
     let dbs = env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
     let monitors = env.api(
         "monitoring.coreos.com/v1",
@@ -374,7 +351,9 @@ async fn go_provisioner_feeds_the_rust_monitor() {
     // Several sites, so the Go plugin's instances are reused across calls.
     let mut uids = Vec::new();
     for i in 0..5 {
-        let site = env.create(&sites, site(&format!("go-{i}"), 1)).await;
+        let site = env
+            .create(&sites, content_site(&format!("go-{i}"), 1))
+            .await;
         uids.push(site.metadata.uid.clone().unwrap());
     }
     for (i, uid) in uids.iter().enumerate() {

@@ -210,6 +210,16 @@ impl Env {
         }
     }
 
+    /// `Api` for the example ContentSites in `default`.
+    pub fn sites(&self) -> Api<DynamicObject> {
+        self.api(
+            "sites.kubewasm.dev/v1alpha1",
+            "ContentSite",
+            "contentsites",
+            Some("default"),
+        )
+    }
+
     /// Create an object from JSON.
     pub async fn create(&self, api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
         let o: DynamicObject = serde_json::from_value(obj).expect("object");
@@ -234,6 +244,18 @@ impl Env {
         .await
         .expect("apply")
     }
+}
+
+/// A ContentSite in `default` that the example CRD accepts, asking for a database of
+/// `members` members.
+pub fn content_site(name: &str, members: u32) -> Value {
+    serde_json::json!({
+        "apiVersion": "sites.kubewasm.dev/v1alpha1",
+        "kind": "ContentSite",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"title": format!("Site {name}"), "hostname": format!("{name}.example.com"),
+                 "database": {"members": members, "version": "7.0.12"}}
+    })
 }
 
 /// The admin token of [`Env::with_rbac`] servers.

@@ -718,6 +718,19 @@ mod tests {
         }
     }
 
+    /// ConfigMaps as discovery describes them, served by `group` (`""`: core).
+    fn configmaps_in(group: &str) -> KindInfo {
+        KindInfo {
+            group: group.into(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+            namespaced: true,
+            has_status: false,
+            guessed: false,
+        }
+    }
+
     /// A decoded server-side apply patch of ContentSite `name`.
     fn site_patch(name: &str, body: Value, status: bool) -> Intent {
         let raw = RawIntent::Patch {
@@ -779,15 +792,7 @@ mod tests {
                 1 << 20,
             )
             .unwrap(),
-            KindInfo {
-                group: String::new(),
-                version: "v1".into(),
-                kind: "ConfigMap".into(),
-                plural: "configmaps".into(),
-                namespaced: true,
-                has_status: false,
-                guessed: false,
-            },
+            configmaps_in(""),
             &t,
         )
         .unwrap();
@@ -1174,15 +1179,7 @@ mod tests {
         struct Alias;
         impl Resolver for Alias {
             async fn resolve_kind(&self, _: &TypeRef) -> Result<KindInfo, ResolveError> {
-                Ok(KindInfo {
-                    group: "evil.example".into(),
-                    version: "v1".into(),
-                    kind: "ConfigMap".into(),
-                    plural: "configmaps".into(),
-                    namespaced: true,
-                    has_status: false,
-                    guessed: false,
-                })
+                Ok(configmaps_in("evil.example"))
             }
         }
         let m = writer(&[Verb::Create], &[]);

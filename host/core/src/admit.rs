@@ -132,17 +132,27 @@ impl Prepared {
             && trigger.namespace == self.namespace
     }
 
-    /// Whether the write needs the object to exist: a status write, a merge patch, or an
-    /// apply whose body names a uid (which kube-apiserver never creates). A server-side
-    /// apply without one creates the object.
-    pub fn needs_existing(&self) -> bool {
-        match &self.intent.action {
-            Action::Apply { status: true, .. } | Action::Merge { .. } => true,
-            Action::Apply { body, .. } => body
-                .pointer("/metadata/uid")
-                .and_then(Value::as_str)
-                .is_some_and(|u| !u.is_empty()),
-            Action::Delete { .. } => false,
+    /// Whether this write is to the trigger as the plugin saw it, so that finding no such
+    /// object means the trigger was deleted (or replaced) during the call: a status write
+    /// or a merge patch of the trigger (which need the object), or an apply naming the
+    /// trigger's uid (which kube-apiserver never creates). A body naming another uid is
+    /// the plugin's mistake, not a deletion; an apply without a uid creates the object.
+    pub fn requires_trigger(&self, trigger: &Trigger) -> bool {
+        if !self.targets(trigger) {
+            return false;
+        }
+        let (body, needs_object) = match &self.intent.action {
+            Action::Apply { body, status } => (body, *status),
+            Action::Merge { body, .. } => (body, true),
+            Action::Delete { .. } => return false,
+        };
+        match body
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .filter(|u| !u.is_empty())
+        {
+            Some(uid) => trigger.uid.as_deref() == Some(uid),
+            None => needs_object,
         }
     }
 
@@ -781,9 +791,10 @@ mod tests {
         // Another version of the same group is the same object.
         let own = bind(status_patch("blog"), site_kind(true), &t).unwrap();
         assert!(own.targets(&t));
-        assert!(own.needs_existing());
+        assert!(own.requires_trigger(&t));
         let other = bind(status_patch("other"), site_kind(true), &t).unwrap();
         assert!(!other.targets(&t));
+        assert!(!other.requires_trigger(&t));
         let elsewhere = trigger(Some("elsewhere"));
         assert!(!own.targets(&elsewhere));
         let created = bind(
@@ -797,7 +808,7 @@ mod tests {
         )
         .unwrap();
         assert!(!created.targets(&t), "same name, another kind");
-        assert!(!created.needs_existing());
+        assert!(!created.requires_trigger(&t));
     }
 
     #[test]
@@ -811,19 +822,21 @@ mod tests {
             panic!("apply")
         };
         assert_eq!(body["metadata"]["uid"], json!("u-1"));
-        assert!(own.needs_existing());
+        assert!(own.requires_trigger(&t));
         // The plugin's own uid is kept; other objects and status writes are left alone.
         let named = patch("blog", json!({"metadata": {"uid": "u-mine"}}), false);
         let Action::Apply { body, .. } = &named.intent.action else {
             panic!("apply")
         };
         assert_eq!(body["metadata"]["uid"], json!("u-mine"));
+        // Refused for that uid: the plugin's mistake, not a deleted trigger.
+        assert!(!named.requires_trigger(&t));
         let other = patch("other", json!({"metadata": {"labels": {"a": "b"}}}), false);
         let Action::Apply { body, .. } = &other.intent.action else {
             panic!("apply")
         };
         assert!(body["metadata"].get("uid").is_none());
-        assert!(!other.needs_existing());
+        assert!(!other.requires_trigger(&t));
         let status = patch("blog", json!({"status": {"phase": "Ready"}}), true);
         let Action::Apply { body, .. } = &status.intent.action else {
             panic!("apply")

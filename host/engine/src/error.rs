@@ -249,7 +249,7 @@ impl Error {
         self.retry() != Retry::Never
     }
 
-    /// Whether a write that needs its target (see `Prepared::needs_existing`) failed
+    /// Whether a write to an object as it was (see `Prepared::requires_trigger`) failed
     /// because that object is not there: 404; 409 other than a field conflict (apply with
     /// a uid and no object, or a stale resourceVersion: either way a newer state exists);
     /// 422 on the uid (another object of that name has replaced it).

@@ -429,11 +429,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_compile_that_outlasts_the_timeout_is_stopped_and_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let pid_file = dir.path().join("pid");
-        let script = format!(
-            "echo $$ > '{}'; cat >/dev/null; exec sleep 100000",
-            pid_file.display()
-        );
+        // Both the shell and the `sleep` it becomes carry a mark no other process has:
+        // the shell names the temporary directory, the sleep a duration made of our pid.
+        let mark = dir.path().display().to_string();
+        let duration = format!("99999.{}", std::process::id());
+        let script = format!("cat >/dev/null; : '{mark}'; exec sleep {duration}");
         let worker = Compiler::Worker(
             Worker::new("/bin/sh", ["-c", script.as_str()]).with_timeout(Duration::from_secs(30)),
         );
@@ -452,14 +452,14 @@ mod tests {
             waited >= Duration::from_secs(30) && waited < Duration::from_secs(31),
             "{waited:?}"
         );
-        // The worker is gone (killed and reaped), not left compiling. (With the paused
-        // clock the timeout may fire before the script wrote its pid.)
-        if let Ok(pid) = std::fs::read_to_string(&pid_file) {
-            assert!(
-                !Path::new(&format!("/proc/{}", pid.trim())).exists(),
-                "worker {pid} still running"
-            );
-        }
+        // The worker is gone (killed), not left compiling.
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| std::fs::read(e.ok()?.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains(&mark) || c.contains(&duration))
+            .collect();
+        assert!(left.is_empty(), "worker still running: {left:?}");
     }
 
     #[tokio::test]

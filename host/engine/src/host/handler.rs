@@ -137,13 +137,12 @@ impl PluginHandler {
                 .guard(deps.applier.execute(&manager, p))
                 .await
                 .map_err(|_| not_leader())?;
-            // A write to the trigger that needs it finds it missing: the trigger was deleted
-            // (or replaced) during the call; admission checked that a status write has a
-            // subresource to go to. The next event of that key follows through the queue;
-            // nothing is wrong with the plugin or the object.
-            let trigger_gone = matches!(&result, Err(e) if e.target_missing())
-                && p.needs_existing()
-                && p.targets(&trigger);
+            // A write to the trigger as the plugin saw it finds no such object: the trigger
+            // was deleted (or replaced) during the call; admission checked that a status
+            // write has a subresource to go to. The next event of that key follows through
+            // the queue; nothing is wrong with the plugin or the object.
+            let trigger_gone =
+                matches!(&result, Err(e) if e.target_missing()) && p.requires_trigger(&trigger);
             let outcome = match &result {
                 _ if trigger_gone => "gone",
                 Ok(_) => "applied",

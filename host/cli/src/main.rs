@@ -116,7 +116,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     // The worker needs neither logging nor an async runtime.
     if let Command::CompileWorker = cli.command {
-        compile_worker::serve();
+        compile_worker::command();
     }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -128,10 +128,10 @@ fn main() -> Result<()> {
 async fn run_command(cli: Cli) -> Result<()> {
     init_logging(&cli)?;
     match cli.command {
-        Command::Run(args) => run::run(args).await,
-        Command::Dev(args) => dev::dev(args).await,
+        Command::Run(args) => run::command(args).await,
+        Command::Dev(args) => dev::command(args).await,
         Command::Test(args) => test::command(args).await,
-        Command::Rbac(args) => rbac::rbac(args).await,
+        Command::Rbac(args) => rbac::command(args).await,
         Command::Inspect(args) => inspect::command(args).await,
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args),

@@ -27,6 +27,7 @@ pub mod host;
 pub mod ops;
 pub mod rbac;
 pub mod record;
+mod sync;
 pub mod watch;
 
 pub use error::Error;

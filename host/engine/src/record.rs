@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use kubewasm_core::admit::{Prepared, Rejection};
+use kubewasm_core::admit::Prepared;
 use kubewasm_core::intent::{self, Action, RawIntent};
 use kubewasm_runtime::capability::cluster::ListLimit;
 use kubewasm_runtime::{ClusterView, CompiledPlugin, PluginEvent, ReadError};
@@ -299,8 +299,8 @@ pub enum Outcome<'a> {
     Returned {
         /// What the plugin returned.
         raw: &'a [RawIntent],
-        /// What admission made of it.
-        admitted: &'a Result<Vec<Prepared>, Rejection>,
+        /// What admission made of it: the intents as applied, or why it refused them.
+        admitted: Result<&'a [Prepared], String>,
     },
     /// The plugin returned an error.
     PluginError {
@@ -408,7 +408,7 @@ impl Recording {
                 match admitted {
                     Ok(prepared) => show_owner_references(&mut intents, prepared),
                     // The refusal as `kubewasm test` reports it contains this text.
-                    Err(r) => expect.error = Some(r.error.to_string()),
+                    Err(reason) => expect.error = Some(reason),
                 }
                 expect.intents = expect.error.is_none().then_some(intents);
             }

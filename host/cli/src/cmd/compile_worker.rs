@@ -7,7 +7,7 @@ use std::io::Write as _;
 use kubewasm::runtime::compiler;
 
 /// Serve one compile and exit with the protocol's status.
-pub fn serve() -> ! {
+pub fn command() -> ! {
     let stdin = std::io::stdin().lock();
     let stdout = std::io::stdout().lock();
     match compiler::serve(stdin, std::io::BufWriter::new(stdout)) {

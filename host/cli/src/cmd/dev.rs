@@ -28,7 +28,7 @@ pub struct DevArgs {
 }
 
 /// `kubewasm dev`.
-pub async fn dev(args: DevArgs) -> Result<()> {
+pub async fn command(args: DevArgs) -> Result<()> {
     let server = kubewasm_apiserver::ApiServer::start(kubewasm_apiserver::Config {
         bind: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
         ..Default::default()

@@ -60,7 +60,7 @@ pub struct RbacArgs {
 }
 
 /// `kubewasm rbac`.
-pub async fn rbac(args: RbacArgs) -> Result<()> {
+pub async fn command(args: RbacArgs) -> Result<()> {
     let loader = Loader::new(PluginEngine::new()?, LoadOptions::default(), None)?;
     let mut approved = Vec::new();
     for path in plugin_files(&args.plugins)? {

@@ -277,7 +277,7 @@ impl HostArgs {
 }
 
 /// `kubewasm run`.
-pub async fn run(args: RunArgs) -> Result<()> {
+pub async fn command(args: RunArgs) -> Result<()> {
     let client = client_for(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
     run_host(client, &args.host).await
 }

@@ -1,18 +1,20 @@
 //! The plugins at work, as one immutable value: a reload builds a new [`Environment`] and
 //! swaps it whole (Kubewarden-style), so every reader sees one consistent set of plugins.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
 use kubewasm_core::manifest::Watch;
-use kubewasm_core::resource::ResourceRef;
+use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_runtime::CompiledPlugin;
 
-use crate::dispatch::{Health, Queue};
-use crate::watch::WatchEvent;
-use crate::watch::cache::CachedObject;
+use crate::dispatch::{Delivery, Health, Queue, QueueKey};
+use crate::sync::{read, write};
+use crate::watch::cache::{CachedObject, ResourceKey};
+use crate::watch::manager::{Demand, shared_demand};
+use crate::watch::{WatchEvent, WatchManager};
 
 /// A watch of a plugin, as the router uses it.
 pub(crate) struct Route {
@@ -64,39 +66,74 @@ pub(crate) struct Version {
     pub(crate) health: Health,
 }
 
-/// The slot a plugin's queue workers read the current version from: a replaced plugin
-/// takes effect at the next event of each object, while running calls finish on the old one.
-pub(crate) type Slot = Arc<RwLock<Arc<Version>>>;
-
-/// One plugin at work.
+/// One plugin at work. A new version replaces `version` in the next environment; the
+/// queue (and its workers) stays, so a replaced plugin takes effect at the next event of
+/// each object while running calls finish on the old version.
 #[derive(Clone)]
 pub(crate) struct Active {
-    pub(crate) plugin: Arc<CompiledPlugin>,
+    pub(crate) version: Arc<Version>,
     pub(crate) routes: Arc<Vec<Route>>,
     pub(crate) queue: Arc<Queue>,
-    pub(crate) slot: Slot,
 }
 
 impl Active {
-    pub(crate) fn routes_of(plugin: &CompiledPlugin) -> Arc<Vec<Route>> {
-        Arc::new(plugin.manifest.watches.iter().map(Route::new).collect())
+    pub(crate) fn new(version: Arc<Version>, queue: Arc<Queue>) -> Self {
+        let routes = version.plugin.manifest.watches.iter().map(Route::new);
+        Active {
+            routes: Arc::new(routes.collect()),
+            version,
+            queue,
+        }
+    }
+
+    /// The plugin's current version.
+    pub(crate) fn plugin(&self) -> &Arc<CompiledPlugin> {
+        &self.version.plugin
+    }
+
+    /// Queue an event of `object` for the watch `route`.
+    pub(crate) fn push(
+        &self,
+        resource: &ResourceKey,
+        route: &Route,
+        event_type: EventType,
+        object: Arc<CachedObject>,
+        old: Option<Arc<CachedObject>>,
+    ) {
+        self.queue.push(
+            QueueKey {
+                resource: resource.clone(),
+                object: object.key(),
+            },
+            Delivery {
+                watch_id: route.id.clone(),
+                event_type,
+                object,
+                old,
+            },
+        );
     }
 }
 
-/// The plugins at work.
+/// The plugins at work, and what their watches and reads resolve to.
 #[derive(Clone, Default)]
 pub(crate) struct Environment {
     pub(crate) plugins: BTreeMap<String, Active>,
+    /// Resolved once per environment and per newly served target, never per event:
+    /// served resource → (plugin, index of its route).
+    routes: HashMap<ResourceKey, Vec<(String, usize)>>,
+    /// Plugin → the kinds it may read, as served.
+    reads: HashMap<String, Arc<HashSet<TypeRef>>>,
 }
 
 impl Environment {
     /// Every resource some plugin watches or reads: what the watch manager must serve,
     /// each with the label selector all of its consumers share (sent to the server), or
     /// `None` when one of them needs every object (no selector, or a declared read).
-    pub(crate) fn desired(&self) -> BTreeMap<ResourceRef, crate::watch::manager::Demand> {
-        let mut wanted: BTreeMap<ResourceRef, BTreeSet<Option<String>>> = BTreeMap::new();
+    pub(crate) fn desired(&self) -> BTreeMap<ResourceRef, Demand> {
+        let mut wanted: BTreeMap<ResourceRef, BTreeSet<Demand>> = BTreeMap::new();
         for a in self.plugins.values() {
-            let m = &a.plugin.manifest;
+            let m = &a.plugin().manifest;
             for w in &m.watches {
                 wanted
                     .entry(w.resource.clone())
@@ -110,34 +147,69 @@ impl Environment {
         }
         wanted
             .into_iter()
-            .map(|(r, demands)| {
-                let shared = match demands.iter().collect::<Vec<_>>().as_slice() {
-                    [Some(s)] => Some(s.clone()),
-                    _ => None,
-                };
-                (r, shared)
-            })
+            .map(|(r, demands)| (r, shared_demand(&demands)))
             .collect()
+    }
+
+    /// Resolve every route and read through the watch manager's resolutions (what is not
+    /// served yet is left out, and resolved again when it is).
+    pub(crate) fn resolve(&mut self, watches: &WatchManager) {
+        self.routes.clear();
+        self.reads.clear();
+        for (name, a) in &self.plugins {
+            for (i, route) in a.routes.iter().enumerate() {
+                if let Some(res) = watches.resolved(route.resource()) {
+                    self.routes
+                        .entry(res.key())
+                        .or_default()
+                        .push((name.clone(), i));
+                }
+            }
+            let reads = a
+                .plugin()
+                .manifest
+                .read_resources()
+                .filter_map(|r| watches.resolved(r))
+                .map(|r| r.type_ref())
+                .collect();
+            self.reads.insert(name.clone(), Arc::new(reads));
+        }
+    }
+
+    /// The plugins, and their routes, that watch `resource`.
+    pub(crate) fn routes(&self, resource: &ResourceKey) -> impl Iterator<Item = (&Active, &Route)> {
+        self.routes
+            .get(resource)
+            .into_iter()
+            .flatten()
+            .filter_map(|(name, i)| {
+                let a = self.plugins.get(name)?;
+                Some((a, a.routes.get(*i)?))
+            })
+    }
+
+    /// The kinds `plugin` may read, as served now.
+    pub(crate) fn reads(&self, plugin: &str) -> Arc<HashSet<TypeRef>> {
+        self.reads.get(plugin).cloned().unwrap_or_default()
     }
 }
 
-/// The current environment, shared by the router, the reloader and the host's status.
+/// The current environment, shared by the router, the handlers, the reloader and the
+/// host's status: the one source of truth for which version of each plugin serves.
 #[derive(Clone, Default)]
 pub(crate) struct Current(Arc<RwLock<Arc<Environment>>>);
 
 impl Current {
     pub(crate) fn get(&self) -> Arc<Environment> {
-        match self.0.read() {
-            Ok(e) => e.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        read(&self.0).clone()
     }
 
-    pub(crate) fn set(&self, env: Arc<Environment>) {
-        match self.0.write() {
-            Ok(mut e) => *e = env,
-            Err(poisoned) => *poisoned.into_inner() = env,
-        }
+    /// Replace the environment with `f` of it, atomically (the reloader and the router
+    /// both derive new environments).
+    pub(crate) fn update(&self, f: impl FnOnce(&Environment) -> Environment) -> Arc<Environment> {
+        let mut env = write(&self.0);
+        *env = Arc::new(f(&env));
+        env.clone()
     }
 }
 
@@ -155,7 +227,6 @@ pub struct PluginStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::cache::ResourceKey;
     use kubewasm_core::resource::TypeRef;
     use serde_json::json;
 

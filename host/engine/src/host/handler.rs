@@ -1,69 +1,108 @@
-//! The handler of one plugin's deliveries: call the plugin, admit its intents through the
-//! shared pipeline (`kubewasm_core::admit`), apply them, and account for the outcome
-//! (metrics, logs, Warning Events, quarantine).
+//! The pipeline of one event: call the plugin, admit what it returns, apply it. Nothing
+//! else happens here; leadership, quarantine, metrics, logs and recording are the layers
+//! around it ([`crate::host::layers`]), each reading the [`Report`] this returns.
 
-use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use kubewasm_core::admit;
-use kubewasm_core::event::EventType;
-use kubewasm_runtime::{CompiledPlugin, PluginEvent};
-use tracing::Instrument;
+use kubewasm_core::admit::{self, Prepared};
+use kubewasm_core::intent::RawIntent;
+use kubewasm_runtime::{CallError, ClusterView, PluginEvent};
 
 use crate::Error;
-use crate::apply::events::EventRecorder;
 use crate::apply::{Applier, Outcome};
-use crate::dispatch::{Delivery, Handler};
-use crate::host::environment::Slot;
+use crate::dispatch::Delivery;
+use crate::host::environment::Version;
 use crate::ops::leader::Leadership;
-use crate::ops::metrics::{EventLabels, Metrics, PluginLabel};
-use crate::watch::WatchManager;
-use crate::watch::cache::{Caches, PluginView};
+use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 
-/// What every plugin's handler shares.
-#[derive(Clone)]
-pub(crate) struct HandlerDeps {
-    pub(crate) applier: Arc<Applier>,
-    pub(crate) discovery: Arc<Discovery>,
-    pub(crate) watches: Arc<WatchManager>,
-    pub(crate) caches: Arc<Caches>,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) leadership: Leadership,
-    pub(crate) recorder: Option<Arc<EventRecorder>>,
-    /// `--record DIR`: every handled event written as a test case.
-    pub(crate) record: Option<Arc<crate::record::Recorder>>,
+/// One event for one plugin version, as it goes down the layers.
+pub(crate) struct Request<'a> {
+    /// The version that handles the event, start to finish.
+    pub(crate) version: &'a Version,
+    pub(crate) delivery: &'a Delivery,
+    /// What the plugin may read during the call.
+    pub(crate) view: Arc<dyn ClusterView>,
+    /// Keep the raw intents in the report (a layer that records them asks for it).
+    pub(crate) keep_intents: bool,
 }
 
-/// Handles a plugin's deliveries with the version in its slot.
-pub(crate) struct PluginHandler {
-    pub(crate) slot: Slot,
-    pub(crate) deps: HandlerDeps,
+/// What became of one event, for the layers to account for.
+pub(crate) struct Report {
+    /// How long the plugin call took; `None` when the plugin was not called.
+    pub(crate) call: Option<Duration>,
+    /// The call's error, when the plugin was called and failed.
+    pub(crate) call_error: Option<CallError>,
+    /// How many intents the plugin returned.
+    pub(crate) returned: usize,
+    /// What the plugin returned, when [`Request::keep_intents`] asked for it.
+    pub(crate) raw: Option<Vec<RawIntent>>,
+    /// The intents as admitted (a refusal is the report's result).
+    pub(crate) admitted: Option<Vec<Prepared>>,
+    /// Each write done or tried, in order, by index into the admitted intents.
+    pub(crate) writes: Vec<(usize, Written)>,
+    /// How the event ended: `Err` is what the queue sees (retry, park, defer).
+    pub(crate) result: Result<(), Error>,
 }
 
-impl PluginHandler {
-    /// What the plugin may read: the kinds it watches plus those it declared, once
-    /// resolved; namespaced kinds in its watches' namespaces; at most its memory cap a call.
-    fn view(&self, plugin: &CompiledPlugin) -> Arc<PluginView> {
-        let allowed: HashSet<_> = plugin
-            .manifest
-            .read_resources()
-            .filter_map(|r| self.deps.watches.resolved(r))
-            .map(|r| r.type_ref())
-            .collect();
-        Arc::new(PluginView::new(
-            self.deps.caches.clone(),
-            allowed,
-            kubewasm_runtime::ReadScope::of(&plugin.manifest),
-            plugin.limits.memory,
-        ))
+/// What one write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// Applied; the object's new resourceVersion, or `None` for a deletion.
+    Applied(Option<String>),
+    /// A deletion found the object already gone.
+    AlreadyGone,
+    /// A write to the trigger found it deleted during the call: skipped, not a failure.
+    TriggerGone,
+    /// Refused by the API server; the error is the report's result.
+    Failed {
+        /// A conflict with another field manager (409).
+        conflict: bool,
+    },
+}
+
+impl Report {
+    /// A report of an event that never reached the plugin.
+    pub(crate) fn skipped(result: Result<(), Error>) -> Report {
+        Report {
+            call: None,
+            call_error: None,
+            returned: 0,
+            raw: None,
+            admitted: None,
+            writes: Vec::new(),
+            result,
+        }
     }
 
-    async fn run(&self, plugin: &CompiledPlugin, d: &Delivery) -> Result<usize, Error> {
-        let deps = &self.deps;
-        let name = plugin.name().to_string();
-        let object = d.object.describe();
+    /// The admitted intents (empty when admission refused or was not reached).
+    pub(crate) fn prepared(&self) -> &[Prepared] {
+        self.admitted.as_deref().unwrap_or_default()
+    }
+}
+
+/// Calls, admits, applies.
+pub(crate) struct Pipeline {
+    pub(crate) applier: Arc<Applier>,
+    pub(crate) discovery: Arc<Discovery>,
+    pub(crate) caches: Arc<Caches>,
+    /// Every plugin call and every write runs under the leadership guard: a call in flight
+    /// when the term ends is dropped, and no write starts after it.
+    pub(crate) leadership: Leadership,
+}
+
+impl crate::host::layers::Handle for Pipeline {
+    async fn handle(&self, req: Request<'_>) -> Report {
+        let plugin = &req.version.plugin;
+        let name = plugin.name();
+        let d = req.delivery;
+        let not_leader = || Error::NotLeader {
+            plugin: name.to_string(),
+        };
+        let mut report = Report::skipped(Ok(()));
+
+        // 1. Call.
         let event = PluginEvent {
             event_type: d.event_type,
             watch_id: d.watch_id.to_string(),
@@ -71,236 +110,77 @@ impl PluginHandler {
             old_object: d.old.as_ref().map(|o| o.json()),
         };
         let started = Instant::now();
-        // A call in flight when leadership ends is dropped: its intents would be written
-        // by a replica that may no longer write.
-        let not_leader = || Error::NotLeader {
-            plugin: name.clone(),
-        };
-        let recording = deps.record.as_ref().map(|r| r.begin(plugin, &event));
-        let view = match &recording {
-            Some(r) => r.reading(self.view(plugin)),
-            None => self.view(plugin),
-        };
-        let result = deps
+        let called = self
             .leadership
-            .guard(plugin.handle(&event, &object, view))
-            .await
-            .map_err(|_| not_leader())?;
-        deps.metrics
-            .call_seconds
-            .get_or_create(&PluginLabel {
-                plugin: name.clone(),
-            })
-            .observe(started.elapsed().as_secs_f64());
-        if let Some(r) = &recording
-            && let Err(kubewasm_runtime::CallError::Plugin { message, retry }) = &result
-        {
-            r.record(crate::record::Outcome::PluginError {
-                message,
-                retry: *retry,
-            });
-        }
-        let raw = result.map_err(|kind| Error::Call {
-            plugin: name.clone(),
-            kind,
-        })?;
-        tracing::debug!(plugin = %name, object = %object, intents = raw.len(), took = ?started.elapsed(), "plugin returned");
+            .guard(plugin.handle(&event, &d.object.describe(), req.view))
+            .await;
+        let raw = match called {
+            Err(_) => return Report::skipped(Err(not_leader())),
+            Ok(Err(kind)) => {
+                report.call = Some(started.elapsed());
+                report.call_error = Some(kind.clone());
+                report.result = Err(Error::Call {
+                    plugin: name.to_string(),
+                    kind,
+                });
+                return report;
+            }
+            Ok(Ok(raw)) => raw,
+        };
+        report.call = Some(started.elapsed());
+        report.returned = raw.len();
+        report.raw = req.keep_intents.then(|| raw.clone());
 
-        // Admit everything before writing anything: a call is applied whole or not at all.
-        let recorded_raw = recording.as_ref().map(|_| raw.clone());
+        // 2. Admit everything before writing anything: a call is applied whole or not at all.
+        let trigger = d.object.trigger();
         let admitted = admit::admit(
             &plugin.manifest,
             raw,
             plugin.limits.max_intent_bytes,
-            &d.object.trigger(),
-            deps.discovery.as_ref(),
-            deps.caches.as_ref(),
+            &trigger,
+            self.discovery.as_ref(),
+            self.caches.as_ref(),
         )
         .await;
-        if let (Some(r), Some(raw)) = (&recording, &recorded_raw) {
-            let admitted = &admitted;
-            r.record(crate::record::Outcome::Returned { raw, admitted });
-        }
-        let prepared = admitted.map_err(|r| Error::rejected(&name, r))?;
+        let prepared = match admitted {
+            Ok(p) => p,
+            Err(r) => {
+                report.result = Err(Error::rejected(name, r));
+                return report;
+            }
+        };
 
+        // 3. Apply, in order; the first failure ends the event.
         let manager = plugin.manifest.field_manager();
-        let trigger = d.object.trigger();
-        for p in &prepared {
-            if !deps.leadership.is_leader() {
-                return Err(Error::NotLeader {
-                    plugin: name.clone(),
-                });
-            }
-            // The request is abandoned at the write deadline; none starts after it.
-            let result = deps
+        for (i, p) in prepared.iter().enumerate() {
+            let Ok(result) = self
                 .leadership
-                .guard(deps.applier.execute(&manager, p))
+                .guard(self.applier.execute(&manager, p))
                 .await
-                .map_err(|_| not_leader())?;
-            // A write to the trigger as the plugin saw it finds no such object: the trigger
-            // was deleted (or replaced) during the call; admission checked that a status
-            // write has a subresource to go to. The next event of that key follows through
-            // the queue; nothing is wrong with the plugin or the object.
-            let trigger_gone =
-                matches!(&result, Err(e) if e.target_missing()) && p.requires_trigger(&trigger);
-            let outcome = match &result {
-                _ if trigger_gone => "gone",
-                Ok(_) => "applied",
-                Err(e) if e.status() == Some(409) => "conflict",
-                Err(_) => "error",
+            else {
+                report.result = Err(not_leader());
+                break;
             };
-            deps.metrics.intent(&name, p.intent.verb.as_str(), outcome);
-            if outcome == "conflict" {
-                deps.metrics
-                    .conflicts
-                    .get_or_create(&PluginLabel {
-                        plugin: name.clone(),
-                    })
-                    .inc();
-            }
             match result {
-                Ok(Outcome::Written { resource_version }) => tracing::info!(
-                    plugin = %name, manager = %manager, trigger = %object,
-                    resource_version = %resource_version, "applied {}", p.describe()
-                ),
-                Ok(Outcome::Deleted) => {
-                    tracing::info!(plugin = %name, manager = %manager, trigger = %object, "applied {}", p.describe())
+                Ok(Outcome::Written { resource_version }) => report
+                    .writes
+                    .push((i, Written::Applied(Some(resource_version)))),
+                Ok(Outcome::Deleted) => report.writes.push((i, Written::Applied(None))),
+                Ok(Outcome::AlreadyGone) => report.writes.push((i, Written::AlreadyGone)),
+                // The trigger as the plugin saw it is gone: deleted (or replaced) during the
+                // call. Its next event (`deleted`) follows through the queue.
+                Err(e) if e.target_missing() && p.requires_trigger(&trigger) => {
+                    report.writes.push((i, Written::TriggerGone))
                 }
-                Ok(Outcome::AlreadyGone) => {
-                    tracing::info!(plugin = %name, trigger = %object, "{}: already gone", p.describe())
-                }
-                Err(_) if trigger_gone => tracing::info!(
-                    plugin = %name, trigger = %object,
-                    "{}: skipped, the object was deleted during the call", p.describe()
-                ),
                 Err(e) => {
-                    if e.status() == Some(409) && !p.intent.force {
-                        tracing::warn!(plugin = %name, manager = %manager, trigger = %object,
-                            "{}: conflict with another field manager; not forced (the intent did not ask for force)",
-                            p.describe());
-                    }
-                    return Err(e);
+                    let conflict = e.status() == Some(409);
+                    report.writes.push((i, Written::Failed { conflict }));
+                    report.result = Err(e);
+                    break;
                 }
             }
         }
-        Ok(prepared.len())
-    }
-
-    /// Count a failed event; quarantine the plugin on sandbox failures. (Logging and the
-    /// Warning Event are [`Handler::report`]'s, once the queue knows whether it repeats.)
-    fn failed(&self, version: &crate::host::environment::Version, e: &Error) {
-        let deps = &self.deps;
-        let name = version.plugin.name();
-        deps.metrics.error(name, e.kind());
-        match e {
-            Error::Call { kind, .. } if kind.is_sandbox_failure() => {
-                if version.health.failure(&kind.to_string()) {
-                    deps.metrics.set_quarantined(name, true);
-                    tracing::error!(plugin = name, reason = %kind, "plugin quarantined: it receives no events until its file changes or the cooldown passes");
-                }
-            }
-            // The plugin answered: it works, whatever it answered.
-            _ => {
-                version.health.success();
-                deps.metrics.set_quarantined(name, false);
-            }
-        }
-    }
-}
-
-impl Handler for PluginHandler {
-    async fn handle(&self, d: &Delivery) -> Result<(), Error> {
-        // The version current when the event starts handles it, start to finish.
-        let version = match self.slot.read() {
-            Ok(v) => v.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        };
-        let plugin = &version.plugin;
-        let name = plugin.name();
-        let object = d.object.describe();
-        if !self.deps.leadership.is_leader() {
-            // Followers keep caches warm but leave writing to the leader, which resyncs
-            // everything when it takes over.
-            tracing::debug!(plugin = name, object = %object, "not the leader; event left to the leader");
-            return Ok(());
-        }
-        if let Err(q) = version.health.check() {
-            // The event waits in the queue (retried with backoff) until the quarantine ends.
-            tracing::debug!(plugin = name, object = %object, "plugin quarantined; event deferred");
-            return Err(Error::Quarantined {
-                plugin: name.to_string(),
-                reason: q.reason,
-                remaining: q.remaining,
-            });
-        }
-        self.deps
-            .metrics
-            .events
-            .get_or_create(&EventLabels {
-                plugin: name.to_string(),
-                event: d.event_type.as_str().to_string(),
-            })
-            .inc();
-        tracing::info!(plugin = name, version = %plugin.manifest.version, event = d.event_type.as_str(), watch = %d.watch_id, object = %object, "event");
-        // Everything logged while handling this event (plugin logs, applies) carries the
-        // plugin and the object through this span.
-        let span = tracing::info_span!("event", plugin = name, object = %object, event = d.event_type.as_str());
-        match self.run(plugin, d).instrument(span).await {
-            Ok(_) => {
-                version.health.success();
-                self.deps.metrics.set_quarantined(name, false);
-                Ok(())
-            }
-            // Not a failure of the plugin or the object, and nothing more may be written
-            // (not even a Warning Event): the new leader handles the event.
-            Err(e @ Error::NotLeader { .. }) => {
-                tracing::warn!(plugin = name, object = %object, "leadership ended while handling the event; abandoned, left to the new leader");
-                Err(e)
-            }
-            Err(e) => {
-                self.failed(&version, &e);
-                Err(e)
-            }
-        }
-    }
-
-    /// Log a failed event and record a Warning Event on its object, once per object and
-    /// cause for permanent failures (a repeat is logged at debug level only).
-    async fn report(&self, d: &Delivery, e: &Error, first: bool) {
-        let name = match self.slot.read() {
-            Ok(v) => v.plugin.name().to_string(),
-            Err(poisoned) => poisoned.into_inner().plugin.name().to_string(),
-        };
-        let object = d.object.describe();
-        if matches!(e, Error::Quarantined { .. } | Error::NotLeader { .. }) {
-            tracing::debug!(plugin = %name, object = %object, error = %e, "event deferred");
-            return;
-        }
-        if !first {
-            tracing::debug!(plugin = %name, object = %object, error = %e,
-                "still failing the same way; not retried until the object, the plugin or its settings change");
-            return;
-        }
-        let retry = e.retry();
-        tracing::error!(plugin = %name, object = %object, event = d.event_type.as_str(), retry = e.is_retryable(), retried = %retry, error = %e, "event failed");
-        if let Some(recorder) = &self.deps.recorder
-            && d.event_type != EventType::Deleted
-        {
-            let reason = match e {
-                Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
-                Error::Call { .. } => "PluginFailed",
-                _ => "ApplyFailed",
-            };
-            // An Event is a write too: none after the write deadline.
-            let _ = self
-                .deps
-                .leadership
-                .guard(recorder.warning(
-                    &d.object.object,
-                    reason,
-                    &crate::apply::events::failure_message(e),
-                ))
-                .await;
-        }
+        report.admitted = Some(prepared);
+        report
     }
 }

@@ -1,43 +1,52 @@
-//! The host: wires watch → router → dispatch → handler (runtime call, admission, apply),
-//! and the reloader that keeps the plugins in line with the plugin directory.
+//! The host: owns its parts and wires them together — watch → router → queue →
+//! handler (layers around call → admit → apply) — and the reloader that keeps the plugin
+//! set in line with the plugin directory.
 //!
 //! | module | box |
 //! | --- | --- |
-//! | [`environment`] | the immutable set of plugins at work, swapped whole on reload |
-//! | [`router`] | watch events and replays into plugin queues |
-//! | [`handler`] | one delivery: call, admit, apply, account |
-//! | [`reload`] | plugin directory → environment |
+//! | [`environment`] | the immutable set of plugins at work and their resolved routes, swapped whole |
+//! | [`router`] | watch events into plugin queues |
+//! | [`replay`] | cached objects into plugin queues: new plugins, new versions, a new leader |
+//! | [`plugin_handler`] | a plugin queue's handler: the version serving, the plugin's view, failure reports |
+//! | [`layers`] | gate, quarantine, observe, record: around the pipeline |
+//! | [`handler`] | the pipeline: call, admit, apply |
+//! | [`reload`] | plugin directory → the next environment |
 //! | [`dir_watch`] | notify watcher on the plugin directory |
 
-pub mod dir_watch;
+pub(crate) mod dir_watch;
 pub(crate) mod environment;
 pub(crate) mod handler;
+pub(crate) mod layers;
+pub(crate) mod plugin_handler;
 pub(crate) mod reload;
+pub(crate) mod replay;
 pub(crate) mod router;
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
 use kubewasm_runtime::{LoadOptions, Loader, PluginEngine};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-use self::environment::Current;
 pub use self::environment::PluginStatus;
-use self::handler::HandlerDeps;
+use self::environment::{Active, Current, Version};
+use self::handler::Pipeline;
+use self::plugin_handler::{PluginHandler, Shared};
 use self::reload::Reloader;
+use self::replay::Replayer;
 use self::router::Router;
 use crate::Error;
 use crate::apply::Applier;
 use crate::apply::events::EventRecorder;
-use crate::dispatch::{QuarantinePolicy, QueueConfig};
+use crate::dispatch::{QuarantinePolicy, Queue, QueueConfig};
 use crate::ops::http::{BlockedObject, PluginReport, ReadinessReport};
 use crate::ops::leader::Leadership;
 use crate::ops::metrics::{Metrics, PluginLabel};
+use crate::sync::lock;
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 use crate::watch::{WatchConfig, WatchManager, WatchSignal};
@@ -82,12 +91,82 @@ pub struct HostConfig {
 
 /// A running host. Build with [`Host::start`], stop with [`Host::shutdown`].
 pub struct Host {
-    reloader: Arc<Reloader>,
+    parts: Arc<Parts>,
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
     manager_task: JoinHandle<()>,
     manager_cancel: CancellationToken,
     _dir_watch: Option<dir_watch::DirWatch>,
+}
+
+/// What the host owns, shared with its tasks.
+struct Parts {
+    /// The plugins at work: the one source of truth for which version serves.
+    current: Current,
+    watches: Arc<WatchManager>,
+    router: Router,
+    replayer: Replayer,
+    reloader: Reloader,
+    /// One reload at a time: each starts from the environment the last one left.
+    reloading: tokio::sync::Mutex<()>,
+    handlers: Arc<Shared>,
+    queue_config: QueueConfig,
+    caches: Arc<Caches>,
+    /// Queue workers of every plugin started, joined at shutdown.
+    workers: Mutex<Vec<JoinSet<()>>>,
+}
+
+impl Parts {
+    /// Put a new plugin to work: its queue, and workers running its handler.
+    fn activate(&self, version: Arc<Version>) -> Active {
+        let name = version.plugin.name().to_string();
+        let queue = Queue::new(name.clone(), self.queue_config.clone(), self.caches.clone());
+        let handler = Arc::new(PluginHandler {
+            name,
+            shared: self.handlers.clone(),
+        });
+        lock(&self.workers).push(queue.spawn(handler));
+        Active::new(version, queue)
+    }
+
+    /// Bring the plugin set in line with the plugin directory: swap in the next
+    /// environment (routes resolved), point the watches at it, close the queues of
+    /// removed plugins, replay what new and replaced plugins must see.
+    async fn reload(&self) {
+        let _one = self.reloading.lock().await;
+        let mut next = self
+            .reloader
+            .reconcile(&self.current.get(), |v| self.activate(v))
+            .await;
+        let changed = next.changed();
+        let env = if changed {
+            let env = self.current.update(|_| {
+                let mut env = std::mem::take(&mut next.env);
+                env.resolve(&self.watches);
+                env
+            });
+            self.watches.set_desired(env.desired());
+            for active in &next.removed {
+                active.queue.close();
+            }
+            self.replayer.replay(&env, &next.replays);
+            env
+        } else {
+            self.current.get()
+        };
+        next.announce();
+        self.reloader.took_effect(&env, changed);
+    }
+
+    /// A watch target now resolves: route it, and replay it to plugins that waited.
+    fn resolved(&self, target: &kubewasm_core::resource::ResourceRef) {
+        self.current.update(|env| {
+            let mut env = env.clone();
+            env.resolve(&self.watches);
+            env
+        });
+        self.replayer.resolved(target);
+    }
 }
 
 impl Host {
@@ -121,45 +200,59 @@ impl Host {
             tx,
             metrics.clone(),
         );
-        let router = Router {
-            current: Current::default(),
-            watches: watches.clone(),
-            caches: caches.clone(),
-            leadership: config.leadership.clone(),
-            tombstones: Default::default(),
-            tombstone_retention: config.tombstone_retention,
-            pending: Default::default(),
-        };
-        let deps = HandlerDeps {
+        let current = Current::default();
+        let leadership = config.leadership.clone();
+        let pipeline = Pipeline {
             applier: Arc::new(Applier::with_identity(
                 client.clone(),
                 config.write_identity.clone(),
             )),
             discovery,
-            watches: watches.clone(),
-            caches,
-            metrics: metrics.clone(),
-            leadership: config.leadership.clone(),
-            recorder: config.event_interval.map(|interval| {
+            caches: caches.clone(),
+            leadership: leadership.clone(),
+        };
+        let recorder = match &config.record {
+            Some(r) => Some(Arc::new(crate::record::Recorder::new(r.clone())?)),
+            None => None,
+        };
+        let handlers = Arc::new(Shared {
+            current: current.clone(),
+            stack: layers::stack(pipeline, leadership.clone(), metrics.clone(), recorder),
+            caches: caches.clone(),
+            warnings: config.event_interval.map(|interval| {
                 Arc::new(EventRecorder::new(
                     client.clone(),
                     config.identity.clone(),
                     interval,
                 ))
             }),
-            record: match &config.record {
-                Some(r) => Some(Arc::new(crate::record::Recorder::new(r.clone())?)),
-                None => None,
+            leadership: leadership.clone(),
+        });
+        let parts = Arc::new(Parts {
+            router: Router {
+                current: current.clone(),
             },
-        };
-        let reloader = Arc::new(Reloader::new(
-            config.plugins_dir.clone(),
-            loader,
-            config.queue.clone(),
-            config.quarantine,
-            deps,
-            router.clone(),
-        ));
+            replayer: Replayer::new(
+                current.clone(),
+                watches.clone(),
+                caches.clone(),
+                leadership.clone(),
+                config.tombstone_retention,
+            ),
+            reloader: Reloader::new(
+                config.plugins_dir.clone(),
+                loader,
+                config.quarantine,
+                metrics.clone(),
+            ),
+            reloading: tokio::sync::Mutex::new(()),
+            current,
+            watches: watches.clone(),
+            handlers,
+            queue_config: config.queue.clone(),
+            caches,
+            workers: Mutex::new(Vec::new()),
+        });
 
         // Follow the directory from before the first scan, so no change slips between them.
         let (dir_watch, notifications) = match config.reload_debounce {
@@ -169,8 +262,8 @@ impl Host {
             }
             None => (None, None),
         };
-        reloader.reconcile().await;
-        if router.current.get().plugins.is_empty() {
+        parts.reload().await;
+        if parts.current.get().plugins.is_empty() {
             tracing::warn!(dir = %config.plugins_dir.display(), "no plugins loaded");
         }
 
@@ -178,22 +271,22 @@ impl Host {
         let manager_task = tokio::spawn(watches.run(manager_cancel.clone()));
         let cancel = CancellationToken::new();
         let mut tasks = vec![
-            tokio::spawn(route_events(router.clone(), rx, cancel.clone())),
+            tokio::spawn(route_events(parts.clone(), rx, cancel.clone())),
             tokio::spawn(follow_leadership(
-                router.clone(),
-                config.leadership.clone(),
+                parts.clone(),
+                leadership,
                 metrics.clone(),
                 cancel.clone(),
             )),
             tokio::spawn(report_queue_depths(
-                router.current.clone(),
+                parts.current.clone(),
                 metrics,
                 cancel.clone(),
             )),
         ];
         if notifications.is_some() || config.rescan_interval.is_some() {
             tasks.push(tokio::spawn(follow_plugin_dir(
-                reloader.clone(),
+                parts.clone(),
                 notifications,
                 config.rescan_interval,
                 cancel.clone(),
@@ -201,7 +294,7 @@ impl Host {
         }
 
         Ok(Host {
-            reloader,
+            parts,
             cancel,
             tasks,
             manager_task,
@@ -212,23 +305,12 @@ impl Host {
 
     /// Names of the plugins at work.
     pub fn plugins(&self) -> Vec<String> {
-        self.reloader
-            .router
-            .current
-            .get()
-            .plugins
-            .keys()
-            .cloned()
-            .collect()
+        self.parts.current.get().plugins.keys().cloned().collect()
     }
 
     /// Plugins, rejected files and reload count.
     pub fn status(&self) -> PluginStatus {
-        self.reloader
-            .status
-            .read()
-            .map(|s| s.clone())
-            .unwrap_or_default()
+        self.parts.reloader.status()
     }
 
     /// Ready: the plugin directory was loaded once and every watched resource the API
@@ -239,27 +321,24 @@ impl Host {
 
     /// The readiness check as a closure, for the `/readyz` endpoint.
     pub fn readiness_check(&self) -> impl Fn() -> ReadinessReport + Send + Sync + 'static {
-        let reloader = self.reloader.clone();
+        let parts = self.parts.clone();
         move || {
-            let watches = reloader.deps.watches.readiness();
-            let env = reloader.router.current.get();
+            let watches = parts.watches.readiness();
+            let env = parts.current.get();
             let plugins = env
                 .plugins
                 .values()
-                .map(|a| plugin_report(a, &reloader.deps.watches, &watches))
+                .map(|a| plugin_report(a, &parts.watches, &watches))
                 .collect();
-            let rejected = reloader
-                .status
-                .read()
-                .map(|s| {
-                    s.rejected
-                        .iter()
-                        .map(|(file, reason)| (file.display().to_string(), reason.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let rejected = parts
+                .reloader
+                .status()
+                .rejected
+                .iter()
+                .map(|(file, reason)| (file.display().to_string(), reason.clone()))
+                .collect();
             ReadinessReport {
-                plugins_loaded: reloader.loaded_once.load(Ordering::Acquire),
+                plugins_loaded: parts.reloader.loaded_once(),
                 watches,
                 plugins,
                 rejected,
@@ -273,15 +352,10 @@ impl Host {
         for t in self.tasks {
             let _ = t.await;
         }
-        for a in self.reloader.router.current.get().plugins.values() {
+        for a in self.parts.current.get().plugins.values() {
             a.queue.close();
         }
-        let sets = self
-            .reloader
-            .workers
-            .lock()
-            .map(|mut w| std::mem::take(&mut *w))
-            .unwrap_or_default();
+        let sets = std::mem::take(&mut *lock(&self.parts.workers));
         for mut set in sets {
             while set.join_next().await.is_some() {}
         }
@@ -298,12 +372,13 @@ fn plugin_report(
     watches: &WatchManager,
     readiness: &crate::watch::WatchReadiness,
 ) -> PluginReport {
+    let plugin = a.plugin();
     let mut report = PluginReport {
-        name: a.plugin.name().to_string(),
-        version: a.plugin.manifest.version.clone(),
+        name: plugin.name().to_string(),
+        version: plugin.manifest.version.clone(),
         ..Default::default()
     };
-    for r in a.plugin.manifest.read_resources() {
+    for r in plugin.manifest.read_resources() {
         let spelled = r.to_string();
         if readiness.unserved.contains(&spelled) || watches.resolved(r).is_none() {
             report.waiting_for.push(spelled);
@@ -330,7 +405,7 @@ fn plugin_report(
 
 /// Task: every watch event into the queues of the plugins that select it.
 async fn route_events(
-    router: Router,
+    parts: Arc<Parts>,
     mut rx: mpsc::Receiver<WatchSignal>,
     cancel: CancellationToken,
 ) {
@@ -338,8 +413,11 @@ async fn route_events(
         tokio::select! {
             _ = cancel.cancelled() => break,
             signal = rx.recv() => match signal {
-                Some(WatchSignal::Event(ev)) => router.route(&ev),
-                Some(WatchSignal::Resolved(target)) => router.resolved(&target),
+                Some(WatchSignal::Event(ev)) => {
+                    parts.replayer.observe(&ev);
+                    parts.router.route(&ev);
+                }
+                Some(WatchSignal::Resolved(target)) => parts.resolved(&target),
                 None => break,
             },
         }
@@ -348,7 +426,7 @@ async fn route_events(
 
 /// Task: on becoming leader, replay every cached object to every plugin.
 async fn follow_leadership(
-    router: Router,
+    parts: Arc<Parts>,
     leadership: Leadership,
     metrics: Arc<Metrics>,
     cancel: CancellationToken,
@@ -365,7 +443,7 @@ async fn follow_leadership(
         metrics.leader.set(i64::from(now));
         if now && !was {
             tracing::info!("leading: re-delivering every cached object to every plugin");
-            router.replay_all();
+            parts.replayer.lead();
         }
         was = now;
     }
@@ -397,7 +475,7 @@ async fn report_queue_depths(current: Current, metrics: Arc<Metrics>, cancel: Ca
 
 /// Task: reconcile the plugin directory on each notification and every rescan interval.
 async fn follow_plugin_dir(
-    reloader: Arc<Reloader>,
+    parts: Arc<Parts>,
     mut notifications: Option<mpsc::Receiver<()>>,
     rescan: Option<Duration>,
     cancel: CancellationToken,
@@ -418,6 +496,6 @@ async fn follow_plugin_dir(
                 }
             } => {}
         }
-        reloader.reconcile().await;
+        parts.reload().await;
     }
 }

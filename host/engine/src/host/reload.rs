@@ -1,22 +1,21 @@
-//! Reconciling the running plugins with the plugin directory. A file that changed is
-//! loaded and validated first; only a good version replaces the running one, and the new
-//! [`Environment`] is swapped in whole.
+//! Reconciling the plugin set with the plugin directory. A file that changed is loaded and
+//! validated first; only a good version replaces the running one. The reloader computes
+//! the next [`Environment`] and what it takes (replays, removals); the host swaps it in.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use kubewasm_core::grant::approve;
 use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
-use tokio::task::JoinSet;
 
 use crate::Error;
-use crate::dispatch::{Health, QuarantinePolicy, Queue, QueueConfig};
-use crate::host::environment::{Active, Current, Environment, PluginStatus, Slot, Version};
-use crate::host::handler::{HandlerDeps, PluginHandler};
-use crate::host::router::{Replay, Router};
-use crate::ops::metrics::InfoLabels;
+use crate::dispatch::{Health, QuarantinePolicy};
+use crate::host::environment::{Active, Environment, PluginStatus, Version};
+use crate::host::replay::Replay;
+use crate::ops::metrics::{InfoLabels, Metrics};
+use crate::sync::write;
 
 /// What the reloader knows about one file of the plugin directory.
 struct FileState {
@@ -83,92 +82,104 @@ impl Announcement {
     }
 }
 
-/// Loads the plugin directory and keeps the environment in line with it.
+/// The next plugin set, and what it takes to get there.
+pub(crate) struct Reconciled {
+    /// The environment to swap in (its routes not resolved yet).
+    pub(crate) env: Environment,
+    /// Plugins whose cached objects must be replayed.
+    pub(crate) replays: Vec<Replay>,
+    /// Plugins no longer at work: their queues are to be closed.
+    pub(crate) removed: Vec<Active>,
+    /// Said once the new environment is in effect, so "loaded" and "replaced" are true
+    /// when they are read.
+    announced: Vec<Announcement>,
+}
+
+impl Reconciled {
+    /// Whether anything changed.
+    pub(crate) fn changed(&self) -> bool {
+        !(self.replays.is_empty() && self.removed.is_empty())
+    }
+
+    /// Log what came into effect.
+    pub(crate) fn announce(&mut self) {
+        for a in self.announced.drain(..) {
+            a.log();
+        }
+    }
+}
+
+/// Loads the plugin directory and works out the next environment from it.
 pub(crate) struct Reloader {
-    pub(crate) dir: PathBuf,
-    pub(crate) loader: Loader,
-    pub(crate) queue_config: QueueConfig,
-    pub(crate) quarantine: QuarantinePolicy,
-    pub(crate) deps: HandlerDeps,
-    pub(crate) router: Router,
+    dir: PathBuf,
+    loader: Loader,
+    quarantine: QuarantinePolicy,
+    metrics: Arc<Metrics>,
     files: tokio::sync::Mutex<BTreeMap<PathBuf, FileState>>,
-    /// Queue workers of every plugin started, joined at shutdown.
-    pub(crate) workers: Mutex<Vec<JoinSet<()>>>,
-    pub(crate) status: RwLock<PluginStatus>,
-    pub(crate) loaded_once: AtomicBool,
+    status: RwLock<PluginStatus>,
+    loaded_once: AtomicBool,
 }
 
 impl Reloader {
     pub(crate) fn new(
         dir: PathBuf,
         loader: Loader,
-        queue_config: QueueConfig,
         quarantine: QuarantinePolicy,
-        deps: HandlerDeps,
-        router: Router,
+        metrics: Arc<Metrics>,
     ) -> Self {
         Reloader {
             dir,
             loader,
-            queue_config,
             quarantine,
-            deps,
-            router,
+            metrics,
             files: tokio::sync::Mutex::new(BTreeMap::new()),
-            workers: Mutex::new(Vec::new()),
             status: RwLock::new(PluginStatus::default()),
             loaded_once: AtomicBool::new(false),
         }
     }
 
-    fn current(&self) -> &Current {
-        &self.router.current
-    }
-
+    /// A new version of a plugin: healthy, so not quarantined.
     fn version(&self, plugin: Arc<CompiledPlugin>) -> Arc<Version> {
-        self.deps.metrics.set_quarantined(plugin.name(), false);
+        self.metrics.set_quarantined(plugin.name(), false);
         Arc::new(Version {
-            plugin,
             health: Health::new(self.quarantine),
+            plugin,
         })
     }
 
-    fn new_active(&self, plugin: Arc<CompiledPlugin>) -> Active {
-        let name = plugin.name().to_string();
-        let slot: Slot = Arc::new(RwLock::new(self.version(plugin.clone())));
-        let queue = Queue::new(name, self.queue_config.clone(), self.deps.caches.clone());
-        let handler = Arc::new(PluginHandler {
-            slot: slot.clone(),
-            deps: self.deps.clone(),
-        });
-        let set = queue.spawn(handler);
-        if let Ok(mut w) = self.workers.lock() {
-            w.push(set);
-        }
-        Active {
-            routes: Active::routes_of(&plugin),
-            plugin,
-            queue,
-            slot,
-        }
+    /// The plugin directory, loaded once.
+    pub(crate) fn loaded_once(&self) -> bool {
+        self.loaded_once.load(Ordering::Acquire)
     }
 
-    /// Bring the running plugins in line with the plugin directory.
-    pub(crate) async fn reconcile(&self) {
+    /// Plugins, rejected files and reload count.
+    pub(crate) fn status(&self) -> PluginStatus {
+        crate::sync::read(&self.status).clone()
+    }
+
+    /// The environment that follows `current` from the plugin directory: new versions of
+    /// changed files (good ones only), new files, files gone. `activate` puts a new
+    /// plugin to work (its queue and workers).
+    pub(crate) async fn reconcile(
+        &self,
+        current: &Environment,
+        activate: impl Fn(Arc<Version>) -> Active,
+    ) -> Reconciled {
         let mut files = self.files.lock().await;
+        let mut next = Reconciled {
+            env: current.clone(),
+            replays: Vec::new(),
+            removed: Vec::new(),
+            announced: Vec::new(),
+        };
         let listing = match loader::plugin_files(&self.dir) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "cannot list the plugin directory; keeping the running plugins");
-                return;
+                return next;
             }
         };
-        let mut env = (*self.current().get()).clone();
-        let mut replays = Vec::new();
-        let mut removed = Vec::new();
-        // Said once the new environment is in effect, so "loaded" and "replaced" are true
-        // when they are read.
-        let mut announced = Vec::new();
+        let env = &mut next.env;
 
         for path in &listing {
             let file = match PluginFile::read(path) {
@@ -192,10 +203,11 @@ impl Reloader {
             let loaded = self.loader.load(file).await;
             let state = files.entry(path.clone()).or_insert_with(FileState::new);
             state.fingerprint = fp;
-            let loaded = match loaded {
+            let still_serving = state.serving.clone();
+            let mut loaded = match loaded {
                 Ok(l) => l,
                 Err(e) => {
-                    tracing::error!(error = %e, still_serving = ?state.serving, "plugin rejected");
+                    tracing::error!(error = %e, still_serving = ?still_serving, "plugin rejected");
                     state.rejected = Some(e.to_string());
                     continue;
                 }
@@ -203,19 +215,18 @@ impl Reloader {
             let name = loaded.plugin.name().to_string();
             // The operator's approval, not the plugin's own answer, bounds what it may
             // hold: a version asking for more is refused and the old one keeps serving.
-            let mut loaded = loaded;
             if let Err(e) = approve(&mut loaded.plugin.manifest, loaded.approval.as_ref()) {
-                tracing::error!(error = %e, file = %path.display(), still_serving = ?state.serving, "plugin rejected");
+                tracing::error!(error = %e, file = %path.display(), still_serving = ?still_serving, "plugin rejected");
                 state.rejected = Some(e.to_string());
                 continue;
             }
             if let Some(owner) = env.plugins.get(&name)
-                && owner.plugin.path != *path
+                && owner.plugin().path != *path
             {
                 let e = Error::DuplicateName {
                     path: path.clone(),
                     name: name.clone(),
-                    other: owner.plugin.path.clone(),
+                    other: owner.plugin().path.clone(),
                 };
                 tracing::error!(error = %e, "plugin rejected");
                 state.rejected = Some(e.to_string());
@@ -227,26 +238,26 @@ impl Reloader {
             if let Some(old_name) = state.serving.clone().filter(|n| *n != name)
                 && let Some(old) = env.plugins.remove(&old_name)
             {
-                removed.push(old);
+                next.removed.push(old);
                 tracing::info!(plugin = %old_name, file = %path.display(), "plugin renamed to {name}");
             }
-            match env.plugins.get_mut(&name) {
+            match env.plugins.get(&name) {
                 Some(active) => {
-                    let old_version = active.plugin.manifest.version.clone();
-                    active.plugin = plugin.clone();
-                    active.routes = Active::routes_of(&plugin);
-                    announced.push(Announcement::Replaced {
+                    next.announced.push(Announcement::Replaced {
                         name: name.clone(),
-                        from: old_version,
+                        from: active.plugin().manifest.version.clone(),
                         to: plugin.manifest.version.clone(),
                         how,
                         took: loaded.took,
                         file: path.clone(),
                     });
-                    replays.push(Replay::Replaced(name.clone()));
+                    // The queue stays; the new version (healthy) serves its next events.
+                    let replaced = Active::new(self.version(plugin), active.queue.clone());
+                    env.plugins.insert(name.clone(), replaced);
+                    next.replays.push(Replay::Replaced(name.clone()));
                 }
                 None => {
-                    announced.push(Announcement::Loaded {
+                    next.announced.push(Announcement::Loaded {
                         name: name.clone(),
                         version: plugin.manifest.version.clone(),
                         how,
@@ -254,8 +265,9 @@ impl Reloader {
                         file: path.clone(),
                         watches: plugin.manifest.watches.len(),
                     });
-                    env.plugins.insert(name.clone(), self.new_active(plugin));
-                    replays.push(Replay::Added(name.clone()));
+                    env.plugins
+                        .insert(name.clone(), activate(self.version(plugin)));
+                    next.replays.push(Replay::Added(name.clone()));
                 }
             }
             state.serving = Some(name);
@@ -272,84 +284,54 @@ impl Reloader {
                 && let Some(name) = state.serving
                 && let Some(active) = env.plugins.remove(&name)
             {
-                tracing::info!(plugin = %name, version = %active.plugin.manifest.version, file = %path.display(), "plugin removed");
-                removed.push(active);
+                tracing::info!(plugin = %name, version = %active.plugin().manifest.version, file = %path.display(), "plugin removed");
+                next.removed.push(active);
             }
         }
+        let rejected = files
+            .iter()
+            .filter_map(|(p, s)| s.rejected.clone().map(|r| (p.clone(), r)))
+            .collect();
+        write(&self.status).rejected = rejected;
+        next
+    }
 
-        let nothing_changed = replays.is_empty() && removed.is_empty();
-        if !nothing_changed {
-            // Point the slots of replaced plugins at their new versions, then swap the
-            // environment: from here each plugin's next event runs on its new version and
-            // is routed by its new watches; calls already running finish on the old one.
-            for replay in &replays {
-                if let Replay::Replaced(name) = replay
-                    && let Some(active) = env.plugins.get(name)
-                {
-                    let version = self.version(active.plugin.clone());
-                    if let Ok(mut slot) = active.slot.write() {
-                        *slot = version;
-                    }
-                }
-            }
-            let env = Arc::new(env);
-            self.current().set(env.clone());
-            self.deps.watches.set_desired(env.desired());
-            for active in &removed {
-                active.queue.close();
-            }
-            self.router.replay(&env, &replays);
+    /// After `env` took effect: drop compiled code no plugin uses, and publish the status.
+    pub(crate) fn took_effect(&self, env: &Environment, changed: bool) {
+        if changed {
             let digests: HashSet<String> = env
                 .plugins
                 .values()
-                .map(|a| a.plugin.digest.clone())
+                .map(|a| a.plugin().digest.clone())
                 .collect();
             self.loader.retain(&digests);
         }
-        for a in announced {
-            a.log();
+        let metrics = &self.metrics;
+        let mut st = write(&self.status);
+        st.loaded = env
+            .plugins
+            .iter()
+            .map(|(n, a)| {
+                let p = a.plugin();
+                (n.clone(), (p.manifest.version.clone(), p.path.clone()))
+            })
+            .collect();
+        if changed {
+            st.reloads += 1;
+            metrics.reloads.inc();
         }
-        self.publish_status(&self.current().get(), &files, nothing_changed);
-        self.loaded_once.store(true, Ordering::Release);
-    }
-
-    fn publish_status(
-        &self,
-        env: &Environment,
-        files: &BTreeMap<PathBuf, FileState>,
-        unchanged: bool,
-    ) {
-        let metrics = &self.deps.metrics;
-        if let Ok(mut st) = self.status.write() {
-            st.loaded = env
-                .plugins
-                .iter()
-                .map(|(n, a)| {
-                    (
-                        n.clone(),
-                        (a.plugin.manifest.version.clone(), a.plugin.path.clone()),
-                    )
+        metrics.rejected_files.set(st.rejected.len() as i64);
+        metrics.plugin_info.clear();
+        for (plugin, (version, _)) in &st.loaded {
+            metrics
+                .plugin_info
+                .get_or_create(&InfoLabels {
+                    plugin: plugin.clone(),
+                    version: version.clone(),
                 })
-                .collect();
-            st.rejected = files
-                .iter()
-                .filter_map(|(p, s)| s.rejected.clone().map(|r| (p.clone(), r)))
-                .collect();
-            if !unchanged {
-                st.reloads += 1;
-                metrics.reloads.inc();
-            }
-            metrics.rejected_files.set(st.rejected.len() as i64);
-            metrics.plugin_info.clear();
-            for (plugin, (version, _)) in &st.loaded {
-                metrics
-                    .plugin_info
-                    .get_or_create(&InfoLabels {
-                        plugin: plugin.clone(),
-                        version: version.clone(),
-                    })
-                    .set(1);
-            }
+                .set(1);
         }
+        drop(st);
+        self.loaded_once.store(true, Ordering::Release);
     }
 }

@@ -91,6 +91,16 @@ impl Default for WatchConfig {
 /// uses (sent to the server), or `None` when some consumer needs every object.
 pub type Demand = Option<String>;
 
+/// What consumers with these demands share: the one label selector they all ask for, or
+/// `None` (every object) as soon as two differ or one needs every object. The one rule
+/// for a spelling's plugins and for a resource's spellings alike.
+pub(crate) fn shared_demand(demands: &BTreeSet<Demand>) -> Demand {
+    match demands.iter().collect::<Vec<_>>().as_slice() {
+        [Some(s)] => Some(s.clone()),
+        _ => None,
+    }
+}
+
 struct Running {
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -247,12 +257,6 @@ impl WatchManager {
                     .insert(demand);
             }
         }
-        let shared = |demands: &BTreeSet<Demand>| -> Demand {
-            match demands.iter().collect::<Vec<_>>().as_slice() {
-                [Some(s)] => Some(s.clone()),
-                _ => None,
-            }
-        };
         // Stop watchers no longer needed, or whose server-side selector changed (the
         // cache is kept: the new watcher's first list is diffed against it).
         let mut kept: HashMap<ResourceKey, Arc<ResourceCache>> = HashMap::new();
@@ -261,7 +265,7 @@ impl WatchManager {
             .filter(|(k, r)| {
                 wanted
                     .get(*k)
-                    .is_none_or(|(_, demands)| shared(demands) != r.selector)
+                    .is_none_or(|(_, demands)| shared_demand(demands) != r.selector)
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -283,7 +287,7 @@ impl WatchManager {
             if running.contains_key(&key) {
                 continue;
             }
-            let selector = shared(&demands);
+            let selector = shared_demand(&demands);
             let cache = kept.remove(&key).unwrap_or_else(|| {
                 Arc::new(ResourceCache::new(
                     res.key(),

@@ -1,0 +1,57 @@
+//! The layers around the pipeline ([`crate::host::handler`]). Each takes a [`Request`],
+//! may answer it alone (a follower, a quarantined plugin) or hand it to the layer inside,
+//! and reads the [`Report`] on the way out. Outermost first:
+//!
+//! | layer | file | what it does |
+//! | --- | --- | --- |
+//! | [`Gate`] | `gate.rs` | only the leader handles events; says when a term ended mid-event |
+//! | [`Quarantine`] | `quarantine.rs` | defers events of a quarantined plugin; keeps its health |
+//! | [`Observe`] | `observe.rs` | metrics, the event's span and log lines |
+//! | [`Record`] | `record.rs` | `--record DIR`: the event written as a test case |
+//!
+//! The order matters: a follower's events are not counted, a quarantined plugin's deferred
+//! events are neither counted nor recorded, and everything the pipeline logs carries the
+//! event's span.
+//!
+//! A small trait chain rather than `tower::Service`: a request borrows the delivery and the
+//! plugin version (a `Service` call wants an owned, `'static` request), no layer needs
+//! back-pressure (`poll_ready`: the queue bounds concurrency), and `async fn` in a trait
+//! gives static dispatch with no boxing.
+
+mod gate;
+mod observe;
+mod quarantine;
+mod record;
+
+use std::future::Future;
+use std::sync::Arc;
+
+pub(crate) use self::gate::Gate;
+pub(crate) use self::observe::Observe;
+pub(crate) use self::quarantine::Quarantine;
+pub(crate) use self::record::Record;
+use crate::host::handler::{Pipeline, Report, Request};
+use crate::ops::leader::Leadership;
+use crate::ops::metrics::Metrics;
+
+/// Handles one event: the pipeline, or a layer around it.
+pub(crate) trait Handle: Send + Sync + 'static {
+    /// Handle `req`, saying what became of it.
+    fn handle(&self, req: Request<'_>) -> impl Future<Output = Report> + Send;
+}
+
+/// The pipeline with every layer around it.
+pub(crate) type Stack = Gate<Quarantine<Observe<Record<Pipeline>>>>;
+
+/// Wrap `pipeline` in the layers, outermost first.
+pub(crate) fn stack(
+    pipeline: Pipeline,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    recorder: Option<Arc<crate::record::Recorder>>,
+) -> Stack {
+    let recorded = Record::new(pipeline, recorder);
+    let observed = Observe::new(recorded, metrics.clone());
+    let quarantined = Quarantine::new(observed, metrics);
+    Gate::new(quarantined, leadership)
+}

@@ -1,0 +1,109 @@
+//! What the host says about each event: the counters and histograms of `/metrics`, the
+//! `event` span every line logged while handling it carries (plugin logs included), the
+//! `event` line, and one line per write.
+
+use std::sync::Arc;
+
+use tracing::Instrument;
+
+use super::Handle;
+use crate::Error;
+use crate::host::handler::{Report, Request, Written};
+use crate::ops::metrics::{EventLabels, Metrics, PluginLabel};
+
+/// Counts and logs events, calls and writes.
+pub(crate) struct Observe<S> {
+    inner: S,
+    metrics: Arc<Metrics>,
+}
+
+impl<S> Observe<S> {
+    pub(crate) fn new(inner: S, metrics: Arc<Metrics>) -> Self {
+        Observe { inner, metrics }
+    }
+}
+
+impl<S: Handle> Handle for Observe<S> {
+    async fn handle(&self, req: Request<'_>) -> Report {
+        let plugin = req.version.plugin.clone();
+        let name = plugin.name();
+        let d = req.delivery;
+        let object = d.object.describe();
+        let event = d.event_type.as_str();
+        self.metrics
+            .events
+            .get_or_create(&EventLabels {
+                plugin: name.to_string(),
+                event: event.to_string(),
+            })
+            .inc();
+        tracing::info!(plugin = name, version = %plugin.manifest.version, event, watch = %d.watch_id, object = %object, "event");
+        let span = tracing::info_span!("event", plugin = name, object = %object, event);
+        async {
+            let report = self.inner.handle(req).await;
+            self.account(name, &plugin.manifest.field_manager(), &object, &report);
+            report
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+impl<S> Observe<S> {
+    fn account(&self, name: &str, manager: &str, object: &str, report: &Report) {
+        let label = || PluginLabel {
+            plugin: name.to_string(),
+        };
+        if let Some(took) = report.call {
+            self.metrics
+                .call_seconds
+                .get_or_create(&label())
+                .observe(took.as_secs_f64());
+            if report.call_error.is_none() {
+                tracing::debug!(plugin = %name, object = %object, intents = report.returned, took = ?took, "plugin returned");
+            }
+        }
+        let prepared = report.prepared();
+        for (i, written) in &report.writes {
+            let Some(p) = prepared.get(*i) else { continue };
+            let result = match written {
+                Written::Applied(_) | Written::AlreadyGone => "applied",
+                Written::TriggerGone => "gone",
+                Written::Failed { conflict: true } => "conflict",
+                Written::Failed { conflict: false } => "error",
+            };
+            self.metrics.intent(name, p.intent.verb.as_str(), result);
+            match written {
+                Written::Applied(Some(resource_version)) => tracing::info!(
+                    plugin = %name, manager = %manager, trigger = %object,
+                    resource_version = %resource_version, "applied {}", p.describe()
+                ),
+                Written::Applied(None) => tracing::info!(
+                    plugin = %name, manager = %manager, trigger = %object, "applied {}", p.describe()
+                ),
+                Written::AlreadyGone => {
+                    tracing::info!(plugin = %name, trigger = %object, "{}: already gone", p.describe())
+                }
+                Written::TriggerGone => tracing::info!(
+                    plugin = %name, trigger = %object,
+                    "{}: skipped, the object was deleted during the call", p.describe()
+                ),
+                Written::Failed { conflict } => {
+                    if *conflict {
+                        self.metrics.conflicts.get_or_create(&label()).inc();
+                        if !p.intent.force {
+                            tracing::warn!(plugin = %name, manager = %manager, trigger = %object,
+                                "{}: conflict with another field manager; not forced (the intent did not ask for force)",
+                                p.describe());
+                        }
+                    }
+                }
+            }
+        }
+        match &report.result {
+            // Not the plugin's failure nor the object's: counted by nobody.
+            Err(Error::NotLeader { .. }) | Ok(()) => {}
+            Err(e) => self.metrics.error(name, e.kind()),
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! `--record DIR`: every handled event written as a `kubewasm test` case, with the objects
+//! the plugin read and what it returned (or the refusal, or its error).
+
+use std::sync::Arc;
+
+use kubewasm_runtime::{CallError, PluginEvent};
+
+use super::Handle;
+use crate::Error;
+use crate::host::handler::{Report, Request};
+use crate::record::{Outcome, Recorder};
+
+/// Records events when a recorder is configured.
+pub(crate) struct Record<S> {
+    inner: S,
+    recorder: Option<Arc<Recorder>>,
+}
+
+impl<S> Record<S> {
+    pub(crate) fn new(inner: S, recorder: Option<Arc<Recorder>>) -> Self {
+        Record { inner, recorder }
+    }
+}
+
+impl<S: Handle> Handle for Record<S> {
+    async fn handle(&self, mut req: Request<'_>) -> Report {
+        let Some(recorder) = &self.recorder else {
+            return self.inner.handle(req).await;
+        };
+        let d = req.delivery;
+        let event = PluginEvent {
+            event_type: d.event_type,
+            watch_id: d.watch_id.to_string(),
+            object: d.object.json(),
+            old_object: d.old.as_ref().map(|o| o.json()),
+        };
+        let recording = recorder.begin(&req.version.plugin, &event);
+        req.view = recording.reading(req.view);
+        req.keep_intents = true;
+        let report = self.inner.handle(req).await;
+        if let Some(CallError::Plugin { message, retry }) = &report.call_error {
+            recording.record(Outcome::PluginError {
+                message,
+                retry: *retry,
+            });
+        } else if let Some(raw) = &report.raw {
+            let admitted = match &report.result {
+                Err(Error::Refused { reason, .. }) => Err(reason.to_string()),
+                Err(Error::InvalidIntent { reason, .. }) => Err(reason.to_string()),
+                _ => Ok(report.prepared()),
+            };
+            recording.record(Outcome::Returned { raw, admitted });
+        }
+        report
+    }
+}

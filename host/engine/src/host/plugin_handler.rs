@@ -1,0 +1,93 @@
+//! A plugin's queue handler: takes the version serving when an event starts, gives it the
+//! view of the cluster it may read, and runs the layered pipeline
+//! ([`crate::host::layers::Stack`]); reports what the queue says failed.
+
+use std::sync::Arc;
+
+use kubewasm_core::event::EventType;
+
+use crate::Error;
+use crate::apply::events::{EventRecorder, failure_message};
+use crate::dispatch::{Delivery, Handler};
+use crate::host::environment::Current;
+use crate::host::handler::Request;
+use crate::host::layers::{Handle, Stack};
+use crate::ops::leader::Leadership;
+use crate::watch::cache::{Caches, PluginView};
+
+/// What every plugin's handler shares.
+pub(crate) struct Shared {
+    pub(crate) current: Current,
+    pub(crate) stack: Stack,
+    pub(crate) caches: Arc<Caches>,
+    /// Warning Events on objects whose events fail.
+    pub(crate) warnings: Option<Arc<EventRecorder>>,
+    pub(crate) leadership: Leadership,
+}
+
+/// Handles one plugin's deliveries.
+pub(crate) struct PluginHandler {
+    pub(crate) name: String,
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl Handler for PluginHandler {
+    async fn handle(&self, d: &Delivery) -> Result<(), Error> {
+        let shared = &self.shared;
+        let env = shared.current.get();
+        // The version serving when the event starts handles it, start to finish; a plugin
+        // removed since the event was queued has nothing to do with it.
+        let Some(active) = env.plugins.get(&self.name) else {
+            return Ok(());
+        };
+        let plugin = active.plugin();
+        // What the plugin may read: the kinds it watches plus those it declared, as served;
+        // namespaced kinds in its watches' namespaces; at most its memory cap a call.
+        let view = Arc::new(PluginView::new(
+            shared.caches.clone(),
+            (*env.reads(&self.name)).clone(),
+            kubewasm_runtime::ReadScope::of(&plugin.manifest),
+            plugin.limits.memory,
+        ));
+        let req = Request {
+            version: &active.version,
+            delivery: d,
+            view,
+            keep_intents: false,
+        };
+        shared.stack.handle(req).await.result
+    }
+
+    /// Log a failed event and record a Warning Event on its object, once per object and
+    /// cause for permanent failures (a repeat is logged at debug level only).
+    async fn report(&self, d: &Delivery, e: &Error, first: bool) {
+        let name = &self.name;
+        let object = d.object.describe();
+        if matches!(e, Error::Quarantined { .. } | Error::NotLeader { .. }) {
+            tracing::debug!(plugin = %name, object = %object, error = %e, "event deferred");
+            return;
+        }
+        if !first {
+            tracing::debug!(plugin = %name, object = %object, error = %e,
+                "still failing the same way; not retried until the object, the plugin or its settings change");
+            return;
+        }
+        let retry = e.retry();
+        tracing::error!(plugin = %name, object = %object, event = d.event_type.as_str(), retry = e.is_retryable(), retried = %retry, error = %e, "event failed");
+        if let Some(warnings) = &self.shared.warnings
+            && d.event_type != EventType::Deleted
+        {
+            let reason = match e {
+                Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
+                Error::Call { .. } => "PluginFailed",
+                _ => "ApplyFailed",
+            };
+            // An Event is a write too: none after the write deadline.
+            let _ = self
+                .shared
+                .leadership
+                .guard(warnings.warning(&d.object.object, reason, &failure_message(e)))
+                .await;
+        }
+    }
+}

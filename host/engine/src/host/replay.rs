@@ -1,0 +1,208 @@
+//! Replays: cached objects handed to plugins again, outside the watch stream.
+//!
+//! - A new plugin gets every selected cached object as `added`; a new version of a plugin
+//!   gets them as `resync`, so its output converges everywhere. Objects of kinds not
+//!   cached yet arrive through their watcher's first list.
+//! - A route whose target did not resolve yet is replayed when it does (another spelling
+//!   of the same resource may already be cached).
+//! - A follower remembers deletions (tombstones, kept at least the lease duration); a
+//!   replica that becomes leader delivers `deleted` for those and `resync` for the rest.
+//!
+//! Replays only enqueue keys; the queue hands on the latest cached object when a key is
+//! taken.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kubewasm_core::event::EventType;
+use kubewasm_core::resource::ResourceRef;
+use tokio::time::Instant;
+
+use crate::host::environment::{Active, Current, Environment};
+use crate::ops::leader::Leadership;
+use crate::sync::lock;
+use crate::watch::cache::Caches;
+use crate::watch::{WatchEvent, WatchManager};
+
+/// Why a plugin's objects are replayed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Replay {
+    /// A new plugin: every selected cached object, as `added`.
+    Added(String),
+    /// A new version of a plugin: every selected cached object, as `resync`.
+    Replaced(String),
+}
+
+/// Deletions seen while following, oldest first.
+#[derive(Default)]
+struct Tombstones {
+    entries: Mutex<VecDeque<(Instant, WatchEvent)>>,
+}
+
+impl Tombstones {
+    /// Remember a deletion; forget those older than `retention`.
+    fn record(&self, ev: &WatchEvent, retention: Duration) {
+        let now = Instant::now();
+        let mut e = lock(&self.entries);
+        while e
+            .front()
+            .is_some_and(|(at, _)| now.duration_since(*at) > retention)
+        {
+            e.pop_front();
+        }
+        e.push_back((now, ev.clone()));
+    }
+
+    /// Every deletion still remembered, forgetting them.
+    fn take(&self, retention: Duration) -> Vec<WatchEvent> {
+        let now = Instant::now();
+        std::mem::take(&mut *lock(&self.entries))
+            .into_iter()
+            .filter(|(at, _)| now.duration_since(*at) <= retention)
+            .map(|(_, ev)| ev)
+            .collect()
+    }
+}
+
+/// Replays of routes that did not resolve yet: plugin → (event type, targets).
+type Pending = HashMap<String, (EventType, HashSet<ResourceRef>)>;
+
+/// Replays cached objects into plugin queues.
+pub(crate) struct Replayer {
+    pub(crate) current: Current,
+    pub(crate) watches: Arc<WatchManager>,
+    pub(crate) caches: Arc<Caches>,
+    pub(crate) leadership: Leadership,
+    /// How long a tombstone is kept (at least the lease duration).
+    pub(crate) retention: Duration,
+    tombstones: Tombstones,
+    pending: Mutex<Pending>,
+}
+
+impl Replayer {
+    pub(crate) fn new(
+        current: Current,
+        watches: Arc<WatchManager>,
+        caches: Arc<Caches>,
+        leadership: Leadership,
+        retention: Duration,
+    ) -> Self {
+        Replayer {
+            current,
+            watches,
+            caches,
+            leadership,
+            retention,
+            tombstones: Tombstones::default(),
+            pending: Mutex::new(Pending::new()),
+        }
+    }
+
+    /// See a watch event: a follower remembers deletions, for when it leads.
+    pub(crate) fn observe(&self, ev: &WatchEvent) {
+        if ev.event_type == EventType::Deleted && !self.leadership.is_leader() {
+            self.tombstones.record(ev, self.retention);
+        }
+    }
+
+    /// Replay the objects of new and replaced plugins.
+    pub(crate) fn replay(&self, env: &Environment, replays: &[Replay]) {
+        for replay in replays {
+            let (name, event_type) = match replay {
+                Replay::Added(n) => (n, EventType::Added),
+                Replay::Replaced(n) => (n, EventType::Resync),
+            };
+            let Some(active) = env.plugins.get(name) else {
+                continue;
+            };
+            lock(&self.pending).remove(name);
+            let mut targets: Vec<&ResourceRef> = Vec::new();
+            for route in active.routes.iter() {
+                if !targets.contains(&route.resource()) {
+                    targets.push(route.resource());
+                }
+            }
+            for target in targets {
+                if self.watches.resolved(target).is_none() {
+                    // Replayed when it resolves: see [`Replayer::resolved`].
+                    lock(&self.pending)
+                        .entry(name.clone())
+                        .or_insert_with(|| (event_type, HashSet::new()))
+                        .1
+                        .insert(target.clone());
+                    continue;
+                }
+                self.push_cached(active, target, event_type);
+            }
+        }
+    }
+
+    /// A watch target now resolves: replay the cached objects to the plugins whose replay
+    /// skipped it. When its cache is not synced yet, the watcher's first list delivers them.
+    pub(crate) fn resolved(&self, target: &ResourceRef) {
+        let waiting: Vec<(String, EventType)> = {
+            let mut p = lock(&self.pending);
+            let waiting = p
+                .iter_mut()
+                .filter_map(|(name, (t, targets))| {
+                    targets.remove(target).then(|| (name.clone(), *t))
+                })
+                .collect();
+            p.retain(|_, (_, targets)| !targets.is_empty());
+            waiting
+        };
+        if !self.leadership.is_leader() {
+            return;
+        }
+        let env = self.current.get();
+        for (name, event_type) in waiting {
+            if let Some(active) = env.plugins.get(&name) {
+                self.push_cached(active, target, event_type);
+            }
+        }
+    }
+
+    /// This replica now leads: deliver `deleted` for what was deleted while it followed,
+    /// then every cached object to every plugin, so whatever changed meanwhile is handled.
+    pub(crate) fn lead(&self) {
+        let env = self.current.get();
+        for ev in self.tombstones.take(self.retention) {
+            for (active, route) in env.routes(&ev.resource) {
+                if route.selects(&ev.object) {
+                    active.push(
+                        &ev.resource,
+                        route,
+                        EventType::Deleted,
+                        ev.object.clone(),
+                        None,
+                    );
+                }
+            }
+        }
+        let replays: Vec<Replay> = env.plugins.keys().cloned().map(Replay::Replaced).collect();
+        self.replay(&env, &replays);
+    }
+
+    /// Every cached object of `target` that a route of `active` naming it selects.
+    fn push_cached(&self, active: &Active, target: &ResourceRef, event_type: EventType) {
+        let Some(res) = self.watches.resolved(target) else {
+            return;
+        };
+        let Some(cache) = self.caches.get(&res.type_ref()) else {
+            return;
+        };
+        if !cache.is_synced() {
+            return;
+        }
+        let resource = res.key();
+        let objects = cache.snapshot();
+        for route in active.routes.iter().filter(|r| r.resource() == target) {
+            for obj in &objects {
+                if route.selects(obj) {
+                    active.push(&resource, route, event_type, obj.clone(), None);
+                }
+            }
+        }
+    }
+}

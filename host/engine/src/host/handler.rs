@@ -33,7 +33,7 @@ pub(crate) struct HandlerDeps {
     pub(crate) leadership: Leadership,
     pub(crate) recorder: Option<Arc<EventRecorder>>,
     /// `--record DIR`: every handled event written as a test case.
-    pub(crate) record: Option<Arc<crate::record::Recorder>>,
+    pub(crate) record: Option<Arc<crate::cases::record::Recorder>>,
 }
 
 /// Handles a plugin's deliveries with the version in its slot.
@@ -95,7 +95,7 @@ impl PluginHandler {
         if let Some(r) = &recording
             && let Err(kubewasm_runtime::CallError::Plugin { message, retry }) = &result
         {
-            r.record(crate::record::Outcome::PluginError {
+            r.record(crate::cases::record::Outcome::PluginError {
                 message,
                 retry: *retry,
             });
@@ -119,7 +119,7 @@ impl PluginHandler {
         .await;
         if let (Some(r), Some(raw)) = (&recording, &recorded_raw) {
             let admitted = &admitted;
-            r.record(crate::record::Outcome::Returned { raw, admitted });
+            r.record(crate::cases::record::Outcome::Returned { raw, admitted });
         }
         let prepared = admitted.map_err(|r| Error::rejected(&name, r))?;
 

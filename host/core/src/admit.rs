@@ -322,13 +322,26 @@ pub enum AdmitError {
 }
 
 /// A call refused whole: which intent, and why.
+///
+/// Its `Display` is the one spelling of a refusal, wherever it is reported (`run`'s error
+/// after the plugin's name, `kubewasm test`'s report, a recorded case's expectation):
+/// `intent #N refused: …` when no grant allows the intent, `invalid intent #N: …` for
+/// everything else admission refuses.
 #[derive(Debug, thiserror::Error)]
-#[error("intent #{index}: {error}")]
 pub struct Rejection {
     /// Position of the intent in the plugin's answer.
     pub index: usize,
     /// Why.
     pub error: AdmitError,
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.error {
+            AdmitError::Refused(why) => write!(f, "intent #{} refused: {why}", self.index),
+            why => write!(f, "invalid intent #{}: {why}", self.index),
+        }
+    }
 }
 
 /// Bind a decoded intent to its resolved kind and the trigger: choose the namespace,
@@ -682,6 +695,31 @@ mod tests {
             namespace: ns.map(str::to_string),
             uid: Some("u-1".into()),
         }
+    }
+
+    #[test]
+    fn a_rejection_is_spelled_one_way() {
+        let refused = Rejection {
+            index: 1,
+            error: AdmitError::Refused(GrantError::NotGranted {
+                verb: "create",
+                api_version: "v1".into(),
+                kind: "Secret".into(),
+                namespace: Some("a".into()),
+            }),
+        };
+        assert_eq!(
+            refused.to_string(),
+            "intent #1 refused: no grant allows create on v1 Secret in namespace a"
+        );
+        let invalid = Rejection {
+            index: 0,
+            error: AdmitError::Invalid(IntentError::NotAnObject("object")),
+        };
+        assert_eq!(
+            invalid.to_string(),
+            "invalid intent #0: object must be a JSON object"
+        );
     }
 
     #[test]

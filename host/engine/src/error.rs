@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use kubewasm_core::admit::{AdmitError, Rejection};
-use kubewasm_core::grant::GrantError;
 use kubewasm_core::kind::ResolveError;
 pub use kubewasm_runtime::CallError;
 
@@ -33,24 +32,22 @@ pub enum Error {
         kind: CallError,
     },
     /// The plugin returned intents that fail validation; none of them is applied.
-    #[error("plugin {plugin}: invalid intent #{index}: {reason}")]
+    /// Spelled as [`Rejection`] spells it, after the plugin's name.
+    #[error("plugin {plugin}: {rejection}")]
     InvalidIntent {
         /// The plugin.
         plugin: String,
-        /// Which intent.
-        index: usize,
-        /// Why (boxed: keeps the error small on every `Result` path).
-        reason: Box<AdmitError>,
+        /// Which intent, and why (boxed: keeps the error small on every `Result` path).
+        rejection: Box<Rejection>,
     },
-    /// An intent falls outside the plugin's grants; none of the call's intents is applied.
-    #[error("plugin {plugin}: intent #{index} refused: {reason}")]
+    /// An intent falls outside the plugin's grants (the rejection's error is
+    /// [`AdmitError::Refused`]); none of the call's intents is applied.
+    #[error("plugin {plugin}: {rejection}")]
     Refused {
         /// The plugin.
         plugin: String,
-        /// Which intent.
-        index: usize,
-        /// Why.
-        reason: GrantError,
+        /// Which intent, and why.
+        rejection: Box<Rejection>,
     },
     /// The plugin is quarantined after repeated failures; the event waits.
     #[error(
@@ -160,17 +157,10 @@ impl Error {
     /// The error of a call whose intents were rejected.
     pub fn rejected(plugin: &str, r: Rejection) -> Self {
         let plugin = plugin.to_string();
-        match r.error {
-            AdmitError::Refused(reason) => Error::Refused {
-                plugin,
-                index: r.index,
-                reason,
-            },
-            reason => Error::InvalidIntent {
-                plugin,
-                index: r.index,
-                reason: Box::new(reason),
-            },
+        let rejection = Box::new(r);
+        match rejection.error {
+            AdmitError::Refused(_) => Error::Refused { plugin, rejection },
+            _ => Error::InvalidIntent { plugin, rejection },
         }
     }
 
@@ -205,7 +195,7 @@ impl Error {
                     Retry::Backoff
                 }
             },
-            Error::InvalidIntent { reason, .. } => match reason.as_ref() {
+            Error::InvalidIntent { rejection, .. } => match &rejection.error {
                 // A kind not served yet (a CRD installed later) or discovery failing.
                 AdmitError::Resolve(_) => Retry::Backoff,
                 AdmitError::Invalid(_)

@@ -13,7 +13,8 @@
 //!      ─► host::handler: runtime (call) ─► core::admit (decode, resolve, bind, grant) ─► apply (SSA)
 //! ```
 //!
-//! [`host::Host`] wires the boxes together.
+//! [`host::Host`] wires the boxes together. [`cases`] replays the same call path offline
+//! (`kubewasm test`) and records `run`'s events as cases.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -21,12 +22,12 @@ pub use kubewasm_core as core;
 pub use kubewasm_runtime as runtime;
 
 pub mod apply;
+pub mod cases;
 pub mod dispatch;
 pub mod error;
 pub mod host;
 pub mod ops;
 pub mod rbac;
-pub mod record;
 mod sync;
 pub mod watch;
 

@@ -66,6 +66,10 @@ pub enum Error {
         /// Why (boxed: a manifest error carries a selector error and its text).
         reason: Box<ManifestRejection>,
     },
+    /// The manifest asks for more than the operator approved (the settings'
+    /// `kubewasm.approved`): the plugin is refused at load, as `run` refuses it.
+    #[error(transparent)]
+    NotApproved(#[from] kubewasm_core::grant::NotApproved),
     /// Reading or writing a local file (the plugin directory, the code cache) failed.
     #[error("{context}: {source}")]
     Io {

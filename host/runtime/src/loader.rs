@@ -287,16 +287,38 @@ impl PluginFile {
                 reason,
             },
         })?;
-        let (settings, overrides, approval) = split_settings(path, read_settings(path)?)?;
+        let split = split_settings(path, &path.with_extension("yaml"), read_settings(path)?)?;
         let digest = hex::encode(Sha256::digest(&bytes));
         Ok(PluginFile {
             path: path.to_path_buf(),
             bytes,
             digest,
-            settings,
-            overrides,
-            approval,
+            settings: split.settings,
+            overrides: split.overrides.unwrap_or_default(),
+            approval: split.approval,
         })
+    }
+
+    /// Put `settings` (what a settings file would hold, read from `source`) in place of
+    /// the file's, as `kubewasm test` does with a case's `settings:`. The plugin's part
+    /// replaces the file's. The host's `kubewasm` key replaces the file's limits when it
+    /// sets any, and the file's approval when it holds `approved`; what it leaves out stays
+    /// as the operator's settings file has it, so a case runs under the approval `run`
+    /// would apply unless it states its own.
+    pub fn set_settings(
+        &mut self,
+        settings: &serde_json::Value,
+        source: &Path,
+    ) -> Result<(), Error> {
+        let split = split_settings(&self.path, source, Some(settings.to_string()))?;
+        self.settings = split.settings;
+        if let Some(overrides) = split.overrides {
+            self.overrides = overrides;
+        }
+        if let Some(approval) = split.approval {
+            self.approval = Some(approval);
+        }
+        Ok(())
     }
 
     /// Changes when the component, its settings or its limits change.
@@ -318,8 +340,8 @@ pub struct Loaded {
     pub source: Source,
     /// Time from file bytes to a described plugin.
     pub took: std::time::Duration,
-    /// The operator's approval from the settings file (checked by the caller against the
-    /// manifest with `kubewasm_core::grant::check_approval`).
+    /// The operator's approval from the settings file: already applied to the manifest
+    /// by [`Loader::load_approved`]; for the caller to check after [`Loader::load`].
     pub approval: Option<kubewasm_core::grant::Approval>,
 }
 
@@ -352,8 +374,45 @@ impl Loader {
         &self.engine
     }
 
-    /// Compile (or fetch from cache), link, describe and validate.
-    pub async fn load(&self, mut file: PluginFile) -> Result<Loaded, Error> {
+    /// The instance policy of the loader's options.
+    fn instances(&self) -> InstancePolicy {
+        InstancePolicy {
+            reuse: self.options.reuse_instances,
+            pool_size: self.options.pool_size,
+        }
+    }
+
+    /// A plugin as `run` serves it: loaded ([`Loader::load`]), then bounded by the
+    /// operator's approval from its settings (`kubewasm.approved`,
+    /// `kubewasm_core::grant::approve`): refused with [`Error::NotApproved`] when its
+    /// manifest asks for more, its grants' finalizers filled with those approved.
+    pub async fn load_approved(&self, file: PluginFile) -> Result<Loaded, Error> {
+        self.load_approved_as(file, self.instances()).await
+    }
+
+    /// [`Loader::load_approved`] with its own instance policy (`kubewasm test` runs a case
+    /// on a fresh or a reused instance).
+    pub async fn load_approved_as(
+        &self,
+        file: PluginFile,
+        instances: InstancePolicy,
+    ) -> Result<Loaded, Error> {
+        let mut loaded = self.load_as(file, instances).await?;
+        kubewasm_core::grant::approve(&mut loaded.plugin.manifest, loaded.approval.as_ref())?;
+        Ok(loaded)
+    }
+
+    /// Compile (or fetch from cache), link, describe and validate, without the operator's
+    /// approval (what `inspect` shows: the plugin's own answer).
+    pub async fn load(&self, file: PluginFile) -> Result<Loaded, Error> {
+        self.load_as(file, self.instances()).await
+    }
+
+    async fn load_as(
+        &self,
+        mut file: PluginFile,
+        instances: InstancePolicy,
+    ) -> Result<Loaded, Error> {
         let started = std::time::Instant::now();
         let (component, source) = self.component(&mut file).await?;
         let approval = file.approval.take();
@@ -364,10 +423,7 @@ impl Loader {
             file.digest,
             file.settings,
             file.overrides.apply(&self.options.limits),
-            InstancePolicy {
-                reuse: self.options.reuse_instances,
-                pool_size: self.options.pool_size,
-            },
+            instances,
         )
         .await?;
         Ok(Loaded {
@@ -433,52 +489,62 @@ impl Loader {
     }
 }
 
-/// The settings without the host's part, the limit overrides, and the approval.
-type SplitSettings = (
-    Option<String>,
-    LimitOverrides,
-    Option<kubewasm_core::grant::Approval>,
-);
+/// Settings split into the plugin's part and the host's (`kubewasm`) key.
+struct SplitSettings {
+    /// The settings without the host's part (None: nothing left for the plugin).
+    settings: Option<String>,
+    /// The limits the host's part sets (None: it sets none).
+    overrides: Option<LimitOverrides>,
+    /// The approval it holds (None: no `approved` key).
+    approval: Option<kubewasm_core::grant::Approval>,
+}
 
-/// Take the host's `kubewasm` key out of the settings.
-fn split_settings(path: &Path, settings: Option<String>) -> Result<SplitSettings, Error> {
+/// Take the host's `kubewasm` key out of the settings of the plugin at `path`, read from
+/// `source` (named in errors).
+fn split_settings(
+    path: &Path,
+    source: &Path,
+    settings: Option<String>,
+) -> Result<SplitSettings, Error> {
+    let bad = |reason: String| Error::Settings {
+        path: path.to_path_buf(),
+        settings: source.to_path_buf(),
+        reason,
+    };
     let Some(text) = settings else {
-        return Ok((None, LimitOverrides::default(), None));
+        return Ok(SplitSettings {
+            settings: None,
+            overrides: None,
+            approval: None,
+        });
     };
     // A document YAML accepts but JSON cannot read back (nested past serde_json's depth
     // limit) is refused: read as null it would hide the `kubewasm` key from the host and
     // hand it to the plugin.
     let mut value: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| Error::Settings {
-            path: path.to_path_buf(),
-            settings: path.with_extension("yaml"),
-            reason: format!("not representable as JSON: {e}"),
-        })?;
+        serde_json::from_str(&text).map_err(|e| bad(format!("not representable as JSON: {e}")))?;
     let Some(mut host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
-        return Ok((Some(text), LimitOverrides::default(), None));
+        return Ok(SplitSettings {
+            settings: Some(text),
+            overrides: None,
+            approval: None,
+        });
     };
-    let approval = crate::approval::take(&mut host_part).map_err(|reason| Error::Settings {
-        path: path.to_path_buf(),
-        settings: path.with_extension("yaml"),
-        reason,
-    })?;
+    let approval = crate::approval::take(&mut host_part).map_err(bad)?;
+    let sets_limits = host_part.as_object().is_none_or(|o| !o.is_empty());
     let overrides: LimitOverrides =
-        serde_json::from_value(host_part).map_err(|e| Error::Settings {
-            path: path.to_path_buf(),
-            settings: path.with_extension("yaml"),
-            reason: format!("kubewasm limits: {e}"),
-        })?;
-    overrides.validate().map_err(|reason| Error::Settings {
-        path: path.to_path_buf(),
-        settings: path.with_extension("yaml"),
-        reason,
-    })?;
+        serde_json::from_value(host_part).map_err(|e| bad(format!("kubewasm limits: {e}")))?;
+    overrides.validate().map_err(bad)?;
     // A file holding only the host's key gives the plugin no settings.
     let settings = match value.as_object() {
         Some(o) if o.is_empty() => None,
         _ => Some(value.to_string()),
     };
-    Ok((settings, overrides, approval))
+    Ok(SplitSettings {
+        settings,
+        overrides: sets_limits.then_some(overrides),
+        approval,
+    })
 }
 
 /// Read, compile, link and describe one plugin file (no code cache).
@@ -534,6 +600,59 @@ mod tests {
         std::fs::write(dir.path().join("p.yaml"), "kubewasm: {memoryMB: 1}\n").unwrap();
         let err = PluginFile::read(&wasm).err().unwrap().to_string();
         assert!(err.contains("unknown field `memoryMB`"), "{err}");
+    }
+
+    #[test]
+    fn settings_put_in_place_of_the_file_s_keep_what_they_leave_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"x").unwrap();
+        std::fs::write(
+            dir.path().join("p.yaml"),
+            "domain: a\nkubewasm:\n  memoryMiB: 64\n  approved:\n    grants:\n    \
+             - {apiGroups: [\"\"], kinds: [ConfigMap], verbs: [create]}\n",
+        )
+        .unwrap();
+        let case = Path::new("cases.yaml");
+        let mut f = PluginFile::read(&wasm).unwrap();
+        let approved = f.approval.clone();
+        assert_eq!(approved.as_ref().map(|a| a.grants.len()), Some(1));
+
+        // The plugin's part only: the operator's limits and approval stay.
+        f.set_settings(&serde_json::json!({"domain": "b"}), case)
+            .unwrap();
+        assert_eq!(f.settings.as_deref(), Some(r#"{"domain":"b"}"#));
+        assert_eq!(f.overrides.memory_mib, Some(64));
+        assert_eq!(f.approval, approved);
+
+        // An approval of its own replaces the file's; the limits stay.
+        f.set_settings(
+            &serde_json::json!({"kubewasm": {"approved": {"grants": []}}}),
+            case,
+        )
+        .unwrap();
+        assert_eq!(f.settings, None);
+        assert_eq!(f.approval, Some(Default::default()));
+        assert_eq!(f.overrides.memory_mib, Some(64));
+
+        // Limits of its own replace the file's.
+        f.set_settings(&serde_json::json!({"kubewasm": {"maxLogLines": 3}}), case)
+            .unwrap();
+        assert_eq!(f.overrides.memory_mib, None);
+        assert_eq!(f.overrides.max_log_lines, Some(3));
+
+        let err = f
+            .set_settings(
+                &serde_json::json!({"kubewasm": {"approved": {"grants": [
+                    {"apiGroups": [""], "kinds": ["ConfigMap"], "verbs": ["update"]}]}}}),
+                case,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cases.yaml") && err.contains("unknown verb \"update\""),
+            "{err}"
+        );
     }
 
     #[test]

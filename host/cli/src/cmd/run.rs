@@ -224,7 +224,7 @@ impl HostArgs {
             record: self
                 .record
                 .clone()
-                .map(|dir| kubewasm::record::RecordConfig {
+                .map(|dir| kubewasm::cases::record::RecordConfig {
                     dir,
                     secrets: self.record_secrets,
                 }),

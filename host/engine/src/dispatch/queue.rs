@@ -940,16 +940,19 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn permanent_errors_are_handled_once_then_not_retried_until_the_object_changes() {
-        let refused = Error::Refused {
-            plugin: "p".into(),
-            index: 0,
-            reason: kubewasm_core::grant::GrantError::NotGranted {
-                verb: "create",
-                api_version: "v1".into(),
-                kind: "Secret".into(),
-                namespace: Some("a".into()),
+        let refused = Error::rejected(
+            "p",
+            kubewasm_core::admit::Rejection {
+                index: 0,
+                error: kubewasm_core::grant::GrantError::NotGranted {
+                    verb: "create",
+                    api_version: "v1".into(),
+                    kind: "Secret".into(),
+                    namespace: Some("a".into()),
+                }
+                .into(),
             },
-        };
+        );
         type MakeError = fn() -> Error;
         let cases: [(&str, MakeError); 3] = [
             ("422", || api_error(422, None)),

@@ -80,7 +80,7 @@ pub struct HostConfig {
     /// This replica's name in Events and the Lease (e.g. the pod name).
     pub identity: String,
     /// Write every handled event as a `kubewasm test` case (`--record DIR`); None: do not.
-    pub record: Option<crate::record::RecordConfig>,
+    pub record: Option<crate::cases::record::RecordConfig>,
     /// Whose identity each plugin's writes are sent with (its impersonated ServiceAccount,
     /// or the host's own).
     pub write_identity: crate::apply::WriteIdentity,
@@ -212,7 +212,7 @@ impl Host {
             leadership: leadership.clone(),
         };
         let recorder = match &config.record {
-            Some(r) => Some(Arc::new(crate::record::Recorder::new(r.clone())?)),
+            Some(r) => Some(Arc::new(crate::cases::record::Recorder::new(r.clone())?)),
             None => None,
         };
         let handlers = Arc::new(Shared {

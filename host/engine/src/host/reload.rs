@@ -7,7 +7,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use kubewasm_core::grant::approve;
 use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
@@ -200,26 +199,20 @@ impl Reloader {
             if files.get(path).is_some_and(|s| s.fingerprint == fp) {
                 continue;
             }
-            let loaded = self.loader.load(file).await;
+            // The operator's approval, not the plugin's own answer, bounds what it may
+            // hold: a version asking for more is refused and the old one keeps serving.
+            let loaded = self.loader.load_approved(file).await;
             let state = files.entry(path.clone()).or_insert_with(FileState::new);
             state.fingerprint = fp;
-            let still_serving = state.serving.clone();
-            let mut loaded = match loaded {
+            let loaded = match loaded {
                 Ok(l) => l,
                 Err(e) => {
-                    tracing::error!(error = %e, still_serving = ?still_serving, "plugin rejected");
+                    tracing::error!(error = %e, file = %path.display(), still_serving = ?state.serving, "plugin rejected");
                     state.rejected = Some(e.to_string());
                     continue;
                 }
             };
             let name = loaded.plugin.name().to_string();
-            // The operator's approval, not the plugin's own answer, bounds what it may
-            // hold: a version asking for more is refused and the old one keeps serving.
-            if let Err(e) = approve(&mut loaded.plugin.manifest, loaded.approval.as_ref()) {
-                tracing::error!(error = %e, file = %path.display(), still_serving = ?still_serving, "plugin rejected");
-                state.rejected = Some(e.to_string());
-                continue;
-            }
             if let Some(owner) = env.plugins.get(&name)
                 && owner.plugin().path != *path
             {

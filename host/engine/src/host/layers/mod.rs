@@ -48,7 +48,7 @@ pub(crate) fn stack(
     pipeline: Pipeline,
     leadership: Leadership,
     metrics: Arc<Metrics>,
-    recorder: Option<Arc<crate::record::Recorder>>,
+    recorder: Option<Arc<crate::cases::record::Recorder>>,
 ) -> Stack {
     let recorded = Record::new(pipeline, recorder);
     let observed = Observe::new(recorded, metrics.clone());

@@ -7,8 +7,8 @@ use kubewasm_runtime::{CallError, PluginEvent};
 
 use super::Handle;
 use crate::Error;
+use crate::cases::record::{Outcome, Recorder};
 use crate::host::handler::{Report, Request};
-use crate::record::{Outcome, Recorder};
 
 /// Records events when a recorder is configured.
 pub(crate) struct Record<S> {
@@ -45,8 +45,9 @@ impl<S: Handle> Handle for Record<S> {
             });
         } else if let Some(raw) = &report.raw {
             let admitted = match &report.result {
-                Err(Error::Refused { reason, .. }) => Err(reason.to_string()),
-                Err(Error::InvalidIntent { reason, .. }) => Err(reason.to_string()),
+                Err(Error::Refused { rejection, .. } | Error::InvalidIntent { rejection, .. }) => {
+                    Err(rejection.as_ref())
+                }
                 _ => Ok(report.prepared()),
             };
             recording.record(Outcome::Returned { raw, admitted });

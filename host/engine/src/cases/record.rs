@@ -1,6 +1,6 @@
-//! Test cases: the YAML format `kubewasm test` reads, and the recorder behind
-//! `kubewasm run --record DIR` / `dev --record DIR`, which writes every handled event in
-//! that format, so a real cluster's behaviour becomes an offline regression test.
+//! The recorder behind `kubewasm run --record DIR` / `dev --record DIR`: every handled
+//! event written as a test case ([`super::format`]), so a real cluster's behaviour becomes
+//! an offline regression test that [`super::replay`] runs.
 //!
 //! A recorded case holds the plugin file, its settings, the event (type, watch id, object,
 //! old object), every object the plugin read through `host.get`/`host.list` during the
@@ -20,144 +20,14 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use kubewasm_core::admit::Prepared;
-use kubewasm_core::intent::{self, Action, RawIntent};
+use kubewasm_core::admit::{Prepared, Rejection};
+use kubewasm_core::intent::RawIntent;
 use kubewasm_runtime::capability::cluster::ListLimit;
 use kubewasm_runtime::{ClusterView, CompiledPlugin, PluginEvent, ReadError};
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::format::{CaseEvent, Expect, TestCase, intent_json, show_owner_references};
 use crate::Error;
-
-/// One test case.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct TestCase {
-    /// Shown in the report.
-    pub name: String,
-    /// The plugin file, relative to the test file.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub plugin: Option<PathBuf>,
-    /// Settings given to describe and handle (overrides the settings file beside the plugin).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub settings: Option<Value>,
-    /// Objects served to `host.get` / `host.list`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cluster: Vec<Value>,
-    /// The event.
-    pub event: CaseEvent,
-    /// What must come out.
-    pub expect: Expect,
-}
-
-/// The event of a case.
-#[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CaseEvent {
-    /// added | modified | deleted | resync.
-    #[serde(rename = "type")]
-    pub event_type: String,
-    /// Watch id; default: the plugin's first watch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub watch: Option<String>,
-    /// The object.
-    pub object: Value,
-    /// The previous object, for modified.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub old_object: Option<Value>,
-}
-
-/// Expected outcome.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Expect {
-    /// exact (default) or subset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub r#match: Option<String>,
-    /// Expected intents, in order.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intents: Option<Vec<Value>>,
-    /// Expected failure (substring of the error).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Expected retry flag of a plugin error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry: Option<bool>,
-}
-
-/// An intent as test cases write it.
-pub fn intent_json(raw: &RawIntent) -> Value {
-    let parsed =
-        |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()));
-    let target = |t: &intent::ObjectRef| {
-        let mut v = json!({"apiVersion": t.api_version, "kind": t.kind, "name": t.name});
-        if let Some(ns) = &t.namespace {
-            v["namespace"] = json!(ns);
-        }
-        v
-    };
-    match raw {
-        RawIntent::Create {
-            object,
-            force,
-            owned_by_trigger,
-        } => {
-            json!({"create": {"object": parsed(object), "ownedByTrigger": owned_by_trigger, "force": force}})
-        }
-        RawIntent::Patch {
-            target: t,
-            body,
-            strategy,
-            status,
-            force,
-        } => json!({"patch": {
-            "target": target(t),
-            "body": parsed(body),
-            "strategy": match strategy { intent::Strategy::Apply => "apply", intent::Strategy::Merge => "merge" },
-            "status": status,
-            "force": force,
-        }}),
-        RawIntent::Delete {
-            target: t,
-            uid,
-            resource_version,
-            propagation,
-        } => {
-            let mut d = json!({"target": target(t)});
-            if let Some(u) = uid {
-                d["uid"] = json!(u);
-            }
-            if let Some(rv) = resource_version {
-                d["resourceVersion"] = json!(rv);
-            }
-            if let Some(p) = propagation {
-                d["propagation"] = json!(p.as_api());
-            }
-            json!({ "delete": d })
-        }
-    }
-}
-
-/// Show the controller ownerReference admission bound to each `owned-by-trigger` create
-/// (taken from the admitted object, not recomputed), as `create.ownerReference`.
-/// `intents` and `prepared` are the same call's, in order.
-pub fn show_owner_references(intents: &mut [Value], prepared: &[Prepared]) {
-    for (shown, p) in intents.iter_mut().zip(prepared) {
-        let Action::Apply { body, .. } = &p.intent.action else {
-            continue;
-        };
-        let bound = body
-            .pointer("/metadata/ownerReferences")
-            .and_then(Value::as_array)
-            .and_then(|refs| refs.last());
-        if p.intent.owned_by_trigger
-            && let Some(reference) = bound
-            && let Some(create) = shown.get_mut("create").and_then(Value::as_object_mut)
-        {
-            create.insert("ownerReference".into(), reference.clone());
-        }
-    }
-}
 
 /// Where and how to record.
 #[derive(Debug, Clone)]
@@ -299,8 +169,8 @@ pub enum Outcome<'a> {
     Returned {
         /// What the plugin returned.
         raw: &'a [RawIntent],
-        /// What admission made of it: the intents as applied, or why it refused them.
-        admitted: Result<&'a [Prepared], String>,
+        /// What admission made of it.
+        admitted: Result<&'a [Prepared], &'a Rejection>,
     },
     /// The plugin returned an error.
     PluginError {
@@ -407,8 +277,8 @@ impl Recording {
                 }
                 match admitted {
                     Ok(prepared) => show_owner_references(&mut intents, prepared),
-                    // The refusal as `kubewasm test` reports it contains this text.
-                    Err(reason) => expect.error = Some(reason),
+                    // Spelled as `run` and `kubewasm test` report it.
+                    Err(r) => expect.error = Some(r.to_string()),
                 }
                 expect.intents = expect.error.is_none().then_some(intents);
             }
@@ -430,6 +300,8 @@ impl Recording {
         TestCase {
             name,
             plugin: Some(relative_to(folder, &self.plugin_path)),
+            // The settings file beside the plugin keeps the operator's approval.
+            approval: None,
             settings: self
                 .settings
                 .as_deref()
@@ -503,6 +375,7 @@ fn relative_to(from: &Path, to: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn secrets_are_redacted_keys_kept() {

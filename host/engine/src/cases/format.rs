@@ -1,0 +1,218 @@
+//! The test-case file format: the YAML `kubewasm test` reads and `--update` and
+//! `run --record` write, documented in `plugins/conformance/README.md`.
+
+use std::path::PathBuf;
+
+use kubewasm_core::admit::Prepared;
+use kubewasm_core::intent::{self, Action, RawIntent};
+use kubewasm_runtime::approval::ApprovalSpec;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// One test case.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestCase {
+    /// Shown in the report.
+    pub name: String,
+    /// The plugin file, relative to the test file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PathBuf>,
+    /// Settings given to describe and handle, in place of the settings file beside the
+    /// plugin; a `kubewasm` key in them is the host's, as in that file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<Value>,
+    /// The operator's approval (the schema of the settings' `kubewasm.approved`), in place
+    /// of the one in the settings; without it, the case runs under the approval `run`
+    /// would apply: the settings file's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalSpec>,
+    /// Objects served to `host.get` / `host.list`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cluster: Vec<Value>,
+    /// The event.
+    pub event: CaseEvent,
+    /// What must come out.
+    pub expect: Expect,
+}
+
+/// The event of a case.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CaseEvent {
+    /// added | modified | deleted | resync.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// Watch id; default: the plugin's first watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<String>,
+    /// The object.
+    pub object: Value,
+    /// The previous object, for modified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub old_object: Option<Value>,
+}
+
+/// Expected outcome.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// exact (default) or subset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub r#match: Option<String>,
+    /// Expected intents, in order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intents: Option<Vec<Value>>,
+    /// Expected failure (substring of the error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Expected retry flag of a plugin error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<bool>,
+}
+
+/// The cases of one file (YAML documents separated by `---`; empty documents skipped),
+/// each parsed on its own so one bad case does not hide the others. Malformed YAML ends
+/// the stream: its error (with line and column) is the last entry.
+pub fn parse(text: &str) -> Vec<Result<TestCase, String>> {
+    let mut cases = Vec::new();
+    for de in serde_yaml_ng::Deserializer::from_str(text) {
+        match serde_yaml_ng::Value::deserialize(de) {
+            Ok(serde_yaml_ng::Value::Null) => {}
+            Ok(doc) => {
+                cases.push(serde_yaml_ng::from_value::<TestCase>(doc).map_err(|e| e.to_string()))
+            }
+            Err(e) => {
+                // The rest of the stream cannot be read, and the parser would report the
+                // same error again forever.
+                cases.push(Err(format!("malformed YAML: {e}")));
+                break;
+            }
+        }
+    }
+    cases
+}
+
+/// Cases as one file's text: YAML documents separated by `---`.
+pub fn to_yaml(cases: &[TestCase]) -> String {
+    let docs: Vec<String> = cases
+        .iter()
+        .filter_map(|c| serde_yaml_ng::to_string(c).ok())
+        .collect();
+    docs.join("---\n")
+}
+
+/// An intent as test cases write it.
+pub fn intent_json(raw: &RawIntent) -> Value {
+    let parsed =
+        |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()));
+    let target = |t: &intent::ObjectRef| {
+        let mut v = json!({"apiVersion": t.api_version, "kind": t.kind, "name": t.name});
+        if let Some(ns) = &t.namespace {
+            v["namespace"] = json!(ns);
+        }
+        v
+    };
+    match raw {
+        RawIntent::Create {
+            object,
+            force,
+            owned_by_trigger,
+        } => {
+            json!({"create": {"object": parsed(object), "ownedByTrigger": owned_by_trigger, "force": force}})
+        }
+        RawIntent::Patch {
+            target: t,
+            body,
+            strategy,
+            status,
+            force,
+        } => json!({"patch": {
+            "target": target(t),
+            "body": parsed(body),
+            "strategy": match strategy { intent::Strategy::Apply => "apply", intent::Strategy::Merge => "merge" },
+            "status": status,
+            "force": force,
+        }}),
+        RawIntent::Delete {
+            target: t,
+            uid,
+            resource_version,
+            propagation,
+        } => {
+            let mut d = json!({"target": target(t)});
+            if let Some(u) = uid {
+                d["uid"] = json!(u);
+            }
+            if let Some(rv) = resource_version {
+                d["resourceVersion"] = json!(rv);
+            }
+            if let Some(p) = propagation {
+                d["propagation"] = json!(p.as_api());
+            }
+            json!({ "delete": d })
+        }
+    }
+}
+
+/// Show the controller ownerReference admission bound to each `owned-by-trigger` create
+/// (taken from the admitted object, not recomputed), as `create.ownerReference`.
+/// `intents` and `prepared` are the same call's, in order.
+pub fn show_owner_references(intents: &mut [Value], prepared: &[Prepared]) {
+    for (shown, p) in intents.iter_mut().zip(prepared) {
+        let Action::Apply { body, .. } = &p.intent.action else {
+            continue;
+        };
+        let bound = body
+            .pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .and_then(|refs| refs.last());
+        if p.intent.owned_by_trigger
+            && let Some(reference) = bound
+            && let Some(create) = shown.get_mut("create").and_then(Value::as_object_mut)
+        {
+            create.insert("ownerReference".into(), reference.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_is_read_case_by_case_and_malformed_yaml_ends_it() {
+        let good = "name: a\nevent: {type: added, object: {}}\nexpect: {intents: []}\n";
+        let cases = parse(&format!(
+            "{good}---\nname: b\nunknown: 1\n---\n---\n{good}---\nname: x: y\n---\n{good}"
+        ));
+        assert_eq!(cases.len(), 4, "{cases:?}");
+        assert!(cases[0].is_ok() && cases[2].is_ok());
+        assert!(
+            cases[1]
+                .as_ref()
+                .is_err_and(|e| e.contains("unknown field")),
+            "{cases:?}"
+        );
+        assert!(
+            cases[3]
+                .as_ref()
+                .is_err_and(|e| e.starts_with("malformed YAML") && e.contains("line")),
+            "{cases:?}"
+        );
+        let a = cases[0].as_ref().unwrap().clone();
+        let back = parse(&to_yaml(&[a.clone(), a]));
+        assert_eq!(back.len(), 2);
+        assert!(back.iter().all(|c| c.as_ref().is_ok_and(|c| c.name == "a")));
+    }
+
+    #[test]
+    fn a_case_may_carry_the_operator_s_approval() {
+        let text = "name: a\napproval:\n  grants:\n  - {apiGroups: [\"\"], kinds: [ConfigMap], \
+                    verbs: [create], finalizers: [example.com/block]}\n\
+                    event: {type: added, object: {}}\nexpect: {intents: []}\n";
+        let case = parse(text).remove(0).unwrap();
+        let approval = case.approval.unwrap().to_approval().unwrap();
+        assert_eq!(approval.grants[0].finalizers, ["example.com/block"]);
+    }
+}

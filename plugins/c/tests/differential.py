@@ -1,11 +1,12 @@
 """Differential test of the C plugins against the Rust ones.
 
-Calls describe and handle on target/plugins/<name>.wasm (Rust) and target/plugins-c/<name>.wasm
-(C) with the same ~630 inputs and compares manifests, intents (JSON compared as values), errors
-(message and retry flag) and log lines. Fresh timestamps compare equal.
+Calls describe and handle on target/plugins/rust/<name>.wasm (Rust) and
+target/plugins/c/<name>.wasm (C) with the same ~630 inputs and compares manifests, intents
+(JSON compared as values), errors (message and retry flag) and log lines. Fresh timestamps
+compare equal.
 
     python3 -m venv /tmp/wt && /tmp/wt/bin/pip install wasmtime==50.0.1
-    plugins/build.sh && plugins/c/build.sh
+    KUBEWASM_LANGS=c plugins/build.sh      # Rust and C
     /tmp/wt/bin/python plugins/c/tests/differential.py      # exits 1 on any difference
 """
 import copy, json, os, re, sys
@@ -118,8 +119,8 @@ def compare(rust, c, cases, label):
 
 # ---------------------------------------------------------------- cases
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
-R = os.path.join(ROOT, 'target/plugins/')
-C = os.path.join(ROOT, 'target/plugins-c/')
+R = os.path.join(ROOT, 'target/plugins/rust/')
+C = os.path.join(ROOT, 'target/plugins/c/')
 
 def site(**kw):
     s = {"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",

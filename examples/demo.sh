@@ -12,7 +12,7 @@ echo
 echo "In another terminal:  kubectl --kubeconfig $root/target/kubewasm-dev.kubeconfig get contentsites,mongodb,services,servicemonitors"
 echo
 exec "$root/target/debug/kubewasm" dev \
-    --plugins target/plugins \
+    --plugins target/plugins/rust \
     --apply examples \
     --kubeconfig-out target/kubewasm-dev.kubeconfig \
     "$@"

@@ -2,7 +2,7 @@
 # toolchains, the functions that install each piece only when it is missing, and the
 # function that turns one plugin's sources into a component, per language.
 #
-# Sourced by plugins/{c,go,python,js}/build.sh (the repository's seed plugins) and by
+# Sourced by plugins/{rust,c,go,python,js}/build.sh (the repository's seed plugins) and by
 # `kubewasm build` (which carries this file inside the binary), so a standalone project and
 # the seed plugins are built by the same commands.
 #

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// (folder relative to the repository, file suffixes kept, file suffixes dropped).
 const TREES: &[(&str, &[&str], &[&str])] = &[
     ("wit", &[".wit"], &[]),
-    ("plugins/sdk/src", &[".rs"], &[]),
+    ("plugins/rust/sdk/src", &[".rs"], &[]),
     ("plugins/python/kubewasm", &[".py"], &[]),
     ("plugins/js/kubewasm", &[".js", ".d.ts", ".json"], &[]),
     ("plugins/c/kubewasm", &[".c", ".h"], &[]),
@@ -24,9 +24,9 @@ const TREES: &[(&str, &[&str], &[&str])] = &[
 /// Single files.
 const FILES: &[&str] = &[
     "plugins/toolchain.sh",
-    "plugins/Cargo.toml",
-    "plugins/Cargo.lock",
-    "plugins/sdk/Cargo.toml",
+    "plugins/rust/Cargo.toml",
+    "plugins/rust/Cargo.lock",
+    "plugins/rust/sdk/Cargo.toml",
     "plugins/python/pyproject.toml",
     "plugins/python/requirements.txt",
     "plugins/js/package.json",

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every C plugin (plugins/c/<name>/: any folder holding .c files but kubewasm/ and tests/) into
-# target/plugins/c/<name>.wasm, with plugins/<name>/<name>.yaml (its settings) beside it.
+# target/plugins/c/<name>.wasm, with plugins/rust/<name>/<name>.yaml (its settings, shared
+# with the Rust twin) beside it.
 # Works from any directory.
 #
 # Installs what it needs, only when missing, at the pinned versions of plugins/toolchain.sh
@@ -36,8 +37,8 @@ for dir in "$here"/*/; do
     case "$name" in kubewasm | tests) continue ;; esac
     compgen -G "$dir*.c" >/dev/null || continue
     c_component "$here/kubewasm" "$bindings" "$build_dir" "$out_dir/$name.wasm" "$dir"*.c
-    if [ -f "$root/plugins/$name/$name.yaml" ]; then
-        cp "$root/plugins/$name/$name.yaml" "$out_dir/$name.yaml"
+    if [ -f "$root/plugins/rust/$name/$name.yaml" ]; then
+        cp "$root/plugins/rust/$name/$name.yaml" "$out_dir/$name.yaml"
     fi
     built+=("$name")
 done

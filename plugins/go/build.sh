@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every Go plugin (plugins/go/<name>/: any folder with a go.mod but kubewasm/) into
-# target/plugins/go/<name>.wasm, with plugins/<name>/<name>.yaml (its settings) beside it.
+# target/plugins/go/<name>.wasm, with plugins/rust/<name>/<name>.yaml (its settings, shared
+# with the Rust twin) beside it.
 # Works from any directory; `plugins/go/test.sh` runs the native tests.
 #
 # Installs what it needs, only when missing, at pinned versions (plugins/toolchain.sh, the
@@ -44,8 +45,8 @@ go_work "$gen/go.work" "$gen/bindings" "$here/kubewasm" "${plugins[@]/#/$here/}"
 
 for name in "${plugins[@]}"; do
     go_component "$gen/go.work" "$here/$name" "$root/wit" "$build_dir" "$out_dir/$name.wasm"
-    if [ -f "$root/plugins/$name/$name.yaml" ]; then
-        cp "$root/plugins/$name/$name.yaml" "$out_dir/$name.yaml"
+    if [ -f "$root/plugins/rust/$name/$name.yaml" ]; then
+        cp "$root/plugins/rust/$name/$name.yaml" "$out_dir/$name.yaml"
     fi
 done
 

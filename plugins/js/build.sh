@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds every JavaScript plugin (plugins/js/<name>/index.js) into
 # target/plugins/js/<name>.wasm with componentize-js, and copies the settings file
-# plugins/<name>/<name>.yaml (or plugins/js/<name>/<name>.yaml) beside it.
+# plugins/rust/<name>/<name>.yaml (or plugins/js/<name>/<name>.yaml) beside it.
 # Works from any directory. Idempotent: `npm ci` only when node_modules is missing or the
 # lockfile changed; a plugin is rebuilt only when its inputs changed.
 #
 #   plugins/js/build.sh                  # all plugins
 #   plugins/js/build.sh mongodb-monitor  # just these
-#   OUT_DIR=target/plugins plugins/js/build.sh   # another output folder (relative to cwd)
+#   OUT_DIR=dist plugins/js/build.sh             # another output folder (relative to cwd)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -82,8 +82,8 @@ for name in "${names[@]}"; do
     # Settings: the JS plugin's own, else the Rust twin's (same semantics).
     if [ -f "$src/$name.yaml" ]; then
         cp "$src/$name.yaml" "$out_dir/$name.yaml"
-    elif [ -f "$root/plugins/$name/$name.yaml" ]; then
-        cp "$root/plugins/$name/$name.yaml" "$out_dir/$name.yaml"
+    elif [ -f "$root/plugins/rust/$name/$name.yaml" ]; then
+        cp "$root/plugins/rust/$name/$name.yaml" "$out_dir/$name.yaml"
     fi
 done
 

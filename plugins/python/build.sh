@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every Python plugin (plugins/python/<name>/app.py) into
 # target/plugins/python/<name>.wasm with componentize-py, and copies the settings file
-# plugins/<name>/<name>.yaml beside it when there is one. Works from any directory.
+# plugins/rust/<name>/<name>.yaml beside it when there is one. Works from any directory.
 #
 # Idempotent: the venv target/tools/python-venv is (re)created only when it is missing or
 # requirements.txt changed (plugins/toolchain.sh, shared with `kubewasm build`); a plugin
@@ -70,7 +70,7 @@ for dir in "$here"/*/; do
         echo "$key" >"$stage_root/$name.sha256"
         built=$((built + 1))
     fi
-    settings="$root/plugins/$name/$name.yaml"
+    settings="$root/plugins/rust/$name/$name.yaml"
     if [ -f "$settings" ]; then
         cp "$settings" "$out_dir/$name.yaml"
     fi

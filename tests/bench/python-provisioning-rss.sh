@@ -16,7 +16,7 @@
 #   KUBECONFIG=~/.kube/config bash tests/bench/python-provisioning-rss.sh
 #
 # Variables: PLUGIN (a .wasm), SETTINGS (its settings file; default the .yaml beside it,
-# else plugins/contentsite-provisioner/contentsite-provisioner.yaml, which approves the
+# else plugins/rust/contentsite-provisioner/contentsite-provisioner.yaml, which approves the
 # provisioner's grants), SITES, CONCURRENCY, KUBEWASM (the binary; default
 # target/release/kubewasm, built if missing), EXTRA (more host flags, e.g.
 # "--max-instances 4"), BENCH_CACHE_DIR (code cache, default target/kubewasm-bench-cache),

@@ -248,7 +248,7 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
             plugins.join(format!("{name}.wasm")),
         )
         .unwrap();
-        let settings = root().join(format!("target/plugins/{name}.yaml"));
+        let settings = root().join(format!("target/plugins/rust/{name}.yaml"));
         if settings.is_file() {
             std::fs::copy(settings, plugins.join(format!("{name}.yaml"))).unwrap();
         }

@@ -21,18 +21,13 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// A built example plugin (`plugins/build.sh`).
+/// A built Rust example plugin (`plugins/build.sh`): target/plugins/rust/NAME.wasm, with
+/// its settings NAME.yaml beside it.
 pub fn example_plugin(name: &str) -> PathBuf {
-    let p = root().join("target/plugins").join(format!("{name}.wasm"));
-    assert!(
-        p.is_file(),
-        "{} is missing: run plugins/build.sh (tests/run.sh does)",
-        p.display()
-    );
-    p
+    lang_plugin("rust", name)
 }
 
-/// A built example plugin in another language (`plugins/build.sh`): `lang` is `js`,
+/// A built example plugin of one language (`plugins/build.sh`): `lang` is `rust`, `js`,
 /// `python`, `c` or `go`.
 pub fn lang_plugin(lang: &str, name: &str) -> PathBuf {
     let p = root()

@@ -300,7 +300,7 @@ fn main() {
         Err(_) if full => vec![0, 1_000, 10_000],
         Err(_) => vec![0, 100],
     };
-    let wasm = root().join("target/plugins/mongodb-monitor.wasm");
+    let wasm = root().join("target/plugins/rust/mongodb-monitor.wasm");
     if !wasm.is_file() {
         eprintln!(
             "cache_memory: {} is missing; run `bash plugins/build.sh` first",

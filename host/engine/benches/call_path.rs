@@ -8,7 +8,7 @@
 //! - `<lang>/fresh-instance`: a new Store + instantiation from the `InstancePre` per event.
 //!
 //! A language whose build is missing is skipped with a message naming the file and the
-//! build script (`plugins/build.sh` builds them all into `target/plugins/`). Compiled code
+//! build script (`plugins/build.sh` builds them all into `target/plugins/<lang>/`). Compiled code
 //! goes through the host's code cache (`KUBEWASM_CACHE_DIR`, default
 //! `target/kubewasm-cache`), so only the first run pays for compiling the big runtimes.
 //! `KUBEWASM_BENCH_PLUGINS=DIR` takes the builds from DIR (same layout) instead.
@@ -46,7 +46,11 @@ fn site_json() -> String {
 
 /// The plugin builds, in table order: (bench name prefix, file under target/plugins, script).
 const BUILDS: [(&str, &str, &str); 4] = [
-    ("rust", "contentsite-provisioner.wasm", "plugins/build.sh"),
+    (
+        "rust",
+        "rust/contentsite-provisioner.wasm",
+        "plugins/rust/build.sh",
+    ),
     (
         "go",
         "go/contentsite-provisioner.wasm",

@@ -2,7 +2,7 @@
 //! warm (pooled) instance of a plugin costs the host.
 //!
 //! For each build of the ContentSite provisioner (Rust, Go, JavaScript, Python, C; built
-//! by `plugins/build.sh` into `target/plugins/`), the bench loads it, warms `N` instances
+//! by `plugins/build.sh` into `target/plugins/<lang>/`), the bench loads it, warms `N` instances
 //! (`KUBEWASM_BENCH_INSTANCES`, default 8) that each handled one ~2 KB ContentSite event
 //! and sit in the pool, and reports the host's RSS growth per instance and the linear
 //! memory each instance holds (what the pool's memory budget counts). The instances of
@@ -21,7 +21,7 @@ use kubewasm::runtime::{LoadOptions, Loader, NoCluster, PluginEngine, PluginEven
 use serde_json::json;
 
 const BUILDS: [(&str, &str); 5] = [
-    ("rust", "contentsite-provisioner.wasm"),
+    ("rust", "rust/contentsite-provisioner.wasm"),
     ("go", "go/contentsite-provisioner.wasm"),
     ("js", "js/contentsite-provisioner.wasm"),
     ("python", "python/contentsite-provisioner.wasm"),

@@ -1,5 +1,5 @@
 /*
- * contentsite-provisioner, in C. The same plugin as plugins/contentsite-provisioner (Rust):
+ * contentsite-provisioner, in C. The same plugin as plugins/rust/contentsite-provisioner (Rust):
  * same manifest, settings and intents.
  *
  * Provision on demand: for every ContentSite (sites.kubewasm.dev/v1alpha1) that is added,

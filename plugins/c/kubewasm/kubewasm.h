@@ -12,7 +12,7 @@
  *
  * Errors: functions that can fail return false (or NULL) after recording the error with
  * kw_fail / kw_fail_retry; pass that false on up to the layer. The semantics and error
- * messages follow the Rust SDK (plugins/sdk), so a C plugin and a Rust plugin written the
+ * messages follow the Rust SDK (plugins/rust/sdk), so a C plugin and a Rust plugin written the
  * same way give the same intents and errors.
  */
 #ifndef KUBEWASM_H

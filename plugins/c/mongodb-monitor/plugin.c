@@ -1,5 +1,5 @@
 /*
- * mongodb-monitor, in C. The same plugin as plugins/mongodb-monitor (Rust): same manifest,
+ * mongodb-monitor, in C. The same plugin as plugins/rust/mongodb-monitor (Rust): same manifest,
  * settings and intents.
  *
  * Watch what you don't own: for every MongoDB (mongodb.com/v1) in any namespace, whoever

@@ -25,10 +25,12 @@ int main(int argc, char **argv) {
       "{\"apiVersion\":\"mongodb.com/v1\",\"kind\":\"MongoDB\",\"metadata\":{\"name\":\"orders\",\"namespace\":\"shop\"}}",
       "{oops", "{\"apiVersion\":\"v1\",\"kind\":\"X\",\"metadata\":{\"name\":\"a\\u0000b\",\"namespace\":\"n\"}}",
       "{\"apiVersion\":\"sites.kubewasm.dev/v1alpha1\",\"kind\":\"ContentSite\",\"metadata\":{\"name\":\"blog\",\"namespace\":\"web\"},\"spec\":{\"database\":{\"members\":\"x\"}}}",
+      "{\"apiVersion\":\"machinelearning.seldon.io/v1\",\"kind\":\"SeldonDeployment\",\"metadata\":{\"name\":\"iris\",\"namespace\":\"ml\"},\"spec\":{\"predictors\":[{\"name\":\"main\"}]},\"status\":{\"state\":\"Available\"}}",
     };
+    const int n_objs = (int)(sizeof objs / sizeof objs[0]);
     const char *settings[] = {NULL, "{\"labels\":{\"a\":\"b\"},\"database\":{\"members\":2}}", "{\"bad\":1}", "{\"labels\":{\"a\":\"b\"}}", "{\"database\":{\"members\":2}}"};
     for (int round = 0; round < 2000; round++) {
-        for (int o = 0; o < 5; o++) for (int s = 0; s < 5; s++) {
+        for (int o = 0; o < n_objs; o++) for (int s = 0; s < 5; s++) {
             const char *obj = objs[o], *set = settings[s];
             uint8_t *r = __wasm_export_exports_kubewasm_plugin_handler_handle(round % 4, dup("w"), 1, dup(obj), strlen(obj), round % 4 == 1, round % 4 == 1 ? dup(obj) : NULL, round % 4 == 1 ? strlen(obj) : 0, set != NULL, set ? dup(set) : NULL, set ? strlen(set) : 0);
             if (round == 0 && argc > 1) printf("o%d s%d -> is_err=%d len=%zu\n", o, s, r[0], *(size_t*)(r + 16));

@@ -1,11 +1,12 @@
 """Differential test of the C plugins against the Rust ones.
 
-Calls describe and handle on target/plugins/<name>.wasm (Rust) and target/plugins-c/<name>.wasm
-(C) with the same ~630 inputs and compares manifests, intents (JSON compared as values), errors
-(message and retry flag) and log lines. Fresh timestamps compare equal.
+Calls describe and handle on target/plugins/rust/<name>.wasm (Rust) and
+target/plugins/c/<name>.wasm (C) with the same ~630 inputs and compares manifests, intents
+(JSON compared as values), errors (message and retry flag) and log lines. Fresh timestamps
+compare equal.
 
     python3 -m venv /tmp/wt && /tmp/wt/bin/pip install wasmtime==50.0.1
-    plugins/build.sh && plugins/c/build.sh
+    KUBEWASM_LANGS=c plugins/build.sh      # Rust and C
     /tmp/wt/bin/python plugins/c/tests/differential.py      # exits 1 on any difference
 """
 import copy, json, os, re, sys
@@ -118,8 +119,8 @@ def compare(rust, c, cases, label):
 
 # ---------------------------------------------------------------- cases
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), '..', '..', '..'))
-R = os.path.join(ROOT, 'target/plugins/')
-C = os.path.join(ROOT, 'target/plugins-c/')
+R = os.path.join(ROOT, 'target/plugins/rust/')
+C = os.path.join(ROOT, 'target/plugins/c/')
 
 def site(**kw):
     s = {"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
@@ -230,5 +231,77 @@ for s in msettings[:17]:
 rust = load(R + 'mongodb-monitor.wasm'); c = load(C + 'mongodb-monitor.wasm')
 ok, bad = compare(rust, c, cases, "monitor")
 print(f"mongodb-monitor: {ok} same, {bad} different")
+total_bad += bad
+
+def sd(**kw):
+    s = {"apiVersion": "machinelearning.seldon.io/v1", "kind": "SeldonDeployment",
+         "metadata": {"name": "iris", "namespace": "ml", "uid": "u-5"},
+         "spec": {"predictors": [{"name": "main", "replicas": 1}]}, "status": {"state": "Available"}}
+    for path, v in kw.items():
+        cur = s
+        keys = path.split("__")
+        for k in keys[:-1]: cur = cur.setdefault(k, {})
+        if v is DEL: cur.pop(keys[-1], None)
+        else: cur[keys[-1]] = v
+    return s
+ssettings = [None, "", "null", "{}", json.dumps({"domain": "models.example.com", "ingressClassName": "nginx"}),
+    json.dumps({"namespace": "ml"}), json.dumps({"namespace": None}), json.dumps({"servicePort": 9000}),
+    json.dumps({"domain": ""}), json.dumps({"domain": ".example.com"}), json.dumps({"domain": None}),
+    json.dumps({"domian": "x"}), json.dumps({"servicePort": "http"}), json.dumps({"servicePort": 3000000000}),
+    json.dumps({"servicePort": 1.5}), json.dumps({"ingressClassName": None}), '{"domain": "a.com", "domain": "b.com"}',
+    '[', '5', json.dumps({"domain": "a\"b\n\u0001"}),
+]
+creating = sd(status={"state": "Creating"})
+# No JSON arrays where the Rust twin decodes a struct (the object, metadata): serde takes an
+# array as the struct field by field, the C plugin refuses it. A cluster never sends one.
+sevents = [
+    ("added", event("added", sd())),
+    ("resync", event("resync", sd())),
+    ("deleted", event("deleted", sd())),
+    ("becomes-available", event("modified", sd(), creating)),
+    ("stays-available", event("modified", sd(metadata__labels={"team": "ml"}), sd())),
+    ("modified-no-old", event("modified", sd())),
+    ("not-available", event("modified", creating, sd(status=DEL))),
+    ("failed", event("added", sd(status={"state": "Failed"}))),
+    ("status-null", event("added", sd(status=None))),
+    ("state-null", event("added", sd(status={"state": None}))),
+    ("status-string", event("added", sd(status="Available"))),
+    ("deleting", event("modified", sd(metadata__deletionTimestamp="2026-01-01T00:00:00Z"), creating)),
+    ("deleting-null-ts", event("added", sd(metadata__deletionTimestamp=None))),
+    ("no-predictors", event("added", sd(spec={}))),
+    ("empty-predictors", event("added", sd(spec__predictors=[]))),
+    ("predictor-no-name", event("added", sd(spec__predictors=[{"replicas": 1}, {"name": "b"}]))),
+    ("predictor-empty-name", event("added", sd(spec__predictors=[{"name": ""}]))),
+    ("predictor-null-name", event("added", sd(spec__predictors=[{"name": None}]))),
+    ("predictors-null", event("added", sd(spec__predictors=None))),
+    ("predictors-map", event("added", sd(spec__predictors={"name": "x"}))),
+    ("predictor-string", event("added", sd(spec__predictors=["main"]))),
+    ("second-predictor-bad", event("added", sd(spec__predictors=[{"name": "a"}, 5]))),
+    ("spec-null", event("added", sd(spec=None))),
+    ("no-spec", event("added", sd(spec=DEL))),
+    ("no-name", event("added", sd(metadata={"namespace": "ml"}))),
+    ("empty-name", event("added", sd(metadata__name=""))),
+    ("name-number", event("added", sd(metadata__name=5))),
+    ("no-ns", event("added", sd(metadata={"name": "iris"}))),
+    ("empty-ns", event("added", sd(metadata__namespace=""))),
+    ("ns-null", event("added", sd(metadata__namespace=None))),
+    ("no-metadata", event("added", sd(metadata=DEL))),
+    ("no-api-version", event("added", sd(apiVersion=DEL))),
+    ("kind-null", event("added", sd(kind=None))),
+    ("old-malformed", event("modified", json.dumps(sd()), "{oops", raw=True)),
+    ("old-no-name", event("modified", sd(), {"apiVersion": "machinelearning.seldon.io/v1", "kind": "SeldonDeployment", "metadata": {}})),
+    ("malformed", event("added", "{oops", raw=True)),
+    ("unicode", event("added", sd(metadata__name="ír\"is\\\u2028"))),
+    ("other-kind", event("added", sd(apiVersion="machinelearning.seldon.io/v1alpha2", kind="Other"))),
+]
+cases = []
+for s in ssettings:
+    cases.append((f"describe settings={s!r}", "describe", (s,)))
+for s in ssettings[:8] + [ssettings[8], ssettings[11]]:
+    for name, ev in sevents:
+        cases.append((f"{name} settings={s!r}", "handle", (ev, s)))
+rust = load(R + 'seldon-endpoint.wasm'); c = load(C + 'seldon-endpoint.wasm')
+ok, bad = compare(rust, c, cases, "seldon")
+print(f"seldon-endpoint: {ok} same, {bad} different")
 total_bad += bad
 sys.exit(1 if total_bad else 0)

@@ -11,7 +11,7 @@
 //
 // Both children are owned by the site (OwnedByTrigger), so deleting the site lets the garbage
 // collector remove them: a Deleted event needs no intents. The same plugin as the Rust
-// plugins/contentsite-provisioner; plugins/go/build.sh builds it into
+// plugins/rust/contentsite-provisioner; plugins/go/build.sh builds it into
 // target/plugins/go/contentsite-provisioner.wasm.
 package main
 

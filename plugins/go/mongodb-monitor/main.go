@@ -4,7 +4,7 @@
 // namespace, selecting the database's Services (app: <db>) and scraping their metrics port.
 //
 // The ServiceMonitor is owned by the MongoDB (OwnedByTrigger), so it disappears with it: a
-// Deleted event needs no intents. The same plugin as the Rust plugins/mongodb-monitor;
+// Deleted event needs no intents. The same plugin as the Rust plugins/rust/mongodb-monitor;
 // plugins/go/build.sh builds it into target/plugins/go/mongodb-monitor.wasm.
 package main
 

@@ -6,7 +6,7 @@
 //
 // It acts on the transition only: an update of an already Available deployment writes
 // nothing (the UpdateFunc(old, new) pattern, comparing the old and new objects). The same
-// plugin as the Rust plugins/seldon-endpoint; plugins/go/build.sh builds it into
+// plugin as the Rust plugins/rust/seldon-endpoint; plugins/go/build.sh builds it into
 // target/plugins/go/seldon-endpoint.wasm.
 package main
 

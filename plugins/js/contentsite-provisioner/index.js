@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * contentsite-provisioner, in JavaScript (twin of plugins/contentsite-provisioner, Rust).
+ * contentsite-provisioner, in JavaScript (twin of plugins/rust/contentsite-provisioner, Rust).
  *
  * Provision on demand: for every ContentSite (sites.kubewasm.dev/v1alpha1) that is added,
  * modified or resynced (and not being deleted), ask for

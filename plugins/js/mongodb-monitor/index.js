@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * mongodb-monitor, in JavaScript (twin of plugins/mongodb-monitor, Rust).
+ * mongodb-monitor, in JavaScript (twin of plugins/rust/mongodb-monitor, Rust).
  *
  * Watch what you don't own: for every MongoDB (mongodb.com/v1), whoever created it, ask
  * for a Prometheus Operator ServiceMonitor (monitoring.coreos.com/v1) `<db>-monitor` in the

@@ -1,6 +1,6 @@
 // @ts-check
 /**
- * seldon-endpoint, in JavaScript (twin of plugins/seldon-endpoint, Rust).
+ * seldon-endpoint, in JavaScript (twin of plugins/rust/seldon-endpoint, Rust).
  *
  * Know when it's ready: watch SeldonDeployments by resource string
  * (`seldondeployments.v1.machinelearning.seldon.io`) and, when one *becomes* Available

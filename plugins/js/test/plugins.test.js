@@ -1,4 +1,4 @@
-// The Rust plugins' native tests (plugins/*/src/tests.rs), ported to the JS twins and run
+// The Rust plugins' native tests (plugins/rust/*/src/tests.rs), ported to the JS twins and run
 // through the WIT-level exports exactly as the host calls them.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

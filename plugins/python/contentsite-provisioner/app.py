@@ -1,4 +1,4 @@
-"""contentsite-provisioner, in Python: the twin of plugins/contentsite-provisioner (Rust).
+"""contentsite-provisioner, in Python: the twin of plugins/rust/contentsite-provisioner (Rust).
 
 Provision on demand: for every ``ContentSite`` (``sites.kubewasm.dev/v1alpha1``) that is
 added, modified or resynced (and not being deleted), ask for

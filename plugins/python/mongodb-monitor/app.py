@@ -1,4 +1,4 @@
-"""mongodb-monitor, in Python: the twin of plugins/mongodb-monitor (Rust).
+"""mongodb-monitor, in Python: the twin of plugins/rust/mongodb-monitor (Rust).
 
 Watch what you don't own: for every ``MongoDB`` (``mongodb.com/v1``) in any namespace,
 whoever created it, ask for a Prometheus Operator ``ServiceMonitor``

@@ -1,4 +1,4 @@
-"""seldon-endpoint, in Python: the twin of plugins/seldon-endpoint (Rust).
+"""seldon-endpoint, in Python: the twin of plugins/rust/seldon-endpoint (Rust).
 
 Know when it's ready: watch ``SeldonDeployment``s by resource string
 (``seldondeployments.v1.machinelearning.seldon.io``) and, when one **becomes** ``Available``

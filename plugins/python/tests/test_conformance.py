@@ -1,6 +1,6 @@
 """The conformance cases (plugins/conformance/<plugin>/*.yaml), run natively against the
 Python plugins' logic. Needs PyYAML (skipped without it). The real check runs the built
-.wasm: `kubewasm test --plugin target/plugins-python/<name>.wasm plugins/conformance/<name>/`.
+.wasm: `kubewasm test --plugin target/plugins/python/<name>.wasm plugins/conformance/<name>/`.
 """
 
 import glob

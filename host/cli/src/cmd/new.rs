@@ -233,13 +233,20 @@ pub fn scaffold(lang: Lang, name: &str) -> Result<Vec<(PathBuf, Vec<u8>, bool)>>
     };
     match lang {
         Lang::Rust => {
-            layer("plugins/sdk/src", &mut files, &deps.join("src"));
+            for (rel, bytes) in embedded::under(SDK_SRC) {
+                let bytes = if rel == SDK_BINDINGS {
+                    sdk_bindings(bytes)?.into_bytes()
+                } else {
+                    bytes.to_vec()
+                };
+                files.push((deps.join("src").join(rel), bytes, false));
+            }
             files.push((deps.join("Cargo.toml"), sdk_manifest()?.into_bytes(), false));
             // The versions the repository's plugins are built and tested with; cargo drops
             // the entries this project does not use.
             files.push((
                 "Cargo.lock".into(),
-                embedded::file("plugins/Cargo.lock").to_vec(),
+                embedded::file(RUST_WORKSPACE_LOCK).to_vec(),
                 false,
             ));
         }
@@ -379,10 +386,31 @@ fn toml_section<'a>(manifest: &'a str, section: &str) -> Vec<(&'a str, &'a str)>
     out
 }
 
-/// plugins/sdk/Cargo.toml made standalone: the workspace-inherited fields and dependencies
-/// of plugins/Cargo.toml written in, the workspace lints left out.
+/// Where the Rust SDK and its workspace sit in the repository (embedded by build.rs).
+const SDK_SRC: &str = "plugins/rust/sdk/src";
+const SDK_MANIFEST: &str = "plugins/rust/sdk/Cargo.toml";
+const RUST_WORKSPACE: &str = "plugins/rust/Cargo.toml";
+const RUST_WORKSPACE_LOCK: &str = "plugins/rust/Cargo.lock";
+/// The SDK file naming the WIT folder, relative to `SDK_SRC`.
+const SDK_BINDINGS: &str = "bindings.rs";
+/// The WIT folder as the repository's SDK names it (from plugins/rust/sdk) and as the
+/// vendored copy must (from deps/kubewasm-sdk, with the project's wit/ two levels up).
+const SDK_WIT_PATH: &str = "path: \"../../../wit\"";
+const VENDORED_WIT_PATH: &str = "path: \"../../wit\"";
+
+/// The SDK's bindings.rs with its WIT path pointing at the project's wit/.
+fn sdk_bindings(bytes: &[u8]) -> Result<String> {
+    let text = std::str::from_utf8(bytes).context("the SDK's bindings.rs is not UTF-8")?;
+    if !text.contains(SDK_WIT_PATH) {
+        bail!("the SDK's bindings.rs does not name its WIT folder as {SDK_WIT_PATH}");
+    }
+    Ok(text.replace(SDK_WIT_PATH, VENDORED_WIT_PATH))
+}
+
+/// plugins/rust/sdk/Cargo.toml made standalone: the workspace-inherited fields and
+/// dependencies of plugins/rust/Cargo.toml written in, the workspace lints left out.
 fn sdk_manifest() -> Result<String> {
-    let workspace = embedded::text("plugins/Cargo.toml");
+    let workspace = embedded::text(RUST_WORKSPACE);
     let package = toml_section(workspace, "workspace.package");
     let deps = toml_section(workspace, "workspace.dependencies");
     let lookup = |table: &[(&str, &str)], key: &str| {
@@ -390,13 +418,13 @@ fn sdk_manifest() -> Result<String> {
             .iter()
             .find(|(k, _)| *k == key)
             .map(|(_, v)| v.to_string())
-            .with_context(|| format!("plugins/Cargo.toml has no workspace entry {key}"))
+            .with_context(|| format!("{RUST_WORKSPACE} has no workspace entry {key}"))
     };
     let mut out = String::from(
         "# The kubewasm Rust SDK, vendored by `kubewasm new` from the kubewasm that wrote it.\n",
     );
     let mut in_lints = false;
-    for line in embedded::text("plugins/sdk/Cargo.toml").lines() {
+    for line in embedded::text(SDK_MANIFEST).lines() {
         let trimmed = line.trim();
         if trimmed.starts_with('[') {
             in_lints = trimmed == "[lints]";
@@ -459,6 +487,19 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn the_vendored_sdk_reads_the_projects_wit() {
+        let files = scaffold(Lang::Rust, "demo").expect("scaffold");
+        let bindings = files
+            .iter()
+            .find(|(f, _, _)| f == Path::new("deps/kubewasm-sdk/src/bindings.rs"))
+            .map(|(_, bytes, _)| String::from_utf8_lossy(bytes).into_owned())
+            .expect("the vendored SDK has bindings.rs");
+        // deps/kubewasm-sdk/../../wit is the project's wit/.
+        assert!(bindings.contains(VENDORED_WIT_PATH), "{bindings}");
+        assert!(!bindings.contains(SDK_WIT_PATH), "{bindings}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ def blank_now(v, keep):
     return v
 
 def run(name, cases, describe_settings):
-    rust = harness.Plugin(os.path.join(ROOT, "target", "plugins", f"{name}.wasm"))
+    rust = harness.Plugin(os.path.join(ROOT, "target", "plugins", "rust", f"{name}.wasm"))
     js = harness.Plugin(os.path.join(ROOT, "target", "plugins", "js", f"{name}.wasm"))
     fails = 0
     for s in describe_settings:

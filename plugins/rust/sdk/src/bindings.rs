@@ -6,7 +6,9 @@
 #![allow(missing_docs, unsafe_code, clippy::all)]
 
 wit_bindgen::generate!({
-    path: "../../wit",
+    // The repository's wit/ (from plugins/rust/sdk); `kubewasm new` rewrites it for the
+    // vendored copy, deps/kubewasm-sdk, whose project has wit/ two levels up.
+    path: "../../../wit",
     world: "plugin",
     pub_export_macro: true,
     default_bindings_module: "kubewasm_sdk::bindings",

@@ -404,6 +404,31 @@ async fn a_429_is_retried_after_the_servers_retry_after() {
     assert_eq!(h.calls.load(Ordering::SeqCst), 3);
 }
 
+#[tokio::test(start_paused = true)]
+async fn an_earlier_retry_timer_does_not_cut_a_later_wait_short() {
+    let q = paused_queue();
+    let h = scripted(vec![api_error(503, None), api_error(503, None)]);
+    let _workers = q.spawn(h.clone());
+    q.push(key("x"), ev(EventType::Added, "x", "1"));
+    settle().await;
+    // Waiting ~10 ms to retry; the object changes, is handled at once and fails again:
+    // now it waits ~20 ms, and the first wait's timer must not retry it at ~10 ms.
+    q.push(key("x"), ev(EventType::Modified, "x", "2"));
+    settle().await;
+    assert_eq!(h.calls.load(Ordering::SeqCst), 2);
+    tokio::time::advance(Duration::from_millis(12)).await;
+    settle().await;
+    assert_eq!(
+        h.calls.load(Ordering::SeqCst),
+        2,
+        "retried by the earlier wait's timer"
+    );
+    tokio::time::advance(Duration::from_millis(12)).await;
+    settle().await;
+    assert_eq!(h.calls.load(Ordering::SeqCst), 3);
+    assert_eq!(q.depth(), 0);
+}
+
 /// Counts calls and reports (and whether each report was a first).
 #[derive(Default)]
 struct Reporting {

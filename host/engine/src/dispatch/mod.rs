@@ -2,8 +2,8 @@
 //! whose calls keep failing in the sandbox.
 //!
 //! The queue is three pieces, as client-go's workqueue: the queue itself (per-key state,
-//! workers), [`coalesce`](coalesce::coalesce) (merging a burst of events for one object)
-//! and the rate limiter (when a failed key is tried again).
+//! workers), coalescing (merging a burst of events for one object) and the rate limiter
+//! (when a failed key is tried again).
 
 mod coalesce;
 mod quarantine;

@@ -32,23 +32,23 @@ struct State {
 
 /// The health of one plugin version.
 #[derive(Debug)]
-pub struct Health {
+pub(crate) struct Health {
     policy: QuarantinePolicy,
     state: Mutex<State>,
 }
 
 /// A refusal to call a quarantined plugin.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Quarantined {
+pub(crate) struct Quarantined {
     /// The failure that tipped it over.
-    pub reason: String,
+    pub(crate) reason: String,
     /// Time left.
-    pub remaining: Duration,
+    pub(crate) remaining: Duration,
 }
 
 impl Health {
     /// Healthy, under `policy`.
-    pub fn new(policy: QuarantinePolicy) -> Self {
+    pub(crate) fn new(policy: QuarantinePolicy) -> Self {
         Health {
             policy,
             state: Mutex::new(State::default()),
@@ -56,7 +56,7 @@ impl Health {
     }
 
     /// Ok when the plugin may be called now.
-    pub fn check(&self) -> Result<(), Quarantined> {
+    pub(crate) fn check(&self) -> Result<(), Quarantined> {
         let Ok(st) = self.state.lock() else {
             return Ok(());
         };
@@ -69,20 +69,15 @@ impl Health {
         }
     }
 
-    /// Whether it is quarantined now.
-    pub fn is_quarantined(&self) -> bool {
-        self.check().is_err()
-    }
-
     /// A call completed (whatever the plugin answered).
-    pub fn success(&self) {
+    pub(crate) fn success(&self) {
         if let Ok(mut st) = self.state.lock() {
             *st = State::default();
         }
     }
 
     /// A call failed in the sandbox. Returns true when this failure starts a quarantine.
-    pub fn failure(&self, reason: &str) -> bool {
+    pub(crate) fn failure(&self, reason: &str) -> bool {
         if self.policy.threshold == 0 {
             return false;
         }
@@ -121,7 +116,7 @@ mod tests {
         // Probation: one call allowed; failing again re-quarantines at once.
         assert!(h.check().is_ok());
         assert!(h.failure("trap"));
-        assert!(h.is_quarantined());
+        assert!(h.check().is_err(), "still quarantined");
     }
 
     #[test]

@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 
 /// The kinds of `field.Error` kube-apiserver reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorType {
+pub(crate) enum ErrorType {
     /// `FieldValueRequired`.
     Required,
     /// `FieldValueNotSupported`.
@@ -46,7 +46,7 @@ pub enum ErrorType {
 
 impl ErrorType {
     /// The cause `reason`.
-    pub fn reason(self) -> &'static str {
+    pub(crate) fn reason(self) -> &'static str {
         match self {
             ErrorType::Required => "FieldValueRequired",
             ErrorType::NotSupported => "FieldValueNotSupported",
@@ -72,7 +72,7 @@ impl ErrorType {
 
 /// The bad value of a field error, printed as Go's `field.Error.ErrorBody` prints it.
 #[derive(Debug, Clone, PartialEq)]
-pub enum BadValue {
+pub(crate) enum BadValue {
     /// Not printed.
     Omit,
     /// A string, quoted.
@@ -102,20 +102,20 @@ impl BadValue {
 
 /// One field error (`k8s.io/apimachinery/pkg/util/validation/field.Error`).
 #[derive(Debug, Clone, PartialEq)]
-pub struct FieldError {
+pub(crate) struct FieldError {
     /// Kind of error.
-    pub ty: ErrorType,
+    pub(crate) ty: ErrorType,
     /// Field path (`spec.ports[0].port`).
-    pub field: String,
+    pub(crate) field: String,
     /// The offending value.
-    pub value: BadValue,
+    pub(crate) value: BadValue,
     /// Detail text.
-    pub detail: String,
+    pub(crate) detail: String,
 }
 
 impl FieldError {
     /// `ErrorBody()`: the cause message.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         let mut s = self.ty.label().to_string();
         let show_value = !matches!(self.ty, ErrorType::Required | ErrorType::TooLong);
         if show_value && let Some(v) = self.value.render() {
@@ -131,7 +131,7 @@ impl FieldError {
 }
 
 /// The `422 Invalid` Status kube-apiserver answers for these errors.
-pub fn invalid(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> StatusError {
+pub(crate) fn invalid(group: &str, kind: &str, name: &str, errs: &[FieldError]) -> StatusError {
     StatusError::invalid(
         group,
         kind,
@@ -1220,13 +1220,13 @@ fn is_duration(s: &str) -> bool {
 
 /// The compiled validation schema of one CRD version.
 #[derive(Debug, Clone)]
-pub struct Validator {
+pub(crate) struct Validator {
     root: Node,
 }
 
 impl Validator {
     /// Compiles a version's `openAPIV3Schema`.
-    pub fn new(openapi_v3_schema: &Value) -> Validator {
+    pub(crate) fn new(openapi_v3_schema: &Value) -> Validator {
         Validator {
             root: Node::compile(openapi_v3_schema),
         }
@@ -1234,13 +1234,13 @@ impl Validator {
 
     /// Drops `null` values of non-nullable fields without a default, as the apiserver
     /// does while decoding (before validation).
-    pub fn prune_nulls(&self, obj: &mut Value) {
+    pub(crate) fn prune_nulls(&self, obj: &mut Value) {
         self.root.prune_nulls(obj);
     }
 
     /// Field errors of a created object, or of an updated one (`old`: ratcheting of
     /// unchanged values, list-type checks only when the old object passed them).
-    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    pub(crate) fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
         let cx = Ctx { prefix: None };
         let mut errs = self.root.validate(obj, old, "", &cx);
         errs.extend(self.list_errors_ratcheted(obj, old));
@@ -1249,7 +1249,7 @@ impl Validator {
 
     /// Field errors of a status-subresource update: only `.status` is validated, with
     /// the status schema as root (messages name `state`, fields `status.state`).
-    pub fn validate_status(&self, obj: &Value, old: &Value) -> Vec<FieldError> {
+    pub(crate) fn validate_status(&self, obj: &Value, old: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         if let (Some(status), Some(schema)) =
             (obj.get("status"), self.root.properties.get("status"))

@@ -22,11 +22,11 @@ use crd::crd_status;
 use namespaces::check_namespace;
 
 /// Namespace and name of an object ("" namespace for cluster-scoped objects).
-pub type ObjKey = (String, String);
+pub(crate) type ObjKey = (String, String);
 
 /// Kind of a watch event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
+pub(crate) enum EventType {
     /// Object created.
     Added,
     /// Object changed.
@@ -35,35 +35,24 @@ pub enum EventType {
     Deleted,
 }
 
-impl EventType {
-    /// Wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Added => "ADDED",
-            EventType::Modified => "MODIFIED",
-            EventType::Deleted => "DELETED",
-        }
-    }
-}
-
 /// One committed change.
 #[derive(Debug)]
-pub struct Event {
+pub(crate) struct Event {
     /// resourceVersion of the change.
-    pub rv: u64,
+    pub(crate) rv: u64,
     /// Resource.
-    pub gr: GroupResource,
+    pub(crate) gr: GroupResource,
     /// Type.
-    pub ty: EventType,
+    pub(crate) ty: EventType,
     /// The object after the change (for deletions: the last state, with the deletion's resourceVersion).
-    pub object: Arc<Value>,
+    pub(crate) object: Arc<Value>,
     /// The object before the change.
-    pub prev: Option<Arc<Value>>,
+    pub(crate) prev: Option<Arc<Value>>,
 }
 
 /// How a write records field ownership.
 #[derive(Debug, Clone)]
-pub enum Ownership {
+pub(crate) enum Ownership {
     /// A non-apply write by this manager (`Update` operation).
     Track(String),
     /// Entries already computed by server-side apply.
@@ -74,15 +63,15 @@ pub enum Ownership {
 
 /// Target of a write: resource, version, namespace and subresource.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub(crate) struct Target {
     /// Resource.
-    pub info: Arc<ResourceInfo>,
+    pub(crate) info: Arc<ResourceInfo>,
     /// Request version.
-    pub version: String,
+    pub(crate) version: String,
     /// Namespace ("" when cluster-scoped).
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// `Some("status")` for the status subresource.
-    pub subresource: Option<String>,
+    pub(crate) subresource: Option<String>,
 }
 
 impl Target {
@@ -99,7 +88,7 @@ impl Target {
 
 /// Deletion propagation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Propagation {
+pub(crate) enum Propagation {
     /// Delete now, dependents later.
     Background,
     /// Dependents first.
@@ -110,45 +99,45 @@ pub enum Propagation {
 
 /// Options of a delete.
 #[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
+pub(crate) struct DeleteOptions {
     /// Propagation policy (None: the resource's default, Background).
-    pub propagation: Option<Propagation>,
+    pub(crate) propagation: Option<Propagation>,
     /// uid precondition.
-    pub uid: Option<String>,
+    pub(crate) uid: Option<String>,
     /// resourceVersion precondition.
-    pub resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
 }
 
 /// Options of a list or watch.
 #[derive(Debug, Clone, Default)]
-pub struct ListOptions {
+pub(crate) struct ListOptions {
     /// Label selector.
-    pub labels: LabelSelector,
+    pub(crate) labels: LabelSelector,
     /// Field selector.
-    pub fields: FieldSelector,
+    pub(crate) fields: FieldSelector,
     /// Page size.
-    pub limit: Option<usize>,
+    pub(crate) limit: Option<usize>,
     /// Continue token.
-    pub continue_token: Option<String>,
+    pub(crate) continue_token: Option<String>,
 }
 
 impl ListOptions {
     /// True when the object passes both selectors.
-    pub fn matches(&self, obj: &Value) -> bool {
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
         self.labels.matches_object(obj) && self.fields.matches_object(obj)
     }
 }
 
 /// The start of a watch, taken atomically with the subscription.
-pub struct WatchStart {
+pub(crate) struct WatchStart {
     /// Current objects, for watches without a resourceVersion.
-    pub initial: Vec<Arc<Value>>,
+    pub(crate) initial: Vec<Arc<Value>>,
     /// Retained events after the requested resourceVersion.
-    pub backlog: Vec<Arc<Event>>,
+    pub(crate) backlog: Vec<Arc<Event>>,
     /// Live events after this point.
-    pub rx: broadcast::Receiver<Arc<Event>>,
+    pub(crate) rx: broadcast::Receiver<Arc<Event>>,
     /// resourceVersion at subscription time.
-    pub rv: u64,
+    pub(crate) rv: u64,
 }
 
 struct State {
@@ -163,13 +152,13 @@ struct State {
 }
 
 /// The shared store.
-pub struct Store {
+pub(crate) struct Store {
     state: Mutex<State>,
     gc: Arc<Notify>,
 }
 
 /// Manager name of the built-in controllers (garbage collector, namespace controller).
-pub const CONTROLLER_MANAGER: &str = "kube-controller-manager";
+pub(crate) const CONTROLLER_MANAGER: &str = "kube-controller-manager";
 
 fn strip_for_compare(v: &Value) -> Value {
     let mut c = v.clone();
@@ -192,7 +181,7 @@ fn non_meta(v: &Value, without_status: bool) -> Value {
 
 impl Store {
     /// A store with the default namespaces.
-    pub fn new(history_limit: usize) -> Arc<Store> {
+    pub(crate) fn new(history_limit: usize) -> Arc<Store> {
         let (events, _) = broadcast::channel(4096);
         let store = Arc::new(Store {
             state: Mutex::new(State {
@@ -228,17 +217,17 @@ impl Store {
     }
 
     /// Wakes the garbage collector.
-    pub fn gc_notify(&self) -> Arc<Notify> {
+    pub(crate) fn gc_notify(&self) -> Arc<Notify> {
         self.gc.clone()
     }
 
     /// The registry (a snapshot).
-    pub fn registry(&self) -> Registry {
+    pub(crate) fn registry(&self) -> Registry {
         self.lock().registry.clone()
     }
 
     /// Resolves a resource; `None` when not served.
-    pub fn target(
+    pub(crate) fn target(
         &self,
         group: &str,
         version: &str,
@@ -254,20 +243,15 @@ impl Store {
         })
     }
 
-    /// Current resourceVersion.
-    pub fn current_rv(&self) -> u64 {
-        self.lock().rv
-    }
-
     /// Drops all watch history: watches from older resourceVersions get 410.
-    pub fn compact(&self) {
+    pub(crate) fn compact(&self) {
         let mut st = self.lock();
         st.history.clear();
         st.compacted = st.rv;
     }
 
     /// Reads one object.
-    pub fn get(&self, t: &Target, name: &str) -> ApiResult<Value> {
+    pub(crate) fn get(&self, t: &Target, name: &str) -> ApiResult<Value> {
         let st = self.lock();
         let obj = st
             .find(&t.info.gr(), &t.namespace, name)
@@ -276,7 +260,7 @@ impl Store {
     }
 
     /// Lists objects (all namespaces when the target namespace is empty).
-    pub fn list(&self, t: &Target, opts: &ListOptions) -> ApiResult<Value> {
+    pub(crate) fn list(&self, t: &Target, opts: &ListOptions) -> ApiResult<Value> {
         let st = self.lock();
         let (list_rv, start_after) = match &opts.continue_token {
             Some(tok) => {
@@ -324,7 +308,7 @@ impl Store {
     }
 
     /// Starts a watch: `from` None means "current state as ADDED, then changes".
-    pub fn watch(&self, gr: &GroupResource, from: Option<u64>) -> ApiResult<WatchStart> {
+    pub(crate) fn watch(&self, gr: &GroupResource, from: Option<u64>) -> ApiResult<WatchStart> {
         let st = self.lock();
         let rx = st.events.subscribe();
         match from {
@@ -365,7 +349,7 @@ impl Store {
     }
 
     /// POST: creates an object.
-    pub fn create(
+    pub(crate) fn create(
         &self,
         t: &Target,
         body: Value,
@@ -380,7 +364,7 @@ impl Store {
     }
 
     /// PUT: replaces an object (optimistic concurrency when the body carries a resourceVersion).
-    pub fn update(
+    pub(crate) fn update(
         &self,
         t: &Target,
         name: &str,
@@ -419,7 +403,7 @@ impl Store {
     }
 
     /// PATCH with a merge or JSON patch already applied by `f` to the current object.
-    pub fn patch(
+    pub(crate) fn patch(
         &self,
         t: &Target,
         name: &str,
@@ -445,7 +429,7 @@ impl Store {
     }
 
     /// Server-side apply; the object and whether it was created.
-    pub fn apply(
+    pub(crate) fn apply(
         &self,
         t: &Target,
         name: &str,
@@ -574,7 +558,7 @@ impl Store {
     }
 
     /// DELETE: removes an object or marks it for deletion; returns its last state.
-    pub fn delete(&self, t: &Target, name: &str, opts: &DeleteOptions) -> ApiResult<Value> {
+    pub(crate) fn delete(&self, t: &Target, name: &str, opts: &DeleteOptions) -> ApiResult<Value> {
         let mut st = self.lock();
         let out = st.delete(&t.info.gr(), &t.namespace, name, opts)?;
         drop(st);
@@ -583,7 +567,7 @@ impl Store {
     }
 
     /// DELETE on a collection: deletes every matching object; returns them as a list.
-    pub fn delete_collection(
+    pub(crate) fn delete_collection(
         &self,
         t: &Target,
         opts: &ListOptions,
@@ -616,7 +600,7 @@ impl Store {
     }
 
     /// All objects of all resources (for the garbage collector).
-    pub fn snapshot(&self) -> Vec<(GroupResource, Arc<Value>)> {
+    pub(crate) fn snapshot(&self) -> Vec<(GroupResource, Arc<Value>)> {
         let st = self.lock();
         st.objects
             .iter()
@@ -625,7 +609,7 @@ impl Store {
     }
 
     /// Internal metadata update by a controller; skipped when the object changed uid or vanished.
-    pub fn controller_update(
+    pub(crate) fn controller_update(
         &self,
         gr: &GroupResource,
         ns: &str,
@@ -660,7 +644,7 @@ impl Store {
     }
 
     /// Internal delete by a controller (uid-guarded).
-    pub fn controller_delete(
+    pub(crate) fn controller_delete(
         &self,
         gr: &GroupResource,
         ns: &str,

@@ -8,19 +8,19 @@ use serde_json::{Map, Value, json};
 
 /// One `metadata.managedFields` entry.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ManagedEntry {
+pub(crate) struct ManagedEntry {
     /// Manager name.
-    pub manager: String,
+    pub(crate) manager: String,
     /// `Apply` or `Update`.
-    pub operation: String,
+    pub(crate) operation: String,
     /// API version the fields were written with.
-    pub api_version: String,
+    pub(crate) api_version: String,
     /// RFC3339 time of the last change by this manager.
-    pub time: Option<String>,
+    pub(crate) time: Option<String>,
     /// `status` for entries written through the status subresource.
-    pub subresource: Option<String>,
+    pub(crate) subresource: Option<String>,
     /// The owned fields.
-    pub set: FieldSet,
+    pub(crate) set: FieldSet,
 }
 
 impl ManagedEntry {
@@ -38,7 +38,7 @@ impl ManagedEntry {
     }
 
     /// The manager as kube-apiserver prints it in conflict messages.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         let mut s = format!("{:?}", self.manager);
         if let Some(sub) = &self.subresource {
             s.push_str(&format!(" with subresource {sub:?}"));
@@ -52,15 +52,15 @@ impl ManagedEntry {
 
 /// An apply conflict: the other manager (as displayed) and the field path.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Conflict {
+pub(crate) struct Conflict {
     /// The manager, displayed like kube-apiserver (`"name"` or `"name" using v1`).
-    pub manager: String,
+    pub(crate) manager: String,
     /// The field path, like `.spec.x`.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// Decodes `metadata.managedFields`; `None` when an entry is malformed.
-pub fn decode_managed(v: Option<&Value>) -> Option<Vec<ManagedEntry>> {
+pub(crate) fn decode_managed(v: Option<&Value>) -> Option<Vec<ManagedEntry>> {
     let Some(v) = v else { return Some(Vec::new()) };
     if v.is_null() {
         return Some(Vec::new());
@@ -96,7 +96,7 @@ pub fn decode_managed(v: Option<&Value>) -> Option<Vec<ManagedEntry>> {
 }
 
 /// Encodes entries in kube-apiserver's order (operation, time, manager, apiVersion, subresource).
-pub fn encode_managed(entries: &[ManagedEntry]) -> Value {
+pub(crate) fn encode_managed(entries: &[ManagedEntry]) -> Value {
     let mut sorted: Vec<&ManagedEntry> = entries.iter().collect();
     sorted.sort_by(|a, b| {
         (
@@ -180,7 +180,7 @@ fn item_element(kind: &ListKind, item: &Value, idx: usize) -> PathElement {
 }
 
 /// The set of fields a (partial) object sets.
-pub fn to_field_set(v: &Value, schema: &Schema) -> FieldSet {
+pub(crate) fn to_field_set(v: &Value, schema: &Schema) -> FieldSet {
     let mut set = FieldSet::new();
     walk_set(v, schema, &mut Vec::new(), &mut set);
     set
@@ -219,24 +219,24 @@ fn walk_set(v: &Value, schema: &Schema, path: &mut Path, set: &mut FieldSet) {
 
 /// Field-level differences between two objects.
 #[derive(Debug, Default)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// Paths only in the new object.
-    pub added: FieldSet,
+    pub(crate) added: FieldSet,
     /// Leaf paths whose value changed.
-    pub modified: FieldSet,
+    pub(crate) modified: FieldSet,
     /// Paths only in the old object.
-    pub removed: FieldSet,
+    pub(crate) removed: FieldSet,
 }
 
 impl Comparison {
     /// True when the objects are equal field by field.
-    pub fn is_same(&self) -> bool {
+    pub(crate) fn is_same(&self) -> bool {
         self.added.is_empty() && self.modified.is_empty() && self.removed.is_empty()
     }
 }
 
 /// Compares two objects; fields managedFields never tracks are left out.
-pub fn compare(old: &Value, new: &Value, schema: &Schema) -> Comparison {
+pub(crate) fn compare(old: &Value, new: &Value, schema: &Schema) -> Comparison {
     let mut c = Comparison::default();
     walk_cmp(Some(old), Some(new), schema, &mut Vec::new(), &mut c);
     let strip = strip_set();
@@ -320,7 +320,7 @@ fn mark(old: Option<&Value>, new: Option<&Value>, path: &Path, c: &mut Compariso
 }
 
 /// Merges an apply configuration into the live object.
-pub fn merge(live: &Value, config: &Value, schema: &Schema) -> Value {
+pub(crate) fn merge(live: &Value, config: &Value, schema: &Schema) -> Value {
     match (live, config) {
         (Value::Object(l), Value::Object(c)) if !schema.is_atomic() => {
             let mut out = l.clone();
@@ -384,7 +384,7 @@ fn item_matches(pe: &PathElement, item: &Value, idx: usize) -> bool {
 }
 
 /// Removes the value at `path` (with everything below it).
-pub fn remove_path(obj: &mut Value, path: &[PathElement]) {
+pub(crate) fn remove_path(obj: &mut Value, path: &[PathElement]) {
     let Some((first, rest)) = path.split_first() else {
         return;
     };
@@ -416,7 +416,7 @@ pub fn remove_path(obj: &mut Value, path: &[PathElement]) {
 
 /// Ownership after a non-apply write (`Update` operation) by `manager`.
 #[allow(clippy::too_many_arguments)]
-pub fn track_update(
+pub(crate) fn track_update(
     mut entries: Vec<ManagedEntry>,
     old: &Value,
     new: &Value,
@@ -455,21 +455,21 @@ pub fn track_update(
 }
 
 /// Inputs of one server-side apply.
-pub struct ApplyRequest<'a> {
+pub(crate) struct ApplyRequest<'a> {
     /// The applying manager.
-    pub manager: &'a str,
+    pub(crate) manager: &'a str,
     /// `status` when applied through the status subresource.
-    pub subresource: Option<&'a str>,
+    pub(crate) subresource: Option<&'a str>,
     /// The request's apiVersion.
-    pub api_version: &'a str,
+    pub(crate) api_version: &'a str,
     /// Take ownership of conflicting fields.
-    pub force: bool,
+    pub(crate) force: bool,
     /// Current time, RFC3339.
-    pub now: &'a str,
+    pub(crate) now: &'a str,
 }
 
 /// Server-side apply of `config` onto `live`: the new object and managedFields, or the conflicts.
-pub fn apply(
+pub(crate) fn apply(
     mut entries: Vec<ManagedEntry>,
     live: &Value,
     config: &Value,
@@ -527,7 +527,7 @@ pub fn apply(
 }
 
 /// kube-apiserver's message for apply conflicts.
-pub fn conflict_message(conflicts: &[Conflict]) -> String {
+pub(crate) fn conflict_message(conflicts: &[Conflict]) -> String {
     if let [only] = conflicts {
         return format!(
             "Apply failed with 1 conflict: conflict with {}: {}",

@@ -6,11 +6,11 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// Content type of an aggregated discovery answer.
-pub const AGGREGATED_CONTENT_TYPE: &str =
+pub(crate) const AGGREGATED_CONTENT_TYPE: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 /// True when the Accept header asks for aggregated discovery v2.
-pub fn wants_aggregated(accept: &str) -> bool {
+pub(crate) fn wants_aggregated(accept: &str) -> bool {
     accept.split(',').next().is_some_and(|first| {
         first.contains("as=APIGroupDiscoveryList")
             && first.contains("g=apidiscovery.k8s.io")
@@ -19,7 +19,7 @@ pub fn wants_aggregated(accept: &str) -> bool {
 }
 
 /// `/version`.
-pub fn version() -> Value {
+pub(crate) fn version() -> Value {
     json!({
         "major": "1",
         "minor": "33",
@@ -34,7 +34,7 @@ pub fn version() -> Value {
 }
 
 /// `/api`.
-pub fn core_versions(server_address: &str) -> Value {
+pub(crate) fn core_versions(server_address: &str) -> Value {
     json!({
         "kind": "APIVersions",
         "versions": ["v1"],
@@ -52,7 +52,7 @@ fn group_json(name: &str, versions: &[String]) -> Value {
 }
 
 /// `/apis`.
-pub fn group_list(reg: &Registry) -> Value {
+pub(crate) fn group_list(reg: &Registry) -> Value {
     let groups: Vec<Value> = reg
         .groups()
         .iter()
@@ -63,7 +63,7 @@ pub fn group_list(reg: &Registry) -> Value {
 }
 
 /// `/apis/{group}`; `None` when the group is not served.
-pub fn group(reg: &Registry, name: &str) -> Option<Value> {
+pub(crate) fn group(reg: &Registry, name: &str) -> Option<Value> {
     let groups = reg.groups();
     let (_, versions) = groups.iter().find(|(g, _)| g == name && !g.is_empty())?;
     let mut g = group_json(name, versions);
@@ -75,7 +75,7 @@ pub fn group(reg: &Registry, name: &str) -> Option<Value> {
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`; `None` when not served.
-pub fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+pub(crate) fn resource_list(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let infos = reg.in_version(group, version);
     if infos.is_empty() && !(group.is_empty() && version == "v1") {
         return None;
@@ -144,7 +144,7 @@ fn resource_discovery(r: &Arc<ResourceInfo>) -> Value {
 }
 
 /// Aggregated discovery for `/api` (core) or `/apis` (all other groups).
-pub fn aggregated(reg: &Registry, core: bool) -> Value {
+pub(crate) fn aggregated(reg: &Registry, core: bool) -> Value {
     let items: Vec<Value> = reg
         .groups()
         .iter()

@@ -22,22 +22,22 @@ pub enum Error {
 
 /// A failed API request, answered as a `meta/v1 Status` object.
 #[derive(Debug, Clone, PartialEq)]
-pub struct StatusError {
+pub(crate) struct StatusError {
     /// HTTP status code.
-    pub code: u16,
+    pub(crate) code: u16,
     /// Machine-readable reason (`NotFound`, `Conflict`, ...).
-    pub reason: String,
+    pub(crate) reason: String,
     /// Human-readable message.
-    pub message: String,
+    pub(crate) message: String,
     /// `details` of the Status, if any.
-    pub details: Option<Value>,
+    pub(crate) details: Option<Value>,
 }
 
 /// Result of an API operation.
-pub type ApiResult<T> = std::result::Result<T, StatusError>;
+pub(crate) type ApiResult<T> = std::result::Result<T, StatusError>;
 
 /// `resource` or `resource.group`, as kube-apiserver names a resource in messages.
-pub fn qualified(group: &str, plural: &str) -> String {
+pub(crate) fn qualified(group: &str, plural: &str) -> String {
     if group.is_empty() {
         plural.to_string()
     } else {
@@ -59,7 +59,7 @@ fn details(group: &str, plural: &str, name: &str) -> Value {
 
 impl StatusError {
     /// A bare error with code, reason and message.
-    pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
         StatusError {
             code,
             reason: reason.to_string(),
@@ -69,7 +69,7 @@ impl StatusError {
     }
 
     /// 404 NotFound for a named object.
-    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+    pub(crate) fn not_found(group: &str, plural: &str, name: &str) -> Self {
         StatusError {
             code: 404,
             reason: "NotFound".into(),
@@ -79,7 +79,7 @@ impl StatusError {
     }
 
     /// 404 for a path the server does not serve.
-    pub fn no_route() -> Self {
+    pub(crate) fn no_route() -> Self {
         StatusError {
             code: 404,
             reason: "NotFound".into(),
@@ -91,7 +91,7 @@ impl StatusError {
     }
 
     /// 409 AlreadyExists.
-    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+    pub(crate) fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         StatusError {
             code: 409,
             reason: "AlreadyExists".into(),
@@ -101,7 +101,7 @@ impl StatusError {
     }
 
     /// 409 Conflict ("Operation cannot be fulfilled on ...").
-    pub fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
+    pub(crate) fn conflict(group: &str, plural: &str, name: &str, why: &str) -> Self {
         StatusError {
             code: 409,
             reason: "Conflict".into(),
@@ -114,7 +114,7 @@ impl StatusError {
     }
 
     /// 409 Conflict for a stale resourceVersion.
-    pub fn stale(group: &str, plural: &str, name: &str) -> Self {
+    pub(crate) fn stale(group: &str, plural: &str, name: &str) -> Self {
         Self::conflict(
             group,
             plural,
@@ -126,7 +126,7 @@ impl StatusError {
     /// 422 Invalid with field causes `(reason, field, message)`; the message names the
     /// qualified kind (`Kind.group`) and lists each distinct `field: message` once, in
     /// brackets when there are several (`errors.NewInvalid` with `ToAggregate`).
-    pub fn invalid(
+    pub(crate) fn invalid(
         group: &str,
         kind: &str,
         name: &str,
@@ -173,17 +173,17 @@ impl StatusError {
     }
 
     /// 400 BadRequest.
-    pub fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "BadRequest", message)
     }
 
     /// 403 Forbidden.
-    pub fn forbidden(message: impl Into<String>) -> Self {
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)
     }
 
     /// 405 MethodNotAllowed.
-    pub fn method_not_allowed() -> Self {
+    pub(crate) fn method_not_allowed() -> Self {
         Self::new(
             405,
             "MethodNotAllowed",
@@ -192,7 +192,7 @@ impl StatusError {
     }
 
     /// 415 UnsupportedMediaType.
-    pub fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
+    pub(crate) fn unsupported_media_type(content_type: &str, accepted: &[&str]) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
@@ -205,17 +205,17 @@ impl StatusError {
     }
 
     /// 410 Expired (too old resource version / continue token).
-    pub fn expired(message: impl Into<String>) -> Self {
+    pub(crate) fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
     }
 
     /// 401 Unauthorized.
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
     /// 500 InternalError.
-    pub fn internal(message: impl Into<String>) -> Self {
+    pub(crate) fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }
 
@@ -225,7 +225,7 @@ impl StatusError {
     }
 
     /// The `Status` object for this error.
-    pub fn to_status(&self) -> Value {
+    pub(crate) fn to_status(&self) -> Value {
         let mut s = json!({
             "kind": "Status",
             "apiVersion": "v1",

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 /// One step of a field path.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum PathElement {
+pub(crate) enum PathElement {
     /// A field of a map: `f:name`.
     Field(String),
     /// A set item, by its canonical JSON value: `v:"x"`.
@@ -46,7 +46,7 @@ impl PathElement {
     }
 
     /// The element as kube-apiserver prints it in conflict messages.
-    pub fn display(&self) -> String {
+    pub(crate) fn display(&self) -> String {
         match self {
             PathElement::Field(f) => format!(".{f}"),
             PathElement::Value(v) => format!("[={v}]"),
@@ -61,39 +61,39 @@ impl PathElement {
 }
 
 /// Canonical JSON text (object keys sorted) of a value.
-pub fn canonical(v: &Value) -> String {
+pub(crate) fn canonical(v: &Value) -> String {
     // serde_json's Map is a BTreeMap here, so serialisation is already key-sorted.
     serde_json::to_string(v).unwrap_or_default()
 }
 
 /// A path from the object root.
-pub type Path = Vec<PathElement>;
+pub(crate) type Path = Vec<PathElement>;
 
 /// Prints a path like kube-apiserver: `.spec.containers[name="c"].image`.
-pub fn display_path(path: &[PathElement]) -> String {
+pub(crate) fn display_path(path: &[PathElement]) -> String {
     path.iter().map(PathElement::display).collect()
 }
 
 /// A set of field paths, stored as a tree.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct FieldSet {
+pub(crate) struct FieldSet {
     member: bool,
     children: BTreeMap<PathElement, FieldSet>,
 }
 
 impl FieldSet {
     /// The empty set.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// True when no path is a member.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         !self.member && self.children.values().all(FieldSet::is_empty)
     }
 
     /// Adds a path.
-    pub fn insert(&mut self, path: &[PathElement]) {
+    pub(crate) fn insert(&mut self, path: &[PathElement]) {
         match path.split_first() {
             None => self.member = true,
             Some((first, rest)) => self.children.entry(first.clone()).or_default().insert(rest),
@@ -101,7 +101,8 @@ impl FieldSet {
     }
 
     /// True when `path` is a member.
-    pub fn contains(&self, path: &[PathElement]) -> bool {
+    #[cfg(test)]
+    pub(crate) fn contains(&self, path: &[PathElement]) -> bool {
         match path.split_first() {
             None => self.member,
             Some((first, rest)) => self.children.get(first).is_some_and(|c| c.contains(rest)),
@@ -109,7 +110,7 @@ impl FieldSet {
     }
 
     /// True when some member lies strictly below `path`.
-    pub fn has_member_below(&self, path: &[PathElement]) -> bool {
+    pub(crate) fn has_member_below(&self, path: &[PathElement]) -> bool {
         match path.split_first() {
             None => self.children.values().any(|c| !c.is_empty()),
             Some((first, rest)) => self
@@ -120,7 +121,7 @@ impl FieldSet {
     }
 
     /// Set union.
-    pub fn union(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn union(&self, other: &FieldSet) -> FieldSet {
         let mut out = self.clone();
         out.member |= other.member;
         for (k, v) in &other.children {
@@ -134,7 +135,7 @@ impl FieldSet {
     }
 
     /// Members of `self` that are not members of `other` (exact paths).
-    pub fn difference(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn difference(&self, other: &FieldSet) -> FieldSet {
         let mut out = FieldSet {
             member: self.member && !other.member,
             children: BTreeMap::new(),
@@ -152,7 +153,7 @@ impl FieldSet {
     }
 
     /// Members of both sets.
-    pub fn intersection(&self, other: &FieldSet) -> FieldSet {
+    pub(crate) fn intersection(&self, other: &FieldSet) -> FieldSet {
         let mut out = FieldSet {
             member: self.member && other.member,
             children: BTreeMap::new(),
@@ -169,7 +170,7 @@ impl FieldSet {
     }
 
     /// All member paths, in sorted order.
-    pub fn paths(&self) -> Vec<Path> {
+    pub(crate) fn paths(&self) -> Vec<Path> {
         let mut out = Vec::new();
         self.collect(&mut Vec::new(), &mut out);
         out
@@ -187,7 +188,7 @@ impl FieldSet {
     }
 
     /// The `fieldsV1` JSON encoding.
-    pub fn to_fields_v1(&self) -> Value {
+    pub(crate) fn to_fields_v1(&self) -> Value {
         let mut m = Map::new();
         if self.member && !self.children.is_empty() {
             m.insert(".".into(), Value::Object(Map::new()));
@@ -201,7 +202,7 @@ impl FieldSet {
     }
 
     /// Decodes `fieldsV1` JSON; `None` when malformed.
-    pub fn from_fields_v1(v: &Value) -> Option<FieldSet> {
+    pub(crate) fn from_fields_v1(v: &Value) -> Option<FieldSet> {
         let obj = v.as_object()?;
         let mut out = FieldSet::new();
         for (k, child) in obj {

@@ -156,7 +156,7 @@ fn execute(store: &Store, action: Action) {
 }
 
 /// Runs one collection pass; true when it acted.
-pub fn pass(store: &Store) -> bool {
+pub(crate) fn pass(store: &Store) -> bool {
     let actions = plan(&store.snapshot());
     let acted = !actions.is_empty();
     for a in actions {
@@ -166,7 +166,7 @@ pub fn pass(store: &Store) -> bool {
 }
 
 /// The collector task: a pass after every batch of writes, until shutdown.
-pub async fn run(store: Arc<Store>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn run(store: Arc<Store>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
     let notify = store.gc_notify();
     loop {
         tokio::select! {

@@ -21,29 +21,29 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Shared state of the HTTP handler.
-pub struct App {
+pub(crate) struct App {
     /// The store.
-    pub store: Arc<Store>,
+    pub(crate) store: Arc<Store>,
     /// Required bearer token.
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// Authorize requests with the stored RBAC objects ([`crate::rbac`]).
-    pub rbac: bool,
+    pub(crate) rbac: bool,
     /// Other tokens and the users they authenticate as.
-    pub users: Vec<(String, crate::rbac::UserInfo)>,
+    pub(crate) users: Vec<(String, crate::rbac::UserInfo)>,
     /// Watch bookmark period.
-    pub bookmark_interval: Duration,
+    pub(crate) bookmark_interval: Duration,
     /// `host:port` the server listens on.
-    pub server_address: String,
+    pub(crate) server_address: String,
     /// Flips to true on shutdown; ends watches.
-    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub(crate) shutdown: tokio::sync::watch::Receiver<bool>,
     /// True during a simulated watch outage ([`crate::ApiServer::pause_watches`]).
-    pub outage: tokio::sync::watch::Receiver<bool>,
+    pub(crate) outage: tokio::sync::watch::Receiver<bool>,
     /// Clients whose requests are held, and the request log ([`crate::stall`]).
-    pub stalls: Arc<crate::stall::Stalls>,
+    pub(crate) stalls: Arc<crate::stall::Stalls>,
 }
 
 /// The axum router.
-pub fn router(app: Arc<App>) -> axum::Router {
+pub(crate) fn router(app: Arc<App>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(app)
 }
 

@@ -4,7 +4,7 @@ use base64::Engine;
 use serde_json::json;
 
 /// Context name in generated kubeconfigs.
-pub const CONTEXT: &str = "kubewasm-dev";
+pub(crate) const CONTEXT: &str = "kubewasm-dev";
 
 /// Renders a kubeconfig with one cluster, user and context (`kubewasm-dev`, namespace default).
 pub fn render(

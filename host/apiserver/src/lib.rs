@@ -19,29 +19,32 @@
 //! # Ok(()) }
 //! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod apply;
-pub mod discovery;
-pub mod error;
-pub mod fieldset;
-pub mod gc;
-pub mod http;
+mod apply;
+mod discovery;
+mod error;
+mod fieldset;
+mod gc;
+mod http;
 pub mod kubeconfig;
-pub mod meta;
-pub mod openapi;
-pub mod patch;
-pub mod protobuf;
-pub mod rbac;
-pub mod registry;
-pub mod schema;
-pub mod stall;
-pub mod store;
-pub mod table;
-pub mod tls;
-pub mod validation;
-pub mod watch;
+mod meta;
+mod openapi;
+mod patch;
+mod protobuf;
+mod rbac;
+mod registry;
+mod schema;
+mod stall;
+mod store;
+mod table;
+mod tls;
+mod validation;
+mod watch;
 
-pub use error::{Error, StatusError};
+pub use error::Error;
+pub use rbac::UserInfo;
+pub use stall::RequestRecord;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -65,12 +68,13 @@ pub struct Config {
     pub history_limit: usize,
     /// Period of BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
-    /// Authorize every request with the stored RBAC objects, and check impersonation
-    /// ([`rbac`]); off by default (every authenticated request is allowed everything).
+    /// Authorize every request with the stored RBAC objects (Roles, ClusterRoles and
+    /// their bindings, as kube-apiserver's `--authorization-mode=RBAC`), and check
+    /// impersonation; off by default (every authenticated request is allowed everything).
     pub rbac: bool,
     /// More bearer tokens, each authenticating as its user (with [`Config::rbac`], the
     /// admin [`Config::token`] is a member of `system:masters`).
-    pub users: Vec<(String, rbac::UserInfo)>,
+    pub users: Vec<(String, UserInfo)>,
 }
 
 impl Config {
@@ -81,7 +85,7 @@ impl Config {
         self.token = Some(admin_token.to_string());
         self.users = users
             .iter()
-            .map(|(t, u)| (t.to_string(), rbac::UserInfo::new(*u, &[])))
+            .map(|(t, u)| (t.to_string(), UserInfo::new(*u, &[])))
             .collect();
         self
     }
@@ -238,7 +242,8 @@ impl ApiServer {
     }
 
     /// Cuts one client off without closing its connections: its requests (named by the
-    /// bearer token it sends, see [`stall`]) are held unanswered until
+    /// bearer token it sends; a server started without [`Config::token`] accepts every
+    /// token, so each client can be given its own) are held unanswered until
     /// [`ApiServer::release_client`]; a held request its client gives up on is dropped,
     /// never executed. Streams already open (watches) keep flowing.
     pub fn stall_client(&self, token: &str) {
@@ -257,7 +262,7 @@ impl ApiServer {
     }
 
     /// The requests recorded since [`ApiServer::record_requests`], in order of arrival.
-    pub fn requests(&self) -> Vec<stall::RequestRecord> {
+    pub fn requests(&self) -> Vec<RequestRecord> {
         self.stalls.requests()
     }
 

@@ -4,17 +4,17 @@ use rand::Rng;
 use serde_json::{Map, Value};
 
 /// Now, RFC3339 with seconds precision, UTC.
-pub fn now() -> String {
+pub(crate) fn now() -> String {
     chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// `metadata.<field>` as a string.
-pub fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
+pub(crate) fn meta_str<'a>(obj: &'a Value, field: &str) -> Option<&'a str> {
     obj.get("metadata")?.get(field)?.as_str()
 }
 
 /// The metadata map, created if missing.
-pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+pub(crate) fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
     if !obj.is_object() {
         *obj = Value::Object(Map::new());
     }
@@ -34,17 +34,17 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
 }
 
 /// Sets `metadata.<field>`.
-pub fn set_meta(obj: &mut Value, field: &str, v: Value) {
+pub(crate) fn set_meta(obj: &mut Value, field: &str, v: Value) {
     meta_mut(obj).insert(field.into(), v);
 }
 
 /// Removes `metadata.<field>`.
-pub fn remove_meta(obj: &mut Value, field: &str) {
+pub(crate) fn remove_meta(obj: &mut Value, field: &str) {
     meta_mut(obj).remove(field);
 }
 
 /// `metadata.finalizers`.
-pub fn finalizers(obj: &Value) -> Vec<String> {
+pub(crate) fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
         .map(|a| {
@@ -56,7 +56,7 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
 }
 
 /// Sets `metadata.finalizers` (removing the field when empty).
-pub fn set_finalizers(obj: &mut Value, f: &[String]) {
+pub(crate) fn set_finalizers(obj: &mut Value, f: &[String]) {
     if f.is_empty() {
         remove_meta(obj, "finalizers");
     } else {
@@ -65,22 +65,15 @@ pub fn set_finalizers(obj: &mut Value, f: &[String]) {
 }
 
 /// `metadata.ownerReferences`.
-pub fn owner_refs(obj: &Value) -> Vec<Value> {
+pub(crate) fn owner_refs(obj: &Value) -> Vec<Value> {
     obj.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()
 }
 
-/// The resourceVersion as a number.
-pub fn rv_of(obj: &Value) -> u64 {
-    meta_str(obj, "resourceVersion")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A random 5-character suffix from kube's alphabet (no vowels, no confusable digits).
-pub fn random_suffix() -> String {
+pub(crate) fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut rng = rand::rng();
     (0..5)
@@ -90,11 +83,12 @@ pub fn random_suffix() -> String {
 
 /// Name rules and messages: kubewasm's one implementation, shared with intents and
 /// manifests, so the embedded server and the host agree on what a valid name is.
-pub use kubewasm_core::names::{NameRule, name_rule, validate_name};
+pub(crate) use kubewasm_core::names::{name_rule, validate_name};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kubewasm_core::names::NameRule;
 
     #[test]
     fn names() {

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 use std::hash::{Hash, Hasher};
 
 /// Content type of the gnostic protobuf OpenAPI v2 document.
-pub const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
@@ -37,7 +37,7 @@ fn reversed_group(group: &str) -> String {
 }
 
 /// The definition name of a custom resource kind (`com.example.v1.Widget`).
-pub fn definition_name(group: &str, version: &str, kind: &str) -> String {
+pub(crate) fn definition_name(group: &str, version: &str, kind: &str) -> String {
     format!("{}.{version}.{kind}", reversed_group(group))
 }
 
@@ -199,7 +199,7 @@ fn gv_key(group: &str, version: &str) -> String {
 }
 
 /// The OpenAPI v3 document of one group-version; `None` when it is not served.
-pub fn v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Value> {
+pub(crate) fn v3_group_version(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let infos = reg.in_version(group, version);
     if infos.is_empty() {
         return None;
@@ -235,7 +235,7 @@ fn content_hash(v: &Value) -> String {
 
 /// `/openapi/v3`: the group-version documents, each with a content hash in its URL
 /// so that kubectl's cache refetches it when a CRD changes.
-pub fn v3_index(reg: &Registry) -> Value {
+pub(crate) fn v3_index(reg: &Registry) -> Value {
     let mut paths = Map::new();
     for (group, versions) in reg.groups() {
         for version in versions {
@@ -289,7 +289,7 @@ fn to_v2(s: &Value) -> Value {
 }
 
 /// The OpenAPI v2 (swagger) document as JSON: definitions of the custom resource kinds.
-pub fn v2(reg: &Registry) -> Value {
+pub(crate) fn v2(reg: &Registry) -> Value {
     let mut defs = Map::new();
     for info in reg.all().filter(|r| !r.builtin) {
         for v in &info.versions {
@@ -317,7 +317,7 @@ pub fn v2(reg: &Registry) -> Value {
 
 /// The v2 document in gnostic's protobuf form (`openapi.v2.Document`), which
 /// client-go's `OpenAPISchema()` requires.
-pub fn v2_protobuf(reg: &Registry) -> Vec<u8> {
+pub(crate) fn v2_protobuf(reg: &Registry) -> Vec<u8> {
     let doc = v2(reg);
     let definitions = doc
         .get("definitions")
@@ -409,112 +409,112 @@ fn pb_schema(s: &Value) -> pb::Schema {
 mod pb {
     /// `openapi.v2.Document`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Document {
+    pub(crate) struct Document {
         #[prost(string, tag = "1")]
-        pub swagger: String,
+        pub(crate) swagger: String,
         #[prost(message, optional, tag = "2")]
-        pub info: Option<Info>,
+        pub(crate) info: Option<Info>,
         #[prost(message, optional, tag = "9")]
-        pub definitions: Option<Definitions>,
+        pub(crate) definitions: Option<Definitions>,
     }
 
     /// `openapi.v2.Info`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Info {
+    pub(crate) struct Info {
         #[prost(string, tag = "1")]
-        pub title: String,
+        pub(crate) title: String,
         #[prost(string, tag = "2")]
-        pub version: String,
+        pub(crate) version: String,
     }
 
     /// `openapi.v2.Definitions`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Definitions {
+    pub(crate) struct Definitions {
         #[prost(message, repeated, tag = "1")]
-        pub additional_properties: Vec<NamedSchema>,
+        pub(crate) additional_properties: Vec<NamedSchema>,
     }
 
     /// `openapi.v2.NamedSchema`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct NamedSchema {
+    pub(crate) struct NamedSchema {
         #[prost(string, tag = "1")]
-        pub name: String,
+        pub(crate) name: String,
         #[prost(message, optional, boxed, tag = "2")]
-        pub value: Option<Box<Schema>>,
+        pub(crate) value: Option<Box<Schema>>,
     }
 
     /// `openapi.v2.Schema` (the fields used).
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Schema {
+    pub(crate) struct Schema {
         #[prost(string, tag = "1")]
-        pub xref: String,
+        pub(crate) xref: String,
         #[prost(string, tag = "2")]
-        pub format: String,
+        pub(crate) format: String,
         #[prost(string, tag = "4")]
-        pub description: String,
+        pub(crate) description: String,
         #[prost(string, repeated, tag = "19")]
-        pub required: Vec<String>,
+        pub(crate) required: Vec<String>,
         #[prost(message, optional, boxed, tag = "21")]
-        pub additional_properties: Option<Box<AdditionalPropertiesItem>>,
+        pub(crate) additional_properties: Option<Box<AdditionalPropertiesItem>>,
         #[prost(message, optional, tag = "22")]
-        pub r#type: Option<TypeItem>,
+        pub(crate) r#type: Option<TypeItem>,
         #[prost(message, optional, tag = "23")]
-        pub items: Option<ItemsItem>,
+        pub(crate) items: Option<ItemsItem>,
         #[prost(message, optional, tag = "25")]
-        pub properties: Option<Properties>,
+        pub(crate) properties: Option<Properties>,
         #[prost(message, repeated, tag = "31")]
-        pub vendor_extension: Vec<NamedAny>,
+        pub(crate) vendor_extension: Vec<NamedAny>,
     }
 
     /// `openapi.v2.AdditionalPropertiesItem` (a oneof on the wire: one field is set).
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct AdditionalPropertiesItem {
+    pub(crate) struct AdditionalPropertiesItem {
         #[prost(message, optional, boxed, tag = "1")]
-        pub schema: Option<Box<Schema>>,
+        pub(crate) schema: Option<Box<Schema>>,
         #[prost(bool, optional, tag = "2")]
-        pub boolean: Option<bool>,
+        pub(crate) boolean: Option<bool>,
     }
 
     /// `openapi.v2.TypeItem`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TypeItem {
+    pub(crate) struct TypeItem {
         #[prost(string, repeated, tag = "1")]
-        pub value: Vec<String>,
+        pub(crate) value: Vec<String>,
     }
 
     /// `openapi.v2.ItemsItem`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct ItemsItem {
+    pub(crate) struct ItemsItem {
         #[prost(message, repeated, tag = "1")]
-        pub schema: Vec<Schema>,
+        pub(crate) schema: Vec<Schema>,
     }
 
     /// `openapi.v2.Properties`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Properties {
+    pub(crate) struct Properties {
         #[prost(message, repeated, tag = "1")]
-        pub additional_properties: Vec<NamedSchema>,
+        pub(crate) additional_properties: Vec<NamedSchema>,
     }
 
     /// `openapi.v2.NamedAny`.
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct NamedAny {
+    pub(crate) struct NamedAny {
         #[prost(string, tag = "1")]
-        pub name: String,
+        pub(crate) name: String,
         #[prost(message, optional, tag = "2")]
-        pub value: Option<Any>,
+        pub(crate) value: Option<Any>,
     }
 
     /// `openapi.v2.Any` (only the YAML form).
     #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Any {
+    pub(crate) struct Any {
         #[prost(string, tag = "2")]
-        pub yaml: String,
+        pub(crate) yaml: String,
     }
 }
 
 /// The documents of a registry snapshot, for the HTTP layer.
-pub fn v3_document(reg: &Registry, path: &[&str]) -> Option<Value> {
+pub(crate) fn v3_document(reg: &Registry, path: &[&str]) -> Option<Value> {
     match path {
         ["api", v] => v3_group_version(reg, "", v),
         ["apis", g, v] => v3_group_version(reg, g, v),

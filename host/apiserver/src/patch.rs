@@ -6,7 +6,7 @@ use serde_json::Value;
 
 /// The patch types kube-apiserver accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PatchType {
+pub(crate) enum PatchType {
     /// `application/merge-patch+json`.
     Merge,
     /// `application/json-patch+json`.
@@ -30,7 +30,7 @@ const ACCEPTED_BUILTIN: &[&str] = &[
 ];
 
 /// The patch type of a Content-Type; 415 when unsupported (strategic merge on custom resources).
-pub fn patch_type(content_type: &str, builtin: bool) -> ApiResult<PatchType> {
+pub(crate) fn patch_type(content_type: &str, builtin: bool) -> ApiResult<PatchType> {
     let media = content_type.split(';').next().unwrap_or("").trim();
     let accepted = if builtin {
         ACCEPTED_BUILTIN
@@ -47,7 +47,7 @@ pub fn patch_type(content_type: &str, builtin: bool) -> ApiResult<PatchType> {
 }
 
 /// Parses a JSON or YAML body into a JSON value.
-pub fn parse_body(body: &[u8], yaml: bool) -> ApiResult<Value> {
+pub(crate) fn parse_body(body: &[u8], yaml: bool) -> ApiResult<Value> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(StatusError::bad_request("the request body is empty"));
     }
@@ -62,7 +62,7 @@ pub fn parse_body(body: &[u8], yaml: bool) -> ApiResult<Value> {
 }
 
 /// Applies a merge or JSON patch to `current`.
-pub fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Value> {
+pub(crate) fn apply_patch(kind: PatchType, current: &Value, body: &[u8]) -> ApiResult<Value> {
     let mut out = current.clone();
     match kind {
         PatchType::Merge | PatchType::Strategic => {

@@ -20,14 +20,14 @@ use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// The media type of Kubernetes protobuf.
-pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
+pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 /// The `k8s\0` prefix of every Kubernetes protobuf body.
 const MAGIC: &[u8] = b"k8s\0";
 
 /// Why a protobuf body could not be decoded or an object encoded.
 #[derive(Debug, thiserror::Error)]
-pub enum ProtoError {
+pub(crate) enum ProtoError {
     /// The body does not start with the `k8s\0` envelope.
     #[error(
         "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]"
@@ -55,7 +55,7 @@ pub enum ProtoError {
 }
 
 /// Conversion between a k8s-pb message and the object's JSON form.
-pub trait PbJson: Sized {
+pub(crate) trait PbJson: Sized {
     /// The JSON form (without apiVersion and kind, which live in the envelope).
     fn to_json(&self) -> Value;
     /// The message from its JSON form.
@@ -488,13 +488,13 @@ kinds! {
 }
 
 /// True when protobuf bodies of this apiVersion and kind can be decoded.
-pub fn supports(api_version: &str, kind: &str) -> bool {
+pub(crate) fn supports(api_version: &str, kind: &str) -> bool {
     codec(api_version, kind).is_some()
 }
 
 /// Decodes an enveloped protobuf body into the object's JSON (apiVersion and kind
 /// from the envelope).
-pub fn decode(body: &[u8]) -> Result<Value, ProtoError> {
+pub(crate) fn decode(body: &[u8]) -> Result<Value, ProtoError> {
     let rest = body.strip_prefix(MAGIC).ok_or(ProtoError::NoEnvelope)?;
     let unknown = Unknown::decode(rest)?;
     let tm = unknown.type_meta.unwrap_or_default();
@@ -528,7 +528,7 @@ fn envelope(api_version: &str, kind: &str, raw: Vec<u8>) -> Vec<u8> {
 }
 
 /// Encodes an object, or a list of objects (`<Kind>List`), as enveloped protobuf.
-pub fn encode(v: &Value) -> Result<Vec<u8>, ProtoError> {
+pub(crate) fn encode(v: &Value) -> Result<Vec<u8>, ProtoError> {
     let api_version = v.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     let kind = v.get("kind").and_then(Value::as_str).unwrap_or("");
     let unknown_kind = || ProtoError::UnknownKind {
@@ -562,7 +562,7 @@ pub fn encode(v: &Value) -> Result<Vec<u8>, ProtoError> {
 
 /// True when the Accept header admits protobuf and nothing else (then answers must be
 /// protobuf; a client that also takes JSON gets JSON).
-pub fn accept_only_protobuf(accept: &str) -> bool {
+pub(crate) fn accept_only_protobuf(accept: &str) -> bool {
     let mut any = false;
     for clause in accept.split(',') {
         let media = clause.split(';').next().unwrap_or("").trim();

@@ -9,51 +9,51 @@ use std::sync::Arc;
 
 /// Group and plural resource name: the storage identity of a resource.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GroupResource {
+pub(crate) struct GroupResource {
     /// API group ("" for core).
-    pub group: String,
+    pub(crate) group: String,
     /// Plural resource name.
-    pub resource: String,
+    pub(crate) resource: String,
 }
 
 /// An additional printer column of a CRD version.
 #[derive(Debug, Clone)]
-pub struct PrinterColumn {
+pub(crate) struct PrinterColumn {
     /// Column header.
-    pub name: String,
+    pub(crate) name: String,
     /// OpenAPI type (`string`, `integer`, `date`, ...).
-    pub ty: String,
+    pub(crate) ty: String,
     /// OpenAPI format.
-    pub format: String,
+    pub(crate) format: String,
     /// Description.
-    pub description: String,
+    pub(crate) description: String,
     /// Priority (0 shown by default).
-    pub priority: i64,
+    pub(crate) priority: i64,
     /// Simple JSONPath (`.spec.x`).
-    pub json_path: String,
+    pub(crate) json_path: String,
 }
 
 /// One served version of a resource.
 #[derive(Debug, Clone)]
-pub struct VersionInfo {
+pub(crate) struct VersionInfo {
     /// Version name (`v1`).
-    pub name: String,
+    pub(crate) name: String,
     /// SSA/pruning schema.
-    pub schema: Schema,
+    pub(crate) schema: Schema,
     /// Extra printer columns.
-    pub columns: Vec<PrinterColumn>,
+    pub(crate) columns: Vec<PrinterColumn>,
     /// True when unknown fields are pruned (CRDs with a structural schema).
-    pub prune: bool,
+    pub(crate) prune: bool,
     /// OpenAPI validation of the CRD version's schema (`None` for built-ins).
-    pub validator: Option<Arc<Validator>>,
+    pub(crate) validator: Option<Arc<Validator>>,
     /// The CRD version's `openAPIV3Schema` as written, for the OpenAPI documents.
-    pub openapi: Option<Arc<Value>>,
+    pub(crate) openapi: Option<Arc<Value>>,
 }
 
 impl VersionInfo {
     /// What the apiserver's decoder does to a custom resource before validation: drops
     /// unknown fields and `null`s of non-nullable fields (when the schema prunes).
-    pub fn prune(&self, obj: &mut Value) {
+    pub(crate) fn prune(&self, obj: &mut Value) {
         if !self.prune {
             return;
         }
@@ -66,36 +66,36 @@ impl VersionInfo {
 
 /// A served resource.
 #[derive(Debug, Clone)]
-pub struct ResourceInfo {
+pub(crate) struct ResourceInfo {
     /// API group.
-    pub group: String,
+    pub(crate) group: String,
     /// Plural name.
-    pub plural: String,
+    pub(crate) plural: String,
     /// Singular name.
-    pub singular: String,
+    pub(crate) singular: String,
     /// Kind.
-    pub kind: String,
+    pub(crate) kind: String,
     /// List kind.
-    pub list_kind: String,
+    pub(crate) list_kind: String,
     /// Namespaced or cluster-scoped.
-    pub namespaced: bool,
+    pub(crate) namespaced: bool,
     /// Short names.
-    pub short_names: Vec<String>,
+    pub(crate) short_names: Vec<String>,
     /// Categories (`all`).
-    pub categories: Vec<String>,
+    pub(crate) categories: Vec<String>,
     /// Served versions, in priority order.
-    pub versions: Vec<VersionInfo>,
+    pub(crate) versions: Vec<VersionInfo>,
     /// Has a `status` subresource.
-    pub status: bool,
+    pub(crate) status: bool,
     /// Maintains `metadata.generation`.
-    pub generation: bool,
+    pub(crate) generation: bool,
     /// Built-in (not from a CRD).
-    pub builtin: bool,
+    pub(crate) builtin: bool,
 }
 
 impl ResourceInfo {
     /// Storage identity.
-    pub fn gr(&self) -> GroupResource {
+    pub(crate) fn gr(&self) -> GroupResource {
         GroupResource {
             group: self.group.clone(),
             resource: self.plural.clone(),
@@ -103,7 +103,7 @@ impl ResourceInfo {
     }
 
     /// `group/version` or `version` for the core group.
-    pub fn api_version(&self, version: &str) -> String {
+    pub(crate) fn api_version(&self, version: &str) -> String {
         if self.group.is_empty() {
             version.to_string()
         } else {
@@ -112,12 +112,12 @@ impl ResourceInfo {
     }
 
     /// The served version named `v`.
-    pub fn version(&self, v: &str) -> Option<&VersionInfo> {
+    pub(crate) fn version(&self, v: &str) -> Option<&VersionInfo> {
         self.versions.iter().find(|x| x.name == v)
     }
 
     /// The verbs of the main resource.
-    pub fn verbs(&self) -> Vec<&'static str> {
+    pub(crate) fn verbs(&self) -> Vec<&'static str> {
         let mut v = vec!["create", "delete"];
         if self.plural != "namespaces" {
             v.push("deletecollection");
@@ -340,14 +340,14 @@ const ALL_CATEGORY: &[&str] = &[
 
 /// The served resources.
 #[derive(Debug, Clone)]
-pub struct Registry {
+pub(crate) struct Registry {
     resources: BTreeMap<GroupResource, Arc<ResourceInfo>>,
     group_order: Vec<String>,
 }
 
 impl Registry {
     /// A registry with the built-in kinds.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut resources = BTreeMap::new();
         let mut group_order: Vec<String> = Vec::new();
         for &(group, version, plural, kind, namespaced, short, status, generation) in BUILTINS {
@@ -388,7 +388,12 @@ impl Registry {
     }
 
     /// Looks a resource up by group, version and plural.
-    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+    pub(crate) fn lookup(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceInfo>> {
         let info = self.resources.get(&GroupResource {
             group: group.into(),
             resource: plural.into(),
@@ -398,17 +403,17 @@ impl Registry {
     }
 
     /// Looks a resource up by storage identity.
-    pub fn get(&self, gr: &GroupResource) -> Option<Arc<ResourceInfo>> {
+    pub(crate) fn get(&self, gr: &GroupResource) -> Option<Arc<ResourceInfo>> {
         self.resources.get(gr).cloned()
     }
 
     /// All resources.
-    pub fn all(&self) -> impl Iterator<Item = &Arc<ResourceInfo>> {
+    pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<ResourceInfo>> {
         self.resources.values()
     }
 
     /// Served groups in discovery order, each with its versions in priority order.
-    pub fn groups(&self) -> Vec<(String, Vec<String>)> {
+    pub(crate) fn groups(&self) -> Vec<(String, Vec<String>)> {
         let mut names = self.group_order.clone();
         let mut extra: Vec<String> = self
             .resources
@@ -440,7 +445,7 @@ impl Registry {
     }
 
     /// Resources served at group/version.
-    pub fn in_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
+    pub(crate) fn in_version(&self, group: &str, version: &str) -> Vec<Arc<ResourceInfo>> {
         self.resources
             .values()
             .filter(|r| r.group == group && r.version(version).is_some())
@@ -449,7 +454,7 @@ impl Registry {
     }
 
     /// Registers (or replaces) the resource a CRD defines; `None` when the CRD is unusable.
-    pub fn register_crd(&mut self, crd: &Value) -> Option<Arc<ResourceInfo>> {
+    pub(crate) fn register_crd(&mut self, crd: &Value) -> Option<Arc<ResourceInfo>> {
         let info = Arc::new(crd_info(crd)?);
         if self.resources.get(&info.gr()).is_some_and(|r| r.builtin) {
             return None;
@@ -459,7 +464,7 @@ impl Registry {
     }
 
     /// Removes the resource a CRD defined.
-    pub fn unregister(&mut self, gr: &GroupResource) {
+    pub(crate) fn unregister(&mut self, gr: &GroupResource) {
         if self.resources.get(gr).is_some_and(|r| !r.builtin) {
             self.resources.remove(gr);
         }
@@ -473,7 +478,7 @@ impl Default for Registry {
 }
 
 /// Kubernetes version priority: GA > beta > alpha > other, higher numbers first.
-pub fn version_priority(v: &str) -> (u8, u64, u64) {
+pub(crate) fn version_priority(v: &str) -> (u8, u64, u64) {
     let Some(rest) = v.strip_prefix('v') else {
         return (0, 0, 0);
     };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 /// How list items are identified.
 #[derive(Debug, Clone, PartialEq)]
-pub enum ListKind {
+pub(crate) enum ListKind {
     /// The whole list is one value.
     Atomic,
     /// Items are scalars identified by value.
@@ -21,7 +21,7 @@ pub enum ListKind {
 
 /// What unknown keys of an object are.
 #[derive(Debug, Clone)]
-pub enum Rest {
+pub(crate) enum Rest {
     /// Treated as declared struct fields of this type (built-in approximation).
     Declared(Schema),
     /// Elements of a map (`additionalProperties`, preserved unknown fields).
@@ -32,25 +32,25 @@ pub enum Rest {
 
 /// An object type.
 #[derive(Debug, Clone)]
-pub struct ObjectSchema {
+pub(crate) struct ObjectSchema {
     /// Declared fields.
-    pub fields: BTreeMap<String, Schema>,
+    pub(crate) fields: BTreeMap<String, Schema>,
     /// Other keys.
-    pub rest: Rest,
+    pub(crate) rest: Rest,
 }
 
 /// A list type.
 #[derive(Debug, Clone)]
-pub struct ListSchema {
+pub(crate) struct ListSchema {
     /// Item identity.
-    pub kind: ListKind,
+    pub(crate) kind: ListKind,
     /// Item type.
-    pub item: Schema,
+    pub(crate) item: Schema,
 }
 
 /// A type.
 #[derive(Debug, Clone)]
-pub enum Schema {
+pub(crate) enum Schema {
     /// Scalars and anything replaced as a whole.
     Atomic,
     /// No type known: object keys are map elements, lists are atomic.
@@ -65,7 +65,7 @@ pub enum Schema {
 
 impl Schema {
     /// The type of key `key` of an object of this type, and whether it is a declared field.
-    pub fn child(&self, key: &str) -> (Schema, bool) {
+    pub(crate) fn child(&self, key: &str) -> (Schema, bool) {
         match self {
             Schema::Object(o) => match o.fields.get(key) {
                 Some(s) => (s.clone(), true),
@@ -81,12 +81,12 @@ impl Schema {
     }
 
     /// True when values of this type are replaced as a whole even if they are maps.
-    pub fn is_atomic(&self) -> bool {
+    pub(crate) fn is_atomic(&self) -> bool {
         matches!(self, Schema::Atomic)
     }
 
     /// List item identity and item type (atomic unless declared otherwise).
-    pub fn list(&self) -> (ListKind, Schema) {
+    pub(crate) fn list(&self) -> (ListKind, Schema) {
         match self {
             Schema::List(l) => (l.kind.clone(), l.item.clone()),
             _ => (ListKind::Atomic, Schema::Deduced),
@@ -94,7 +94,7 @@ impl Schema {
     }
 
     /// Drops unknown fields, as kube-apiserver prunes custom resources.
-    pub fn prune(&self, v: &mut Value) {
+    pub(crate) fn prune(&self, v: &mut Value) {
         match (self, v) {
             (Schema::Object(o), Value::Object(m)) => {
                 if matches!(o.rest, Rest::Prune) {
@@ -144,7 +144,7 @@ fn string_map() -> Schema {
 }
 
 /// `ObjectMeta`.
-pub fn object_meta() -> Schema {
+pub(crate) fn object_meta() -> Schema {
     obj(
         vec![
             ("labels", string_map()),
@@ -199,7 +199,7 @@ fn label_selector() -> Schema {
 }
 
 /// The approximate schema of a built-in kind.
-pub fn builtin(group: &str, kind: &str) -> Schema {
+pub(crate) fn builtin(group: &str, kind: &str) -> Schema {
     let spec = match (group, kind) {
         ("", "Pod") => pod_spec(),
         ("apps", "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet") => obj(
@@ -238,7 +238,7 @@ pub fn builtin(group: &str, kind: &str) -> Schema {
 }
 
 /// Converts a CRD version's `openAPIV3Schema` (the root object schema).
-pub fn from_openapi(root: Option<&Value>) -> Schema {
+pub(crate) fn from_openapi(root: Option<&Value>) -> Schema {
     let Some(root) = root else {
         return obj(
             vec![("metadata", object_meta())],
@@ -303,7 +303,7 @@ fn convert(s: &Value) -> Schema {
 
 /// The item identity an OpenAPI array schema declares (`x-kubernetes-list-type` and
 /// `x-kubernetes-list-map-keys`); shared by server-side apply and validation.
-pub fn list_kind(s: &Value) -> ListKind {
+pub(crate) fn list_kind(s: &Value) -> ListKind {
     match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
         Some("set") => ListKind::Set,
         Some("map") => ListKind::Map(

@@ -42,7 +42,7 @@ impl RequestRecord {
 
 /// The hold shared by every request of one server.
 #[derive(Debug)]
-pub struct Stalls {
+pub(crate) struct Stalls {
     stalled: watch::Sender<BTreeSet<String>>,
     recording: Mutex<Option<Vec<RequestRecord>>>,
 }
@@ -57,7 +57,7 @@ impl Default for Stalls {
 }
 
 /// The client a request comes from: its bearer token.
-pub fn client_of(headers: &HeaderMap) -> &str {
+pub(crate) fn client_of(headers: &HeaderMap) -> &str {
     headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -75,32 +75,32 @@ impl Stalls {
 
     /// Holds every new request of `client` (and those arriving later) until
     /// [`Stalls::release`].
-    pub fn stall(&self, client: &str) {
+    pub(crate) fn stall(&self, client: &str) {
         self.stalled.send_modify(|s| {
             s.insert(client.to_string());
         });
     }
 
     /// Lets `client`'s held requests proceed, and its new ones through.
-    pub fn release(&self, client: &str) {
+    pub(crate) fn release(&self, client: &str) {
         self.stalled.send_modify(|s| {
             s.remove(client);
         });
     }
 
     /// Starts (or, with `false`, stops and clears) recording requests.
-    pub fn record(&self, on: bool) {
+    pub(crate) fn record(&self, on: bool) {
         *self.records() = on.then(Vec::new);
     }
 
     /// The requests recorded so far, in order of arrival.
-    pub fn requests(&self) -> Vec<RequestRecord> {
+    pub(crate) fn requests(&self) -> Vec<RequestRecord> {
         self.records().clone().unwrap_or_default()
     }
 
     /// Requests of `client` being held right now (among those recorded: recording must
     /// be on).
-    pub fn held(&self, client: &str) -> usize {
+    pub(crate) fn held(&self, client: &str) -> usize {
         self.records()
             .iter()
             .flatten()
@@ -110,7 +110,7 @@ impl Stalls {
 
     /// Waits while the request's client is stalled. Dropping the returned future (the
     /// client went away) marks the request abandoned.
-    pub async fn enter(self: &Arc<Self>, headers: &HeaderMap, method: &Method, path: &str) {
+    pub(crate) async fn enter(self: &Arc<Self>, headers: &HeaderMap, method: &Method, path: &str) {
         let client = client_of(headers).to_string();
         let index = self.records().as_mut().map(|log| {
             log.push(RequestRecord {

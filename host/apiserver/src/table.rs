@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 /// What the rows' `object` carries (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IncludeObject {
+pub(crate) enum IncludeObject {
     /// Nothing.
     None,
     /// A PartialObjectMetadata (default).
@@ -17,7 +17,7 @@ pub enum IncludeObject {
 
 /// How a response is rendered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Output {
+pub(crate) enum Output {
     /// The objects themselves.
     Full,
     /// A Table.
@@ -27,7 +27,7 @@ pub enum Output {
 }
 
 /// Picks the output from the Accept header and `includeObject`.
-pub fn output(accept: &str, include: Option<&str>) -> Output {
+pub(crate) fn output(accept: &str, include: Option<&str>) -> Output {
     let first = accept.split(',').next().unwrap_or("");
     if first.contains("as=Table") {
         let inc = match include {
@@ -44,7 +44,7 @@ pub fn output(accept: &str, include: Option<&str>) -> Output {
 }
 
 /// A PartialObjectMetadata of an object.
-pub fn partial(obj: &Value) -> Value {
+pub(crate) fn partial(obj: &Value) -> Value {
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",
@@ -53,7 +53,7 @@ pub fn partial(obj: &Value) -> Value {
 }
 
 /// A PartialObjectMetadataList of a list.
-pub fn partial_list(list: &Value) -> Value {
+pub(crate) fn partial_list(list: &Value) -> Value {
     let items: Vec<Value> = list
         .get("items")
         .and_then(Value::as_array)
@@ -68,7 +68,7 @@ pub fn partial_list(list: &Value) -> Value {
 }
 
 /// kube's human-readable duration (`5m`, `3h10m`, `2d`).
-pub fn human_duration(secs: i64) -> String {
+pub(crate) fn human_duration(secs: i64) -> String {
     if secs < -1 {
         return "<invalid>".into();
     }
@@ -124,7 +124,7 @@ fn age(ts: Option<&str>) -> Value {
 }
 
 /// Evaluates a simple JSONPath (`.a.b`, `.a[0].b`).
-pub fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
+pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     let mut cur = obj;
     let trimmed = path.trim().trim_start_matches('{').trim_end_matches('}');
     for part in trimmed.split('.').filter(|p| !p.is_empty()) {
@@ -191,7 +191,7 @@ fn row(info: &ResourceInfo, version: &str, obj: &Value, include: IncludeObject) 
 }
 
 /// A Table of the given objects.
-pub fn table(
+pub(crate) fn table(
     info: &ResourceInfo,
     version: &str,
     objs: &[Value],

@@ -6,17 +6,17 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::sync::Arc;
 
 /// Generated certificate material.
-pub struct TlsMaterial {
+pub(crate) struct TlsMaterial {
     /// The CA certificate (PEM), for clients to trust.
-    pub ca_pem: String,
+    pub(crate) ca_pem: String,
     /// The CA certificate (DER).
-    pub ca_der: Vec<u8>,
+    pub(crate) ca_der: Vec<u8>,
     /// The rustls server configuration.
-    pub server_config: Arc<rustls::ServerConfig>,
+    pub(crate) server_config: Arc<rustls::ServerConfig>,
 }
 
 /// Generates a CA and a serving certificate for `127.0.0.1`, `::1` and `localhost`.
-pub fn generate() -> Result<TlsMaterial, Error> {
+pub(crate) fn generate() -> Result<TlsMaterial, Error> {
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);

@@ -11,27 +11,27 @@ use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
 /// Parameters of one watch request.
-pub struct WatchRequest {
+pub(crate) struct WatchRequest {
     /// Resource, version and namespace ("" = all).
-    pub target: Target,
+    pub(crate) target: Target,
     /// Selectors.
-    pub opts: ListOptions,
+    pub(crate) opts: ListOptions,
     /// `allowWatchBookmarks`.
-    pub bookmarks: bool,
+    pub(crate) bookmarks: bool,
     /// `sendInitialEvents`.
-    pub send_initial_events: bool,
+    pub(crate) send_initial_events: bool,
     /// `timeoutSeconds`.
-    pub timeout: Option<Duration>,
+    pub(crate) timeout: Option<Duration>,
     /// Bookmark period.
-    pub bookmark_interval: Duration,
+    pub(crate) bookmark_interval: Duration,
     /// Output rendering.
-    pub output: Output,
+    pub(crate) output: Output,
 }
 
 type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
 
 /// An ERROR event line carrying a Status.
-pub fn error_line(status: &Value) -> Bytes {
+pub(crate) fn error_line(status: &Value) -> Bytes {
     line("ERROR", status.clone())
 }
 
@@ -147,7 +147,7 @@ impl Ctx {
 
 /// Runs a watch, writing event lines into `tx` until timeout, lag, shutdown, a simulated
 /// outage or disconnect.
-pub async fn run(
+pub(crate) async fn run(
     req: WatchRequest,
     start: WatchStart,
     tx: Tx,
@@ -213,6 +213,6 @@ pub async fn run(
 }
 
 /// Creates the channel a watch writes into; the receiver is the response body stream.
-pub fn channel() -> (Tx, mpsc::Receiver<Result<Bytes, std::io::Error>>) {
+pub(crate) fn channel() -> (Tx, mpsc::Receiver<Result<Bytes, std::io::Error>>) {
     mpsc::channel(64)
 }

@@ -46,7 +46,7 @@ impl State {
 
 impl Store {
     /// Finishes a terminating namespace once it is empty.
-    pub fn finalize_namespace(&self, name: &str, uid: &str) -> ApiResult<()> {
+    pub(crate) fn finalize_namespace(&self, name: &str, uid: &str) -> ApiResult<()> {
         let gr = GroupResource {
             group: String::new(),
             resource: "namespaces".into(),

@@ -1,4 +1,5 @@
-//! Shared helpers for the apiserver integration tests (included with `#[path]`).
+//! Shared helpers for the integration tests (`mod support;` in each; a test file uses
+//! only some of them, hence `dead_code` allowed here).
 #![allow(dead_code)]
 
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};

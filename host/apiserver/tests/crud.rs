@@ -1,7 +1,6 @@
 //! Discovery, CRDs, CRUD, selectors, paging, patches, status subresource,
 //! finalizers and error Status objects of the embedded API server.
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

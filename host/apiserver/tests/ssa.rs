@@ -2,7 +2,6 @@
 //! conflicts and force, managedFields content, no-op applies, Update ownership,
 //! associative lists and the status subresource.
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use futures::StreamExt;

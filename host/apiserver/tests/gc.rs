@@ -1,7 +1,6 @@
 //! Garbage collection on the embedded API server: background, foreground and
 //! orphan propagation, partial ownership and namespace deletion.
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

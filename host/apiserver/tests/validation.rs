@@ -9,7 +9,6 @@
 //! validator messages and apimachinery's `field.Error.ErrorBody`.
 #![recursion_limit = "256"]
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use kube::Client;

@@ -1,6 +1,5 @@
 //! TLS with a generated CA and bearer-token authentication.
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use k8s_openapi::api::core::v1::Namespace;

@@ -2,7 +2,6 @@
 //! synthetic ADDED, selector transitions, bookmarks, timeouts, 410 Expired after
 //! compaction and kube-runtime's watcher relisting on it.
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use futures::{StreamExt, TryStreamExt};

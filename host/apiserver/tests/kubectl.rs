@@ -5,7 +5,6 @@
 //! documents; the imperative commands that send protobuf. Skipped (loudly) without
 //! kubectl.
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use kube::Api;

@@ -4,7 +4,6 @@
 //! client accepts, protobuf error Status objects, and the refusals kube-apiserver
 //! gives (415 for custom resources, 406 when protobuf cannot be served).
 
-#[path = "apiserver_support.rs"]
 mod support;
 
 use k8s_pb::api::core::v1 as core;

@@ -25,7 +25,6 @@ pub mod dispatch;
 pub mod error;
 pub mod host;
 pub mod ops;
-pub mod rbac;
 pub mod record;
 pub mod watch;
 

@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmtime::component::Component;
 
-use crate::Error;
 use crate::artifact::{Artifact, ArtifactWriter, Origin};
 use crate::codecache::Source;
 use crate::engine::PluginEngine;
+use crate::error::{EngineError, Error};
 use crate::loader::MAX_COMPONENT_BYTES;
 
 /// Largest serialized component accepted from a worker.
@@ -131,11 +131,12 @@ impl Compiler {
                 let eng = engine.clone();
                 tokio::task::spawn_blocking(move || artifact.load(&eng).map(|c| (c, artifact)))
                     .await
-                    .map_err(|e| Error::Engine(format!("loading compiled code: {e}")))?
+                    .map_err(|source| EngineError::Task {
+                        what: "loading compiled code",
+                        source,
+                    })?
                     .map(|(c, artifact)| (c, Source::CompiledInWorker, Some(artifact)))
-                    .map_err(|e| {
-                        Error::Engine(format!("loading the compile worker's output: {e:#}"))
-                    })
+                    .map_err(|e| EngineError::WorkerOutput(e).into())
             }
             Err(WorkerFailure::NotCompilable(reason)) => Err(Error::NotWasm {
                 path: path.to_path_buf(),
@@ -145,10 +146,11 @@ impl Compiler {
                 path: path.to_path_buf(),
                 limit: worker.timeout,
             }),
-            Err(WorkerFailure::Failed(reason)) => Err(Error::Engine(format!(
-                "compile worker for {}: {reason}",
-                path.display()
-            ))),
+            Err(WorkerFailure::Failed(reason)) => Err(EngineError::Worker {
+                path: path.to_path_buf(),
+                reason,
+            }
+            .into()),
             Err(WorkerFailure::Unavailable(e)) => {
                 if !worker.unavailable.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
@@ -292,7 +294,10 @@ async fn compile_here(
         })
     })
     .await
-    .map_err(|e| Error::Engine(format!("compile task: {e}")))?
+    .map_err(|source| EngineError::Task {
+        what: "compile task",
+        source,
+    })?
 }
 
 /// Why [`serve`] failed.

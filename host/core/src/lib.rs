@@ -6,7 +6,6 @@
 #![warn(missing_docs)]
 
 pub mod admit;
-pub mod error;
 pub mod event;
 pub mod grant;
 pub mod intent;
@@ -16,5 +15,3 @@ pub mod names;
 pub mod rbac;
 pub mod resource;
 pub mod selector;
-
-pub use error::Error;

@@ -9,7 +9,7 @@
 //! constant time, before anything is deserialized. An entry that fails is logged and
 //! compiled afresh (and overwritten).
 //!
-//! The key ([`CacheKey`]):
+//! The key (`CacheKey`):
 //! - by default random per process: nothing on disk can forge an entry, at the price that
 //!   entries of earlier processes never verify, so the on-disk cache only pays off within
 //!   one process lifetime (a reload of a plugin evicted from memory). Safe by default.
@@ -21,8 +21,8 @@
 //! the cache directory (mode 0600) and renamed into place; entries are opened with
 //! `O_NOFOLLOW | O_NONBLOCK` and must be regular files under the size budget (a symlink
 //! to `/dev/zero` or a FIFO is not read). The directory is pruned at start and after each
-//! write: entries not used for [`CacheLimits::max_age`] are removed, then the least
-//! recently used until the total is under [`CacheLimits::max_bytes`] (default 256 MiB,
+//! write: entries not used for `CacheLimits::max_age` are removed, then the least
+//! recently used until the total is under `CacheLimits::max_bytes` (default 256 MiB,
 //! a quarter of the 1 GiB emptyDir in `deploy/`, so an eviction never comes from the cache).
 //!
 //! wasmtime itself refuses artefacts from another version or engine configuration; the
@@ -88,7 +88,7 @@ impl Source {
 
 /// The secret entries are authenticated with.
 #[derive(Clone)]
-pub struct CacheKey {
+pub(crate) struct CacheKey {
     bytes: Vec<u8>,
     /// Random for this process (entries of other processes never verify).
     ephemeral: bool,
@@ -174,7 +174,7 @@ impl CacheKey {
 
 /// Size and age budget of the cache directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheLimits {
+pub(crate) struct CacheLimits {
     /// Total bytes of entries kept; the least recently used go first.
     pub max_bytes: u64,
     /// Entries not used for this long are removed.
@@ -204,7 +204,7 @@ impl Hasher for ShaHasher {
 
 /// A cache directory for one engine.
 #[derive(Debug, Clone)]
-pub struct CodeCache {
+pub(crate) struct CodeCache {
     dir: PathBuf,
     engine_key: String,
     key: CacheKey,

@@ -15,7 +15,7 @@ use crate::state::PluginState;
 
 /// How often the epoch advances; deadlines are checked (and plugins yield to the async
 /// runtime) at this granularity.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// The wasmtime configuration of every engine that compiles or runs plugins (the compile
 /// worker builds its engine from it too, so its output loads here).

@@ -98,9 +98,10 @@ pub enum EngineError {
     /// The epoch ticker thread could not be started.
     #[error("starting epoch ticker: {0}")]
     Ticker(#[source] std::io::Error),
-    /// No randomness for a fresh code cache key.
+    /// No randomness for a fresh code cache key. (Not a `source`: getrandom's error
+    /// implements `std::error::Error` only with its `std` feature.)
     #[error("code cache key: no randomness: {0}")]
-    KeyRandomness(#[source] getrandom::Error),
+    KeyRandomness(getrandom::Error),
     /// The code cache key file is too short or too long.
     #[error(
         "code cache key {}: {len} bytes; a key file holds {} to {} bytes (e.g. `head -c 32 /dev/urandom | base64`)",

@@ -20,16 +20,6 @@ pub trait Owners: Sync {
     fn uid(&self, kind: &KindInfo, namespace: Option<&str>, name: &str) -> Option<String>;
 }
 
-/// Knows no object (every owner reference other than the trigger is refused).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoOwners;
-
-impl Owners for NoOwners {
-    fn uid(&self, _: &KindInfo, _: Option<&str>, _: &str) -> Option<String> {
-        None
-    }
-}
-
 /// The metadata a create or (non-status) patch body writes, if any.
 fn written_metadata(p: &Prepared) -> Option<&serde_json::Map<String, Value>> {
     match &p.intent.action {

@@ -14,7 +14,7 @@ mod prepared;
 #[cfg(test)]
 mod tests;
 
-pub use body::{NoOwners, Owners};
+pub use body::Owners;
 pub use error::{AdmitError, BindError, BodyError, CrossNamespaceOwner, Rejection};
 pub use prepared::{Prepared, Trigger};
 

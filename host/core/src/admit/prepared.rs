@@ -49,7 +49,7 @@ impl Trigger {
     }
 
     /// The controller ownerReference an `owned-by-trigger` intent gets.
-    pub fn owner_reference(&self) -> Result<Value, BindError> {
+    pub(crate) fn owner_reference(&self) -> Result<Value, BindError> {
         let Some(uid) = &self.uid else {
             return Err(BindError::TriggerIncomplete);
         };
@@ -95,7 +95,7 @@ impl Prepared {
 
     /// Whether this intent writes the trigger itself (the same object under any version
     /// of its group).
-    pub fn targets(&self, trigger: &Trigger) -> bool {
+    pub(crate) fn targets(&self, trigger: &Trigger) -> bool {
         let group = trigger
             .api_version
             .rsplit_once('/')

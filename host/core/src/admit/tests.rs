@@ -6,9 +6,29 @@ use super::bind::{add_owner, bind};
 use super::*;
 use crate::grant::GrantError;
 use crate::intent::{Action, Intent, IntentError, RawIntent};
-use crate::kind::{KindInfo, Offline, ResolveError, Resolver};
+use crate::kind::{KindInfo, ResolveError, Resolver, guess};
 use crate::manifest::{Grant, Manifest, Verb};
-use crate::resource::TypeRef;
+use crate::resource::{ResourceRef, TypeRef};
+
+/// Resolution without a cluster: [`guess`] for everything.
+#[derive(Debug, Clone, Copy, Default)]
+struct Offline;
+
+impl Resolver for Offline {
+    async fn resolve_kind(&self, t: &TypeRef) -> Result<KindInfo, ResolveError> {
+        Ok(guess(&ResourceRef::Kind(t.clone())))
+    }
+}
+
+/// Knows no object (every owner reference other than the trigger is refused).
+#[derive(Debug, Clone, Copy, Default)]
+struct NoOwners;
+
+impl Owners for NoOwners {
+    fn uid(&self, _: &KindInfo, _: Option<&str>, _: &str) -> Option<String> {
+        None
+    }
+}
 
 fn trigger(ns: Option<&str>) -> Trigger {
     Trigger {

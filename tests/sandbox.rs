@@ -650,7 +650,7 @@ async fn a_plugin_attacking_in_describe_is_rejected_and_the_others_load() {
 async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     use kubewasm::core::kind::guess;
     use kubewasm::core::manifest::Verb;
-    use kubewasm::rbac::{RbacOptions, render, to_yaml};
+    use kubewasm::core::rbac::{RbacOptions, render, to_yaml};
     use kubewasm::runtime::PluginEngine;
     use kubewasm::runtime::{LoadOptions, load_plugin};
     use std::collections::{BTreeMap, BTreeSet};

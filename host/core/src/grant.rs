@@ -87,7 +87,7 @@ pub fn check(manifest: &Manifest, a: &Access<'_>) -> Result<(), GrantError> {
 
 /// Whether a grant covering `a` allows finalizer `name` on the object (a grant's
 /// `finalizers` names the finalizers it allows; none by default).
-pub fn finalizer_granted(manifest: &Manifest, a: &Access<'_>, name: &str) -> bool {
+pub(crate) fn finalizer_granted(manifest: &Manifest, a: &Access<'_>, name: &str) -> bool {
     manifest
         .grants
         .iter()

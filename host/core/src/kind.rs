@@ -69,23 +69,14 @@ pub enum ResolveError {
     },
 }
 
-/// Something that resolves kinds: discovery against a cluster, or [`Offline`].
+/// Something that resolves kinds: discovery against a cluster, or offline (a test case's
+/// objects, then [`guess`]).
 pub trait Resolver: Sync {
     /// Resolve a kind.
     fn resolve_kind(
         &self,
         t: &TypeRef,
     ) -> impl Future<Output = Result<KindInfo, ResolveError>> + Send;
-}
-
-/// Resolution without a cluster: [`guess`] for everything.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Offline;
-
-impl Resolver for Offline {
-    async fn resolve_kind(&self, t: &TypeRef) -> Result<KindInfo, ResolveError> {
-        Ok(guess(&ResourceRef::Kind(t.clone())))
-    }
 }
 
 /// A built-in kind as k8s-openapi describes it.
@@ -177,7 +168,7 @@ fn builtins() -> &'static [Builtin] {
 }
 
 /// The offline guess of a kind's or resource argument's resource. Built-in kinds come
-/// from a table (exact plural and scope); anything else gets [`guess_plural`] and is
+/// from a table (exact plural and scope); anything else gets English plural rules and is
 /// assumed namespaced. Marked `guessed` unless the table knew it.
 pub fn guess(r: &ResourceRef) -> KindInfo {
     match r {
@@ -232,7 +223,7 @@ pub fn guess(r: &ResourceRef) -> KindInfo {
 /// `ies` for a consonant + `y`; otherwise `s` (`Gateway` → `gateways`,
 /// `NetworkPolicy` → `networkpolicies`, `Ingress` → `ingresses`). CRDs may choose any
 /// plural (MongoDB's is `mongodb`), which is why a cluster's answer always wins.
-pub fn guess_plural(kind: &str) -> String {
+pub(crate) fn guess_plural(kind: &str) -> String {
     let k = kind.to_ascii_lowercase();
     if k.ends_with('s') || k.ends_with('x') || k.ends_with("ch") || k.ends_with("sh") {
         format!("{k}es")

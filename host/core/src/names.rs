@@ -2,7 +2,7 @@
 //! implementation used by manifests, intents, the CLI and the embedded API server.
 //!
 //! Two layers: [`validate_name`] is what kube-apiserver accepts for a resource (its
-//! messages, word for word); [`check_request_name`] adds what kubewasm needs before a
+//! messages, word for word); `check_request_name` adds what kubewasm needs before a
 //! name becomes part of a request path: kube-core does not escape names, so a name with
 //! `?`, `#`, `%` or `/` would change the URL (`web?dryRun=All&`).
 
@@ -19,12 +19,12 @@ pub fn is_dns_label(s: &str) -> bool {
 }
 
 /// RFC 1035 label: an RFC 1123 label that starts with a letter (Service names).
-pub fn is_dns1035_label(s: &str) -> bool {
+pub(crate) fn is_dns1035_label(s: &str) -> bool {
     is_dns_label(s) && s.as_bytes()[0].is_ascii_lowercase()
 }
 
 /// RFC 1123 subdomain: dot-separated labels, at most 253 characters. Most object names.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
@@ -107,7 +107,7 @@ pub fn is_path_safe(name: &str) -> bool {
 
 /// The check a name passes before kubewasm sends a request for it: kube-apiserver's
 /// rule for the resource, and safe to put in a path unescaped.
-pub fn check_request_name(name: &str, rule: NameRule) -> Result<(), String> {
+pub(crate) fn check_request_name(name: &str, rule: NameRule) -> Result<(), String> {
     validate_name(name, rule)?;
     if is_path_safe(name) {
         Ok(())

@@ -48,7 +48,7 @@ pub enum SelectorError {
 
 /// One requirement of a label selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Requirement {
+pub(crate) enum Requirement {
     /// `key=value` / `key==value`.
     Equals(String, String),
     /// `key!=value` (true when the label is absent too).
@@ -91,18 +91,13 @@ impl LabelSelector {
         })
     }
 
-    /// The requirements, in the order written.
-    pub fn requirements(&self) -> &[Requirement] {
-        &self.requirements
-    }
-
     /// True when it has no requirement (matches everything).
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
 
     /// Whether labels, looked up by `get`, satisfy every requirement.
-    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    pub(crate) fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
@@ -275,7 +270,7 @@ fn label_value(v: &str) -> Result<String, SelectorError> {
 
 /// One term of a field selector: `path=value` or `path!=value`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldTerm {
+pub(crate) struct FieldTerm {
     /// Dotted field path, e.g. `metadata.name`.
     pub path: String,
     /// `=`/`==` (true) or `!=` (false).
@@ -333,11 +328,6 @@ impl FieldSelector {
         Ok(s)
     }
 
-    /// The terms, in the order written.
-    pub fn terms(&self) -> &[FieldTerm] {
-        &self.terms
-    }
-
     /// True when it has no term.
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
@@ -345,7 +335,7 @@ impl FieldSelector {
 
     /// Whether an object matches, its fields looked up by `get` (absent reads as `""`,
     /// as the API server's field sets do).
-    pub fn matches_with(&self, get: impl Fn(&str) -> Option<String>) -> bool {
+    pub(crate) fn matches_with(&self, get: impl Fn(&str) -> Option<String>) -> bool {
         self.terms
             .iter()
             .all(|t| (get(&t.path).unwrap_or_default() == t.value) == t.equals)
@@ -353,7 +343,7 @@ impl FieldSelector {
 
     /// Whether an object with this name and namespace matches (for selectors restricted
     /// to [`OBJECT_META_FIELDS`]).
-    pub fn matches_meta(&self, name: &str, namespace: Option<&str>) -> bool {
+    pub(crate) fn matches_meta(&self, name: &str, namespace: Option<&str>) -> bool {
         self.matches_with(|path| match path {
             "metadata.name" => Some(name.to_string()),
             "metadata.namespace" => namespace.map(str::to_string),

@@ -119,7 +119,7 @@ pub enum Error {
     },
     /// The in-cluster configuration (service-account files, service env vars) is unusable.
     #[error("in-cluster configuration: {0}")]
-    InCluster(String),
+    InCluster(#[from] crate::ops::incluster::InClusterError),
     /// Leader election cannot run as configured.
     #[error("leader election on lease {lease}: {reason}")]
     LeaderElection {

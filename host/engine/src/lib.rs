@@ -27,7 +27,6 @@ pub mod dispatch;
 pub mod error;
 pub mod host;
 pub mod ops;
-pub mod rbac;
 mod sync;
 pub mod watch;
 

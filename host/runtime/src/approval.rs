@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 /// One approved grant, as written in the settings file.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct GrantSpec {
+pub(crate) struct GrantSpec {
     /// API groups (`""` core, `"*"` any).
     pub api_groups: Vec<String>,
     /// Kinds (`"*"` any).
@@ -51,7 +51,7 @@ pub struct GrantSpec {
 /// One approved read: a kind or a resource argument.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(untagged, deny_unknown_fields)]
-pub enum ReadSpec {
+pub(crate) enum ReadSpec {
     /// By apiVersion and kind.
     #[serde(rename_all = "camelCase")]
     Kind {
@@ -73,10 +73,10 @@ pub enum ReadSpec {
 pub struct ApprovalSpec {
     /// Approved grants.
     #[serde(default)]
-    pub grants: Vec<GrantSpec>,
+    pub(crate) grants: Vec<GrantSpec>,
     /// Approved extra reads.
     #[serde(default)]
-    pub reads: Vec<ReadSpec>,
+    pub(crate) reads: Vec<ReadSpec>,
 }
 
 fn parse_verb(v: &str) -> Result<Verb, String> {

@@ -7,5 +7,4 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use self::exports::kubewasm::plugin::handler;
 pub use self::kubewasm::plugin::types;

@@ -9,7 +9,7 @@
 //! constant time, before anything is deserialized. An entry that fails is logged and
 //! compiled afresh (and overwritten).
 //!
-//! The key ([`CacheKey`]):
+//! The key (`CacheKey`):
 //! - by default random per process: nothing on disk can forge an entry, at the price that
 //!   entries of earlier processes never verify, so the on-disk cache only pays off within
 //!   one process lifetime (a reload of a plugin evicted from memory). Safe by default.
@@ -21,8 +21,8 @@
 //! the cache directory (mode 0600) and renamed into place; entries are opened with
 //! `O_NOFOLLOW | O_NONBLOCK` and must be regular files under the size budget (a symlink
 //! to `/dev/zero` or a FIFO is not read). The directory is pruned at start and after each
-//! write: entries not used for [`CacheLimits::max_age`] are removed, then the least
-//! recently used until the total is under [`CacheLimits::max_bytes`] (default 256 MiB,
+//! write: entries not used for `CacheLimits::max_age` are removed, then the least
+//! recently used until the total is under `CacheLimits::max_bytes` (default 256 MiB,
 //! a quarter of the 1 GiB emptyDir in `deploy/`, so an eviction never comes from the cache).
 //!
 //! wasmtime itself refuses artefacts from another version or engine configuration; the
@@ -39,9 +39,9 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 
-use crate::Error;
 use crate::artifact::{Artifact, ArtifactWriter, Origin};
 use crate::engine::PluginEngine;
+use crate::error::{EngineError, Error};
 
 /// The environment variable naming a key file (see the module documentation).
 pub const KEY_FILE_ENV: &str = "KUBEWASM_CACHE_KEY_FILE";
@@ -50,7 +50,7 @@ pub const KEY_FILE_ENV: &str = "KUBEWASM_CACHE_KEY_FILE";
 pub const MIN_KEY_BYTES: usize = 32;
 
 /// Largest key file read.
-const MAX_KEY_FILE_BYTES: u64 = 4096;
+pub(crate) const MAX_KEY_FILE_BYTES: u64 = 4096;
 
 /// Entry layout: magic, HMAC tag, payload.
 const MAGIC: &[u8; 8] = b"kwcc\x00\x00\x00\x01";
@@ -88,7 +88,7 @@ impl Source {
 
 /// The secret entries are authenticated with.
 #[derive(Clone)]
-pub struct CacheKey {
+pub(crate) struct CacheKey {
     bytes: Vec<u8>,
     /// Random for this process (entries of other processes never verify).
     ephemeral: bool,
@@ -108,8 +108,7 @@ impl CacheKey {
     /// A fresh random key for this process.
     pub fn random() -> Result<Self, Error> {
         let mut bytes = vec![0u8; 32];
-        getrandom::fill(&mut bytes)
-            .map_err(|e| Error::Engine(format!("code cache key: no randomness: {e}")))?;
+        getrandom::fill(&mut bytes).map_err(EngineError::KeyRandomness)?;
         Ok(CacheKey {
             bytes,
             ephemeral: true,
@@ -139,12 +138,11 @@ impl CacheKey {
             .map_or(start, |e| e + 1);
         let key = bytes.get(start..end).unwrap_or_default().to_vec();
         if key.len() < MIN_KEY_BYTES || bytes.len() as u64 > MAX_KEY_FILE_BYTES {
-            return Err(Error::Engine(format!(
-                "code cache key {}: {} bytes; a key file holds {MIN_KEY_BYTES} to \
-                 {MAX_KEY_FILE_BYTES} bytes (e.g. `head -c 32 /dev/urandom | base64`)",
-                path.display(),
-                key.len()
-            )));
+            return Err(EngineError::KeyLength {
+                path: path.to_path_buf(),
+                len: key.len(),
+            }
+            .into());
         }
         Ok(CacheKey {
             bytes: key,
@@ -176,7 +174,7 @@ impl CacheKey {
 
 /// Size and age budget of the cache directory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheLimits {
+pub(crate) struct CacheLimits {
     /// Total bytes of entries kept; the least recently used go first.
     pub max_bytes: u64,
     /// Entries not used for this long are removed.
@@ -206,7 +204,7 @@ impl Hasher for ShaHasher {
 
 /// A cache directory for one engine.
 #[derive(Debug, Clone)]
-pub struct CodeCache {
+pub(crate) struct CodeCache {
     dir: PathBuf,
     engine_key: String,
     key: CacheKey,
@@ -512,12 +510,7 @@ fn refuse_key_inside(dir: &Path, key_file: &Path) -> Result<(), Error> {
         return Ok(());
     };
     if key.starts_with(&dir) {
-        return Err(Error::Engine(format!(
-            "code cache key {} is inside the cache directory {}: anyone who can write \
-             entries could write the key",
-            key.display(),
-            dir.display()
-        )));
+        return Err(EngineError::KeyInsideCache { key, dir }.into());
     }
     Ok(())
 }

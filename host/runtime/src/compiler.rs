@@ -22,10 +22,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmtime::component::Component;
 
-use crate::Error;
 use crate::artifact::{Artifact, ArtifactWriter, Origin};
 use crate::codecache::Source;
 use crate::engine::PluginEngine;
+use crate::error::{EngineError, Error};
 use crate::loader::MAX_COMPONENT_BYTES;
 
 /// Largest serialized component accepted from a worker.
@@ -34,11 +34,11 @@ const MAX_ARTIFACT_BYTES: u64 = 1 << 30;
 const MAX_WORKER_STDERR: u64 = 64 << 10;
 /// The worker's exit status when the wasm does not compile (its message is on stderr);
 /// any other failure exits 1.
-pub const EXIT_NOT_COMPILABLE: i32 = 2;
+pub(crate) const EXIT_NOT_COMPILABLE: i32 = 2;
 /// How long a worker may take to compile one plugin before it is stopped. The largest
 /// components we build (Python, ~35 MB) compile in seconds; a component crafted to compile
 /// slowly is bounded by this, not only by wasmparser's size limits.
-pub const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+pub(crate) const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// How plugins are compiled.
 #[derive(Debug, Clone, Default)]
@@ -98,7 +98,7 @@ impl Worker {
     }
 
     /// Stop a compile that takes longer than `timeout` (default
-    /// [`DEFAULT_COMPILE_TIMEOUT`]); the plugin file is then refused.
+    /// `DEFAULT_COMPILE_TIMEOUT`, 5 minutes); the plugin file is then refused.
     pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.timeout = timeout;
         self
@@ -131,11 +131,12 @@ impl Compiler {
                 let eng = engine.clone();
                 tokio::task::spawn_blocking(move || artifact.load(&eng).map(|c| (c, artifact)))
                     .await
-                    .map_err(|e| Error::Engine(format!("loading compiled code: {e}")))?
+                    .map_err(|source| EngineError::Task {
+                        what: "loading compiled code",
+                        source,
+                    })?
                     .map(|(c, artifact)| (c, Source::CompiledInWorker, Some(artifact)))
-                    .map_err(|e| {
-                        Error::Engine(format!("loading the compile worker's output: {e:#}"))
-                    })
+                    .map_err(|e| EngineError::WorkerOutput(e).into())
             }
             Err(WorkerFailure::NotCompilable(reason)) => Err(Error::NotWasm {
                 path: path.to_path_buf(),
@@ -145,10 +146,11 @@ impl Compiler {
                 path: path.to_path_buf(),
                 limit: worker.timeout,
             }),
-            Err(WorkerFailure::Failed(reason)) => Err(Error::Engine(format!(
-                "compile worker for {}: {reason}",
-                path.display()
-            ))),
+            Err(WorkerFailure::Failed(reason)) => Err(EngineError::Worker {
+                path: path.to_path_buf(),
+                reason,
+            }
+            .into()),
             Err(WorkerFailure::Unavailable(e)) => {
                 if !worker.unavailable.swap(true, Ordering::Relaxed) {
                     tracing::warn!(
@@ -292,7 +294,10 @@ async fn compile_here(
         })
     })
     .await
-    .map_err(|e| Error::Engine(format!("compile task: {e}")))?
+    .map_err(|source| EngineError::Task {
+        what: "compile task",
+        source,
+    })?
 }
 
 /// Why [`serve`] failed.
@@ -317,7 +322,7 @@ impl ServeError {
 }
 
 /// The worker's side: read component bytes from `input` (at most
-/// [`MAX_COMPONENT_BYTES`]), compile them with an engine configured like the host's, and
+/// `MAX_COMPONENT_BYTES`, 128 MiB), compile them with an engine configured like the host's, and
 /// write the serialized component to `output`.
 pub fn serve(input: impl Read, mut output: impl Write) -> Result<(), ServeError> {
     let mut wasm = Vec::new();

@@ -8,14 +8,14 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-use crate::Error;
 use crate::bindings::Plugin;
 use crate::capability;
+use crate::error::{EngineError, Error};
 use crate::state::PluginState;
 
 /// How often the epoch advances; deadlines are checked (and plugins yield to the async
 /// runtime) at this granularity.
-pub const EPOCH_TICK: Duration = Duration::from_millis(5);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(5);
 
 /// The wasmtime configuration of every engine that compiles or runs plugins (the compile
 /// worker builds its engine from it too, so its output loads here).
@@ -47,16 +47,24 @@ impl Drop for Ticker {
 impl PluginEngine {
     /// Build the engine, start its epoch ticker and link the host capabilities.
     pub fn new() -> Result<Self, Error> {
-        let engine = Engine::new(&config()).map_err(|e| Error::Engine(e.to_string()))?;
+        let engine = Engine::new(&config()).map_err(EngineError::Config)?;
 
         let mut linker = Linker::<PluginState>::new(&engine);
-        capability::wasi::link(&mut linker)
-            .map_err(|e| Error::Engine(format!("linking WASI: {e}")))?;
-        Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
-            .map_err(|e| Error::Engine(format!("linking host interface: {e}")))?;
+        capability::wasi::link(&mut linker).map_err(|source| EngineError::Link {
+            what: "WASI",
+            source,
+        })?;
+        Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s).map_err(
+            |source| EngineError::Link {
+                what: "host interface",
+                source,
+            },
+        )?;
         // `log` again, taking the message without copying it whole.
-        capability::log::link(&mut linker)
-            .map_err(|e| Error::Engine(format!("linking host.log: {e}")))?;
+        capability::log::link(&mut linker).map_err(|source| EngineError::Link {
+            what: "host.log",
+            source,
+        })?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let weak = engine.weak();
@@ -72,7 +80,7 @@ impl PluginEngine {
                     }
                 }
             })
-            .map_err(|e| Error::Engine(format!("starting epoch ticker: {e}")))?;
+            .map_err(EngineError::Ticker)?;
 
         Ok(PluginEngine {
             engine,

@@ -79,9 +79,75 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The WebAssembly engine could not be set up.
+    /// The WebAssembly engine, the code cache's key or the compiler could not be set up or
+    /// used.
     #[error("wasm engine: {0}")]
-    Engine(String),
+    Engine(#[from] EngineError),
+}
+
+/// What went wrong setting up or using the WebAssembly engine (not a plugin's fault).
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// wasmtime refused the engine configuration.
+    #[error("{0}")]
+    Config(#[source] wasmtime::Error),
+    /// A host capability could not be added to the linker.
+    #[error("linking {what}: {source}")]
+    Link {
+        /// The capability.
+        what: &'static str,
+        /// wasmtime's error.
+        source: wasmtime::Error,
+    },
+    /// The epoch ticker thread could not be started.
+    #[error("starting epoch ticker: {0}")]
+    Ticker(#[source] std::io::Error),
+    /// No randomness for a fresh code cache key. (Not a `source`: getrandom's error
+    /// implements `std::error::Error` only with its `std` feature.)
+    #[error("code cache key: no randomness: {0}")]
+    KeyRandomness(getrandom::Error),
+    /// The code cache key file is too short or too long.
+    #[error(
+        "code cache key {}: {len} bytes; a key file holds {} to {} bytes (e.g. `head -c 32 /dev/urandom | base64`)",
+        .path.display(), crate::codecache::MIN_KEY_BYTES, crate::codecache::MAX_KEY_FILE_BYTES
+    )]
+    KeyLength {
+        /// The key file.
+        path: PathBuf,
+        /// The key's length, whitespace trimmed.
+        len: usize,
+    },
+    /// The code cache key file is inside the cache directory.
+    #[error(
+        "code cache key {} is inside the cache directory {}: anyone who can write entries could write the key",
+        .key.display(), .dir.display()
+    )]
+    KeyInsideCache {
+        /// The key file.
+        key: PathBuf,
+        /// The cache directory.
+        dir: PathBuf,
+    },
+    /// A blocking task (compiling, loading compiled code) panicked or was cancelled.
+    #[error("{what}: {source}")]
+    Task {
+        /// What the task did.
+        what: &'static str,
+        /// Why it did not finish.
+        #[source]
+        source: tokio::task::JoinError,
+    },
+    /// The compile worker's output could not be loaded.
+    #[error("loading the compile worker's output: {0:#}")]
+    WorkerOutput(#[source] wasmtime::Error),
+    /// The compile worker crashed, was killed, or answered something unreadable.
+    #[error("compile worker for {}: {reason}", .path.display())]
+    Worker {
+        /// The plugin file.
+        path: PathBuf,
+        /// What the worker did.
+        reason: String,
+    },
 }
 
 /// Why a manifest was rejected.

@@ -13,7 +13,7 @@
 
 pub mod approval;
 mod artifact;
-pub mod bindings;
+mod bindings;
 pub mod capability;
 pub mod codecache;
 pub mod compiler;
@@ -27,11 +27,10 @@ pub mod plugin;
 mod state;
 
 pub use capability::cluster::{
-    ClusterView, ListAnswer, ListLimit, MAX_LIST_ITEMS, NoCluster, ReadError, ReadScope,
+    ClusterView, ListAnswer, ListLimit, NoCluster, ReadError, ReadScope,
 };
-pub use compiler::Compiler;
 pub use engine::PluginEngine;
-pub use error::{CallError, Error, LimitExceeded, ManifestRejection};
+pub use error::{CallError, Error, ManifestRejection};
 pub use limits::Limits;
-pub use loader::{LoadOptions, Loaded, Loader, PluginFile, load_plugin};
+pub use loader::{LoadOptions, Loader, PluginFile, load_plugin};
 pub use plugin::{CompiledPlugin, PluginEvent};

@@ -8,7 +8,7 @@ pub struct Limits {
     /// Deadline of one call, in guest execution time: the CPU time the call's thread
     /// spent running it (guest code and the host functions it called), not time spent
     /// waiting for a tokio worker or a CPU. A wall-clock backstop of
-    /// [`WALL_CLOCK_FACTOR`] times this catches a call that waits instead of running.
+    /// `WALL_CLOCK_FACTOR` (10) times this catches a call that waits instead of running.
     pub deadline: Duration,
     /// Maximum memory of an instance, in bytes: all of its linear memories and tables
     /// together.
@@ -28,37 +28,37 @@ pub struct Limits {
     pub pool_memory: usize,
     /// Instances of a plugin alive at once (running a call or pooled); a call that finds
     /// none free waits for one instead of instantiating another. 0 derives the cap from
-    /// memory: [`Limits::live_instances`].
+    /// memory (`Limits::live_instances`).
     pub max_instances: usize,
 }
 
 /// Wall-clock time a call may take, as a multiple of its deadline, however little of it
 /// was spent executing (a plugin sleeping or polling in WASI does not execute).
-pub const WALL_CLOCK_FACTOR: u32 = 10;
+pub(crate) const WALL_CLOCK_FACTOR: u32 = 10;
 
 /// An instance whose memory exceeds `memory / RECYCLE_MEMORY_DIVISOR` when a call returns
 /// is not pooled: linear memory never shrinks, so keeping it would keep its peak.
-pub const RECYCLE_MEMORY_DIVISOR: usize = 2;
+pub(crate) const RECYCLE_MEMORY_DIVISOR: usize = 2;
 
 /// Derived live-instance cap per CPU. A call only computes: the host functions it imports
 /// answer from memory (reads come from the watch cache) and the intents are applied after
 /// it returned its instance, so calls beyond the CPUs that can run them only interleave
 /// and hold one more instance's memory each. Two per CPU leaves room for a call that has
 /// just been preempted at an epoch tick.
-pub const LIVE_INSTANCES_PER_CPU: usize = 2;
+pub(crate) const LIVE_INSTANCES_PER_CPU: usize = 2;
 
 impl Limits {
     /// Live instances a plugin may have: `max_instances` if set, else as many as
     /// `pool_memory` holds at `instance_memory` bytes each (the memory an instance was
     /// seen to hold), at most [`LIVE_INSTANCES_PER_CPU`] per CPU of this process (cgroup
     /// quotas included), at least one; never more than `concurrency`.
-    pub fn live_instances(&self, instance_memory: usize, concurrency: usize) -> usize {
+    pub(crate) fn live_instances(&self, instance_memory: usize, concurrency: usize) -> usize {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         self.live_instances_on(instance_memory, concurrency, cpus)
     }
 
     /// [`Limits::live_instances`] for a machine with `cpus` CPUs.
-    pub fn live_instances_on(
+    pub(crate) fn live_instances_on(
         &self,
         instance_memory: usize,
         concurrency: usize,
@@ -73,7 +73,7 @@ impl Limits {
     }
 
     /// The wall-clock backstop of one call.
-    pub fn wall_clock(&self) -> Duration {
+    pub(crate) fn wall_clock(&self) -> Duration {
         self.deadline.saturating_mul(WALL_CLOCK_FACTOR)
     }
 }

@@ -63,9 +63,9 @@ pub fn plugin_files(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 
 /// Largest plugin component read (the Python and JavaScript runtimes bundle an
 /// interpreter: their components are ~12–20 MB).
-pub const MAX_COMPONENT_BYTES: u64 = 128 << 20;
+pub(crate) const MAX_COMPONENT_BYTES: u64 = 128 << 20;
 /// Largest settings file read.
-pub const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_SETTINGS_BYTES: u64 = 1 << 20;
 
 /// Why a file of the plugin directory was not read.
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +90,7 @@ pub enum FileRefusal {
 /// Read a file of the plugin directory: it must resolve (through any symlinks, as
 /// ConfigMap volumes' `..data` links do) to a file inside that directory, and be at most
 /// `max` bytes.
-pub fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusal> {
+pub(crate) fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusal> {
     use std::io::Read;
     let dir = path.parent().unwrap_or(Path::new(".")).canonicalize()?;
     let real = path.canonicalize()?;
@@ -115,7 +115,7 @@ pub fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusal> {
 }
 
 /// The settings file beside a plugin, converted to JSON text.
-pub fn read_settings(wasm: &Path) -> Result<Option<String>, Error> {
+pub(crate) fn read_settings(wasm: &Path) -> Result<Option<String>, Error> {
     for ext in ["yaml", "yml", "json"] {
         let path = wasm.with_extension(ext);
         if !path.is_file() {
@@ -217,7 +217,7 @@ pub const MAX_MEMORY_MIB: usize = 64 << 10;
 pub const MAX_INTENT_KIB: usize = 4 << 20;
 /// Longest `callDeadline` accepted: its wall-clock backstop ([`crate::limits::WALL_CLOCK_FACTOR`]
 /// times it) must stay a duration the host can compute.
-pub const MAX_CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
+pub(crate) const MAX_CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl LimitOverrides {
     /// Refuse values that cannot be a limit: zero or past the maximum for sizes and the

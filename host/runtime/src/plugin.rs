@@ -97,7 +97,7 @@ pub struct PoolStats {
     pub pooled: usize,
     /// Memory they hold together, in bytes.
     pub pooled_bytes: usize,
-    /// Instances allowed alive at once (running or pooled), from [`Limits::live_instances`].
+    /// Instances allowed alive at once (running or pooled), from `Limits::live_instances`.
     pub live_cap: usize,
     /// Calls that found every live instance busy and waited for one.
     pub waited: u64,

@@ -1,5 +1,5 @@
 //! `kubewasm rbac`: the least-privilege RBAC for a plugin directory (rules derived by
-//! `kubewasm::rbac`). With `--kubeconfig` every watched, read and granted kind is resolved
+//! `kubewasm::core::rbac`). With `--kubeconfig` every watched, read and granted kind is resolved
 //! through the cluster's discovery (the real plural and scope: MongoDB's plural is
 //! `mongodb`, not a guess); a kind the cluster does not serve is an error, unless
 //! `--allow-guess`. Without a cluster every plural and scope is guessed, and it says so.
@@ -18,8 +18,8 @@ use anyhow::{Result, bail};
 use clap::Args;
 use kubewasm::core::grant::check_approval;
 use kubewasm::core::kind::{KindInfo, ResolveError};
+use kubewasm::core::rbac::{self, RbacOptions};
 use kubewasm::core::resource::ResourceRef;
-use kubewasm::rbac::{self, RbacOptions};
 use kubewasm::runtime::loader::plugin_files;
 use kubewasm::runtime::{LoadOptions, Loader, PluginEngine, PluginFile};
 use kubewasm::watch::discovery::Discovery;

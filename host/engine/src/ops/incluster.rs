@@ -9,7 +9,7 @@
 //! - `ca.crt`: the PEM bundle the server certificate must chain to;
 //! - `namespace` (optional): the default namespace, `default` when absent.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::Error;
 
@@ -18,6 +18,51 @@ pub const DEFAULT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 const HOST_ENV: &str = "KUBERNETES_SERVICE_HOST";
 const PORT_ENV: &str = "KUBERNETES_SERVICE_PORT";
+
+/// Why the in-cluster configuration is unusable (files that cannot be read are
+/// [`Error::Io`]).
+#[derive(Debug, thiserror::Error)]
+pub enum InClusterError {
+    /// An environment variable the pod should have is not set.
+    #[error("environment variable {0} is not set (not running in a pod?)")]
+    EnvUnset(&'static str),
+    /// An environment variable is set but empty.
+    #[error("environment variable {0} is empty")]
+    EnvEmpty(&'static str),
+    /// `KUBERNETES_SERVICE_PORT` is not a port number.
+    #[error("KUBERNETES_SERVICE_PORT={value:?} is not a port number")]
+    Port {
+        /// What the variable holds.
+        value: String,
+        /// Why it does not parse.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// The server URL built from the host and port does not parse.
+    #[error("server URL {url:?} is invalid: {source}")]
+    Url {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: http::uri::InvalidUri,
+    },
+    /// The token file holds only whitespace.
+    #[error("token file {} is empty", .0.display())]
+    EmptyToken(PathBuf),
+    /// The CA bundle is not valid PEM.
+    #[error("{}: {source}", .path.display())]
+    CaPem {
+        /// The CA file.
+        path: PathBuf,
+        /// The PEM parser's error.
+        #[source]
+        source: rustls_pki_types::pem::Error,
+    },
+    /// The CA bundle holds no certificate.
+    #[error("{} holds no PEM CERTIFICATE block", .0.display())]
+    NoCertificate(PathBuf),
+}
 
 /// Builds a kube client configuration from the in-cluster environment variables and the
 /// service-account files in `dir`.
@@ -38,26 +83,28 @@ fn config_with_env(
     let url = server_url(&host, &port)?;
     let cluster_url = url
         .parse()
-        .map_err(|e| Error::InCluster(format!("server URL {url:?} is invalid: {e}")))?;
+        .map_err(|source| InClusterError::Url { url, source })?;
 
     let token_path = dir.join("token");
     let token = read(&token_path)?;
     if token.trim().is_empty() {
-        return Err(Error::InCluster(format!(
-            "token file {} is empty",
-            token_path.display()
-        )));
+        return Err(InClusterError::EmptyToken(token_path).into());
     }
 
     let ca_path = dir.join("ca.crt");
     let ca = read(&ca_path)?;
-    let root_cert = pem_certificates(&ca)
-        .map_err(|reason| Error::InCluster(format!("{}: {reason}", ca_path.display())))?;
+    let root_cert = match pem_certificates(&ca) {
+        Ok(certs) => certs,
+        Err(source) => {
+            return Err(InClusterError::CaPem {
+                path: ca_path,
+                source,
+            }
+            .into());
+        }
+    };
     if root_cert.is_empty() {
-        return Err(Error::InCluster(format!(
-            "{} holds no PEM CERTIFICATE block",
-            ca_path.display()
-        )));
+        return Err(InClusterError::NoCertificate(ca_path).into());
     }
 
     let ns_path = dir.join("namespace");
@@ -81,15 +128,14 @@ fn config_with_env(
     Ok(config)
 }
 
-fn env(lookup: &impl Fn(&str) -> Option<String>, name: &str) -> Result<String, Error> {
+fn env(
+    lookup: &impl Fn(&str) -> Option<String>,
+    name: &'static str,
+) -> Result<String, InClusterError> {
     match lookup(name) {
         Some(v) if !v.trim().is_empty() => Ok(v.trim().to_string()),
-        Some(_) => Err(Error::InCluster(format!(
-            "environment variable {name} is empty"
-        ))),
-        None => Err(Error::InCluster(format!(
-            "environment variable {name} is not set (not running in a pod?)"
-        ))),
+        Some(_) => Err(InClusterError::EnvEmpty(name)),
+        None => Err(InClusterError::EnvUnset(name)),
     }
 }
 
@@ -101,10 +147,11 @@ fn read(path: &Path) -> Result<String, Error> {
 }
 
 /// `https://HOST:PORT`, bracketing IPv6 literals and leaving out `:443`.
-fn server_url(host: &str, port: &str) -> Result<String, Error> {
-    let port: u16 = port
-        .parse()
-        .map_err(|_| Error::InCluster(format!("{PORT_ENV}={port:?} is not a port number")))?;
+fn server_url(host: &str, port: &str) -> Result<String, InClusterError> {
+    let port: u16 = port.parse().map_err(|source| InClusterError::Port {
+        value: port.to_string(),
+        source,
+    })?;
     let host = match host.parse::<std::net::IpAddr>() {
         Ok(std::net::IpAddr::V6(ip)) => format!("[{ip}]"),
         Ok(ip) => ip.to_string(),
@@ -120,11 +167,11 @@ fn server_url(host: &str, port: &str) -> Result<String, Error> {
 /// The DER contents of every `CERTIFICATE` block in a PEM text; other blocks are skipped.
 /// Parsed by rustls-pki-types (already in the tree through rustls; the maintained
 /// successor of rustls-pemfile).
-fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
+fn pem_certificates(text: &str) -> Result<Vec<Vec<u8>>, rustls_pki_types::pem::Error> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     CertificateDer::pem_slice_iter(text.as_bytes())
-        .map(|c| c.map(|c| c.to_vec()).map_err(|e| e.to_string()))
+        .map(|c| c.map(|c| c.to_vec()))
         .collect()
 }
 

@@ -4,7 +4,7 @@
 //!
 //! Reads are the plugin's work, so they are bounded like it: a view answers only kinds
 //! and namespaces the plugin may read ([`ReadScope`]), one `list` returns at most
-//! [`MAX_LIST_ITEMS`] objects, and everything one call reads together is at most the
+//! `MAX_LIST_ITEMS` (5,000) objects, and everything one call reads together is at most the
 //! view's [`ClusterView::read_budget`] bytes (the plugin's memory cap: what it reads
 //! has to fit in its memory anyway), checked while the answer is built, so a huge cache
 //! is never copied whole. A read is synchronous work bounded by the size of one cache,
@@ -18,7 +18,7 @@ use kubewasm_core::manifest::Manifest;
 
 /// Most objects one `host.list` returns; a plugin that needs more narrows its list by
 /// namespace or label selector.
-pub const MAX_LIST_ITEMS: usize = 5_000;
+pub(crate) const MAX_LIST_ITEMS: usize = 5_000;
 
 /// Why a cache read was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -226,7 +226,7 @@ fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// Per-store state of the cluster capability.
-pub struct ClusterState {
+pub(crate) struct ClusterState {
     plugin: String,
     object: String,
     view: Arc<dyn ClusterView>,

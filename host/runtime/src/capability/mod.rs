@@ -3,7 +3,7 @@
 //!
 //! 1. **link**: added to the engine's one `Linker` when [`PluginEngine`](crate::PluginEngine)
 //!    is built (`wasi::link`, and the `kubewasm:plugin/host` interface whose functions are
-//!    implemented by [`log`] and [`cluster`]);
+//!    implemented by `log` and [`cluster`]);
 //! 2. **instantiate**: each store gets the capability's state, fresh (`*::new`);
 //! 3. **call**: before each call the state is pointed at the call (`begin_call`); after it
 //!    the host reads what it must report (`end_call`) and drops what the call lent it.
@@ -11,5 +11,5 @@
 //! Nothing else in the runtime touches a capability's state.
 
 pub mod cluster;
-pub mod log;
-pub mod wasi;
+pub(crate) mod log;
+pub(crate) mod wasi;

@@ -1,0 +1,72 @@
+//! `kubewasm rbac`: the least-privilege RBAC objects the host needs to serve a set of
+//! plugins, derived from their manifests alone.
+//!
+//! What the host does against the API server, and the permission each needs:
+//!
+//! | host action | RBAC |
+//! | --- | --- |
+//! | discovery of kinds and resource arguments | `get` on the non-resource URLs `/api`, `/api/*`, `/apis`, `/apis/*`, `/version` (ClusterRole only; a namespace-only setup relies on the default `system:discovery` binding) |
+//! | one list+watch per watched or read kind (cache) | `get`, `list`, `watch` on its resource |
+//! | `create` intent: server-side apply of a whole object | `create` + `patch` (SSA is a PATCH that may create) |
+//! | `patch` intent, apply or merge | `patch` on the resource |
+//! | `patch` intent with `status` | `patch` on `<plural>/status` |
+//! | `delete` intent | `delete` |
+//! | `owned-by-trigger` (a controller ownerReference with `blockOwnerDeletion`) | `update` on `<plural>/finalizers` of the watched kinds, when the plugin may create (the `OwnerReferencesPermissionEnforcement` admission plugin checks it) |
+//! | Kubernetes Events about handled objects | `create`, `patch` on `events` (core and `events.k8s.io`) |
+//! | leader election | `get`, `create`, `update` on `leases` in the host's own namespace |
+//!
+//! Scope: without a namespace, reads and grants without namespaces go into one
+//! ClusterRole. Grants that list namespaces go into a Role per namespace (they never cover
+//! cluster-scoped objects, so cluster-scoped kinds are dropped from them, as the grant
+//! check would refuse them anyway). With [`RbacOptions::namespace`], everything namespaced
+//! goes into a Role in that namespace; only what is cluster-scoped still needs the
+//! ClusterRole. (The host must then also be told to watch only that namespace: a Role does
+//! not allow a cluster-wide list.)
+//!
+//! Kinds are resolved to resources by a caller-supplied function (discovery against a
+//! cluster, or [`guess`](crate::kind::guess) offline). Grants name API groups but no
+//! version, so the resolver is asked with an `api_version` of `group/*` (`v1` for the core
+//! group); `*` there means "whichever version is served". A kind the resolver does not know
+//! falls back to [`guess`](crate::kind::guess) and is listed in the annotation
+//! `kubewasm.dev/guessed` of the role it lands in. Wildcard groups or kinds in a grant
+//! become wildcards in the rule, which a reviewer should notice.
+//!
+//! The rules each plugin needs are collected in `rules`; `render` turns them into the
+//! ServiceAccounts, roles and bindings.
+
+mod render;
+mod rules;
+#[cfg(test)]
+mod tests;
+
+pub use render::{render, to_yaml};
+pub use rules::grant_ref;
+
+/// What to generate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RbacOptions {
+    /// `--namespace NS`: put everything namespaced in a Role in NS.
+    pub namespace: Option<String>,
+    /// Name of the ClusterRole, Roles and bindings.
+    pub name: String,
+    /// The host's service account.
+    pub service_account: String,
+    /// The namespace of the service account, where the host runs (and its leases and the
+    /// plugins' ServiceAccounts live).
+    pub service_account_namespace: String,
+    /// Each plugin writes as its own ServiceAccount, impersonated by the host (the default;
+    /// `kubewasm run --no-impersonation` needs this off).
+    pub impersonation: bool,
+}
+
+impl Default for RbacOptions {
+    fn default() -> Self {
+        RbacOptions {
+            namespace: None,
+            name: "kubewasm".into(),
+            service_account: "kubewasm".into(),
+            service_account_namespace: "kubewasm".into(),
+            impersonation: true,
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! The RBAC objects: ServiceAccounts, then per identity its roles and bindings, and the
+//! YAML stream `kubectl apply -f -` takes.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Value, json};
+
+use super::RbacOptions;
+use super::rules::{Guessed, READ, Rules, Scope, add_grants, resolve_or_guess};
+use crate::kind::KindInfo;
+use crate::manifest::Manifest;
+use crate::resource::ResourceRef;
+
+const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
+
+/// The ServiceAccount a plugin's writes are impersonated as: named like its field manager.
+fn plugin_service_account(m: &Manifest) -> String {
+    m.field_manager()
+}
+
+/// The least-privilege RBAC objects for `manifests`, in apply order.
+///
+/// With [`RbacOptions::impersonation`] (the default): the host's ServiceAccount gets the
+/// reads its caches need, Events, its Lease, and `impersonate` on exactly the plugins'
+/// ServiceAccounts (by resourceNames, in its own namespace); each plugin gets a
+/// ServiceAccount `kubewasm-<plugin>` with a ClusterRole and Roles holding only its own
+/// grants. Without it, the host's roles hold every plugin's grants too.
+///
+/// Objects: ServiceAccounts, then per identity its ClusterRole and ClusterRoleBinding (when
+/// anything needs cluster scope), then a Role and RoleBinding per namespace. `resolve` maps
+/// a kind or resource argument to its resource; None falls back to
+/// [`guess`](crate::kind::guess). Pass each plugin's manifest with the grants and reads the
+/// operator approved.
+pub fn render(
+    manifests: &[&Manifest],
+    resolve: impl Fn(&ResourceRef) -> Option<KindInfo>,
+    opts: &RbacOptions,
+) -> Vec<Value> {
+    let resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo> = &resolve;
+    let mut guessed = Guessed::new();
+    let mut host = Rules::default();
+    let everywhere = |namespaced: bool| Scope::everywhere(opts, namespaced);
+
+    let mut manifests: Vec<&Manifest> = manifests.to_vec();
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    manifests.dedup_by(|a, b| a.name == b.name);
+    let mut read_scopes = BTreeSet::new();
+    let mut per_plugin: Vec<(&Manifest, Rules)> = Vec::new();
+    for m in &manifests {
+        for r in m.read_resources() {
+            let k = resolve_or_guess(r, resolve, &mut guessed);
+            let scope = everywhere(k.namespaced);
+            host.add(&scope, &k.group, &k.plural, READ);
+            read_scopes.insert(scope);
+        }
+        if opts.impersonation {
+            let mut own = Rules::default();
+            add_grants(m, &mut own, &mut guessed, resolve, opts);
+            per_plugin.push((m, own));
+        } else {
+            add_grants(m, &mut host, &mut guessed, resolve, opts);
+        }
+    }
+    for scope in &read_scopes {
+        for group in ["", "events.k8s.io"] {
+            host.add(scope, group, "events", &["create", "patch"]);
+        }
+    }
+    let home = Scope::Namespace(opts.service_account_namespace.clone());
+    host.add(
+        &home,
+        "coordination.k8s.io",
+        "leases",
+        &["get", "create", "update"],
+    );
+    let impersonated: Vec<String> = per_plugin
+        .iter()
+        .map(|(m, _)| plugin_service_account(m))
+        .collect();
+
+    let plugins: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
+    let metadata =
+        |name: &str, namespace: Option<&str>, for_plugins: &[&str], guessed_here: Vec<String>| {
+            let mut meta = json!({
+                "name": name,
+                "labels": {"app.kubernetes.io/name": "kubewasm",
+                           "app.kubernetes.io/component": "rbac"},
+                "annotations": {"kubewasm.dev/plugins": for_plugins.join(",")},
+            });
+            if let Some(ns) = namespace {
+                meta["namespace"] = json!(ns);
+            }
+            if !guessed_here.is_empty() {
+                meta["annotations"]["kubewasm.dev/guessed"] = json!(guessed_here.join(","));
+            }
+            meta
+        };
+
+    let mut out = vec![json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(&opts.service_account, Some(&opts.service_account_namespace), &plugins, vec![]),
+    })];
+    for (m, _) in &per_plugin {
+        out.push(json!({
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": metadata(&plugin_service_account(m), Some(&opts.service_account_namespace), &[m.name.as_str()], vec![]),
+        }));
+    }
+    // The roles and bindings of one identity.
+    let mut roles = |name: &str,
+                     account: &str,
+                     rules: &Rules,
+                     for_plugins: &[&str],
+                     discovery: bool,
+                     extra_home: Option<Value>| {
+        let subject = json!([{"kind": "ServiceAccount", "name": account,
+                              "namespace": opts.service_account_namespace}]);
+        if rules.by_scope.contains_key(&Scope::Cluster) {
+            let mut cluster_rules = Vec::new();
+            // Discovery is needed whenever anything is cluster-wide.
+            if discovery {
+                cluster_rules.push(json!({
+                    "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version"],
+                    "verbs": ["get"],
+                }));
+            }
+            cluster_rules.extend(rules.rules(&Scope::Cluster));
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "ClusterRole",
+                "metadata": metadata(name, None, for_plugins, rules.guessed_in(&Scope::Cluster, &guessed)),
+                "rules": cluster_rules,
+            }));
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "ClusterRoleBinding",
+                "metadata": metadata(name, None, for_plugins, vec![]),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": subject,
+            }));
+        }
+        for scope in rules.by_scope.keys() {
+            let Scope::Namespace(ns) = scope else {
+                continue;
+            };
+            let mut ns_rules = rules.rules(scope);
+            if *scope == home
+                && let Some(extra) = &extra_home
+            {
+                ns_rules.push(extra.clone());
+            }
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "Role",
+                "metadata": metadata(name, Some(ns), for_plugins, rules.guessed_in(scope, &guessed)),
+                "rules": ns_rules,
+            }));
+            out.push(json!({
+                "apiVersion": RBAC_API,
+                "kind": "RoleBinding",
+                "metadata": metadata(name, Some(ns), for_plugins, vec![]),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": subject,
+            }));
+        }
+    };
+    // The host may act as exactly its plugins' ServiceAccounts, nobody else.
+    let impersonate = (!impersonated.is_empty()).then(|| {
+        json!({"apiGroups": [""], "resources": ["serviceaccounts"],
+               "resourceNames": impersonated, "verbs": ["impersonate"]})
+    });
+    roles(
+        &opts.name,
+        &opts.service_account,
+        &host,
+        &plugins,
+        true,
+        impersonate,
+    );
+    for (m, own) in &per_plugin {
+        // The account is named like the field manager; its roles carry `--name` as prefix.
+        let account = plugin_service_account(m);
+        let name = format!("{}-{}", opts.name, m.name);
+        roles(&name, &account, own, &[m.name.as_str()], false, None);
+    }
+    out
+}
+
+/// The objects as one multi-document YAML stream, ready for `kubectl apply -f -`.
+pub fn to_yaml(objects: &[Value]) -> String {
+    let mut text = String::new();
+    for o in objects {
+        text.push_str("---\n");
+        // Serializing a serde_json::Value to YAML cannot fail (string keys, no tags).
+        match serde_yaml_ng::to_string(o) {
+            Ok(doc) => text.push_str(&doc),
+            Err(e) => text.push_str(&format!("# cannot render object: {e}\n")),
+        }
+    }
+    text
+}

@@ -1,0 +1,446 @@
+//! `render` on manifests, checked on the roles it produces.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::kind::{KindInfo, guess};
+use crate::manifest::{Grant, Manifest, Verb, Watch};
+use crate::resource::{ResourceArg, ResourceRef, TypeRef};
+
+fn watch(id: &str, r: ResourceRef) -> Watch {
+    Watch {
+        id: id.into(),
+        resource: r,
+        namespace: None,
+        label_selector: None,
+        field_selector: None,
+    }
+}
+
+fn grant(groups: &[&str], kinds: &[&str], ns: &[&str], verbs: &[Verb]) -> Grant {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect();
+    Grant {
+        api_groups: s(groups),
+        kinds: s(kinds),
+        namespaces: s(ns),
+        verbs: verbs.to_vec(),
+        allow_force: false,
+        finalizers: vec![],
+    }
+}
+
+/// Everything on the host's ServiceAccount (`--no-impersonation`).
+fn host_only() -> RbacOptions {
+    RbacOptions {
+        impersonation: false,
+        ..RbacOptions::default()
+    }
+}
+
+fn provisioner() -> Manifest {
+    Manifest {
+        name: "provisioner".into(),
+        version: "1".into(),
+        watches: vec![watch(
+            "sites",
+            ResourceRef::Kind(TypeRef::new("sites.kubewasm.dev/v1", "ContentSite")),
+        )],
+        grants: vec![
+            grant(&["mongodb.com"], &["MongoDB"], &[], &[Verb::Create]),
+            grant(
+                &[""],
+                &["Service"],
+                &["web", "shop"],
+                &[Verb::Create, Verb::Delete],
+            ),
+            grant(
+                &["sites.kubewasm.dev"],
+                &["ContentSite"],
+                &[],
+                &[Verb::PatchStatus],
+            ),
+        ],
+        reads: vec![ResourceRef::Resource(
+            ResourceArg::parse("secrets").unwrap(),
+        )],
+    }
+}
+
+fn find<'a>(objs: &'a [Value], kind: &str, ns: Option<&str>) -> &'a Value {
+    objs.iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["namespace"].as_str() == ns)
+        .unwrap_or_else(|| panic!("no {kind} in {ns:?}: {objs:#?}"))
+}
+
+/// (group, resource) → verbs, flattened from a role's rules.
+fn perms(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for rule in role["rules"].as_array().unwrap() {
+        let Some(groups) = rule["apiGroups"].as_array() else {
+            continue;
+        };
+        for g in groups {
+            for r in rule["resources"].as_array().unwrap() {
+                for v in rule["verbs"].as_array().unwrap() {
+                    out.entry((
+                        g.as_str().unwrap().to_string(),
+                        r.as_str().unwrap().to_string(),
+                    ))
+                    .or_default()
+                    .insert(v.as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn set(v: &[&str]) -> BTreeSet<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn key(g: &str, r: &str) -> (String, String) {
+    (g.to_string(), r.to_string())
+}
+
+#[test]
+fn guesses_plurals_like_kubectl() {
+    let g = |k: &str| guess(&ResourceRef::Kind(TypeRef::new("x.io/v1", k)));
+    assert_eq!(g("MongoDB").plural, "mongodbs");
+    assert_eq!(g("Ingress").plural, "ingresses");
+    assert_eq!(g("NetworkPolicy").plural, "networkpolicies");
+    assert_eq!(g("MongoDB").group, "x.io");
+    assert!(g("MongoDB").namespaced);
+    let ns = guess(&ResourceRef::Kind(TypeRef::new("v1", "Namespace")));
+    assert_eq!((ns.group.as_str(), ns.plural.as_str()), ("", "namespaces"));
+    assert!(!ns.namespaced);
+    let arg = guess(&ResourceRef::Resource(
+        ResourceArg::parse("seldondeployments.v1.machinelearning.seldon.io").unwrap(),
+    ));
+    assert_eq!(arg.plural, "seldondeployments");
+    assert_eq!(arg.group, "machinelearning.seldon.io");
+}
+
+#[test]
+fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
+    let m = provisioner();
+    let objs = render(&[&m], |r| Some(guess(r)), &host_only());
+    let kinds: Vec<(&str, Option<&str>)> = objs
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ServiceAccount", Some("kubewasm")),
+            ("ClusterRole", None),
+            ("ClusterRoleBinding", None),
+            ("Role", Some("kubewasm")),
+            ("RoleBinding", Some("kubewasm")),
+            ("Role", Some("shop")),
+            ("RoleBinding", Some("shop")),
+            ("Role", Some("web")),
+            ("RoleBinding", Some("web")),
+        ]
+    );
+    let cr = perms(find(&objs, "ClusterRole", None));
+    let want: BTreeMap<_, _> = [
+        (
+            key("sites.kubewasm.dev", "contentsites"),
+            set(&["get", "list", "watch"]),
+        ),
+        (
+            key("sites.kubewasm.dev", "contentsites/finalizers"),
+            set(&["update"]),
+        ),
+        (
+            key("sites.kubewasm.dev", "contentsites/status"),
+            set(&["patch"]),
+        ),
+        (key("", "secrets"), set(&["get", "list", "watch"])),
+        (key("mongodb.com", "mongodbs"), set(&["create", "patch"])),
+        (key("", "events"), set(&["create", "patch"])),
+        (key("events.k8s.io", "events"), set(&["create", "patch"])),
+    ]
+    .into();
+    assert_eq!(cr, want);
+    let cr = find(&objs, "ClusterRole", None);
+    assert_eq!(cr["rules"][0]["nonResourceURLs"][0], "/api");
+    assert_eq!(
+        cr["metadata"]["annotations"]["kubewasm.dev/plugins"],
+        "provisioner"
+    );
+    for ns in ["web", "shop"] {
+        let role = perms(find(&objs, "Role", Some(ns)));
+        assert_eq!(
+            role,
+            [(key("", "services"), set(&["create", "patch", "delete"]))].into()
+        );
+    }
+    let leases = perms(find(&objs, "Role", Some("kubewasm")));
+    assert_eq!(
+        leases,
+        [(
+            key("coordination.k8s.io", "leases"),
+            set(&["get", "create", "update"])
+        )]
+        .into()
+    );
+    let binding = find(&objs, "ClusterRoleBinding", None);
+    assert_eq!(binding["roleRef"]["name"], "kubewasm");
+    assert_eq!(binding["subjects"][0]["name"], "kubewasm");
+    assert_eq!(binding["subjects"][0]["namespace"], "kubewasm");
+}
+
+#[test]
+fn namespace_option_uses_a_role_when_everything_is_namespaced() {
+    let m = provisioner();
+    let opts = RbacOptions {
+        namespace: Some("web".into()),
+        ..host_only()
+    };
+    let objs = render(&[&m], |r| Some(guess(r)), &opts);
+    assert!(objs.iter().all(|o| o["kind"] != "ClusterRole"), "{objs:#?}");
+    let role = perms(find(&objs, "Role", Some("web")));
+    assert_eq!(
+        role[&key("", "services")],
+        set(&["create", "patch", "delete"])
+    );
+    assert_eq!(
+        role[&key("mongodb.com", "mongodbs")],
+        set(&["create", "patch"])
+    );
+    assert_eq!(
+        role[&key("sites.kubewasm.dev", "contentsites")],
+        set(&["get", "list", "watch"])
+    );
+    assert_eq!(role[&key("", "events")], set(&["create", "patch"]));
+
+    // A cluster-scoped kind still needs the ClusterRole, and only it goes there.
+    let mut m = provisioner();
+    m.grants
+        .push(grant(&[""], &["Namespace"], &[], &[Verb::Create]));
+    let objs = render(&[&m], |r| Some(guess(r)), &opts);
+    let cr = perms(find(&objs, "ClusterRole", None));
+    assert_eq!(
+        cr,
+        [(key("", "namespaces"), set(&["create", "patch"]))].into()
+    );
+}
+
+#[test]
+fn verbs_map_to_rbac_verbs_and_merge_across_plugins() {
+    let a = Manifest {
+        name: "a".into(),
+        version: "1".into(),
+        watches: vec![],
+        grants: vec![grant(&["apps"], &["Deployment"], &[], &[Verb::Patch])],
+        reads: vec![],
+    };
+    let b = Manifest {
+        name: "b".into(),
+        version: "1".into(),
+        watches: vec![],
+        grants: vec![grant(
+            &["apps"],
+            &["Deployment"],
+            &[],
+            &[Verb::Delete, Verb::PatchStatus],
+        )],
+        reads: vec![],
+    };
+    let objs = render(&[&a, &b], |r| Some(guess(r)), &host_only());
+    let cr = find(&objs, "ClusterRole", None);
+    assert_eq!(cr["metadata"]["annotations"]["kubewasm.dev/plugins"], "a,b");
+    let p = perms(cr);
+    assert_eq!(p[&key("apps", "deployments")], set(&["patch", "delete"]));
+    assert_eq!(p[&key("apps", "deployments/status")], set(&["patch"]));
+    // No reads: no events rule.
+    assert!(!p.contains_key(&key("", "events")));
+    // Verbs in canonical order within a rule.
+    let rule = cr["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resources"] == json!(["deployments"]))
+        .unwrap();
+    assert_eq!(rule["verbs"], json!(["patch", "delete"]));
+}
+
+#[test]
+fn resolver_is_asked_and_unknown_kinds_are_guessed_and_flagged() {
+    let m = provisioner();
+    let asked = std::cell::RefCell::new(Vec::new());
+    let objs = render(
+        &[&m],
+        |r| {
+            asked.borrow_mut().push(r.to_string());
+            match r {
+                ResourceRef::Kind(t) if t.kind == "MongoDB" => Some(KindInfo {
+                    group: "mongodb.com".into(),
+                    version: "v1".into(),
+                    kind: "MongoDB".into(),
+                    plural: "mongodbcommunity".into(),
+                    namespaced: true,
+                    has_status: true,
+                    guessed: false,
+                }),
+                _ => None,
+            }
+        },
+        &host_only(),
+    );
+    let asked = asked.into_inner();
+    assert!(
+        asked.contains(&"mongodb.com/*/MongoDB".to_string()),
+        "{asked:?}"
+    );
+    assert!(asked.contains(&"v1/Service".to_string()), "{asked:?}");
+    let cr = find(&objs, "ClusterRole", None);
+    assert!(perms(cr).contains_key(&key("mongodb.com", "mongodbcommunity")));
+    let guessed = cr["metadata"]["annotations"]["kubewasm.dev/guessed"]
+        .as_str()
+        .unwrap();
+    assert!(guessed.contains("ContentSite"), "{guessed}");
+    assert!(!guessed.contains("MongoDB"), "{guessed}");
+}
+
+#[test]
+fn wildcards_stay_wildcards_and_namespaced_grants_skip_cluster_scoped_kinds() {
+    let m = Manifest {
+        name: "w".into(),
+        version: "1".into(),
+        watches: vec![],
+        grants: vec![
+            grant(&["*"], &["*"], &["team"], &[Verb::PatchStatus]),
+            grant(&[""], &["Namespace"], &["team"], &[Verb::Create]),
+        ],
+        reads: vec![],
+    };
+    let objs = render(&[&m], |r| Some(guess(r)), &host_only());
+    let role = perms(find(&objs, "Role", Some("team")));
+    assert_eq!(role, [(key("*", "*/status"), set(&["patch"]))].into());
+    assert!(objs.iter().all(|o| o["kind"] != "ClusterRole"));
+}
+
+#[test]
+fn any_namespace_grants_skip_cluster_scoped_kinds() {
+    let m = Manifest {
+        name: "s".into(),
+        version: "1".into(),
+        watches: vec![],
+        grants: vec![grant(
+            &[""],
+            &["Namespace", "ConfigMap"],
+            &["*"],
+            &[Verb::Delete],
+        )],
+        reads: vec![],
+    };
+    let objs = render(&[&m], |r| Some(guess(r)), &host_only());
+    let cr = perms(find(&objs, "ClusterRole", None));
+    assert_eq!(cr, [(key("", "configmaps"), set(&["delete"]))].into());
+}
+
+#[test]
+fn yaml_round_trips() {
+    let m = provisioner();
+    let objs = render(&[&m], |r| Some(guess(r)), &host_only());
+    let yaml = to_yaml(&objs);
+    assert!(yaml.starts_with("---\n"));
+    let back: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .collect();
+    assert_eq!(back, objs);
+}
+
+#[test]
+fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
+    let p = provisioner();
+    let mut other = provisioner();
+    other.name = "other".into();
+    other.grants = vec![grant(&["apps"], &["Deployment"], &[], &[Verb::Delete])];
+    let objs = render(&[&p, &other], |r| Some(guess(r)), &RbacOptions::default());
+    let names: Vec<(&str, &str, Option<&str>)> = objs
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str(),
+            )
+        })
+        .collect();
+    for want in [
+        ("ServiceAccount", "kubewasm", Some("kubewasm")),
+        ("ServiceAccount", "kubewasm-provisioner", Some("kubewasm")),
+        ("ServiceAccount", "kubewasm-other", Some("kubewasm")),
+        ("ClusterRole", "kubewasm-provisioner", None),
+        ("ClusterRoleBinding", "kubewasm-provisioner", None),
+        ("Role", "kubewasm-provisioner", Some("web")),
+        ("RoleBinding", "kubewasm-provisioner", Some("shop")),
+        ("ClusterRole", "kubewasm-other", None),
+    ] {
+        assert!(names.contains(&want), "{want:?} in {names:?}");
+    }
+    // The host reads, records Events, holds its Lease, and impersonates by name.
+    let host = perms(
+        objs.iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
+            .unwrap(),
+    );
+    assert!(
+        host.iter()
+            .all(|((_, r), v)| *v == set(&["get", "list", "watch"]) || r == "events"),
+        "{host:?}"
+    );
+    let home = objs
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "kubewasm")
+        .unwrap();
+    let imp = home["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["verbs"] == json!(["impersonate"]))
+        .unwrap();
+    assert_eq!(
+        imp["resourceNames"],
+        json!(["kubewasm-other", "kubewasm-provisioner"])
+    );
+    // Each plugin's role holds its grants only, bound to its own account.
+    let own = |name: &str| {
+        perms(
+            objs.iter()
+                .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == name)
+                .unwrap(),
+        )
+    };
+    assert_eq!(
+        own("kubewasm-other"),
+        [(key("apps", "deployments"), set(&["delete"]))].into()
+    );
+    let prov = own("kubewasm-provisioner");
+    assert_eq!(
+        prov[&key("mongodb.com", "mongodbs")],
+        set(&["create", "patch"])
+    );
+    assert!(!prov.contains_key(&key("apps", "deployments")));
+    assert!(
+        !prov.contains_key(&key("", "secrets")),
+        "reads stay the host's"
+    );
+    let binding = objs
+        .iter()
+        .find(|o| o["kind"] == "ClusterRoleBinding" && o["metadata"]["name"] == "kubewasm-other")
+        .unwrap();
+    assert_eq!(binding["subjects"][0]["name"], "kubewasm-other");
+    assert_eq!(binding["roleRef"]["name"], "kubewasm-other");
+}

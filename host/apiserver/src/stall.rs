@@ -68,9 +68,7 @@ pub(crate) fn client_of(headers: &HeaderMap) -> &str {
 
 impl Stalls {
     fn records(&self) -> MutexGuard<'_, Option<Vec<RequestRecord>>> {
-        self.recording
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        kubewasm_core::sync::lock(&self.recording)
     }
 
     /// Holds every new request of `client` (and those arriving later) until

@@ -15,3 +15,4 @@ pub mod names;
 pub mod rbac;
 pub mod resource;
 pub mod selector;
+pub mod sync;

@@ -27,7 +27,6 @@ pub mod dispatch;
 pub mod error;
 pub mod host;
 pub mod ops;
-mod sync;
 pub mod watch;
 
 pub use error::Error;

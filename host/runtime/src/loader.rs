@@ -5,6 +5,7 @@
 //! `NAME.json` beside it. Hidden entries (Kubernetes volume internals such as `..data`)
 //! are skipped; symlinks are followed, so ConfigMap and Secret volumes work.
 
+use kubewasm_core::sync::lock;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -437,16 +438,12 @@ impl Loader {
     /// The file's compiled component: from the in-memory cache, the on-disk cache, or
     /// compiled now (and then cached). Takes the file's bytes when it compiles.
     pub async fn component(&self, file: &mut PluginFile) -> Result<(Component, Source), Error> {
-        let cached = self
-            .memory
-            .lock()
-            .ok()
-            .and_then(|m| m.get(&file.digest).cloned())
-            .or_else(|| {
-                self.disk
-                    .as_ref()
-                    .and_then(|d| d.get(&self.engine, &file.digest))
-            });
+        let in_memory = lock(&self.memory).get(&file.digest).cloned();
+        let cached = in_memory.or_else(|| {
+            self.disk
+                .as_ref()
+                .and_then(|d| d.get(&self.engine, &file.digest))
+        });
         let (component, source) = match cached {
             Some(c) => {
                 // The bytes are only needed to compile: free them before instantiating.
@@ -475,17 +472,13 @@ impl Loader {
                 (c, how)
             }
         };
-        if let Ok(mut m) = self.memory.lock() {
-            m.insert(file.digest.clone(), component.clone());
-        }
+        lock(&self.memory).insert(file.digest.clone(), component.clone());
         Ok((component, source))
     }
 
     /// Forget in-memory components no loaded plugin uses any more.
     pub fn retain(&self, digests: &std::collections::HashSet<String>) {
-        if let Ok(mut m) = self.memory.lock() {
-            m.retain(|d, _| digests.contains(d));
-        }
+        lock(&self.memory).retain(|d, _| digests.contains(d));
     }
 }
 

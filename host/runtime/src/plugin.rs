@@ -1,6 +1,7 @@
 //! A compiled plugin: its component linked into an `InstancePre`, its manifest, and a
 //! small pool of instances reused across calls.
 
+use kubewasm_core::sync::lock;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -367,11 +368,10 @@ impl CompiledPlugin {
 
     /// The pool's counters.
     pub fn pool_stats(&self) -> PoolStats {
-        let (pooled, pooled_bytes) = self
-            .pool
-            .lock()
-            .map(|p| (p.len(), p.iter().map(Instance::memory).sum()))
-            .unwrap_or_default();
+        let (pooled, pooled_bytes) = {
+            let p = lock(&self.pool);
+            (p.len(), p.iter().map(Instance::memory).sum())
+        };
         PoolStats {
             instantiated: self.counters.instantiated.load(Ordering::Relaxed),
             recycled_calls: self.counters.recycled_calls.load(Ordering::Relaxed),
@@ -396,7 +396,7 @@ impl CompiledPlugin {
             None
         };
         let reason = reason.or_else(|| {
-            let mut pool = self.pool.lock().ok()?;
+            let mut pool = lock(&self.pool);
             if pool.len() >= self.pool_size {
                 return Some(Recycle::Full);
             }
@@ -434,7 +434,7 @@ impl CompiledPlugin {
         // Held until the instance is pooled or dropped (the end of this function).
         let _live = self.live.enter().await;
         let pooled = if self.reuse {
-            self.pool.lock().ok().and_then(|mut p| p.pop())
+            lock(&self.pool).pop()
         } else {
             None
         };

@@ -191,7 +191,7 @@ impl CallClock {
 
     fn state(&self) -> std::sync::MutexGuard<'_, ClockState> {
         // The lock only guards plain numbers: a poisoned one is still consistent.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        kubewasm_core::sync::lock(&self.inner)
     }
 
     /// Start a call: nothing used yet.

@@ -201,7 +201,7 @@ impl Store {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the maps half-updated in a way
         // that matters more than stopping service, so recover the guard.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        kubewasm_core::sync::lock(&self.state)
     }
 
     /// Wakes the garbage collector.

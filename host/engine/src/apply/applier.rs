@@ -86,11 +86,6 @@ pub struct Applier {
 }
 
 impl Applier {
-    /// An applier writing with `client`'s own identity.
-    pub fn new(client: Client) -> Self {
-        Self::with_identity(client, WriteIdentity::Host)
-    }
-
     /// An applier writing each plugin's intents with `identity`, through `client`.
     pub fn with_identity(client: Client, identity: WriteIdentity) -> Self {
         Applier {
@@ -100,20 +95,12 @@ impl Applier {
         }
     }
 
-    /// Whose identity writes are sent with.
-    pub fn identity(&self) -> &WriteIdentity {
-        &self.identity
-    }
-
     /// The client writing as field manager `manager`.
     fn client_for(&self, manager: &str) -> Client {
         let Some(user) = self.identity.user(manager) else {
             return self.client.clone();
         };
-        let mut clients = match self.clients.lock() {
-            Ok(c) => c,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        let mut clients = kubewasm_core::sync::lock(&self.clients);
         if let Some(c) = clients.get(manager) {
             return c.clone();
         }

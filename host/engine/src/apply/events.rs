@@ -106,10 +106,7 @@ impl EventRecorder {
         } else {
             uid
         };
-        let decision = match self.limiter.lock() {
-            Ok(mut l) => l.check(&key, reason, Instant::now()),
-            Err(poisoned) => poisoned.into_inner().check(&key, reason, Instant::now()),
-        };
+        let decision = kubewasm_core::sync::lock(&self.limiter).check(&key, reason, Instant::now());
         let Some(suppressed) = decision else {
             tracing::trace!(key, reason, "event suppressed by the rate limiter");
             return;

@@ -2,8 +2,9 @@
 //! Warning Events about failing objects, and manifest files applied like
 //! `kubectl apply --server-side`.
 
-pub mod applier;
+pub(crate) mod applier;
 pub mod events;
 pub mod manifests;
 
-pub use applier::{Applier, Outcome, WriteIdentity};
+pub use applier::WriteIdentity;
+pub(crate) use applier::{Applier, Outcome};

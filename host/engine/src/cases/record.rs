@@ -64,11 +64,12 @@ pub struct ReadLog {
 
 impl ReadLog {
     fn inner(&self) -> Option<Arc<dyn ClusterView>> {
-        self.inner.lock().ok().and_then(|v| v.clone())
+        Some(kubewasm_core::sync::lock(&self.inner)).and_then(|v| v.clone())
     }
 
     fn keep<'a>(&self, objects: impl IntoIterator<Item = &'a String>) {
-        if let Ok(mut kept) = self.objects.lock() {
+        {
+            let mut kept = kubewasm_core::sync::lock(&self.objects);
             kept.extend(objects.into_iter().cloned());
         }
     }
@@ -140,9 +141,7 @@ impl Recorder {
     }
 
     fn next_number(&self, folder: &Path, plugin: &str) -> u64 {
-        let Ok(mut next) = self.next.lock() else {
-            return 0;
-        };
+        let mut next = kubewasm_core::sync::lock(&self.next);
         let n = next.entry(plugin.to_string()).or_insert_with(|| {
             // Go on after the cases already there, so a restart adds instead of overwriting.
             std::fs::read_dir(folder)
@@ -184,7 +183,8 @@ pub enum Outcome<'a> {
 impl Recording {
     /// The view to give the plugin for this call: `view`, with every read kept.
     pub fn reading(&self, view: Arc<dyn ClusterView>) -> Arc<dyn ClusterView> {
-        if let Ok(mut inner) = self.reads.inner.lock() {
+        {
+            let mut inner = kubewasm_core::sync::lock(&self.reads.inner);
             *inner = Some(view);
         }
         self.reads.clone()
@@ -240,12 +240,7 @@ impl Recording {
             v
         };
         let mut cluster: Vec<Value> = Vec::new();
-        let reads = self
-            .reads
-            .objects
-            .lock()
-            .map(|o| o.clone())
-            .unwrap_or_default();
+        let reads = kubewasm_core::sync::lock(&self.reads.objects).clone();
         for o in reads.iter().map(|o| object(o)) {
             // Read twice (a get and a list): serve it once.
             let same = |c: &Value| {

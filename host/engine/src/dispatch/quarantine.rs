@@ -57,9 +57,7 @@ impl Health {
 
     /// Ok when the plugin may be called now.
     pub(crate) fn check(&self) -> Result<(), Quarantined> {
-        let Ok(st) = self.state.lock() else {
-            return Ok(());
-        };
+        let st = kubewasm_core::sync::lock(&self.state);
         match st.until {
             Some(until) if until > Instant::now() => Err(Quarantined {
                 reason: st.reason.clone(),
@@ -71,7 +69,8 @@ impl Health {
 
     /// A call completed (whatever the plugin answered).
     pub(crate) fn success(&self) {
-        if let Ok(mut st) = self.state.lock() {
+        {
+            let mut st = kubewasm_core::sync::lock(&self.state);
             *st = State::default();
         }
     }
@@ -81,9 +80,7 @@ impl Health {
         if self.policy.threshold == 0 {
             return false;
         }
-        let Ok(mut st) = self.state.lock() else {
-            return false;
-        };
+        let mut st = kubewasm_core::sync::lock(&self.state);
         st.failures += 1;
         if st.failures >= self.policy.threshold {
             st.until = Some(Instant::now() + self.policy.cooldown);

@@ -266,20 +266,18 @@ impl Queue {
 
     /// Keys parked by a permanent failure (not retried until they change), oldest first.
     pub(crate) fn blocked(&self) -> Vec<Blocked> {
-        let mut b: Vec<Blocked> = self
-            .state
-            .lock()
-            .map(|st| st.keys.values().filter_map(|k| k.parked.clone()).collect())
-            .unwrap_or_default();
+        let mut b: Vec<Blocked> = kubewasm_core::sync::lock(&self.state)
+            .keys
+            .values()
+            .filter_map(|k| k.parked.clone())
+            .collect();
         b.sort_by_key(|b| b.since);
         b
     }
 
     /// Add an event. Returns false when the queue is closed.
     pub(crate) fn push(&self, key: QueueKey, delivery: Delivery) -> bool {
-        let Ok(mut st) = self.state.lock() else {
-            return false;
-        };
+        let mut st = kubewasm_core::sync::lock(&self.state);
         if st.closed {
             return false;
         }
@@ -298,15 +296,17 @@ impl Queue {
 
     /// Events waiting (not counting those being handled).
     pub(crate) fn depth(&self) -> usize {
-        self.state
-            .lock()
-            .map(|s| s.keys.values().map(|k| k.pending.len()).sum())
-            .unwrap_or(0)
+        kubewasm_core::sync::lock(&self.state)
+            .keys
+            .values()
+            .map(|k| k.pending.len())
+            .sum()
     }
 
     /// Stop handing out events; workers finish what they are doing and exit.
     pub(crate) fn close(&self) {
-        if let Ok(mut st) = self.state.lock() {
+        {
+            let mut st = kubewasm_core::sync::lock(&self.state);
             st.closed = true;
         }
         self.notify.notify_waiters();
@@ -358,9 +358,7 @@ impl Queue {
 
     /// The next ready key's first event; the key is `Processing` until [`Queue::finish`].
     fn take(&self) -> Result<Option<Job>, Closed> {
-        let Ok(mut st) = self.state.lock() else {
-            return Err(Closed);
-        };
+        let mut st = kubewasm_core::sync::lock(&self.state);
         if st.closed {
             return Err(Closed);
         }
@@ -413,9 +411,7 @@ impl Queue {
         if e.retry() != Retry::Never {
             return true;
         }
-        let Ok(mut st) = self.state.lock() else {
-            return true;
-        };
+        let mut st = kubewasm_core::sync::lock(&self.state);
         let Some(ks) = st.keys.get_mut(key) else {
             return true;
         };
@@ -436,9 +432,7 @@ impl Queue {
     /// The worker is done with `delivery` (the event as it was queued): record the
     /// outcome, and queue the key again if it has more events, or schedule its retry.
     fn finish(self: &Arc<Self>, key: QueueKey, delivery: Delivery, outcome: Outcome) {
-        let Ok(mut st) = self.state.lock() else {
-            return;
-        };
+        let mut st = kubewasm_core::sync::lock(&self.state);
         let Some(ks) = st.keys.get_mut(&key) else {
             return;
         };
@@ -489,9 +483,7 @@ impl Queue {
         let q = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(at).await;
-            let Ok(mut st) = q.state.lock() else {
-                return;
-            };
+            let mut st = kubewasm_core::sync::lock(&q.state);
             let waiting = st
                 .keys
                 .get(&key)

@@ -79,9 +79,7 @@ impl Bucket {
 
     /// Take a token; how long to wait until it is there.
     fn reserve(&self) -> Duration {
-        let Ok(mut st) = self.state.lock() else {
-            return Duration::ZERO;
-        };
+        let mut st = kubewasm_core::sync::lock(&self.state);
         let now = Instant::now();
         let (tokens, last) = *st;
         let refilled =

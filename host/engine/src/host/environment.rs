@@ -11,10 +11,10 @@ use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_runtime::CompiledPlugin;
 
 use crate::dispatch::{Delivery, Health, Queue, QueueKey};
-use crate::sync::{read, write};
 use crate::watch::cache::{CachedObject, ResourceKey};
 use crate::watch::manager::{Demand, shared_demand};
 use crate::watch::{WatchEvent, WatchManager};
+use kubewasm_core::sync::{read, write};
 
 /// A watch of a plugin, as the router uses it.
 pub(crate) struct Route {

@@ -46,10 +46,10 @@ use crate::dispatch::{QuarantinePolicy, Queue, QueueConfig};
 use crate::ops::http::{BlockedObject, PluginReport, ReadinessReport};
 use crate::ops::leader::Leadership;
 use crate::ops::metrics::{Metrics, PluginLabel};
-use crate::sync::lock;
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 use crate::watch::{WatchConfig, WatchManager, WatchSignal};
+use kubewasm_core::sync::lock;
 
 /// Everything `kubewasm run` is configured with.
 #[derive(Debug, Clone)]

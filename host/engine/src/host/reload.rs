@@ -14,7 +14,7 @@ use crate::dispatch::{Health, QuarantinePolicy};
 use crate::host::environment::{Active, Environment, PluginStatus, Version};
 use crate::host::replay::Replay;
 use crate::ops::metrics::{InfoLabels, Metrics};
-use crate::sync::write;
+use kubewasm_core::sync::write;
 
 /// What the reloader knows about one file of the plugin directory.
 struct FileState {
@@ -153,7 +153,7 @@ impl Reloader {
 
     /// Plugins, rejected files and reload count.
     pub(crate) fn status(&self) -> PluginStatus {
-        crate::sync::read(&self.status).clone()
+        kubewasm_core::sync::read(&self.status).clone()
     }
 
     /// The environment that follows `current` from the plugin directory: new versions of

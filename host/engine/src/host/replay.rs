@@ -21,9 +21,9 @@ use tokio::time::Instant;
 
 use crate::host::environment::{Active, Current, Environment};
 use crate::ops::leader::Leadership;
-use crate::sync::lock;
 use crate::watch::cache::Caches;
 use crate::watch::{WatchEvent, WatchManager};
+use kubewasm_core::sync::lock;
 
 /// Why a plugin's objects are replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -207,17 +207,17 @@ pub struct Readiness(Arc<RwLock<Option<Check>>>);
 impl Readiness {
     /// Install the check.
     pub fn set(&self, check: impl Fn() -> ReadinessReport + Send + Sync + 'static) {
-        if let Ok(mut c) = self.0.write() {
+        {
+            let mut c = kubewasm_core::sync::write(&self.0);
             *c = Some(Box::new(check));
         }
     }
 
     /// The current report (not ready before the host exists).
     pub fn report(&self) -> ReadinessReport {
-        self.0
-            .read()
-            .ok()
-            .and_then(|c| c.as_ref().map(|f| f()))
+        kubewasm_core::sync::read(&self.0)
+            .as_ref()
+            .map(|f| f())
             .unwrap_or_default()
     }
 

@@ -181,7 +181,8 @@ impl Metrics {
             "1 while this replica applies intents",
             m.leader.clone(),
         );
-        if let Ok(mut r) = m.registry.lock() {
+        {
+            let mut r = kubewasm_core::sync::lock(&m.registry);
             *r = registry;
         }
         m
@@ -190,7 +191,8 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
-        if let Ok(r) = self.registry.lock() {
+        {
+            let r = kubewasm_core::sync::lock(&self.registry);
             let _ = prometheus_client::encoding::text::encode(&mut out, &r);
         }
         out

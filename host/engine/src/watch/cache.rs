@@ -124,25 +124,25 @@ impl ResourceCache {
 
     /// One object.
     pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.objects.read().ok()?.get(key).cloned()
+        kubewasm_core::sync::read(&self.objects).get(key).cloned()
     }
 
     /// Every object.
     pub fn snapshot(&self) -> Vec<Arc<CachedObject>> {
-        self.objects
-            .read()
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default()
+        kubewasm_core::sync::read(&self.objects)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Insert or replace; returns the previous version.
     pub(crate) fn insert(&self, obj: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
-        self.objects.write().ok()?.insert(obj.key(), obj)
+        kubewasm_core::sync::write(&self.objects).insert(obj.key(), obj)
     }
 
     /// Remove; returns what was there.
     pub(crate) fn remove(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
-        self.objects.write().ok()?.remove(key)
+        kubewasm_core::sync::write(&self.objects).remove(key)
     }
 
     /// Replace everything (after a relist); returns the previous contents.
@@ -150,10 +150,7 @@ impl ResourceCache {
         &self,
         objects: HashMap<ObjectKey, Arc<CachedObject>>,
     ) -> HashMap<ObjectKey, Arc<CachedObject>> {
-        match self.objects.write() {
-            Ok(mut m) => std::mem::replace(&mut *m, objects),
-            Err(_) => HashMap::new(),
-        }
+        std::mem::replace(&mut *kubewasm_core::sync::write(&self.objects), objects)
     }
 
     /// Replace the objects of one namespace (`None`: everything), after that scope's
@@ -166,26 +163,17 @@ impl ResourceCache {
         let Some(ns) = namespace else {
             return self.replace(objects);
         };
-        match self.objects.write() {
-            Ok(mut m) => {
-                let before: HashMap<_, _> = m
-                    .extract_if(|k, _| k.namespace.as_deref() == Some(ns))
-                    .collect();
-                m.extend(objects);
-                before
-            }
-            Err(_) => HashMap::new(),
-        }
+        let mut m = kubewasm_core::sync::write(&self.objects);
+        let before: HashMap<_, _> = m
+            .extract_if(|k, _| k.namespace.as_deref() == Some(ns))
+            .collect();
+        m.extend(objects);
+        before
     }
 
     /// Number of cached objects.
     pub fn len(&self) -> usize {
-        self.objects.read().map(|m| m.len()).unwrap_or(0)
-    }
-
-    /// Whether the cache is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        kubewasm_core::sync::read(&self.objects).len()
     }
 }
 
@@ -198,28 +186,28 @@ pub struct Caches {
 impl Caches {
     /// Register a cache for a kind (replacing any previous one).
     pub fn insert(&self, cache: Arc<ResourceCache>) {
-        if let Ok(mut m) = self.by_kind.write() {
+        {
+            let mut m = kubewasm_core::sync::write(&self.by_kind);
             m.insert(cache.kind.clone(), cache);
         }
     }
 
     /// Drop the cache of a kind.
     pub fn remove(&self, kind: &TypeRef) {
-        if let Ok(mut m) = self.by_kind.write() {
+        {
+            let mut m = kubewasm_core::sync::write(&self.by_kind);
             m.remove(kind);
         }
     }
 
     /// The cache of a kind.
     pub fn get(&self, kind: &TypeRef) -> Option<Arc<ResourceCache>> {
-        self.by_kind.read().ok()?.get(kind).cloned()
+        kubewasm_core::sync::read(&self.by_kind).get(kind).cloned()
     }
 
     /// The cache of a resource.
     pub fn for_resource(&self, resource: &ResourceKey) -> Option<Arc<ResourceCache>> {
-        self.by_kind
-            .read()
-            .ok()?
+        kubewasm_core::sync::read(&self.by_kind)
             .values()
             .find(|c| c.resource == *resource)
             .cloned()
@@ -281,10 +269,12 @@ impl ResourceCache {
     /// Up to `max` objects matching `pred`, found under the read lock without copying
     /// the rest of the cache.
     fn matching(&self, max: usize, pred: impl Fn(&CachedObject) -> bool) -> Vec<Arc<CachedObject>> {
-        match self.objects.read() {
-            Ok(m) => m.values().filter(|o| pred(o)).take(max).cloned().collect(),
-            Err(_) => Vec::new(),
-        }
+        kubewasm_core::sync::read(&self.objects)
+            .values()
+            .filter(|o| pred(o))
+            .take(max)
+            .cloned()
+            .collect()
     }
 }
 

@@ -53,14 +53,17 @@ impl Discovery {
     /// Resolve a watch, read or intent target. [`ResolveError::NotServed`] when the cluster
     /// does not serve it (yet).
     pub async fn resolve(&self, r: &ResourceRef) -> Result<Arc<KindInfo>, ResolveError> {
-        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(r).cloned()) {
+        if let Some(hit) =
+            Some(kubewasm_core::sync::lock(&self.cache)).and_then(|c| c.get(r).cloned())
+        {
             return Ok(hit);
         }
         let resolved = Arc::new(match r {
             ResourceRef::Kind(t) => self.lookup_kind(t).await?,
             ResourceRef::Resource(arg) => self.lookup_resource(arg).await?,
         });
-        if let Ok(mut c) = self.cache.lock() {
+        {
+            let mut c = kubewasm_core::sync::lock(&self.cache);
             c.insert(r.clone(), resolved.clone());
         }
         Ok(resolved)

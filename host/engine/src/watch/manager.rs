@@ -151,7 +151,7 @@ impl WatchManager {
 
     /// The served resource a watch target resolved to, if it is being watched.
     pub fn resolved(&self, r: &ResourceRef) -> Option<Arc<Resolved>> {
-        self.resolved.read().ok()?.get(r).cloned()
+        kubewasm_core::sync::read(&self.resolved).get(r).cloned()
     }
 
     /// Where each desired resource stands: served and synced, served and still syncing,
@@ -160,10 +160,7 @@ impl WatchManager {
     pub fn readiness(&self) -> WatchReadiness {
         let desired = self.desired.borrow().clone();
         let mut report = WatchReadiness::default();
-        let Ok(resolved) = self.resolved.read() else {
-            report.syncing = desired.keys().map(ToString::to_string).collect();
-            return report;
-        };
+        let resolved = kubewasm_core::sync::read(&self.resolved);
         for r in desired.keys() {
             match resolved.get(r) {
                 None => report.unserved.push(r.to_string()),
@@ -221,7 +218,8 @@ impl WatchManager {
                     if waiting_logged.remove(r) {
                         tracing::info!(resource = %r, "resource is now served; starting its watch");
                     }
-                    if let Ok(mut m) = self.resolved.write() {
+                    {
+                        let mut m = kubewasm_core::sync::write(&self.resolved);
                         m.insert(r.clone(), res);
                     }
                     let _ = self.events.send(WatchSignal::Resolved(r.clone())).await;
@@ -241,13 +239,15 @@ impl WatchManager {
             }
         }
         // Forget resolutions nobody wants any more.
-        if let Ok(mut m) = self.resolved.write() {
+        {
+            let mut m = kubewasm_core::sync::write(&self.resolved);
             m.retain(|r, _| desired.contains_key(r));
         }
         // Per served resource: what it resolves from, and the selector every consumer of
         // every spelling shares (sent to the server), if any.
         let mut wanted: HashMap<ResourceKey, (Arc<Resolved>, BTreeSet<Demand>)> = HashMap::new();
-        if let Ok(m) = self.resolved.read() {
+        {
+            let m = kubewasm_core::sync::read(&self.resolved);
             for (r, res) in m.iter() {
                 let demand = desired.get(r).cloned().flatten();
                 wanted

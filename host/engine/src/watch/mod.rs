@@ -1,8 +1,9 @@
 //! Watching the cluster: discovery of what plugins name, one watcher and cache per served
 //! resource (shared by every plugin), and the events those watchers produce.
 
-pub mod cache;
+pub(crate) mod cache;
 pub mod discovery;
-pub mod manager;
+pub(crate) mod manager;
 
-pub use manager::{WatchConfig, WatchEvent, WatchManager, WatchReadiness, WatchSignal};
+pub use manager::WatchConfig;
+pub(crate) use manager::{WatchEvent, WatchManager, WatchReadiness, WatchSignal};

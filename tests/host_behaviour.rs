@@ -326,10 +326,15 @@ async fn test_and_run_both_refuse_a_cluster_scoped_kind_under_a_namespaced_grant
     let settings = "namespaceGrant: [default]\n";
     let refusal = "intent #0 refused: no grant allows create on v1 Namespace (cluster-scoped)";
 
-    // Offline, with the test runner: the refusal is what the case gets.
+    // Offline, with the test runner: the refusal is what the case gets. The plugin is
+    // installed with its approval, as for the host below (the runner loads it as `run` does).
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(test_plugin("testkit"), dir.path().join("testkit.wasm")).unwrap();
-    std::fs::write(dir.path().join("testkit.yaml"), settings).unwrap();
+    install_approved(
+        &test_plugin("testkit"),
+        dir.path(),
+        "testkit",
+        Some(settings),
+    );
     let case = |expect: &str| {
         format!(
             "name: cluster-scoped kind, namespaced grant\nplugin: testkit.wasm\n\

@@ -2,6 +2,12 @@
 //! an `ownedByTrigger` create gets, and `run --record` turning a cluster's events into
 //! cases that `kubewasm test` passes (and fails once edited). Also: text logs name each
 //! field once.
+//!
+//! It loads a plugin as `run` does, bounded by the operator's approval, so a case passes
+//! exactly when `run` would apply its intents, in both directions: an intent setting a
+//! finalizer the operator approved passes (as `write_checks.rs` sees `run` apply it), and
+//! a plugin asking for a grant the operator did not approve fails the way `run` refuses it
+//! at load (as `rbac_identity.rs` sees in `run`'s log).
 
 mod support;
 
@@ -32,6 +38,13 @@ fn configmap(name: &str, action: &str) -> Value {
            "data": {"action": action}})
 }
 
+/// testkit as `dir/testkit.wasm`, with the operator's approval beside it: `run` (and so
+/// `kubewasm test`) refuses a plugin that writes without one.
+fn install_testkit(dir: &Path) {
+    std::fs::copy(test_plugin("testkit"), dir.join("testkit.wasm")).unwrap();
+    std::fs::write(dir.join("testkit.yaml"), with_testkit_approval("")).unwrap();
+}
+
 fn write_cases(path: &Path, cases: &[Value]) {
     let docs: Vec<String> = cases
         .iter()
@@ -45,7 +58,7 @@ fn write_cases(path: &Path, cases: &[Value]) {
 #[test]
 fn a_plugin_keeping_state_fails_on_the_reused_instance_only() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(test_plugin("testkit"), dir.path().join("testkit.wasm")).unwrap();
+    install_testkit(dir.path());
     let case = |name: &str| {
         json!({"name": name, "plugin": "testkit.wasm",
                "event": {"type": "added", "object": configmap(name, "stateful")},
@@ -89,7 +102,7 @@ fn a_plugin_keeping_state_fails_on_the_reused_instance_only() {
 #[test]
 fn the_bound_owner_reference_is_compared_when_stated() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(test_plugin("testkit"), dir.path().join("testkit.wasm")).unwrap();
+    install_testkit(dir.path());
     let owner = |uid: &str| {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "name": "site", "uid": uid,
                "controller": true, "blockOwnerDeletion": true})
@@ -263,6 +276,183 @@ async fn recorded_events_replay_offline() {
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("intents[0].create.object.data.listed: expected"),
+        "{out}"
+    );
+}
+
+/// The operator's approval `write_checks.rs` gives the hostile plugin `keeper`: create
+/// ConfigMaps in `default`, with finalizer `example.com/block`.
+fn keeper_approval() -> Value {
+    json!({"grants": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["default"],
+                       "verbs": ["create"], "finalizers": ["example.com/block"]}]})
+}
+
+/// A case of the hostile plugin `plugin`: its `finalizer` attack on ConfigMap
+/// `default/<cm>` creates `<cm>-out` carrying finalizer `example.com/block`.
+fn finalizer_case(plugin: &str, cm: &str, expect: Value) -> Value {
+    json!({"name": format!("{plugin} sets a finalizer"), "plugin": format!("{plugin}.wasm"),
+           "event": {"type": "added", "object":
+               {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": cm, "namespace": "default", "uid": format!("uid-{cm}"),
+                             "labels": {"kubewasm.dev/hostile": plugin}},
+                "data": {"attack": "finalizer"}}},
+           "expect": expect})
+}
+
+fn finalizer_out(cm: &str) -> Value {
+    json!({"intents": [{"create": {"object":
+        {"apiVersion": "v1", "kind": "ConfigMap",
+         "metadata": {"name": format!("{cm}-out"), "namespace": "default",
+                      "finalizers": ["example.com/block"]}}}}]})
+}
+
+/// The finalizer `run` applies for `keeper` (write_checks'
+/// `a_finalizer_without_a_grant_is_refused`) passes here too, whether the approval is in
+/// the settings file beside the plugin, in the case's settings, or the case's `approval:`;
+/// without it the case gets the refusal `run` logs for `pinner`.
+#[test]
+fn a_finalizer_the_operator_approved_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let hostile = test_plugin("hostile");
+    for name in ["keeper", "pinner", "inline"] {
+        std::fs::copy(&hostile, dir.path().join(format!("{name}.wasm"))).unwrap();
+    }
+    // As write_checks installs them: keeper approved with the finalizer, pinner approved
+    // without it (what `inspect --approval` prints), inline with no settings file.
+    let approved = |approval: Value| {
+        serde_yaml_ng::to_string(&json!({"kubewasm": {"approved": approval}})).unwrap()
+    };
+    std::fs::write(
+        dir.path().join("keeper.yaml"),
+        format!("name: keeper\n{}", approved(keeper_approval())),
+    )
+    .unwrap();
+    let pinner = json!({"grants": [{"apiGroups": [""], "kinds": ["ConfigMap"],
+                                    "namespaces": ["default"], "verbs": ["create"]}]});
+    std::fs::write(
+        dir.path().join("pinner.yaml"),
+        format!("name: pinner\n{}", approved(pinner)),
+    )
+    .unwrap();
+
+    let file = dir.path().join("cases-keeper.yaml");
+    write_cases(
+        &file,
+        &[finalizer_case("keeper", "keep", finalizer_out("keep"))],
+    );
+    let (code, out) = kubewasm_test(&[], &[&file]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("1 passed, 0 failed"), "{out}");
+
+    // The approval stated by the case: in its settings (the `kubewasm` key, as in the
+    // settings file), or as `approval:`.
+    let mut in_settings = finalizer_case("inline", "keep", finalizer_out("keep"));
+    in_settings["name"] = json!("approved in the case's settings");
+    in_settings["settings"] =
+        json!({"name": "inline", "kubewasm": {"approved": keeper_approval()}});
+    let mut in_case = finalizer_case("inline", "keep", finalizer_out("keep"));
+    in_case["settings"] = json!({"name": "inline"});
+    in_case["approval"] = keeper_approval();
+    let file = dir.path().join("cases-inline.yaml");
+    write_cases(&file, &[in_settings, in_case]);
+    let (code, out) = kubewasm_test(&[], &[&file]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
+
+    // Not approved: refused as `run` refuses it, and the case expecting the intent fails.
+    let refusal = "invalid intent #0: finalizer \"example.com/block\" on ConfigMap default/pin-out is not granted";
+    let file = dir.path().join("cases-pinner.yaml");
+    write_cases(
+        &file,
+        &[finalizer_case("pinner", "pin", json!({"error": refusal}))],
+    );
+    let (code, out) = kubewasm_test(&[], &[&file]);
+    assert_eq!(code, 0, "{out}");
+    write_cases(
+        &file,
+        &[finalizer_case("pinner", "pin", finalizer_out("pin"))],
+    );
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("unexpected error: {refusal}")),
+        "{out}"
+    );
+}
+
+/// A plugin asking for a grant the operator did not approve is refused as `run` refuses
+/// it (rbac_identity's `unapproved` and escalating `testkit`), and its case fails with
+/// the message `run` logs, whatever the case expects.
+#[test]
+fn a_grant_the_operator_did_not_approve_fails_the_case() {
+    let dir = tempfile::tempdir().unwrap();
+    install_testkit(dir.path());
+    // As rbac_identity installs it: named by its settings, nothing approved.
+    std::fs::copy(test_plugin("testkit"), dir.path().join("unapproved.wasm")).unwrap();
+    std::fs::write(dir.path().join("unapproved.yaml"), "name: unapproved\n").unwrap();
+    let copy = |plugin: &str, settings: Option<Value>| {
+        let mut case = json!({"name": format!("{plugin} copies"), "plugin": format!("{plugin}.wasm"),
+            "event": {"type": "added", "object":
+                {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "a", "namespace": "default", "uid": "uid-a",
+                              "labels": {"kubewasm.dev/testkit": plugin}},
+                 "data": {"action": "copy"}}},
+            "expect": {"match": "subset", "intents": [{"create": {"ownedByTrigger": true, "object":
+                {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "a-out", "namespace": "default"}}}}]}});
+        if let Some(s) = settings {
+            case["settings"] = s;
+        }
+        case
+    };
+
+    // The approved testkit passes: the case is right.
+    let file = dir.path().join("approved.yaml");
+    write_cases(&file, &[copy("testkit", None)]);
+    let (code, out) = kubewasm_test(&[], &[&file]);
+    assert_eq!(code, 0, "{out}");
+
+    // Nothing approved.
+    let file = dir.path().join("unapproved-cases.yaml");
+    write_cases(&file, &[copy("unapproved", None)]);
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "  plugin rejected: plugin unapproved asks for more than the operator approved: create core ConfigMap"
+        ) && out.contains("kubewasm inspect --approval"),
+        "{out}"
+    );
+    assert!(out.contains("0 passed, 1 failed"), "{out}");
+
+    // The case's settings ask for more than the settings file approves: an escalation.
+    let file = dir.path().join("escalating.yaml");
+    write_cases(&file, &[copy("testkit", Some(json!({"grantAll": true})))]);
+    let (code, out) = kubewasm_test(&[], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    for extra in [
+        "plugin testkit asks for more than the operator approved",
+        "create * * (all namespaces and cluster-scoped, with force)",
+        "delete * * (all namespaces and cluster-scoped, with force)",
+    ] {
+        assert!(out.contains(extra), "{extra}: {out}");
+    }
+    assert!(
+        out.contains("[fresh instance]") && out.contains("[reused instance]"),
+        "{out}"
+    );
+    assert!(out.contains("0 passed, 1 failed"), "{out}");
+
+    // An approval in the case replaces the file's: an empty one approves nothing.
+    let mut case = copy("testkit", None);
+    case["approval"] = json!({});
+    write_cases(&file, &[case]);
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "plugin testkit asks for more than the operator approved: create core ConfigMap"
+        ),
         "{out}"
     );
 }

@@ -3,9 +3,22 @@
 //! They are read from the repository at build time (one source of truth: nothing is copied
 //! into the crate), listed by walking the folders so a file added to a layer is carried
 //! without editing this list.
+//!
+//! It also generates the Go and C bindings of the WIT with the generator crates of
+//! wit-bindgen (pinned in Cargo.toml), once, here: the binary carries them under
+//! `bindings/go`, `bindings/c` and `bindings/go-pkg` (the Go runtime package the bindings
+//! import, from the wit-bindgen-go crate), so no plugin author builds wit-bindgen.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use wit_bindgen_core::{Files, WorldGenerator};
+use wit_parser::Resolve;
+
+/// The world every plugin implements, and the Go module path of its bindings.
+const WORLD: &str = "plugin";
+const GO_MODULE: &str = "kubewasm.dev/bindings";
 
 /// (folder relative to the repository, file suffixes kept, file suffixes dropped).
 const TREES: &[(&str, &[&str], &[&str])] = &[
@@ -77,9 +90,25 @@ fn main() {
         assert!(path.is_file(), "{} is missing", path.display());
         files.push(((*file).to_string(), path));
     }
-    let mut code = String::from(
-        "/// Repository files carried by the binary: (path relative to the repository, bytes).\n\
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
+    let (generator_dir, wit_bindgen_version) = package("wit-bindgen-go");
+    let go_pkg_version = bindings(
+        &root,
+        &generator_dir,
+        &wit_bindgen_version,
+        &out_dir.join("bindings"),
+        &mut files,
+    );
+
+    let mut code = format!(
+        "/// The wit-bindgen release whose generators wrote the carried bindings.\n\
+         pub const WIT_BINDGEN_VERSION: &str = {:?};\n\
+         /// The version of go.bytecodealliance.org/pkg the Go bindings require.\n\
+         pub const GO_PKG_VERSION: &str = {go_pkg_version:?};\n\
+         /// Repository files carried by the binary: (path relative to the repository, bytes);\n\
+         /// the generated bindings under `bindings/`.\n\
          pub static FILES: &[(&str, &[u8])] = &[\n",
+        wit_bindgen_version,
     );
     for (rel, path) in &files {
         let abs = path.canonicalize().expect("embedded file exists");
@@ -91,6 +120,154 @@ fn main() {
         .expect("write to a String");
     }
     code.push_str("];\n");
-    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it")).join("embedded.rs");
-    std::fs::write(out, code).expect("write embedded.rs");
+    std::fs::write(out_dir.join("embedded.rs"), code).expect("write embedded.rs");
+}
+
+/// Generates the Go and C bindings of `ROOT/wit` into OUT, adds them and the Go runtime
+/// package (from GENERATOR_DIR, the wit-bindgen-go crate) to `files` (as `bindings/go/…`,
+/// `bindings/c/…`, `bindings/go-pkg/…`), and returns the runtime package's version.
+fn bindings(
+    root: &Path,
+    generator_dir: &Path,
+    wit_bindgen_version: &str,
+    out: &Path,
+    files: &mut Vec<(String, PathBuf)>,
+) -> String {
+    let _ = std::fs::remove_dir_all(out);
+    // Unformatted on purpose: wit-bindgen-go pipes its output through `gofmt` when one is
+    // on PATH, and the carried bytes must not depend on the build machine.
+    let go = wit_bindgen_go::Opts {
+        format: wit_bindgen_go::Format::False,
+        pkg_name: Some(GO_MODULE.to_string()),
+        ..Default::default()
+    };
+    let mut generated = generate(root, go.build());
+    // The bindings as a module of their own, and the Go layer's export glue: the generated
+    // exports package calls Describe and Handle, which the glue forwards to the plugin.
+    let (pkg_module, pkg_version) = {
+        let v = wit_bindgen_go::remote_pkg_version();
+        let (m, v) = v.split_once(' ').expect("\"MODULE VERSION\"");
+        (m.to_string(), v.to_string())
+    };
+    let go_mod = format!(
+        "// Generated: the wit-bindgen {wit_bindgen_version} Go bindings of the kubewasm WIT.\n\
+         module {GO_MODULE}\n\ngo 1.27\n\nrequire {pkg_module} {pkg_version}\n"
+    );
+    generated.push(("go.mod".into(), go_mod.into_bytes()));
+    let glue = root.join("plugins/go/kubewasm/internal/glue/handler.go.in");
+    generated.push((
+        "exports/export_kubewasm_plugin_handler/glue.go".into(),
+        std::fs::read(&glue).expect("the Go layer's glue"),
+    ));
+    write_all(&out.join("go"), "bindings/go", generated, files);
+
+    let c = generate(root, wit_bindgen_c::Opts::default().build());
+    write_all(&out.join("c"), "bindings/c", c, files);
+
+    // go.bytecodealliance.org/pkg: its Go sources ship inside the wit-bindgen-go crate at
+    // the version its generator targets (there is no module proxy on an author's machine).
+    let pkg = generator_dir.join("src/pkg");
+    let go_mod = std::fs::read_to_string(pkg.join("go.mod")).unwrap_or_default();
+    assert!(
+        go_mod
+            .lines()
+            .any(|l| l.trim() == format!("module {pkg_module}")),
+        "{} is not {pkg_module}",
+        pkg.display()
+    );
+    let mut found = Vec::new();
+    walk(&pkg, &mut found);
+    for path in found {
+        let rel = path
+            .strip_prefix(&pkg)
+            .expect("walked under it")
+            .to_string_lossy()
+            .replace('\\', "/");
+        let keep = rel == "go.mod"
+            || rel == "LICENSE"
+            || (rel.starts_with("wit/") && (rel.ends_with(".go") || rel.ends_with(".s")));
+        if keep {
+            files.push((format!("bindings/go-pkg/{rel}"), path));
+        }
+    }
+    pkg_version
+}
+
+/// Runs one generator on the world `plugin` of `ROOT/wit`: (file name, bytes), sorted.
+fn generate(root: &Path, mut generator: Box<dyn WorldGenerator>) -> Vec<(String, Vec<u8>)> {
+    let mut resolve = Resolve::default();
+    let (pkg, _) = resolve
+        .push_path(root.join("wit"))
+        .expect("wit/ parses (the host's own tests check it)");
+    let world = resolve
+        .select_world(&[pkg], Some(WORLD))
+        .expect("wit/ has the world `plugin`");
+    let mut out = Files::default();
+    generator
+        .generate(&mut resolve, world, &mut out)
+        .expect("wit-bindgen generates bindings for wit/");
+    let mut generated: Vec<(String, Vec<u8>)> = out
+        .iter()
+        .map(|(name, bytes)| (name.to_string(), bytes.to_vec()))
+        .collect();
+    generated.sort();
+    generated
+}
+
+/// Writes generated files under DIR and lists them in `files` as `PREFIX/name`.
+fn write_all(
+    dir: &Path,
+    prefix: &str,
+    generated: Vec<(String, Vec<u8>)>,
+    files: &mut Vec<(String, PathBuf)>,
+) {
+    for (name, bytes) in generated {
+        let path = dir.join(&name);
+        std::fs::create_dir_all(path.parent().expect("a file has a parent"))
+            .expect("create the bindings folder");
+        std::fs::write(&path, bytes).expect("write a generated file");
+        files.push((format!("{prefix}/{name}"), path));
+    }
+}
+
+/// The source folder and version of a package in this build's dependency graph, from
+/// `cargo metadata` (the one way to find where cargo unpacked a crate: registry, vendored
+/// or git). Offline: the build already has every crate.
+fn package(name: &str) -> (PathBuf, String) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"))
+        .join("Cargo.toml");
+    // Only this build's platforms: the crates of others were never downloaded.
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "metadata",
+        "--format-version",
+        "1",
+        "--offline",
+        "--manifest-path",
+    ])
+    .arg(&manifest);
+    for platform in ["HOST", "TARGET"] {
+        if let Ok(triple) = std::env::var(platform) {
+            cmd.args(["--filter-platform", &triple]);
+        }
+    }
+    let out = cmd.output().expect("run cargo metadata");
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata JSON");
+    let packages = meta["packages"].as_array().expect("packages");
+    let p = packages
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{name} is not in the dependency graph"));
+    let dir = p["manifest_path"]
+        .as_str()
+        .and_then(|m| Path::new(m).parent())
+        .expect("a manifest path");
+    let version = p["version"].as_str().expect("a version");
+    (dir.to_path_buf(), version.to_string())
 }

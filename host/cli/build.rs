@@ -92,7 +92,7 @@ fn main() {
     }
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
     let (generator_dir, wit_bindgen_version) = package("wit-bindgen-go");
-    let go_pkg_version = bindings(
+    bindings(
         &root,
         &generator_dir,
         &wit_bindgen_version,
@@ -100,15 +100,10 @@ fn main() {
         &mut files,
     );
 
-    let mut code = format!(
-        "/// The wit-bindgen release whose generators wrote the carried bindings.\n\
-         pub const WIT_BINDGEN_VERSION: &str = {:?};\n\
-         /// The version of go.bytecodealliance.org/pkg the Go bindings require.\n\
-         pub const GO_PKG_VERSION: &str = {go_pkg_version:?};\n\
-         /// Repository files carried by the binary: (path relative to the repository, bytes);\n\
+    let mut code = String::from(
+        "/// Repository files carried by the binary: (path relative to the repository, bytes);\n\
          /// the generated bindings under `bindings/`.\n\
          pub static FILES: &[(&str, &[u8])] = &[\n",
-        wit_bindgen_version,
     );
     for (rel, path) in &files {
         let abs = path.canonicalize().expect("embedded file exists");
@@ -125,14 +120,14 @@ fn main() {
 
 /// Generates the Go and C bindings of `ROOT/wit` into OUT, adds them and the Go runtime
 /// package (from GENERATOR_DIR, the wit-bindgen-go crate) to `files` (as `bindings/go/…`,
-/// `bindings/c/…`, `bindings/go-pkg/…`), and returns the runtime package's version.
+/// `bindings/c/…`, `bindings/go-pkg/…`).
 fn bindings(
     root: &Path,
     generator_dir: &Path,
     wit_bindgen_version: &str,
     out: &Path,
     files: &mut Vec<(String, PathBuf)>,
-) -> String {
+) {
     let _ = std::fs::remove_dir_all(out);
     // Unformatted on purpose: wit-bindgen-go pipes its output through `gofmt` when one is
     // on PATH, and the carried bytes must not depend on the build machine.
@@ -190,7 +185,6 @@ fn bindings(
             files.push((format!("bindings/go-pkg/{rel}"), path));
         }
     }
-    pkg_version
 }
 
 /// Runs one generator on the world `plugin` of `ROOT/wit`: (file name, bytes), sorted.

@@ -307,7 +307,7 @@ project_go_toolchain() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR GO_PKG_
 project_go_build() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR GO_PKG_DIR
     ensure_go_toolchain
     if [ ! -d "$GOCACHE" ]; then
-        echo "first Go build with $GOCACHE: compiling Go's standard library for wasip1 too (about 30 s, once)"
+        echo "first Go build with $GOCACHE: compiling Go's standard library for wasip1 too (about 10-30 s, once)"
     fi
     # The layer comes through the project's go.mod replace directive.
     go_work "$4/go.work" "$5" "$6" "$1"

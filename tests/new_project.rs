@@ -82,6 +82,28 @@ fn new_and_build(lang: &str, name: &str, tools: &Path) -> (tempfile::TempDir, Pa
         stdout.trim_end().ends_with("2 passed, 0 failed"),
         "{lang}: the project's test cases:\n{stdout}"
     );
+    // `kubewasm build` prints one timed line per step, and builds no code generator.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let steps: &[&str] = match lang {
+        "go" => &["toolchain", "bindings", "go build", "component"],
+        "c" => &["toolchain", "bindings", "clang", "component"],
+        "rust" => &["toolchain", "cargo build"],
+        "python" => &["toolchain", "componentize-py"],
+        _ => &["toolchain", "componentize-js"],
+    };
+    for step in steps {
+        assert!(
+            stderr.lines().any(|l| l
+                .strip_prefix("  ")
+                .and_then(|l| l.strip_prefix(step))
+                .is_some_and(|rest| rest.starts_with(' ') && rest.ends_with(" s"))),
+            "{lang}: no timed line for the step {step:?}:\n{stderr}"
+        );
+    }
+    assert!(
+        !stdout.contains("cargo install") && !stderr.contains("cargo install"),
+        "{lang}: {stdout}\n{stderr}"
+    );
     assert!(project.join(format!("dist/{name}.wasm")).is_file());
     assert!(project.join(format!("dist/{name}.yaml")).is_file());
     (tmp, project)

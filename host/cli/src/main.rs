@@ -15,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use cmd::{build, compile_worker, dev, inspect, new, rbac, run, test};
+use cmd::{build, compile_worker, componentize, dev, inspect, new, rbac, run, test};
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
 ///
@@ -82,6 +82,12 @@ enum Command {
     /// worker process so the compiler's memory never stays in the host.
     #[command(name = cmd::COMPILE_WORKER, hide = true)]
     CompileWorker,
+    /// Internal: write the Go or C bindings this binary carries (plugins/{go,c}/build.sh).
+    #[command(hide = true)]
+    Bindings(componentize::BindingsArgs),
+    /// Internal: make a component of a core wasm module (plugins/{go,c}/build.sh).
+    #[command(hide = true)]
+    Componentize(componentize::ComponentizeArgs),
 }
 
 fn init_logging(cli: &Cli) -> Result<()> {
@@ -135,6 +141,8 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::Inspect(args) => inspect::command(args).await,
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args),
+        Command::Bindings(args) => componentize::bindings_command(args),
+        Command::Componentize(args) => componentize::componentize_command(args),
         Command::CompileWorker => unreachable!("handled before the runtime starts"),
     }
 }

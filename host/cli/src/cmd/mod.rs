@@ -2,6 +2,7 @@
 
 pub mod build;
 pub mod compile_worker;
+pub mod componentize;
 pub mod dev;
 pub mod inspect;
 pub mod new;

@@ -36,6 +36,18 @@ fn field<'a>(line: &'a Value, key: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// PATH with the binary under test first, as `kubewasm`.
+fn path_with_kubewasm() -> std::ffi::OsString {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH")
+}
+
 /// `kubewasm new LANG NAME DIR`, then the project's own build-and-test command.
 fn new_and_build(lang: &str, name: &str, tools: &Path) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -56,18 +68,10 @@ fn new_and_build(lang: &str, name: &str, tools: &Path) -> (tempfile::TempDir, Pa
     );
 
     // The project's one command, with the binary under test as `kubewasm` on PATH.
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .expect("PATH");
     let out = Command::new("sh")
         .arg("build.sh")
         .current_dir(&project)
-        .env("PATH", path)
+        .env("PATH", path_with_kubewasm())
         .env("KUBEWASM_TOOLS_DIR", tools)
         .env("KUBEWASM_LOG", "warn")
         .output()
@@ -207,6 +211,118 @@ async fn js_project() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c_project() {
     round_trip("c", &[]).await;
+}
+
+/// Runs PROGRAM ARGS in a generated project as its author would (the binary under test as
+/// `kubewasm`), and returns its output; fails the test when it fails.
+fn in_project(project: &Path, tools: &Path, program: &str, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(project)
+        .env("PATH", path_with_kubewasm())
+        .env("KUBEWASM_TOOLS_DIR", tools)
+        .env("KUBEWASM_LOG", "warn")
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{program} {args:?} failed\n--- stdout\n{stdout}\n--- stderr\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// `kubewasm build` from scratch (dist/ removed, so an up-to-date check cannot skip it).
+fn rebuild_js(project: &Path, tools: &Path, name: &str, after: &str) {
+    let dist = project.join("dist");
+    if dist.exists() {
+        std::fs::remove_dir_all(&dist).expect("remove dist");
+    }
+    in_project(project, tools, "kubewasm", &["build"]);
+    assert!(
+        project.join(format!("dist/{name}.wasm")).is_file(),
+        "no component after {after}"
+    );
+}
+
+/// The frictions a new JavaScript author hit (issue 23): ordinary npm commands in a
+/// generated project leave `kubewasm build` working (the toolchain's undeclared
+/// preview2-shim is pinned), its node unit test runs with `npm test` against the layer's fake
+/// host, and `tsc --noEmit -p .` typechecks it through its jsconfig.json.
+#[test]
+fn js_project_survives_npm_and_runs_its_node_tests() {
+    let tools = tools("js", &[]);
+    let name = "demo-js-npm";
+    let (_tmp, project) = new_and_build("js", name, &tools);
+
+    // An unrelated package: npm prunes what package.json does not name.
+    in_project(
+        &project,
+        &tools,
+        "npm",
+        &[
+            "install",
+            "--no-save",
+            "--no-audit",
+            "--no-fund",
+            "is-number@7.0.0",
+        ],
+    );
+    assert!(
+        project
+            .join("node_modules/@bytecodealliance/preview2-shim")
+            .is_dir(),
+        "npm install removed preview2-shim"
+    );
+    rebuild_js(&project, &tools, name, "npm install --no-save is-number");
+    in_project(&project, &tools, "npm", &["ci", "--no-audit", "--no-fund"]);
+    rebuild_js(&project, &tools, name, "npm ci");
+
+    let tests = in_project(&project, &tools, "npm", &["test"]);
+    assert!(
+        tests.contains("# pass 4") && tests.contains("# fail 0"),
+        "npm test:\n{tests}"
+    );
+    in_project(&project, &tools, "npx", &["tsc", "--noEmit", "-p", "."]);
+}
+
+/// A generated JavaScript project pins every devDependency of plugins/js at the same
+/// version (componentize-js and the preview2-shim its packaging leaves out).
+#[test]
+fn js_project_pins_the_repositorys_npm_toolchain() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = tmp.path().join("pins");
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["new", "js", "pins"])
+        .arg(&project)
+        .output()
+        .expect("run kubewasm new");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |p: &Path| -> Value {
+        serde_json::from_slice(&std::fs::read(p).expect("read package.json")).expect("JSON")
+    };
+    let ours = read(&root().join("plugins/js/package.json"));
+    let generated = read(&project.join("package.json"));
+    let ours = ours["devDependencies"]
+        .as_object()
+        .expect("devDependencies");
+    assert!(ours.contains_key("@bytecodealliance/preview2-shim"));
+    for (dep, version) in ours {
+        assert_eq!(
+            generated["devDependencies"].get(dep),
+            Some(version),
+            "{dep}: the generated package.json pins another version (or none)"
+        );
+    }
+    for file in ["jsconfig.json", "tsconfig.json", "index.test.js"] {
+        assert!(project.join(file).is_file(), "no {file}");
+    }
 }
 
 /// `kubewasm new` refuses a bad name and a non-empty folder, and writes nothing then.

@@ -1,4 +1,5 @@
 // @ts-check
+/// <reference path="./wit-host.d.ts" />
 /** Logging through the host. */
 
 import * as host from 'kubewasm:plugin/host@0.1.0';

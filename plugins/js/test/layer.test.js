@@ -2,8 +2,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import * as kw from '../kubewasm/index.js';
-import { setFailure, setObjects, takeLogs } from './fake-host.js';
-import { callDescribe, callHandle, witEvent } from './helpers.js';
+import {
+  callDescribe, callHandle, setFailure, setObjects, takeLogs, witEvent,
+} from '../kubewasm/testing/index.js';
 
 const site = {
   apiVersion: 'sites.kubewasm.dev/v1alpha1',

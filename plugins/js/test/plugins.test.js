@@ -7,7 +7,7 @@ import * as kw from '../kubewasm/index.js';
 import * as cs from '../contentsite-provisioner/index.js';
 import * as mm from '../mongodb-monitor/index.js';
 import * as sd from '../seldon-endpoint/index.js';
-import { callDescribe, callHandle, witEvent } from './helpers.js';
+import { callDescribe, callHandle, witEvent } from '../kubewasm/testing/index.js';
 
 const clone = (v) => JSON.parse(JSON.stringify(v));
 

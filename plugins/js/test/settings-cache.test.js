@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import * as kw from '../kubewasm/index.js';
-import { witEvent } from './helpers.js';
+import { witEvent } from '../kubewasm/testing/index.js';
 
 // `definePlugin` decodes the settings once per settings text: these check that the cache
 // follows the text (a new text is decoded again, an error stays an error) and that the

@@ -216,6 +216,18 @@ pub fn scaffold(lang: Lang, name: &str) -> Result<Vec<(PathBuf, Vec<u8>, bool)>>
                 "index.js".into(),
                 include_str!("../../templates/js/index.js"),
             );
+            add(
+                "index.test.js".into(),
+                include_str!("../../templates/js/index.test.js"),
+            );
+            add(
+                "jsconfig.json".into(),
+                include_str!("../../templates/js/jsconfig.json"),
+            );
+            add(
+                "tsconfig.json".into(),
+                include_str!("../../templates/js/tsconfig.json"),
+            );
         }
         Lang::C => {
             add(
@@ -350,9 +362,9 @@ impl Vars {
                 "",
             ),
             Lang::Js => (
-                "`package.json`, `index.js` | the plugin (`definePlugin`); `package.json` depends on the `kubewasm` npm package by path (`file:deps/kubewasm-js`) and pins componentize-js",
+                "`package.json`, `index.js`, `index.test.js`, `jsconfig.json` | the plugin (`definePlugin`) and its node unit tests (`npm test`); `package.json` depends on the `kubewasm` npm package by path (`file:deps/kubewasm-js`) and pins componentize-js; `jsconfig.json` (and `tsconfig.json`, for `tsc -p .`) types it",
                 "`npm install` of the project's pinned componentize-js",
-                "`npm test` runs the one command above. The layer imports the host's WIT interface (`kubewasm:plugin/host@0.1.0`), which only exists inside the component: for tests under node, map it to a fake with a module hook, or test your own functions that take and return plain objects.",
+                include_str!("../../templates/js/README-native.md"),
                 "",
             ),
             Lang::C => (

@@ -1,12 +1,17 @@
-// Shared helpers: call a plugin's WIT exports the way the host does and read the results
-// back as plain objects (JSON bodies parsed), so tests compare values, not text.
+// @ts-check
+/**
+ * Call a plugin's WIT exports the way the host does and read the results back as plain
+ * objects (JSON bodies parsed), so tests compare values, not text.
+ */
 
 /**
- * @param {string} type
+ * An event as the host passes it to `handle` (objects as JSON text).
+ * @param {string} type 'added' | 'modified' | 'deleted' | 'resync'
  * @param {unknown} object
  * @param {{ watchId?: string, oldObject?: unknown }} [options]
  */
 export function witEvent(type, object, options = {}) {
+  /** @param {unknown} v */
   const text = (v) => (typeof v === 'string' ? v : JSON.stringify(v));
   return {
     eventType: type,
@@ -16,7 +21,10 @@ export function witEvent(type, object, options = {}) {
   };
 }
 
-/** Parses the JSON text inside WIT intents. */
+/**
+ * Parses the JSON text inside WIT intents.
+ * @param {{ tag: string, val: Record<string, any> }[]} list
+ */
 export function decodeIntents(list) {
   return list.map(({ tag, val }) => {
     const v = { ...val };
@@ -27,8 +35,11 @@ export function decodeIntents(list) {
 }
 
 /**
- * Calls handler.handle as the host would: `{ ok }` or `{ err }`.
+ * Calls handler.handle as the host would: `{ ok }` (intents, JSON parsed) or `{ err }`.
  * @param {{ handle: Function }} handler
+ * @param {ReturnType<typeof witEvent>} event
+ * @param {unknown} [settings] the settings file's content (undefined: no file)
+ * @returns {{ ok?: any[], err?: any }}
  */
 export function callHandle(handler, event, settings) {
   try {
@@ -39,8 +50,10 @@ export function callHandle(handler, event, settings) {
 }
 
 /**
- * Calls handler.describe as the host would: `{ ok }` or `{ err }`.
+ * Calls handler.describe as the host would: `{ ok }` (the manifest) or `{ err }`.
  * @param {{ describe: Function }} handler
+ * @param {unknown} [settings] the settings file's content (undefined: no file)
+ * @returns {{ ok?: any, err?: any }}
  */
 export function callDescribe(handler, settings) {
   try {

@@ -82,6 +82,16 @@ impl Report {
     }
 }
 
+/// The event as the plugin receives it: what an informer's handler gets.
+pub(crate) fn plugin_event(d: &Delivery) -> PluginEvent {
+    PluginEvent {
+        event_type: d.event_type,
+        watch_id: d.watch_id.to_string(),
+        object: d.object.json(),
+        old_object: d.old.as_ref().map(|o| o.json()),
+    }
+}
+
 /// Calls, admits, applies.
 pub(crate) struct Pipeline {
     pub(crate) applier: Arc<Applier>,
@@ -103,12 +113,7 @@ impl crate::host::layers::Handle for Pipeline {
         let mut report = Report::skipped(Ok(()));
 
         // 1. Call.
-        let event = PluginEvent {
-            event_type: d.event_type,
-            watch_id: d.watch_id.to_string(),
-            object: d.object.json(),
-            old_object: d.old.as_ref().map(|o| o.json()),
-        };
+        let event = plugin_event(d);
         let started = Instant::now();
         let called = self
             .leadership

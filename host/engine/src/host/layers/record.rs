@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use kubewasm_runtime::{CallError, PluginEvent};
+use kubewasm_runtime::CallError;
 
 use super::Handle;
 use crate::Error;
 use crate::cases::record::{Outcome, Recorder};
-use crate::host::handler::{Report, Request};
+use crate::host::handler::{Report, Request, plugin_event};
 
 /// Records events when a recorder is configured.
 pub(crate) struct Record<S> {
@@ -27,13 +27,7 @@ impl<S: Handle> Handle for Record<S> {
         let Some(recorder) = &self.recorder else {
             return self.inner.handle(req).await;
         };
-        let d = req.delivery;
-        let event = PluginEvent {
-            event_type: d.event_type,
-            watch_id: d.watch_id.to_string(),
-            object: d.object.json(),
-            old_object: d.old.as_ref().map(|o| o.json()),
-        };
+        let event = plugin_event(req.delivery);
         let recording = recorder.begin(&req.version.plugin, &event);
         req.view = recording.reading(req.view);
         req.keep_intents = true;

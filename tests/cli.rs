@@ -132,7 +132,7 @@ expect:
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains(
-            r#"watch "nope" is not in the manifest of mongodb-monitor (its watches: mongodbs)"#
+            r#"watch "nope" is not in the manifest of mongodb-monitor (its watches: mongodbs (mongodb.com/v1/MongoDB))"#
         ),
         "{out}"
     );

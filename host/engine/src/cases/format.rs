@@ -43,7 +43,7 @@ pub struct CaseEvent {
     /// added | modified | deleted | resync.
     #[serde(rename = "type")]
     pub event_type: String,
-    /// Watch id; default: the plugin's first watch.
+    /// Watch id; default: the one watch whose resource is the object's kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<String>,
     /// The object.

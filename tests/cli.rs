@@ -48,6 +48,39 @@ fn inspect_prints_the_world_and_the_manifest() {
     assert!(err.contains("not a WebAssembly component"), "{err}");
 }
 
+/// Settings the plugin refuses (a leftover key) do not hide what it asks for: `inspect
+/// --approval` prints the approval as described without settings, the error beside it as a
+/// comment and on stderr, and exits 1; plain `inspect` shows both too.
+#[test]
+fn inspect_approval_survives_invalid_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("mongodb-monitor.wasm");
+    std::fs::copy(example_plugin("mongodb-monitor"), &wasm).unwrap();
+    std::fs::write(dir.path().join("mongodb-monitor.yaml"), "suffix: copy\n").unwrap();
+    let (code, out, err) = kubewasm(&["inspect", "--approval", wasm.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("unknown field `suffix`"), "{err}");
+    assert!(
+        out.contains("WITHOUT settings") && out.contains("#   plugin ") && out.contains("`suffix`"),
+        "{out}"
+    );
+    let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("YAML");
+    assert_eq!(
+        doc["kubewasm"]["approved"]["grants"][0]["kinds"],
+        serde_json::json!(["ServiceMonitor"]),
+        "{out}"
+    );
+
+    let (code, out, _) = kubewasm(&["inspect", wasm.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("YAML");
+    assert!(doc["error"].as_str().unwrap().contains("`suffix`"), "{out}");
+    assert!(
+        doc["withoutSettings"]["requested"]["grants"].is_array(),
+        "{out}"
+    );
+}
+
 /// `inspect` compiles through the code cache: the second run of the same file is a cache
 /// hit (said in its log), and WASI imports are explained. Entries outlive a process only
 /// under a key file (`KUBEWASM_CACHE_KEY_FILE`, outside the cache directory).

@@ -41,6 +41,25 @@ pub async fn command(args: InspectArgs) -> Result<()> {
         print!("{}", serde_yaml_ng::to_string(&block)?);
         return Ok(());
     }
+    // Settings the plugin refuses (leftovers of an older version) must not hide what it
+    // asks for: print that, as described without settings, with the error beside it.
+    if args.approval
+        && let Some(requested) = out.pointer("/withoutSettings/requested")
+    {
+        let error = out["error"].as_str().unwrap_or_default();
+        eprintln!("error: {error}");
+        let block = json!({"kubewasm": {"approved": requested}});
+        println!(
+            "# What {} asks for when described WITHOUT settings: its settings are invalid:",
+            args.file.display()
+        );
+        for line in error.lines() {
+            println!("#   {line}");
+        }
+        println!("# Fix them, then run this again: what it asks for may depend on them.");
+        print!("{}", serde_yaml_ng::to_string(&block)?);
+        std::process::exit(1);
+    }
     print!("{}", serde_yaml_ng::to_string(&out)?);
     if out.get("error").is_some() {
         std::process::exit(1);
@@ -118,6 +137,7 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
         "size": size,
         "world": { "imports": world(imports, true), "exports": world(exports, false) },
     });
+    let settings = file.settings.is_some();
     match loader.load(file).await {
         Ok(loaded) => {
             let p = loaded.plugin;
@@ -143,7 +163,20 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
             out["manifest"] = manifest_json(&p.manifest);
             out["fieldManager"] = json!(p.manifest.field_manager());
         }
-        Err(e) => out["error"] = json!(e.to_string()),
+        Err(e) => {
+            out["error"] = json!(e.to_string());
+            // Refused by describe with settings: what it asks for without them.
+            if settings && matches!(e, Error::Manifest { .. }) {
+                let mut bare = PluginFile::read(path)?;
+                bare.settings = None;
+                if let Ok(loaded) = loader.load(bare).await {
+                    let m = &loaded.plugin.manifest;
+                    out["withoutSettings"] = json!({
+                        "requested": ApprovalSpec::from_parts(&m.grants, &m.reads),
+                    });
+                }
+            }
+        }
     }
     Ok(out)
 }

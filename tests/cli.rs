@@ -81,6 +81,29 @@ fn inspect_approval_survives_invalid_settings() {
     );
 }
 
+/// A bare file name (no `./`) is a file of the current directory, for `inspect` as for
+/// `test --plugin`.
+#[test]
+fn a_bare_file_name_is_read_from_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        example_plugin("mongodb-monitor"),
+        dir.path().join("mongodb-monitor.wasm"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["--log", "warn", "inspect", "mongodb-monitor.wasm"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("name: mongodb-monitor"), "{stdout}");
+}
+
 /// `inspect` compiles through the code cache: the second run of the same file is a cache
 /// hit (said in its log), and WASI imports are explained. Entries outlive a process only
 /// under a key file (`KUBEWASM_CACHE_KEY_FILE`, outside the cache directory).

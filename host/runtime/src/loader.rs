@@ -94,7 +94,12 @@ pub enum FileRefusal {
 /// `max` bytes.
 pub(crate) fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusal> {
     use std::io::Read;
-    let dir = path.parent().unwrap_or(Path::new(".")).canonicalize()?;
+    // A bare file name's parent is "", which does not canonicalize: it is ".".
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .canonicalize()?;
     let real = path.canonicalize()?;
     if !real.starts_with(&dir) {
         return Err(FileRefusal::OutsideDirectory(real));

@@ -242,6 +242,62 @@ fn the_test_runner_passes_good_cases_and_fails_with_a_diff() {
     assert!(out.trim_end().ends_with("0 passed, 1 failed"), "{out}");
 }
 
+/// `dev`'s start-up banner ends with the plugins loaded and refused, with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_ends_its_banner_with_the_plugins_loaded_and_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    install_approved(
+        &example_plugin("mongodb-monitor"),
+        &plugins,
+        "mongodb-monitor",
+        None,
+    );
+    // No settings file, so no approval: refused at load.
+    std::fs::copy(
+        example_plugin("seldon-endpoint"),
+        plugins.join("seldon-endpoint.wasm"),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+    cmd.args(["--log-format", "json", "dev", "--plugins"])
+        .arg(&plugins)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let host = HostProcess::spawn_command(cmd);
+    host.wait_log("the banner's end", |l| {
+        field(l, "message") == "--- Ctrl-C to stop ---"
+    })
+    .await;
+    let banner: Vec<String> = host
+        .logs()
+        .iter()
+        .filter(|l| l["raw"] == true)
+        .map(|l| field(l, "message").to_string())
+        .collect();
+    let text = banner.join("\n");
+    let at = |line: &str| {
+        banner
+            .iter()
+            .position(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("no {line:?} in {text}"))
+    };
+    assert!(at("API server: http") < at("plugins loaded: 1"), "{text}");
+    assert!(
+        banner[at("plugins loaded: 1") + 1].starts_with("  mongodb-monitor "),
+        "{text}"
+    );
+    let refused = &banner[at("plugins refused: 1") + 1];
+    assert!(
+        refused.contains("seldon-endpoint.wasm: ")
+            && refused.contains("asks for more than the operator approved"),
+        "{text}"
+    );
+    host.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_serves_the_examples_with_the_example_plugins() {
     let dir = tempfile::tempdir().unwrap();

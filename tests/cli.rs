@@ -155,6 +155,61 @@ fn inspect_uses_the_code_cache_and_explains_imports() {
     );
 }
 
+/// Without cache settings, `inspect` and `test` share a per-user cache: the second run
+/// of the same file is a cache hit, its key created 0600 beside the cache directory.
+#[test]
+fn inspect_and_test_share_a_per_user_cache_by_default() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let xdg = home.path().join("xdg");
+    let wasm = example_plugin("mongodb-monitor");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .env("HOME", home.path())
+            .env("XDG_CACHE_HOME", &xdg)
+            .env_remove("KUBEWASM_CACHE_DIR")
+            .env_remove("KUBEWASM_CACHE_KEY_FILE")
+            .args(["--log-format", "json", "--log", "info"])
+            .args(args)
+            .output()
+            .expect("run kubewasm");
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|l| l["how"].as_str().map(str::to_string))
+            .collect::<Vec<String>>()
+    };
+    let inspect = [std::ffi::OsStr::new("inspect"), wasm.as_os_str()];
+    assert_eq!(run(&inspect), ["compiled"]);
+    assert_eq!(run(&inspect), ["cache hit"]);
+    let key = xdg.join("kubewasm/code.key");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", key.display());
+    assert!(xdg.join("kubewasm/code").is_dir());
+
+    // `test` loads through the same cache.
+    let cases = home.path().join("cases.yaml");
+    std::fs::write(
+        &cases,
+        "name: a\nevent: {type: added, object: {apiVersion: mongodb.com/v1, kind: MongoDB, \
+         metadata: {name: a, namespace: b, uid: u}}}\nexpect: {intents: []}\n",
+    )
+    .unwrap();
+    let test = [
+        std::ffi::OsStr::new("--log"),
+        std::ffi::OsStr::new("kubewasm::cases=debug"),
+        std::ffi::OsStr::new("test"),
+        std::ffi::OsStr::new("--plugin"),
+        wasm.as_os_str(),
+        cases.as_os_str(),
+    ];
+    let how = run(&test);
+    assert!(
+        !how.is_empty() && how.iter().all(|h| h == "cache hit"),
+        "{how:?}"
+    );
+}
+
 /// A case naming a watch the plugin does not declare fails, naming the watches it has; a
 /// case file that is not YAML is reported with its line and the run goes on.
 #[test]

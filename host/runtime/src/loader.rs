@@ -376,6 +376,25 @@ impl Loader {
         })
     }
 
+    /// Like [`Loader::new`] with a cache directory, its entries authenticated with the key
+    /// in `key_file` rather than as the environment says: the CLI's per-user cache, whose
+    /// key it keeps beside the directory.
+    pub fn with_key_file(
+        engine: PluginEngine,
+        options: LoadOptions,
+        cache_dir: &Path,
+        key_file: &Path,
+    ) -> Result<Self, Error> {
+        let key = crate::codecache::CacheKey::from_file(key_file)?;
+        let disk = CodeCache::with_key(cache_dir, &engine, key, Default::default())?;
+        Ok(Loader {
+            engine,
+            options,
+            disk: Some(disk),
+            memory: Mutex::new(HashMap::new()),
+        })
+    }
+
     /// The engine plugins are compiled with.
     pub fn engine(&self) -> &PluginEngine {
         &self.engine

@@ -14,12 +14,16 @@ use kubewasm::runtime::approval::ApprovalSpec;
 use kubewasm::runtime::{Error, LoadOptions, Loader, PluginEngine, PluginFile};
 use serde_json::{Value, json};
 
+use super::usercache::CodeCache;
+
 /// Flags of `kubewasm inspect`.
 #[derive(Args, Debug)]
 pub struct InspectArgs {
     /// The plugin file.
     file: PathBuf,
     /// Keep compiled plugins here between runs (big components compile for seconds).
+    /// Default: the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else
+    /// ~/.cache/kubewasm/code), keyed by code.key beside it.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// Print only the settings block that approves exactly what the plugin asks for
@@ -31,7 +35,8 @@ pub struct InspectArgs {
 /// `kubewasm inspect`: print the plugin's world and manifest as YAML; exit 1 when it
 /// cannot be loaded.
 pub async fn command(args: InspectArgs) -> Result<()> {
-    let out = inspect(&args.file, args.cache_dir.as_deref()).await?;
+    let cache = super::usercache::CodeCache::choose(args.cache_dir);
+    let out = inspect(&args.file, &cache).await?;
     if args.approval && out.get("manifest").is_some() {
         let block = json!({"kubewasm": {"approved": out["requested"]}});
         println!(
@@ -88,9 +93,14 @@ fn explain(name: &str, import: bool) -> &'static str {
 /// The component's imports and exports (its WIT world, each explained), and its manifest
 /// when it implements the kubewasm world. A component of another world still gets its
 /// world printed, with the reason it cannot be loaded.
-async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> {
+async fn inspect(path: &Path, cache: &CodeCache) -> Result<Value, Error> {
     let engine = PluginEngine::new()?;
-    let loader = Loader::new(engine.clone(), LoadOptions::default(), cache_dir)?;
+    let loader = match (&cache.dir, &cache.key_file) {
+        (Some(dir), Some(key)) => {
+            Loader::with_key_file(engine.clone(), LoadOptions::default(), dir, key)?
+        }
+        (dir, _) => Loader::new(engine.clone(), LoadOptions::default(), dir.as_deref())?,
+    };
     let mut file = PluginFile::read(path)?;
     let size = file.bytes.len();
     let (component, source) = {
@@ -102,9 +112,7 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
                 // Big components (Python, JavaScript) take seconds: say what is happening.
                 // Entries written under a per-process key never verify in the next
                 // process: only a key file makes the on-disk cache serve the next run.
-                let keyed = std::env::var_os(kubewasm::runtime::codecache::KEY_FILE_ENV)
-                    .is_some_and(|p| !p.is_empty());
-                let hint = match (cache_dir.is_some(), keyed) {
+                let hint = match (cache.dir.is_some(), cache.persistent()) {
                     (true, true) => "; the cache makes the next run fast",
                     (true, false) => {
                         "; without KUBEWASM_CACHE_KEY_FILE the cache serves this run only"

@@ -22,7 +22,9 @@ pub struct TestArgs {
     #[arg(long)]
     update: bool,
     /// Keep compiled plugins here between runs: a big component (Python, JavaScript)
-    /// then loads in milliseconds instead of compiling for seconds on every run.
+    /// then loads in milliseconds instead of compiling for seconds on every run. Default:
+    /// the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else ~/.cache/kubewasm/code),
+    /// keyed by code.key beside it.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// Which instances run the cases: `fresh` (a new instance per case), `reused` (all
@@ -57,10 +59,12 @@ impl From<Instances> for replay::Instances {
 
 /// `kubewasm test`: print the report; exit 1 when any case failed.
 pub async fn command(args: TestArgs) -> Result<()> {
+    let cache = super::usercache::CodeCache::choose(args.cache_dir);
     let opts = RunOptions {
         plugin: args.plugin,
         update: args.update,
-        cache_dir: args.cache_dir,
+        cache_dir: cache.dir,
+        cache_key_file: cache.key_file,
         instances: args.instances.into(),
     };
     let report = replay::run(&args.paths, &opts).await?;

@@ -60,6 +60,9 @@ pub struct RunOptions {
     pub update: bool,
     /// Compiled-code cache directory.
     pub cache_dir: Option<PathBuf>,
+    /// The key of `cache_dir`'s entries; None: as the environment says
+    /// (`KUBEWASM_CACHE_KEY_FILE`, else random to this process).
+    pub cache_key_file: Option<PathBuf>,
     /// Fresh, reused or both.
     pub instances: Instances,
 }
@@ -282,7 +285,9 @@ impl Plugins {
             reuse,
             pool_size: 1,
         };
-        let plugin = Arc::new(self.loader.load_approved_as(file, instances).await?.plugin);
+        let loaded = self.loader.load_approved_as(file, instances).await?;
+        tracing::debug!(file = %path.display(), how = loaded.source.as_str(), "component ready");
+        let plugin = Arc::new(loaded.plugin);
         if reuse {
             self.reused.insert(key, plugin.clone());
         }
@@ -560,11 +565,12 @@ fn check(case: &TestCase, intents: &[Value], error: &Option<String>) -> Option<S
 /// Run every case under `paths` (files, or directories: every .yaml/.yml, sorted,
 /// recursively). With `update`, each file is rewritten with the actual outputs.
 pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> {
-    let loader = Loader::new(
-        PluginEngine::new()?,
-        LoadOptions::default(),
-        opts.cache_dir.as_deref(),
-    )?;
+    let loader = match (&opts.cache_dir, &opts.cache_key_file) {
+        (Some(dir), Some(key)) => {
+            Loader::with_key_file(PluginEngine::new()?, LoadOptions::default(), dir, key)?
+        }
+        (dir, _) => Loader::new(PluginEngine::new()?, LoadOptions::default(), dir.as_deref())?,
+    };
     let mut plugins = Plugins {
         loader,
         reused: HashMap::new(),

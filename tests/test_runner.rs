@@ -496,3 +496,38 @@ fn a_case_goes_to_the_watch_of_its_object_s_kind() {
     );
     assert!(out.contains("0 passed, 2 failed"), "{out}");
 }
+
+/// The report ends with its summary and a newline, passing or failing, so a shell prompt
+/// starts on its own line.
+#[test]
+fn the_summary_ends_with_a_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    install_testkit(dir.path());
+    for (expect, summary, code) in [
+        (
+            json!({"match": "subset", "intents": [{"create": {"ownedByTrigger": true, "object":
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "c-out", "namespace": "shop"}, "data": {"from": "testkit"}}}}]}),
+            "1 passed, 0 failed\n",
+            0,
+        ),
+        (json!({"intents": []}), "0 passed, 1 failed\n", 1),
+    ] {
+        let file = dir.path().join("cases.yaml");
+        write_cases(
+            &file,
+            &[json!({"name": "c", "plugin": "testkit.wasm",
+                     "event": {"type": "added", "object": configmap("c", "copy")},
+                     "expect": expect})],
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(["--log", "warn", "test", "--instances", "fresh"])
+            .arg(&file)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(code), "{stdout}");
+        assert!(stdout.ends_with(summary), "{stdout:?}");
+    }
+}

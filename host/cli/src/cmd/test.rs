@@ -3,6 +3,7 @@
 //!
 //! The file format is documented in `plugins/conformance/README.md`.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -68,7 +69,14 @@ pub async fn command(args: TestArgs) -> Result<()> {
         instances: args.instances.into(),
     };
     let report = replay::run(&args.paths, &opts).await?;
-    print!("{}", report.text);
+    // The summary ends the output with a newline, so a shell prompt starts on its own
+    // line; flushed by hand since `exit` skips stdout's destructor.
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(report.text.as_bytes())?;
+    if !report.text.ends_with('\n') {
+        stdout.write_all(b"\n")?;
+    }
+    stdout.flush()?;
     if report.failed > 0 {
         std::process::exit(1);
     }

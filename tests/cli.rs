@@ -549,3 +549,42 @@ async fn rbac_refuses_unserved_kinds_unless_allowed_to_guess() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("guessed"), "{err}");
 }
+
+/// The test-case format is at hand: at the end of `kubewasm test --help`, and as
+/// `tests/README.md` in every project `kubewasm new` makes, beside its cases.
+#[test]
+fn the_case_format_is_in_the_help_and_in_every_new_project() {
+    let (code, help, err) = kubewasm(&["test", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    for word in [
+        "event:",
+        "watch:",
+        "oldObject:",
+        "expect:",
+        "intents:",
+        "ownedByTrigger",
+        "match: exact",
+        "subset",
+        "cluster:",
+        "settings:",
+        "approval:",
+        "error:",
+        "<<: *cm",
+    ] {
+        assert!(help.contains(word), "{word} is not in the help: {help}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for lang in ["go", "rust", "python", "js", "c"] {
+        let project = tmp.path().join(lang);
+        let (code, _, err) = kubewasm(&["new", lang, "x", project.to_str().unwrap()]);
+        assert_eq!(code, 0, "{lang}: {err}");
+        let reference = std::fs::read_to_string(project.join("tests/README.md"))
+            .unwrap_or_else(|e| panic!("{lang}: no tests/README.md: {e}"));
+        assert!(
+            help.contains(reference.trim()),
+            "{lang}: the project's reference is the help's"
+        );
+        let cases = std::fs::read_to_string(project.join("tests/cases.yaml")).unwrap();
+        assert!(cases.contains("tests/README.md"), "{lang}: {cases}");
+    }
+}

@@ -1,7 +1,9 @@
 //! `kubewasm test`: run a plugin's real `.wasm` offline against YAML test cases, through
 //! `run`'s call path (`kubewasm::cases::replay`).
 //!
-//! The file format is documented in `plugins/conformance/README.md`.
+//! The file format: [`FORMAT`], shown by `kubewasm test --help` and written into every
+//! project `kubewasm new` makes (as `tests/README.md`); the full account is
+//! `plugins/conformance/README.md`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,8 +12,13 @@ use anyhow::Result;
 use clap::{Args, ValueEnum};
 use kubewasm::cases::replay::{self, RunOptions};
 
+/// The test-case format, short: the long help of `kubewasm test` and a generated
+/// project's `tests/README.md`.
+pub const FORMAT: &str = include_str!("../../templates/common/tests-README.md");
+
 /// Flags of `kubewasm test`.
 #[derive(Args, Debug)]
+#[command(after_long_help = FORMAT)]
 pub struct TestArgs {
     /// Test-case files or directories (every .yaml/.yml, recursively).
     #[arg(required = true)]

@@ -48,6 +48,62 @@ fn inspect_prints_the_world_and_the_manifest() {
     assert!(err.contains("not a WebAssembly component"), "{err}");
 }
 
+/// Settings the plugin refuses (a leftover key) do not hide what it asks for: `inspect
+/// --approval` prints the approval as described without settings, the error beside it as a
+/// comment and on stderr, and exits 1; plain `inspect` shows both too.
+#[test]
+fn inspect_approval_survives_invalid_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("mongodb-monitor.wasm");
+    std::fs::copy(example_plugin("mongodb-monitor"), &wasm).unwrap();
+    std::fs::write(dir.path().join("mongodb-monitor.yaml"), "suffix: copy\n").unwrap();
+    let (code, out, err) = kubewasm(&["inspect", "--approval", wasm.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(err.contains("unknown field `suffix`"), "{err}");
+    assert!(
+        out.contains("WITHOUT settings") && out.contains("#   plugin ") && out.contains("`suffix`"),
+        "{out}"
+    );
+    let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("YAML");
+    assert_eq!(
+        doc["kubewasm"]["approved"]["grants"][0]["kinds"],
+        serde_json::json!(["ServiceMonitor"]),
+        "{out}"
+    );
+
+    let (code, out, _) = kubewasm(&["inspect", wasm.to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}");
+    let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("YAML");
+    assert!(doc["error"].as_str().unwrap().contains("`suffix`"), "{out}");
+    assert!(
+        doc["withoutSettings"]["requested"]["grants"].is_array(),
+        "{out}"
+    );
+}
+
+/// A bare file name (no `./`) is a file of the current directory, for `inspect` as for
+/// `test --plugin`.
+#[test]
+fn a_bare_file_name_is_read_from_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        example_plugin("mongodb-monitor"),
+        dir.path().join("mongodb-monitor.wasm"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["--log", "warn", "inspect", "mongodb-monitor.wasm"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("name: mongodb-monitor"), "{stdout}");
+}
+
 /// `inspect` compiles through the code cache: the second run of the same file is a cache
 /// hit (said in its log), and WASI imports are explained. Entries outlive a process only
 /// under a key file (`KUBEWASM_CACHE_KEY_FILE`, outside the cache directory).
@@ -99,6 +155,61 @@ fn inspect_uses_the_code_cache_and_explains_imports() {
     );
 }
 
+/// Without cache settings, `inspect` and `test` share a per-user cache: the second run
+/// of the same file is a cache hit, its key created 0600 beside the cache directory.
+#[test]
+fn inspect_and_test_share_a_per_user_cache_by_default() {
+    use std::os::unix::fs::PermissionsExt;
+    let home = tempfile::tempdir().unwrap();
+    let xdg = home.path().join("xdg");
+    let wasm = example_plugin("mongodb-monitor");
+    let run = |args: &[&std::ffi::OsStr]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .env("HOME", home.path())
+            .env("XDG_CACHE_HOME", &xdg)
+            .env_remove("KUBEWASM_CACHE_DIR")
+            .env_remove("KUBEWASM_CACHE_KEY_FILE")
+            .args(["--log-format", "json", "--log", "info"])
+            .args(args)
+            .output()
+            .expect("run kubewasm");
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|l| l["how"].as_str().map(str::to_string))
+            .collect::<Vec<String>>()
+    };
+    let inspect = [std::ffi::OsStr::new("inspect"), wasm.as_os_str()];
+    assert_eq!(run(&inspect), ["compiled"]);
+    assert_eq!(run(&inspect), ["cache hit"]);
+    let key = xdg.join("kubewasm/code.key");
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", key.display());
+    assert!(xdg.join("kubewasm/code").is_dir());
+
+    // `test` loads through the same cache.
+    let cases = home.path().join("cases.yaml");
+    std::fs::write(
+        &cases,
+        "name: a\nevent: {type: added, object: {apiVersion: mongodb.com/v1, kind: MongoDB, \
+         metadata: {name: a, namespace: b, uid: u}}}\nexpect: {intents: []}\n",
+    )
+    .unwrap();
+    let test = [
+        std::ffi::OsStr::new("--log"),
+        std::ffi::OsStr::new("kubewasm::cases=debug"),
+        std::ffi::OsStr::new("test"),
+        std::ffi::OsStr::new("--plugin"),
+        wasm.as_os_str(),
+        cases.as_os_str(),
+    ];
+    let how = run(&test);
+    assert!(
+        !how.is_empty() && how.iter().all(|h| h == "cache hit"),
+        "{how:?}"
+    );
+}
+
 /// A case naming a watch the plugin does not declare fails, naming the watches it has; a
 /// case file that is not YAML is reported with its line and the run goes on.
 #[test]
@@ -132,7 +243,7 @@ expect:
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains(
-            r#"watch "nope" is not in the manifest of mongodb-monitor (its watches: mongodbs)"#
+            r#"watch "nope" is not in the manifest of mongodb-monitor (its watches: mongodbs (mongodb.com/v1/MongoDB))"#
         ),
         "{out}"
     );
@@ -184,6 +295,62 @@ fn the_test_runner_passes_good_cases_and_fails_with_a_diff() {
         "{out}"
     );
     assert!(out.trim_end().ends_with("0 passed, 1 failed"), "{out}");
+}
+
+/// `dev`'s start-up banner ends with the plugins loaded and refused, with the reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_ends_its_banner_with_the_plugins_loaded_and_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    install_approved(
+        &example_plugin("mongodb-monitor"),
+        &plugins,
+        "mongodb-monitor",
+        None,
+    );
+    // No settings file, so no approval: refused at load.
+    std::fs::copy(
+        example_plugin("seldon-endpoint"),
+        plugins.join("seldon-endpoint.wasm"),
+    )
+    .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+    cmd.args(["--log-format", "json", "dev", "--plugins"])
+        .arg(&plugins)
+        .args(["--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let host = HostProcess::spawn_command(cmd);
+    host.wait_log("the banner's end", |l| {
+        field(l, "message") == "--- Ctrl-C to stop ---"
+    })
+    .await;
+    let banner: Vec<String> = host
+        .logs()
+        .iter()
+        .filter(|l| l["raw"] == true)
+        .map(|l| field(l, "message").to_string())
+        .collect();
+    let text = banner.join("\n");
+    let at = |line: &str| {
+        banner
+            .iter()
+            .position(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("no {line:?} in {text}"))
+    };
+    assert!(at("API server: http") < at("plugins loaded: 1"), "{text}");
+    assert!(
+        banner[at("plugins loaded: 1") + 1].starts_with("  mongodb-monitor "),
+        "{text}"
+    );
+    let refused = &banner[at("plugins refused: 1") + 1];
+    assert!(
+        refused.contains("seldon-endpoint.wasm: ")
+            && refused.contains("asks for more than the operator approved"),
+        "{text}"
+    );
+    host.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -381,4 +548,43 @@ async fn rbac_refuses_unserved_kinds_unless_allowed_to_guess() {
     let (code, _, err) = kubewasm(&["rbac", "--plugins", dir]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("guessed"), "{err}");
+}
+
+/// The test-case format is at hand: at the end of `kubewasm test --help`, and as
+/// `tests/README.md` in every project `kubewasm new` makes, beside its cases.
+#[test]
+fn the_case_format_is_in_the_help_and_in_every_new_project() {
+    let (code, help, err) = kubewasm(&["test", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    for word in [
+        "event:",
+        "watch:",
+        "oldObject:",
+        "expect:",
+        "intents:",
+        "ownedByTrigger",
+        "match: exact",
+        "subset",
+        "cluster:",
+        "settings:",
+        "approval:",
+        "error:",
+        "<<: *cm",
+    ] {
+        assert!(help.contains(word), "{word} is not in the help: {help}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    for lang in ["go", "rust", "python", "js", "c"] {
+        let project = tmp.path().join(lang);
+        let (code, _, err) = kubewasm(&["new", lang, "x", project.to_str().unwrap()]);
+        assert_eq!(code, 0, "{lang}: {err}");
+        let reference = std::fs::read_to_string(project.join("tests/README.md"))
+            .unwrap_or_else(|e| panic!("{lang}: no tests/README.md: {e}"));
+        assert!(
+            help.contains(reference.trim()),
+            "{lang}: the project's reference is the help's"
+        );
+        let cases = std::fs::read_to_string(project.join("tests/cases.yaml")).unwrap();
+        assert!(cases.contains("tests/README.md"), "{lang}: {cases}");
+    }
 }

@@ -81,7 +81,7 @@ fn a_plugin_keeping_state_fails_on_the_reused_instance_only() {
         "the first call is still right: {out}"
     );
     assert!(
-        out.contains("second [reused instance]")
+        out.contains("second [reused instance, watch configmaps]")
             && out.contains("intents[0].create.object.data.calls: expected \"1\", got \"2\""),
         "{out}"
     );
@@ -91,10 +91,10 @@ fn a_plugin_keeping_state_fails_on_the_reused_instance_only() {
     let (code, out) = kubewasm_test(&[], &[&file]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("second [reused instance] (passes on a fresh instance: the plugin keeps state between calls)"),
+        out.contains("second [reused instance, watch configmaps] (passes on a fresh instance: the plugin keeps state between calls)"),
         "{out}"
     );
-    assert!(!out.contains("[fresh instance]"), "{out}");
+    assert!(!out.contains("[fresh instance"), "{out}");
 }
 
 /// The ownerReference admission binds is shown, compared when the case states it, and
@@ -438,7 +438,7 @@ fn a_grant_the_operator_did_not_approve_fails_the_case() {
         assert!(out.contains(extra), "{extra}: {out}");
     }
     assert!(
-        out.contains("[fresh instance]") && out.contains("[reused instance]"),
+        out.contains("[fresh instance") && out.contains("[reused instance"),
         "{out}"
     );
     assert!(out.contains("0 passed, 1 failed"), "{out}");
@@ -455,4 +455,79 @@ fn a_grant_the_operator_did_not_approve_fails_the_case() {
         ),
         "{out}"
     );
+}
+
+/// A case without `watch:` goes to the watch of its object's kind: a Secret sent to
+/// testkit (which watches ConfigMaps only) is refused with the plugin's watches named, not
+/// delivered to its first watch; and every failure names the watch its event went to.
+#[test]
+fn a_case_goes_to_the_watch_of_its_object_s_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    install_testkit(dir.path());
+    let mut secret = configmap("s", "copy");
+    secret["kind"] = json!("Secret");
+    let file = dir.path().join("cases.yaml");
+    write_cases(
+        &file,
+        &[
+            json!({"name": "secret", "plugin": "testkit.wasm",
+                   "event": {"type": "added", "object": secret},
+                   "expect": {"intents": []}}),
+            json!({"name": "wrong", "plugin": "testkit.wasm",
+                   "event": {"type": "added", "object": configmap("c", "copy")},
+                   "expect": {"intents": []}}),
+        ],
+    );
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("secret [fresh instance]\n")
+            && out.contains(
+                "the event's object (v1/Secret) is of no kind testkit watches: fix its \
+                 apiVersion/kind or give `event.watch:` (its watches: configmaps (v1/ConfigMap))"
+            ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "wrong [fresh instance, watch configmaps]\n  intents: expected 0 items, got 1"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("0 passed, 2 failed"), "{out}");
+}
+
+/// The report ends with its summary and a newline, passing or failing, so a shell prompt
+/// starts on its own line.
+#[test]
+fn the_summary_ends_with_a_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    install_testkit(dir.path());
+    for (expect, summary, code) in [
+        (
+            json!({"match": "subset", "intents": [{"create": {"ownedByTrigger": true, "object":
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "c-out", "namespace": "shop"}, "data": {"from": "testkit"}}}}]}),
+            "1 passed, 0 failed\n",
+            0,
+        ),
+        (json!({"intents": []}), "0 passed, 1 failed\n", 1),
+    ] {
+        let file = dir.path().join("cases.yaml");
+        write_cases(
+            &file,
+            &[json!({"name": "c", "plugin": "testkit.wasm",
+                     "event": {"type": "added", "object": configmap("c", "copy")},
+                     "expect": expect})],
+        );
+        let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(["--log", "warn", "test", "--instances", "fresh"])
+            .arg(&file)
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(code), "{stdout}");
+        assert!(stdout.ends_with(summary), "{stdout:?}");
+    }
 }

@@ -66,7 +66,7 @@ enum Command {
     /// Print the least-privilege RBAC (ServiceAccount, Roles/ClusterRoles, bindings) the
     /// host needs for the plugins in DIR, as YAML for `kubectl apply -f -`.
     Rbac(rbac::RbacArgs),
-    /// Run plugins offline against YAML test cases (see plugins/conformance/README.md).
+    /// Run plugins offline against YAML test cases (the case format ends `kubewasm test --help`).
     /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
     /// any failure.
     Test(test::TestArgs),

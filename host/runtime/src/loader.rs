@@ -17,6 +17,7 @@ use wasmtime::component::Component;
 use crate::Error;
 use crate::codecache::{CodeCache, Source};
 use crate::engine::PluginEngine;
+use crate::error::ManifestRejection;
 use crate::limits::Limits;
 use crate::plugin::{CompiledPlugin, InstancePolicy, compile};
 
@@ -93,7 +94,12 @@ pub enum FileRefusal {
 /// `max` bytes.
 pub(crate) fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusal> {
     use std::io::Read;
-    let dir = path.parent().unwrap_or(Path::new(".")).canonicalize()?;
+    // A bare file name's parent is "", which does not canonicalize: it is ".".
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .canonicalize()?;
     let real = path.canonicalize()?;
     if !real.starts_with(&dir) {
         return Err(FileRefusal::OutsideDirectory(real));
@@ -370,6 +376,25 @@ impl Loader {
         })
     }
 
+    /// Like [`Loader::new`] with a cache directory, its entries authenticated with the key
+    /// in `key_file` rather than as the environment says: the CLI's per-user cache, whose
+    /// key it keeps beside the directory.
+    pub fn with_key_file(
+        engine: PluginEngine,
+        options: LoadOptions,
+        cache_dir: &Path,
+        key_file: &Path,
+    ) -> Result<Self, Error> {
+        let key = crate::codecache::CacheKey::from_file(key_file)?;
+        let disk = CodeCache::with_key(cache_dir, &engine, key, Default::default())?;
+        Ok(Loader {
+            engine,
+            options,
+            disk: Some(disk),
+            memory: Mutex::new(HashMap::new()),
+        })
+    }
+
     /// The engine plugins are compiled with.
     pub fn engine(&self) -> &PluginEngine {
         &self.engine
@@ -417,6 +442,7 @@ impl Loader {
         let started = std::time::Instant::now();
         let (component, source) = self.component(&mut file).await?;
         let approval = file.approval.take();
+        let settings = file.settings.clone();
         let plugin = CompiledPlugin::new(
             &self.engine,
             &file.path,
@@ -426,7 +452,8 @@ impl Loader {
             file.overrides.apply(&self.options.limits),
             instances,
         )
-        .await?;
+        .await
+        .map_err(|e| takes_no_settings(e, settings.as_deref()))?;
         Ok(Loaded {
             plugin,
             source,
@@ -540,6 +567,44 @@ fn split_settings(
     })
 }
 
+/// A plugin whose settings type has no fields refuses any key with serde's "unknown field
+/// `x`, there are no fields" (Go layers before issue 23: "expected one of " and nothing
+/// after), which reads like a bug in the plugin; when the key is one of the settings' own,
+/// say plainly that the plugin takes no settings: they are leftovers.
+fn takes_no_settings(e: Error, settings: Option<&str>) -> Error {
+    let Error::Manifest { path, reason } = e else {
+        return e;
+    };
+    let ManifestRejection::Refused(msg) = *reason else {
+        return Error::Manifest { path, reason };
+    };
+    let msg = explain_no_settings(msg, settings);
+    Error::Manifest {
+        path,
+        reason: Box::new(ManifestRejection::Refused(msg)),
+    }
+}
+
+fn explain_no_settings(msg: String, settings: Option<&str>) -> String {
+    let Some((head, rest)) = msg.split_once("unknown field `") else {
+        return msg;
+    };
+    let Some((field, tail)) = rest.split_once('`') else {
+        return msg;
+    };
+    let no_fields = tail == ", expected one of " || tail.starts_with(", there are no fields");
+    let top_level = settings
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(s).ok())
+        .is_some_and(|v| v.get(field).is_some());
+    if !no_fields || !top_level {
+        return msg;
+    }
+    format!(
+        "{head}unknown field `{field}`: the plugin takes no settings (leftovers in its \
+         settings file? only the host's `kubewasm` key belongs there)"
+    )
+}
+
 /// Read, compile, link and describe one plugin file (no code cache).
 pub async fn load_plugin(
     engine: &PluginEngine,
@@ -553,6 +618,30 @@ pub async fn load_plugin(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Leftover settings of a plugin that takes none are named as such, whatever layer
+    /// worded the refusal; a nested field or a plugin with fields keeps its message.
+    #[test]
+    fn a_plugin_without_settings_says_so() {
+        let settings = Some(r#"{"suffix": "copy", "a": {"b": 1}}"#);
+        for msg in [
+            "invalid settings: unknown field `suffix`, expected one of ",
+            "invalid settings: unknown field `suffix`, there are no fields at line 1 column 9",
+        ] {
+            assert_eq!(
+                explain_no_settings(msg.into(), settings),
+                "invalid settings: unknown field `suffix`: the plugin takes no settings \
+                 (leftovers in its settings file? only the host's `kubewasm` key belongs there)"
+            );
+        }
+        for msg in [
+            "invalid settings: unknown field `suffix`, expected `prefix`",
+            "invalid settings: unknown field `b`, there are no fields",
+            "invalid settings: unknown field `a.b`, there are no fields",
+        ] {
+            assert_eq!(explain_no_settings(msg.into(), settings), msg);
+        }
+    }
 
     #[test]
     fn lists_wasm_files_and_skips_hidden_entries() {

@@ -123,7 +123,7 @@ func strictWalk(dec *json.Decoder, t reflect.Type, path string) error {
 			if checkKeys {
 				var known bool
 				if ft, known = fields[key]; !known {
-					return fmt.Errorf("unknown field `%s`, expected one of %s", at, names(fields))
+					return fmt.Errorf("unknown field `%s`, %s", at, expected(fields))
 				}
 			}
 			if err := strictWalk(dec, ft, at); err != nil {
@@ -171,11 +171,21 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 	return out
 }
 
-func names(fields map[string]reflect.Type) string {
+// expected says which fields there are, in serde's words (an empty list would read
+// "expected one of " with nothing after it).
+func expected(fields map[string]reflect.Type) string {
 	list := make([]string, 0, len(fields))
 	for k := range fields {
 		list = append(list, "`"+k+"`")
 	}
 	sort.Strings(list)
-	return strings.Join(list, ", ")
+	switch len(list) {
+	case 0:
+		return "there are no fields"
+	case 1:
+		return "expected " + list[0]
+	case 2:
+		return "expected " + list[0] + " or " + list[1]
+	}
+	return "expected one of " + strings.Join(list, ", ")
 }

@@ -1,13 +1,15 @@
 //! `kubewasm dev`: an embedded API server, example manifests applied to it, and the host
 //! running on it; a demo and plugin sandbox that needs no cluster.
 
+use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use kubewasm::apply::manifests;
+use kubewasm::host::PluginStatus;
 
 use super::run::{HostArgs, run_host, shutdown_signal};
 
@@ -52,7 +54,14 @@ pub async fn command(args: DevArgs) -> Result<()> {
         tracing::info!(objects = n, "manifests applied");
     }
     match args.host.plugins {
-        Some(_) => run_host(client, &args.host).await?,
+        Some(_) => {
+            let url = server.url();
+            let kubeconfig = args.kubeconfig_out.clone();
+            run_host(client, &args.host, |host| {
+                eprint!("{}", banner(&url, kubeconfig.as_deref(), &host.status()));
+            })
+            .await?
+        }
         None => {
             tracing::info!("no --plugins given: serving the API only; Ctrl-C to stop");
             shutdown_signal().await;
@@ -60,4 +69,29 @@ pub async fn command(args: DevArgs) -> Result<()> {
     }
     server.shutdown().await;
     Ok(())
+}
+
+/// The start-up banner, ending with what an author looks for first: which plugins run,
+/// and why the others were refused (otherwise one ERROR line in a busy log).
+fn banner(url: &str, kubeconfig: Option<&Path>, status: &PluginStatus) -> String {
+    let mut out = String::from("\n--- kubewasm dev ---\n");
+    let _ = writeln!(out, "API server: {url}");
+    if let Some(path) = kubeconfig {
+        let _ = writeln!(
+            out,
+            "kubectl:    kubectl --kubeconfig {} get all",
+            path.display()
+        );
+    }
+    let _ = writeln!(out, "plugins loaded: {}", status.loaded.len());
+    for (name, (version, file)) in &status.loaded {
+        let _ = writeln!(out, "  {name} {version} ({})", file.display());
+    }
+    let _ = writeln!(out, "plugins refused: {}", status.rejected.len());
+    for (file, reason) in &status.rejected {
+        let reason = reason.replace('\n', "\n    ");
+        let _ = writeln!(out, "  {}: {reason}", file.display());
+    }
+    out.push_str("--- Ctrl-C to stop ---\n");
+    out
 }

@@ -14,12 +14,16 @@ use kubewasm::runtime::approval::ApprovalSpec;
 use kubewasm::runtime::{Error, LoadOptions, Loader, PluginEngine, PluginFile};
 use serde_json::{Value, json};
 
+use super::usercache::CodeCache;
+
 /// Flags of `kubewasm inspect`.
 #[derive(Args, Debug)]
 pub struct InspectArgs {
     /// The plugin file.
     file: PathBuf,
     /// Keep compiled plugins here between runs (big components compile for seconds).
+    /// Default: the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else
+    /// ~/.cache/kubewasm/code), keyed by code.key beside it.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// Print only the settings block that approves exactly what the plugin asks for
@@ -31,7 +35,8 @@ pub struct InspectArgs {
 /// `kubewasm inspect`: print the plugin's world and manifest as YAML; exit 1 when it
 /// cannot be loaded.
 pub async fn command(args: InspectArgs) -> Result<()> {
-    let out = inspect(&args.file, args.cache_dir.as_deref()).await?;
+    let cache = super::usercache::CodeCache::choose(args.cache_dir);
+    let out = inspect(&args.file, &cache).await?;
     if args.approval && out.get("manifest").is_some() {
         let block = json!({"kubewasm": {"approved": out["requested"]}});
         println!(
@@ -40,6 +45,25 @@ pub async fn command(args: InspectArgs) -> Result<()> {
         );
         print!("{}", serde_yaml_ng::to_string(&block)?);
         return Ok(());
+    }
+    // Settings the plugin refuses (leftovers of an older version) must not hide what it
+    // asks for: print that, as described without settings, with the error beside it.
+    if args.approval
+        && let Some(requested) = out.pointer("/withoutSettings/requested")
+    {
+        let error = out["error"].as_str().unwrap_or_default();
+        eprintln!("error: {error}");
+        let block = json!({"kubewasm": {"approved": requested}});
+        println!(
+            "# What {} asks for when described WITHOUT settings: its settings are invalid:",
+            args.file.display()
+        );
+        for line in error.lines() {
+            println!("#   {line}");
+        }
+        println!("# Fix them, then run this again: what it asks for may depend on them.");
+        print!("{}", serde_yaml_ng::to_string(&block)?);
+        std::process::exit(1);
     }
     print!("{}", serde_yaml_ng::to_string(&out)?);
     if out.get("error").is_some() {
@@ -69,9 +93,14 @@ fn explain(name: &str, import: bool) -> &'static str {
 /// The component's imports and exports (its WIT world, each explained), and its manifest
 /// when it implements the kubewasm world. A component of another world still gets its
 /// world printed, with the reason it cannot be loaded.
-async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> {
+async fn inspect(path: &Path, cache: &CodeCache) -> Result<Value, Error> {
     let engine = PluginEngine::new()?;
-    let loader = Loader::new(engine.clone(), LoadOptions::default(), cache_dir)?;
+    let loader = match (&cache.dir, &cache.key_file) {
+        (Some(dir), Some(key)) => {
+            Loader::with_key_file(engine.clone(), LoadOptions::default(), dir, key)?
+        }
+        (dir, _) => Loader::new(engine.clone(), LoadOptions::default(), dir.as_deref())?,
+    };
     let mut file = PluginFile::read(path)?;
     let size = file.bytes.len();
     let (component, source) = {
@@ -83,9 +112,7 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
                 // Big components (Python, JavaScript) take seconds: say what is happening.
                 // Entries written under a per-process key never verify in the next
                 // process: only a key file makes the on-disk cache serve the next run.
-                let keyed = std::env::var_os(kubewasm::runtime::codecache::KEY_FILE_ENV)
-                    .is_some_and(|p| !p.is_empty());
-                let hint = match (cache_dir.is_some(), keyed) {
+                let hint = match (cache.dir.is_some(), cache.persistent()) {
                     (true, true) => "; the cache makes the next run fast",
                     (true, false) => {
                         "; without KUBEWASM_CACHE_KEY_FILE the cache serves this run only"
@@ -118,6 +145,7 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
         "size": size,
         "world": { "imports": world(imports, true), "exports": world(exports, false) },
     });
+    let settings = file.settings.is_some();
     match loader.load(file).await {
         Ok(loaded) => {
             let p = loaded.plugin;
@@ -143,7 +171,20 @@ async fn inspect(path: &Path, cache_dir: Option<&Path>) -> Result<Value, Error> 
             out["manifest"] = manifest_json(&p.manifest);
             out["fieldManager"] = json!(p.manifest.field_manager());
         }
-        Err(e) => out["error"] = json!(e.to_string()),
+        Err(e) => {
+            out["error"] = json!(e.to_string());
+            // Refused by describe with settings: what it asks for without them.
+            if settings && matches!(e, Error::Manifest { .. }) {
+                let mut bare = PluginFile::read(path)?;
+                bare.settings = None;
+                if let Ok(loaded) = loader.load(bare).await {
+                    let m = &loaded.plugin.manifest;
+                    out["withoutSettings"] = json!({
+                        "requested": ApprovalSpec::from_parts(&m.grants, &m.reads),
+                    });
+                }
+            }
+        }
     }
     Ok(out)
 }

@@ -9,6 +9,7 @@ pub mod new;
 pub mod rbac;
 pub mod run;
 pub mod test;
+pub mod usercache;
 
 /// The hidden subcommand a compile worker runs (see `compile_worker`).
 pub const COMPILE_WORKER: &str = "compile-worker";

@@ -170,6 +170,7 @@ pub fn scaffold(lang: Lang, name: &str) -> Result<Vec<(PathBuf, Vec<u8>, bool)>>
         "tests/cases.yaml".into(),
         include_str!("../../templates/common/cases.yaml"),
     );
+    add("tests/README.md".into(), crate::cmd::test::FORMAT);
     add(
         "examples/configmap.yaml".into(),
         include_str!("../../templates/common/example.yaml"),

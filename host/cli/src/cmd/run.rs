@@ -279,7 +279,7 @@ impl HostArgs {
 /// `kubewasm run`.
 pub async fn command(args: RunArgs) -> Result<()> {
     let client = client_for(args.kubeconfig.as_ref(), args.context.as_ref()).await?;
-    run_host(client, &args.host).await
+    run_host(client, &args.host, |_| {}).await
 }
 
 /// A client from a kubeconfig (file or default locations), else the in-cluster configuration.
@@ -348,7 +348,12 @@ pub async fn shutdown_signal() {
 }
 
 /// Run the host on `client` until SIGINT/SIGTERM.
-pub async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
+/// `started` sees the host once its plugins are loaded (`dev` prints its banner there).
+pub async fn run_host(
+    client: kube::Client,
+    args: &HostArgs,
+    started: impl FnOnce(&Host),
+) -> Result<()> {
     let mut config = args.config()?;
     if !args.no_impersonation {
         let namespace = args
@@ -387,6 +392,7 @@ pub async fn run_host(client: kube::Client, args: &HostArgs) -> Result<()> {
     let host = Host::start(client, config, metrics).await?;
     readiness.set(host.readiness_check());
     tracing::info!(plugins = ?host.plugins(), "host running; Ctrl-C to stop");
+    started(&host);
     let lost = tokio::select! {
         _ = shutdown_signal() => false,
         _ = leadership.lost() => true,

@@ -1,16 +1,24 @@
 //! `kubewasm test`: run a plugin's real `.wasm` offline against YAML test cases, through
 //! `run`'s call path (`kubewasm::cases::replay`).
 //!
-//! The file format is documented in `plugins/conformance/README.md`.
+//! The file format: [`FORMAT`], shown by `kubewasm test --help` and written into every
+//! project `kubewasm new` makes (as `tests/README.md`); the full account is
+//! `plugins/conformance/README.md`.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use kubewasm::cases::replay::{self, RunOptions};
 
+/// The test-case format, short: the long help of `kubewasm test` and a generated
+/// project's `tests/README.md`.
+pub const FORMAT: &str = include_str!("../../templates/common/tests-README.md");
+
 /// Flags of `kubewasm test`.
 #[derive(Args, Debug)]
+#[command(after_long_help = FORMAT)]
 pub struct TestArgs {
     /// Test-case files or directories (every .yaml/.yml, recursively).
     #[arg(required = true)]
@@ -22,7 +30,9 @@ pub struct TestArgs {
     #[arg(long)]
     update: bool,
     /// Keep compiled plugins here between runs: a big component (Python, JavaScript)
-    /// then loads in milliseconds instead of compiling for seconds on every run.
+    /// then loads in milliseconds instead of compiling for seconds on every run. Default:
+    /// the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else ~/.cache/kubewasm/code),
+    /// keyed by code.key beside it.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// Which instances run the cases: `fresh` (a new instance per case), `reused` (all
@@ -57,14 +67,23 @@ impl From<Instances> for replay::Instances {
 
 /// `kubewasm test`: print the report; exit 1 when any case failed.
 pub async fn command(args: TestArgs) -> Result<()> {
+    let cache = super::usercache::CodeCache::choose(args.cache_dir);
     let opts = RunOptions {
         plugin: args.plugin,
         update: args.update,
-        cache_dir: args.cache_dir,
+        cache_dir: cache.dir,
+        cache_key_file: cache.key_file,
         instances: args.instances.into(),
     };
     let report = replay::run(&args.paths, &opts).await?;
-    print!("{}", report.text);
+    // The summary ends the output with a newline, so a shell prompt starts on its own
+    // line; flushed by hand since `exit` skips stdout's destructor.
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(report.text.as_bytes())?;
+    if !report.text.ends_with('\n') {
+        stdout.write_all(b"\n")?;
+    }
+    stdout.flush()?;
     if report.failed > 0 {
         std::process::exit(1);
     }

@@ -43,7 +43,7 @@ pub struct CaseEvent {
     /// added | modified | deleted | resync.
     #[serde(rename = "type")]
     pub event_type: String,
-    /// Watch id; default: the plugin's first watch.
+    /// Watch id; default: the one watch whose resource is the object's kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<String>,
     /// The object.
@@ -79,8 +79,14 @@ pub fn parse(text: &str) -> Vec<Result<TestCase, String>> {
     for de in serde_yaml_ng::Deserializer::from_str(text) {
         match serde_yaml_ng::Value::deserialize(de) {
             Ok(serde_yaml_ng::Value::Null) => {}
-            Ok(doc) => {
-                cases.push(serde_yaml_ng::from_value::<TestCase>(doc).map_err(|e| e.to_string()))
+            Ok(mut doc) => {
+                // `<<: *anchor` merge keys, which the parser leaves as a literal `<<` key
+                // (an object silently without the merged fields).
+                let case = match doc.apply_merge() {
+                    Ok(()) => serde_yaml_ng::from_value::<TestCase>(doc).map_err(|e| e.to_string()),
+                    Err(e) => Err(format!("merge key (<<): {e}")),
+                };
+                cases.push(case)
             }
             Err(e) => {
                 // The rest of the stream cannot be read, and the parser would report the
@@ -204,6 +210,33 @@ mod tests {
         let back = parse(&to_yaml(&[a.clone(), a]));
         assert_eq!(back.len(), 2);
         assert!(back.iter().all(|c| c.as_ref().is_ok_and(|c| c.name == "a")));
+    }
+
+    /// A merge key brings the anchored mapping's fields in, the case's own winning.
+    #[test]
+    fn merge_keys_bring_the_anchored_fields() {
+        let text = "name: base\n\
+                    event:\n  type: added\n  object: &cm\n    apiVersion: v1\n    kind: ConfigMap\n    \
+                    metadata: {name: a, namespace: shop}\n    data: {action: copy}\n\
+                    expect: {intents: []}\n\
+                    ---\n\
+                    name: merged\n\
+                    event:\n  type: added\n  object:\n    <<: *cm\n    data: {action: trap}\n\
+                    expect: {intents: []}\n";
+        let cases = parse(text);
+        assert_eq!(cases.len(), 2, "{cases:?}");
+        // Anchors do not cross documents: the second case's alias is refused, not empty.
+        assert!(cases[1].is_err(), "{cases:?}");
+        let text = "name: merged\n\
+                    cluster:\n- &cm {apiVersion: v1, kind: ConfigMap, metadata: {name: a}, data: {k: v}}\n\
+                    event:\n  type: added\n  object:\n    <<: *cm\n    data: {k: w}\n\
+                    expect: {intents: []}\n";
+        let case = parse(text).remove(0).unwrap();
+        let object = &case.event.object;
+        assert_eq!(object["kind"], "ConfigMap", "{object}");
+        assert_eq!(object["metadata"]["name"], "a", "{object}");
+        assert_eq!(object["data"]["k"], "w", "{object}");
+        assert!(object.get("<<").is_none(), "{object}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ use kube::api::DynamicObject;
 use kubewasm_core::admit::{self, Trigger};
 use kubewasm_core::event::EventType;
 use kubewasm_core::kind::{self, KindInfo, ResolveError, Resolver};
-use kubewasm_core::manifest::Manifest;
+use kubewasm_core::manifest::{Manifest, Watch};
 use kubewasm_core::resource::{ResourceArg, ResourceRef, TypeRef};
 use kubewasm_runtime::plugin::InstancePolicy;
 use kubewasm_runtime::{
@@ -60,6 +60,9 @@ pub struct RunOptions {
     pub update: bool,
     /// Compiled-code cache directory.
     pub cache_dir: Option<PathBuf>,
+    /// The key of `cache_dir`'s entries; None: as the environment says
+    /// (`KUBEWASM_CACHE_KEY_FILE`, else random to this process).
+    pub cache_key_file: Option<PathBuf>,
     /// Fresh, reused or both.
     pub instances: Instances,
 }
@@ -282,7 +285,9 @@ impl Plugins {
             reuse,
             pool_size: 1,
         };
-        let plugin = Arc::new(self.loader.load_approved_as(file, instances).await?.plugin);
+        let loaded = self.loader.load_approved_as(file, instances).await?;
+        tracing::debug!(file = %path.display(), how = loaded.source.as_str(), "component ready");
+        let plugin = Arc::new(loaded.plugin);
         if reuse {
             self.reused.insert(key, plugin.clone());
         }
@@ -300,6 +305,7 @@ async fn run_case(
     case: &TestCase,
     opts: &RunOptions,
     reuse: bool,
+    watch: &mut Option<String>,
 ) -> Result<Outcome, String> {
     let plugin_path = match (&opts.plugin, &case.plugin) {
         (Some(p), _) => p.clone(),
@@ -312,20 +318,21 @@ async fn run_case(
         .await
         .map_err(|e| format!("plugin rejected: {e}"))?;
     let m = &plugin.manifest;
-    let watch_id = case
-        .event
-        .watch
-        .clone()
-        .or_else(|| m.watches.first().map(|w| w.id.clone()))
-        .ok_or("the plugin declares no watches")?;
+    let resolver = FixtureResolver {
+        objects: &case.cluster,
+    };
+    let watch_id = match &case.event.watch {
+        Some(id) => id.clone(),
+        None => infer_watch(m, &case.event.object, &resolver)?,
+    };
     if m.watch(&watch_id).is_none() {
-        let ids: Vec<&str> = m.watches.iter().map(|w| w.id.as_str()).collect();
         return Err(format!(
             "watch {watch_id:?} is not in the manifest of {} (its watches: {})",
             m.name,
-            ids.join(", ")
+            watches_list(m.watches.iter())
         ));
     }
+    *watch = Some(watch_id.clone());
     let event_type = &case.event.event_type;
     let event = PluginEvent {
         event_type: EventType::parse(event_type)
@@ -333,9 +340,6 @@ async fn run_case(
         watch_id,
         object: case.event.object.to_string().into(),
         old_object: case.event.old_object.as_ref().map(|o| o.to_string().into()),
-    };
-    let resolver = FixtureResolver {
-        objects: &case.cluster,
     };
     let fixture = Fixture::new(case, m, &resolver)?;
     let trigger = Trigger::from_json(&case.event.object);
@@ -365,6 +369,76 @@ async fn run_case(
             Some(format!("plugin error (retry: {retry}): {message}")),
         )),
         Err(e) => Ok((vec![], Some(e.to_string()))),
+    }
+}
+
+/// Watches as an error names them: `id (what it watches)`.
+fn watches_list<'a>(watches: impl Iterator<Item = &'a Watch>) -> String {
+    let shown: Vec<String> = watches
+        .map(|w| format!("{} ({})", w.id, w.resource))
+        .collect();
+    match shown.is_empty() {
+        true => "none".into(),
+        false => shown.join(", "),
+    }
+}
+
+/// Whether a watch on `r` delivers objects of kind `t`, judged offline: a kind by its
+/// apiVersion and kind, a resource argument by the kind the case's CRD or the built-in
+/// table gives it, else by its guessed plural.
+fn watch_delivers(r: &ResourceRef, t: &TypeRef, resolver: &FixtureResolver) -> bool {
+    match r {
+        ResourceRef::Kind(w) => w == t,
+        ResourceRef::Resource(arg) => match resolver.resource_kind(arg) {
+            Some(k) => {
+                k.group == t.group()
+                    && k.kind == t.kind
+                    && arg.version.as_deref().is_none_or(|v| v == t.version())
+            }
+            None => kind::resource_names_kind(arg, t),
+        },
+    }
+}
+
+/// The watch a case without `watch:` is delivered to: the one watch whose resource is the
+/// object's kind. Delivering it to another watch would show the plugin an event `run`
+/// never sends (a Certificate as an Ingress event), so anything but exactly one match is
+/// an error naming the candidates.
+fn infer_watch(m: &Manifest, object: &Value, resolver: &FixtureResolver) -> Result<String, String> {
+    let api_version = object["apiVersion"].as_str();
+    let object_kind = object["kind"].as_str();
+    let (Some(api_version), Some(object_kind)) = (api_version, object_kind) else {
+        // Nothing to contradict: a lone watch is the one.
+        return match m.watches.as_slice() {
+            [w] => Ok(w.id.clone()),
+            _ => Err(format!(
+                "the event's object has no apiVersion and kind to pick a watch by: give \
+                 `event.watch:` (the watches of {}: {})",
+                m.name,
+                watches_list(m.watches.iter())
+            )),
+        };
+    };
+    let t = TypeRef::new(api_version, object_kind);
+    let matching: Vec<&Watch> = m
+        .watches
+        .iter()
+        .filter(|w| watch_delivers(&w.resource, &t, resolver))
+        .collect();
+    match matching.as_slice() {
+        [w] => Ok(w.id.clone()),
+        [] => Err(format!(
+            "the event's object ({t}) is of no kind {} watches: fix its apiVersion/kind or \
+             give `event.watch:` (its watches: {})",
+            m.name,
+            watches_list(m.watches.iter())
+        )),
+        several => Err(format!(
+            "the event's object ({t}) matches several watches of {}: give `event.watch:` \
+             (one of {})",
+            m.name,
+            watches_list(several.iter().copied())
+        )),
     }
 }
 
@@ -491,11 +565,12 @@ fn check(case: &TestCase, intents: &[Value], error: &Option<String>) -> Option<S
 /// Run every case under `paths` (files, or directories: every .yaml/.yml, sorted,
 /// recursively). With `update`, each file is rewritten with the actual outputs.
 pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> {
-    let loader = Loader::new(
-        PluginEngine::new()?,
-        LoadOptions::default(),
-        opts.cache_dir.as_deref(),
-    )?;
+    let loader = match (&opts.cache_dir, &opts.cache_key_file) {
+        (Some(dir), Some(key)) => {
+            Loader::with_key_file(PluginEngine::new()?, LoadOptions::default(), dir, key)?
+        }
+        (dir, _) => Loader::new(PluginEngine::new()?, LoadOptions::default(), dir.as_deref())?,
+    };
     let mut plugins = Plugins {
         loader,
         reused: HashMap::new(),
@@ -536,7 +611,14 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
                 } else {
                     "fresh instance"
                 };
-                match run_case(&mut plugins, &file, &case, opts, reuse).await {
+                // Every failure names the watch the event went to.
+                let mut watch = None;
+                let outcome = run_case(&mut plugins, &file, &case, opts, reuse, &mut watch).await;
+                let mode = match &watch {
+                    Some(w) => format!("{mode}, watch {w}"),
+                    None => mode.to_string(),
+                };
+                match outcome {
                     Err(e) => failures.push((mode, format!("  {e}\n"))),
                     Ok((intents, error)) if opts.update => record = Some((intents, error)),
                     Ok((intents, error)) => {
@@ -560,7 +642,8 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
                 let _ = writeln!(out, "ok   {label}");
             } else {
                 report.failed += 1;
-                let only_reused = both && failures.len() == 1 && failures[0].0 == "reused instance";
+                let only_reused =
+                    both && failures.len() == 1 && failures[0].0.starts_with("reused instance");
                 for (mode, report) in &failures {
                     let why = if only_reused {
                         " (passes on a fresh instance: the plugin keeps state between calls)"
@@ -646,6 +729,56 @@ mod tests {
             grants: vec![],
             reads,
         }
+    }
+
+    /// A case without `watch:` goes to the one watch of its object's kind (a kind or a
+    /// resource argument); none or several matching is an error naming the candidates.
+    #[test]
+    fn the_watch_is_inferred_from_the_object_s_kind() {
+        let watch = |id: &str, resource: ResourceRef| kubewasm_core::manifest::Watch {
+            id: id.into(),
+            resource,
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+        };
+        let kind = |av: &str, k: &str| ResourceRef::Kind(TypeRef::new(av, k));
+        let arg = |s: &str| ResourceRef::Resource(ResourceArg::parse(s).unwrap());
+        let mut m = manifest(kind("networking.k8s.io/v1", "Ingress"), vec![], None);
+        m.watches[0].id = "ingresses".into();
+        m.watches
+            .push(watch("certs", arg("certificates.cert-manager.io")));
+        m.watches.push(watch("cms", kind("v1", "ConfigMap")));
+        m.watches.push(watch("cms-too", arg("configmaps")));
+        let r = FixtureResolver { objects: &[] };
+        let obj =
+            |av: &str, k: &str| json!({"apiVersion": av, "kind": k, "metadata": {"name": "x"}});
+
+        let got = infer_watch(&m, &obj("cert-manager.io/v1", "Certificate"), &r);
+        assert_eq!(got.as_deref(), Ok("certs"));
+        let got = infer_watch(&m, &obj("networking.k8s.io/v1", "Ingress"), &r);
+        assert_eq!(got.as_deref(), Ok("ingresses"));
+
+        let err = infer_watch(&m, &obj("v1", "ConfigMap"), &r).unwrap_err();
+        assert!(err.contains("matches several watches"), "{err}");
+        assert!(
+            err.contains("cms (v1/ConfigMap), cms-too (configmaps)"),
+            "{err}"
+        );
+        assert!(!err.contains("ingresses"), "{err}");
+
+        let err = infer_watch(&m, &obj("v1", "Secret"), &r).unwrap_err();
+        assert!(err.contains("(v1/Secret) is of no kind p watches"), "{err}");
+        assert!(
+            err.contains("ingresses (networking.k8s.io/v1/Ingress)"),
+            "{err}"
+        );
+
+        let err = infer_watch(&m, &json!({}), &r).unwrap_err();
+        assert!(err.contains("no apiVersion and kind"), "{err}");
+        // A lone watch takes an object that names no kind.
+        let one = manifest(kind("v1", "ConfigMap"), vec![], None);
+        assert_eq!(infer_watch(&one, &json!({}), &r).as_deref(), Ok("w"));
     }
 
     const LIMIT: ListLimit = ListLimit {

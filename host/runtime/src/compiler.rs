@@ -436,9 +436,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // Both the shell and the `sleep` it becomes carry a mark no other process has:
         // the shell names the temporary directory, the sleep a duration made of our pid.
+        // The shell forks nothing (no `cat` to drain stdin): a forked child that has not
+        // exec'd yet carries the shell's command line, and would outlive the kill of its
+        // parent on a loaded machine. The host's write to a worker that never reads is
+        // cut by the same timeout.
         let mark = dir.path().display().to_string();
         let duration = format!("99999.{}", std::process::id());
-        let script = format!("cat >/dev/null; : '{mark}'; exec sleep {duration}");
+        let script = format!(": '{mark}'; exec sleep {duration}");
         let worker = Compiler::Worker(
             Worker::new("/bin/sh", ["-c", script.as_str()]).with_timeout(Duration::from_secs(30)),
         );

@@ -95,15 +95,38 @@ pub(crate) fn finalizer_granted(manifest: &Manifest, a: &Access<'_>, name: &str)
         .any(|g| g.finalizers.iter().any(|f| f == name))
 }
 
-/// What the operator approved for one plugin, outside its `.wasm` (the host's
-/// `kubewasm.approved` key of the plugin's settings file): the grants and extra reads the
-/// plugin may hold. A manifest asking for more is refused at load.
+/// What the operator approved for one plugin, outside its `.wasm` (`spec.permissions` of
+/// its Plugin object, see [`crate::plugin_object`]): the watches, grants and extra reads
+/// the plugin may hold. A manifest asking for more is refused at load.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Approval {
+    /// Watches the plugin may declare.
+    pub watches: Vec<ApprovedWatch>,
     /// Grants the plugin may ask for (each requested grant must be covered by these).
     pub grants: Vec<Grant>,
     /// Extra kinds (beyond its watches) the plugin may read from the host's caches.
     pub reads: Vec<ResourceRef>,
+}
+
+/// One approved watch: a resource, as the plugin names it (a kind or a resource
+/// argument, compared as written: `kubewasm approve` prints the plugin's own spelling), in
+/// some namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovedWatch {
+    /// What may be watched.
+    pub resource: ResourceRef,
+    /// Where; empty: every namespace, and cluster-wide watches.
+    pub namespaces: Vec<String>,
+}
+
+impl ApprovedWatch {
+    fn covers(&self, w: &crate::manifest::Watch) -> bool {
+        self.resource == w.resource
+            && (self.namespaces.is_empty()
+                || w.namespace
+                    .as_deref()
+                    .is_some_and(|ns| entry_covered(&self.namespaces, ns)))
+    }
 }
 
 /// A manifest asks for more than the operator approved.
@@ -121,9 +144,10 @@ pub struct NotApproved {
 
 fn describe_excess(plugin: &str, excess: &[String], approved: bool) -> String {
     let hint = if approved {
-        "widen kubewasm.approved in its settings file if this is intended"
+        "widen spec.permissions of its Plugin object if this is intended"
     } else {
-        "nothing is approved: add the block `kubewasm inspect --approval` prints under kubewasm.approved in its settings file"
+        "nothing is approved for it: `kubewasm approve FILE.wasm` prints a Plugin object \
+         approving exactly what it asks for, to review and apply"
     };
     format!(
         "plugin {plugin} asks for more than the operator approved: {}; {hint}",
@@ -203,6 +227,16 @@ pub fn check_approval(manifest: &Manifest, approval: Option<&Approval>) -> Resul
     let empty = Approval::default();
     let a = approval.unwrap_or(&empty);
     let mut excess = Vec::new();
+    for w in &manifest.watches {
+        if !a.watches.iter().any(|aw| aw.covers(w)) {
+            let scope = w
+                .namespace
+                .as_deref()
+                .map(|ns| format!("in namespace {ns}"))
+                .unwrap_or_else(|| "in all namespaces".into());
+            excess.push(format!("watch {} {scope} (watch {:?})", w.resource, w.id));
+        }
+    }
     for g in &manifest.grants {
         for group in &g.api_groups {
             for kind in &g.kinds {
@@ -380,6 +414,7 @@ mod tests {
             ),
         ]);
         let approval = Approval {
+            watches: vec![],
             grants: vec![
                 grant(&["apps"], &["*"], &["web", "shop"], &[Verb::Patch], false),
                 grant(
@@ -397,7 +432,7 @@ mod tests {
         let err = check_approval(&m, None).unwrap_err();
         assert_eq!(err.excess.len(), 3, "{err}");
         assert!(
-            err.to_string().contains("kubewasm inspect --approval"),
+            err.to_string().contains("kubewasm approve FILE.wasm"),
             "{err}"
         );
         // More namespaces, all namespaces, force, a wildcard kind, a read: each named.
@@ -435,6 +470,7 @@ mod tests {
         );
         // An approved `*` covers everything, reads are approved by name.
         let all = Approval {
+            watches: vec![],
             grants: vec![grant(
                 &["*"],
                 &["*"],
@@ -452,6 +488,7 @@ mod tests {
         let mut with_fin = grant(&["apps"], &["Deployment"], &[], &[Verb::Create], false);
         with_fin.finalizers = vec!["example.com/cleanup".into()];
         let approval = Approval {
+            watches: vec![],
             grants: vec![
                 with_fin,
                 grant(&[""], &["Service"], &[], &[Verb::Create], false),
@@ -473,5 +510,43 @@ mod tests {
         m.grants.pop();
         approve(&mut m, Some(&approval)).unwrap();
         assert_eq!(m.grants[0].finalizers, ["example.com/cleanup"]);
+    }
+
+    #[test]
+    fn watches_are_approved_by_resource_and_namespace() {
+        use crate::manifest::Watch;
+        use crate::resource::TypeRef;
+        let secrets = ResourceRef::Kind(TypeRef::new("v1", "Secret"));
+        let mut m = manifest(vec![]);
+        m.watches = vec![Watch {
+            id: "s".into(),
+            resource: secrets.clone(),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+        }];
+        // Nothing approved: even a watch is refused.
+        let err = check_approval(&m, None).unwrap_err();
+        assert_eq!(
+            err.excess,
+            [r#"watch v1/Secret in all namespaces (watch "s")"#]
+        );
+        let in_a = Approval {
+            watches: vec![ApprovedWatch {
+                resource: secrets.clone(),
+                namespaces: vec!["a".into()],
+            }],
+            ..Default::default()
+        };
+        // Approved in one namespace: a cluster-wide watch is more than that.
+        assert!(check_approval(&m, Some(&in_a)).is_err());
+        m.watches[0].namespace = Some("a".into());
+        assert!(check_approval(&m, Some(&in_a)).is_ok());
+        m.watches[0].namespace = Some("b".into());
+        assert!(check_approval(&m, Some(&in_a)).is_err());
+        // Another kind is not covered by the Secret approval.
+        m.watches[0].resource = ResourceRef::Kind(TypeRef::new("v1", "ConfigMap"));
+        m.watches[0].namespace = Some("a".into());
+        assert!(check_approval(&m, Some(&in_a)).is_err());
     }
 }

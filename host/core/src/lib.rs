@@ -12,6 +12,7 @@ pub mod intent;
 pub mod kind;
 pub mod manifest;
 pub mod names;
+pub mod plugin_object;
 pub mod rbac;
 pub mod resource;
 pub mod selector;

@@ -126,7 +126,11 @@ impl ApprovalSpec {
                     .map_err(|e| format!("read {resource:?}: {e}")),
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(Approval { grants, reads })
+        Ok(Approval {
+            watches: Vec::new(),
+            grants,
+            reads,
+        })
     }
 
     /// The block that approves exactly `grants` and `reads` (what `inspect --approval`

@@ -13,15 +13,15 @@ pub enum Error {
     /// A plugin file could not be loaded (read, compiled, linked or described).
     #[error(transparent)]
     Load(#[from] kubewasm_runtime::Error),
-    /// Two plugin files declare the same plugin name.
-    #[error("plugin {path}: name {name:?} is already used by {other}")]
+    /// Two plugin sources (files, Plugin objects) declare the same plugin name.
+    #[error("plugin {origin}: name {name:?} is already used by {other}")]
     DuplicateName {
-        /// The file refused.
-        path: PathBuf,
+        /// The source refused.
+        origin: String,
         /// The name both declare.
         name: String,
-        /// The file that has it.
-        other: PathBuf,
+        /// The source that has it.
+        other: String,
     },
     /// A call into a plugin failed: trap, deadline, memory cap, or the plugin's own error.
     #[error("plugin {plugin}: {kind}")]

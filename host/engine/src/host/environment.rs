@@ -2,7 +2,6 @@
 //! swaps it whole (Kubewarden-style), so every reader sees one consistent set of plugins.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
@@ -213,13 +212,14 @@ impl Current {
     }
 }
 
-/// Status of the plugin directory, for logs, readiness and metrics.
+/// Status of the plugin sources, for logs, readiness and metrics.
 #[derive(Debug, Clone, Default)]
 pub struct PluginStatus {
-    /// Plugins at work: name → (version, file).
-    pub loaded: BTreeMap<String, (String, PathBuf)>,
-    /// Files whose newest version was rejected, with the reason.
-    pub rejected: BTreeMap<PathBuf, String>,
+    /// Plugins at work: name → (version, the file it was loaded from).
+    pub loaded: BTreeMap<String, (String, String)>,
+    /// Sources (a file's path, `plugins.kubewasm.dev/NAME`) whose newest version was
+    /// rejected, with the reason.
+    pub rejected: BTreeMap<String, String>,
     /// Reloads done (added, replaced or removed plugins).
     pub reloads: u64,
 }

@@ -1,6 +1,6 @@
 //! The host: owns its parts and wires them together — watch → router → queue →
 //! handler (layers around call → admit → apply) — and the reloader that keeps the plugin
-//! set in line with the plugin directory.
+//! set in line with its sources, the plugin directory and the Plugin objects.
 //!
 //! | module | box |
 //! | --- | --- |
@@ -10,7 +10,8 @@
 //! | [`plugin_handler`] | a plugin queue's handler: the version serving, the plugin's view, failure reports |
 //! | [`layers`] | gate, quarantine, observe, record: around the pipeline |
 //! | [`handler`] | the pipeline: call, admit, apply |
-//! | [`reload`] | plugin directory → the next environment |
+//! | [`reload`] | plugin directory and Plugin objects → the next environment |
+//! | [`plugin_objects`] | Plugin objects: modules pulled from registries, status written |
 //! | [`dir_watch`] | notify watcher on the plugin directory |
 
 pub(crate) mod dir_watch;
@@ -18,6 +19,7 @@ pub(crate) mod environment;
 pub(crate) mod handler;
 pub(crate) mod layers;
 pub(crate) mod plugin_handler;
+pub(crate) mod plugin_objects;
 pub(crate) mod reload;
 pub(crate) mod replay;
 pub(crate) mod router;
@@ -33,9 +35,11 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use self::environment::PluginStatus;
+pub use self::plugin_objects::ObjectsConfig;
 use self::environment::{Active, Current, Version};
 use self::handler::Pipeline;
 use self::plugin_handler::{PluginHandler, Shared};
+use self::plugin_objects::{ObjectSource, StatusWriter, plugin_kind};
 use self::reload::Reloader;
 use self::replay::Replayer;
 use self::router::Router;
@@ -54,8 +58,11 @@ use kubewasm_core::sync::lock;
 /// Everything `kubewasm run` is configured with.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
-    /// Directory holding `NAME.wasm` (+ settings) files.
-    pub plugins_dir: PathBuf,
+    /// Directory holding `NAME.wasm` (+ settings) files; None: Plugin objects only.
+    pub plugins_dir: Option<PathBuf>,
+    /// Follow Plugin objects (`plugins.kubewasm.dev`), pulling their modules as this
+    /// says; None: the plugin directory only.
+    pub objects: Option<ObjectsConfig>,
     /// Plugin loading and limits.
     pub load: LoadOptions,
     /// Watch settings.
@@ -114,6 +121,11 @@ struct Parts {
     caches: Arc<Caches>,
     /// Queue workers of every plugin started, joined at shutdown.
     workers: Mutex<Vec<JoinSet<()>>>,
+    /// Writes Plugin objects' status when this replica leads (None: no objects).
+    status_writer: Option<StatusWriter>,
+    leadership: Leadership,
+    /// A Plugin object changed, or their kind became served.
+    objects_changed: tokio::sync::Notify,
 }
 
 impl Parts {
@@ -136,7 +148,11 @@ impl Parts {
         let _one = self.reloading.lock().await;
         let mut next = self
             .reloader
-            .reconcile(&self.current.get(), |v| self.activate(v))
+            .reconcile(
+                &self.current.get(),
+                |v| self.activate(v),
+                self.plugin_objects(),
+            )
             .await;
         let changed = next.changed();
         let env = if changed {
@@ -145,7 +161,7 @@ impl Parts {
                 env.resolve(&self.watches);
                 env
             });
-            self.watches.set_desired(env.desired());
+            self.watches.set_desired(self.desired(&env));
             for active in &next.removed {
                 active.queue.close();
             }
@@ -156,10 +172,50 @@ impl Parts {
         };
         next.announce();
         self.reloader.took_effect(&env, changed);
+        if let (Some(writer), Some(states)) = (&self.status_writer, &next.objects)
+            && self.leadership.is_leader()
+        {
+            writer.write(states).await;
+        }
+    }
+
+    /// What the watch manager must serve for `env`: its plugins' watches and reads, and
+    /// the Plugin objects when they are a source.
+    fn desired(
+        &self,
+        env: &environment::Environment,
+    ) -> std::collections::BTreeMap<kubewasm_core::resource::ResourceRef, crate::watch::manager::Demand>
+    {
+        let mut desired = env.desired();
+        if self.reloader.follows_objects() {
+            desired.insert(plugin_kind(), None);
+        }
+        desired
+    }
+
+    /// The Plugin objects, when they are a source and their cache is synced (a partial
+    /// list would unload the plugins not listed yet).
+    fn plugin_objects(&self) -> Option<Vec<Arc<crate::watch::cache::CachedObject>>> {
+        if !self.reloader.follows_objects() {
+            return None;
+        }
+        let resolved = self.watches.resolved(&plugin_kind())?;
+        let cache = self.caches.get(&resolved.type_ref())?;
+        cache.is_synced().then(|| cache.snapshot())
+    }
+
+    /// Whether a watch event is about a Plugin object.
+    fn is_plugin_object(&self, resource: &crate::watch::cache::ResourceKey) -> bool {
+        self.reloader.follows_objects()
+            && resource.group == kubewasm_core::plugin_object::GROUP
+            && resource.plural == kubewasm_core::plugin_object::PLURAL
     }
 
     /// A watch target now resolves: route it, and replay it to plugins that waited.
     fn resolved(&self, target: &kubewasm_core::resource::ResourceRef) {
+        if *target == plugin_kind() {
+            self.objects_changed.notify_one();
+        }
         self.current.update(|env| {
             let mut env = env.clone();
             env.resolve(&self.watches);
@@ -178,12 +234,19 @@ impl Host {
         config: HostConfig,
         metrics: Arc<Metrics>,
     ) -> Result<Host, Error> {
-        if !config.plugins_dir.is_dir() {
+        if let Some(dir) = &config.plugins_dir
+            && !dir.is_dir()
+        {
             return Err(Error::Io {
-                context: format!("plugin directory {}", config.plugins_dir.display()),
+                context: format!("plugin directory {}", dir.display()),
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "not a directory"),
             });
         }
+        let objects = config
+            .objects
+            .clone()
+            .map(|o| ObjectSource::new(client.clone(), o))
+            .transpose()?;
         let loader = Loader::new(
             PluginEngine::new()?,
             config.load.clone(),
@@ -239,12 +302,16 @@ impl Host {
                 leadership.clone(),
                 config.tombstone_retention,
             ),
+            status_writer: objects.as_ref().map(|_| StatusWriter::new(client.clone())),
             reloader: Reloader::new(
                 config.plugins_dir.clone(),
+                objects,
                 loader,
                 config.quarantine,
                 metrics.clone(),
             ),
+            leadership: leadership.clone(),
+            objects_changed: tokio::sync::Notify::new(),
             reloading: tokio::sync::Mutex::new(()),
             current,
             watches: watches.clone(),
@@ -255,16 +322,20 @@ impl Host {
         });
 
         // Follow the directory from before the first scan, so no change slips between them.
-        let (dir_watch, notifications) = match config.reload_debounce {
-            Some(debounce) => {
-                let (w, rx) = dir_watch::watch_dir(&config.plugins_dir, debounce)?;
+        let (dir_watch, notifications) = match (config.reload_debounce, &config.plugins_dir) {
+            (Some(debounce), Some(dir)) => {
+                let (w, rx) = dir_watch::watch_dir(dir, debounce)?;
                 (Some(w), Some(rx))
             }
-            None => (None, None),
+            _ => (None, None),
         };
+        // Ask for the Plugin objects from the start: they load once their cache syncs.
+        parts.watches.set_desired(parts.desired(&parts.current.get()));
         parts.reload().await;
-        if parts.current.get().plugins.is_empty() {
-            tracing::warn!(dir = %config.plugins_dir.display(), "no plugins loaded");
+        if let Some(dir) = &config.plugins_dir
+            && parts.current.get().plugins.is_empty()
+        {
+            tracing::warn!(dir = %dir.display(), "no plugins loaded from the plugin directory");
         }
 
         let manager_cancel = CancellationToken::new();
@@ -284,6 +355,13 @@ impl Host {
                 cancel.clone(),
             )),
         ];
+        if parts.reloader.follows_objects() {
+            tasks.push(tokio::spawn(follow_plugin_objects(
+                parts.clone(),
+                config.reload_debounce.unwrap_or(Duration::from_millis(300)),
+                cancel.clone(),
+            )));
+        }
         if notifications.is_some() || config.rescan_interval.is_some() {
             tasks.push(tokio::spawn(follow_plugin_dir(
                 parts.clone(),
@@ -335,10 +413,15 @@ impl Host {
                 .status()
                 .rejected
                 .iter()
-                .map(|(file, reason)| (file.display().to_string(), reason.clone()))
+                .map(|(source, reason)| (source.clone(), reason.clone()))
                 .collect();
+            // Plugin objects block readiness once their kind is served, until a reconcile
+            // of their synced cache.
+            let objects_pending = parts.reloader.follows_objects()
+                && parts.watches.resolved(&plugin_kind()).is_some()
+                && !parts.reloader.objects_loaded_once();
             ReadinessReport {
-                plugins_loaded: parts.reloader.loaded_once(),
+                plugins_loaded: parts.reloader.loaded_once() && !objects_pending,
                 watches,
                 plugins,
                 rejected,
@@ -414,6 +497,9 @@ async fn route_events(
             _ = cancel.cancelled() => break,
             signal = rx.recv() => match signal {
                 Some(WatchSignal::Event(ev)) => {
+                    if parts.is_plugin_object(&ev.resource) {
+                        parts.objects_changed.notify_one();
+                    }
                     parts.replayer.observe(&ev);
                     parts.router.route(&ev);
                 }
@@ -444,6 +530,11 @@ async fn follow_leadership(
         if now && !was {
             tracing::info!("leading: re-delivering every cached object to every plugin");
             parts.replayer.lead();
+            // A new term: the Plugin objects' status is this replica's to write.
+            if let Some(writer) = &parts.status_writer {
+                writer.forget();
+                writer.write(&parts.reloader.object_states()).await;
+            }
         }
         was = now;
     }
@@ -494,7 +585,31 @@ async fn follow_plugin_dir(
                     Some(d) => tokio::time::sleep(d).await,
                     None => std::future::pending().await,
                 }
-            } => {}
+            } => parts.reloader.rescan(),
+        }
+        parts.reload().await;
+    }
+}
+
+/// Task: reconcile after Plugin objects change (debounced: a burst of changes, or the
+/// status writes of one reconcile, make one reconcile), once their cache is synced.
+async fn follow_plugin_objects(parts: Arc<Parts>, debounce: Duration, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = parts.objects_changed.notified() => {}
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(debounce) => {}
+        }
+        // The first list's events arrive before its cache is marked synced.
+        let mut waited = Duration::ZERO;
+        while parts.plugin_objects().is_none() && waited < Duration::from_secs(30) {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tokio::time::sleep(Duration::from_millis(50)) => waited += Duration::from_millis(50),
+            }
         }
         parts.reload().await;
     }

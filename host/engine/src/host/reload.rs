@@ -1,39 +1,74 @@
-//! Reconciling the plugin set with the plugin directory. A file that changed is loaded and
-//! validated first; only a good version replaces the running one. The reloader computes
-//! the next [`Environment`] and what it takes (replays, removals); the host swaps it in.
+//! Reconciling the plugin set with its sources: the plugin directory and the Plugin
+//! objects. A file or object that changed is loaded and validated first; only a good
+//! version replaces the running one, and one whose approval was narrowed below what it
+//! uses is unloaded. The reloader computes the next [`Environment`] and what it takes
+//! (replays, removals, the objects' status); the host swaps it in.
 
 use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+use kubewasm_core::grant::{Approval, approve};
+use kubewasm_core::manifest::Manifest;
+use kubewasm_core::plugin_object::Permissions;
 use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
 use crate::dispatch::{Health, QuarantinePolicy};
 use crate::host::environment::{Active, Environment, PluginStatus, Version};
+use crate::host::plugin_objects::{Candidate, Failure, ObjectSource, ObjectState, Pulled};
 use crate::host::replay::Replay;
+use crate::watch::cache::CachedObject;
 use crate::ops::metrics::{InfoLabels, Metrics};
 use kubewasm_core::sync::write;
 
-/// What the reloader knows about one file of the plugin directory.
-struct FileState {
-    /// Fingerprint of the last version looked at (loaded or rejected).
+/// Where a plugin comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Origin {
+    /// A `.wasm` file of the plugin directory.
+    File(PathBuf),
+    /// A Plugin object, by name.
+    Object(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Object(name) => write!(f, "plugins.kubewasm.dev/{name}"),
+        }
+    }
+}
+
+/// What the reloader knows about one source of a plugin.
+#[derive(Default)]
+struct SourceState {
+    /// Fingerprint of the last version looked at (loaded or rejected); empty: look again.
     fingerprint: String,
-    /// The plugin this file currently serves (an older version when the newest was rejected).
+    /// The plugin this source currently serves (an older version when the newest was
+    /// rejected).
     serving: Option<String>,
     /// Why the newest version was rejected.
     rejected: Option<String>,
+    /// Plugin objects only: what serves (pinned reference, digest) and how the newest
+    /// spec fared.
+    object: ObjectOutcome,
+    /// Plugin objects only: the generation looked at last.
+    object_generation: i64,
+    /// Plugin objects only: the object's conditions as last read, for transition times.
+    object_previous: Vec<kubewasm_core::plugin_object::Condition>,
 }
 
-impl FileState {
-    fn new() -> Self {
-        FileState {
-            fingerprint: String::new(),
-            serving: None,
-            rejected: None,
-        }
-    }
+/// How a Plugin object's newest spec fared, and what serves for it.
+#[derive(Default, Clone)]
+struct ObjectOutcome {
+    serving_module: Option<(String, String)>,
+    failure: Option<Failure>,
+    pulled: Option<bool>,
+    approved: Option<Result<(), String>>,
+    requested: Option<Permissions>,
 }
 
 /// A plugin that came into effect, for the log.
@@ -43,7 +78,7 @@ enum Announcement {
         version: String,
         how: &'static str,
         took: std::time::Duration,
-        file: PathBuf,
+        file: String,
         watches: usize,
     },
     Replaced {
@@ -52,7 +87,7 @@ enum Announcement {
         to: String,
         how: &'static str,
         took: std::time::Duration,
-        file: PathBuf,
+        file: String,
     },
 }
 
@@ -67,7 +102,7 @@ impl Announcement {
                 file,
                 watches,
             } => tracing::info!(plugin = %name, version = %version, how, took = ?took,
-                file = %file.display(), watches, "plugin loaded"),
+                from = %file, watches, "plugin loaded"),
             Announcement::Replaced {
                 name,
                 from,
@@ -75,8 +110,8 @@ impl Announcement {
                 how,
                 took,
                 file,
-            } => tracing::info!(plugin = %name, from = %from, to = %to, how, took = ?took,
-                file = %file.display(), "plugin replaced"),
+            } => tracing::info!(plugin = %name, from_version = %from, to = %to, how, took = ?took,
+                from = %file, "plugin replaced"),
         }
     }
 }
@@ -92,6 +127,8 @@ pub(crate) struct Reconciled {
     /// Said once the new environment is in effect, so "loaded" and "replaced" are true
     /// when they are read.
     announced: Vec<Announcement>,
+    /// Where each Plugin object stands (None: objects were not reconciled this time).
+    pub(crate) objects: Option<BTreeMap<String, ObjectState>>,
 }
 
 impl Reconciled {
@@ -108,32 +145,65 @@ impl Reconciled {
     }
 }
 
-/// Loads the plugin directory and works out the next environment from it.
+/// Loads the plugin sources and works out the next environment from them.
 pub(crate) struct Reloader {
-    dir: PathBuf,
+    dir: Option<PathBuf>,
+    objects: Option<ObjectSource>,
     loader: Loader,
     quarantine: QuarantinePolicy,
     metrics: Arc<Metrics>,
-    files: tokio::sync::Mutex<BTreeMap<PathBuf, FileState>>,
+    sources: tokio::sync::Mutex<BTreeMap<Origin, SourceState>>,
     status: RwLock<PluginStatus>,
+    /// Where each Plugin object stood after the last reconcile of the objects.
+    object_states: RwLock<BTreeMap<String, ObjectState>>,
     loaded_once: AtomicBool,
+    objects_loaded_once: AtomicBool,
+    /// Plugin name → the source it serves from, as of the last reconcile.
+    serving_from: RwLock<BTreeMap<String, String>>,
+}
+
+/// One source's newest version, read: the file (with the approval that bounds it), or
+/// why it could not be read; `Unchanged` when its fingerprint says nothing changed.
+enum Newest {
+    Unchanged,
+    Read(Box<PluginFile>, Option<Approval>),
+    /// Unreadable (a file mid-write, bad settings, a failed pull): the fingerprint is
+    /// kept only when `retry` is false.
+    Failed { failure: Failure, retry: bool },
+}
+
+/// One source to look at in a reconcile.
+struct Item {
+    origin: Origin,
+    fingerprint: String,
+    newest: Newest,
+    /// The approval in force for this source now, when known even if the newest version
+    /// could not be read (a Plugin's permissions): the running version must fit it.
+    approval_now: Option<Approval>,
+    /// Plugin objects: the generation, pinned reference and digest pulled.
+    object: Option<(i64, Option<String>, Option<String>, Vec<kubewasm_core::plugin_object::Condition>)>,
 }
 
 impl Reloader {
     pub(crate) fn new(
-        dir: PathBuf,
+        dir: Option<PathBuf>,
+        objects: Option<ObjectSource>,
         loader: Loader,
         quarantine: QuarantinePolicy,
         metrics: Arc<Metrics>,
     ) -> Self {
         Reloader {
             dir,
+            objects,
             loader,
             quarantine,
             metrics,
-            files: tokio::sync::Mutex::new(BTreeMap::new()),
+            sources: tokio::sync::Mutex::new(BTreeMap::new()),
             status: RwLock::new(PluginStatus::default()),
+            object_states: RwLock::new(BTreeMap::new()),
             loaded_once: AtomicBool::new(false),
+            objects_loaded_once: AtomicBool::new(false),
+            serving_from: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -146,149 +216,371 @@ impl Reloader {
         })
     }
 
-    /// The plugin directory, loaded once.
+    /// The plugin sources, loaded once.
     pub(crate) fn loaded_once(&self) -> bool {
         self.loaded_once.load(Ordering::Acquire)
     }
 
-    /// Plugins, rejected files and reload count.
+    /// Whether Plugin objects are a source.
+    pub(crate) fn follows_objects(&self) -> bool {
+        self.objects.is_some()
+    }
+
+    /// The Plugin objects, reconciled once from a synced cache.
+    pub(crate) fn objects_loaded_once(&self) -> bool {
+        self.objects_loaded_once.load(Ordering::Acquire)
+    }
+
+    /// Where each Plugin object stood after the last reconcile of the objects.
+    pub(crate) fn object_states(&self) -> BTreeMap<String, ObjectState> {
+        kubewasm_core::sync::read(&self.object_states).clone()
+    }
+
+    /// Forget resolved tags: the next reconcile asks the registries again.
+    pub(crate) fn rescan(&self) {
+        if let Some(o) = &self.objects {
+            o.forget_tags();
+        }
+    }
+
+    /// Plugins, rejected sources and reload count.
     pub(crate) fn status(&self) -> PluginStatus {
         kubewasm_core::sync::read(&self.status).clone()
     }
 
-    /// The environment that follows `current` from the plugin directory: new versions of
-    /// changed files (good ones only), new files, files gone. `activate` puts a new
-    /// plugin to work (its queue and workers).
+    /// The newest version of every file of the plugin directory (None: it cannot be
+    /// listed, so keep what runs).
+    fn file_items(&self, known: &BTreeMap<Origin, SourceState>) -> Option<Vec<Item>> {
+        let dir = self.dir.as_ref()?;
+        let listing = match loader::plugin_files(dir) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot list the plugin directory; keeping the running plugins");
+                return None;
+            }
+        };
+        let items = listing
+            .into_iter()
+            .map(|path| {
+                let origin = Origin::File(path.clone());
+                match PluginFile::read(&path) {
+                    // Unreadable now (e.g. mid-write, or bad settings): keep what runs.
+                    Err(e) => Item {
+                        fingerprint: format!("unreadable: {e}"),
+                        newest: Newest::Failed {
+                            failure: Failure::new("Unreadable", e.to_string()),
+                            retry: false,
+                        },
+                        origin,
+                        approval_now: None,
+                        object: None,
+                    },
+                    Ok(file) => {
+                        let fingerprint = file.fingerprint();
+                        let newest = if known.get(&origin).is_some_and(|s| s.fingerprint == fingerprint) {
+                            Newest::Unchanged
+                        } else {
+                            let approval = file.approval.clone();
+                            Newest::Read(Box::new(file), approval)
+                        };
+                        Item {
+                            origin,
+                            fingerprint,
+                            newest,
+                            approval_now: None,
+                            object: None,
+                        }
+                    }
+                }
+            })
+            .collect();
+        Some(items)
+    }
+
+    /// The newest version of every Plugin object.
+    async fn object_items(
+        &self,
+        source: &ObjectSource,
+        objects: &[Arc<CachedObject>],
+        known: &BTreeMap<Origin, SourceState>,
+    ) -> Vec<Item> {
+        let unchanged = |name: &str, fp: &str| {
+            known
+                .get(&Origin::Object(name.to_string()))
+                .is_some_and(|s| s.fingerprint == fp)
+        };
+        source
+            .candidates(objects, unchanged)
+            .await
+            .into_iter()
+            .map(|c: Candidate| {
+                let Candidate {
+                    name,
+                    generation,
+                    pinned,
+                    digest,
+                    pulled,
+                    fingerprint,
+                    previous,
+                    approval,
+                } = c;
+                let newest = match pulled {
+                    Pulled::Unchanged => Newest::Unchanged,
+                    Pulled::File(file) => {
+                        let a = approval.clone();
+                        Newest::Read(file, a)
+                    }
+                    Pulled::Failed(failure) => {
+                        // Registry trouble is retried at the next reconcile; a spec that
+                        // cannot work waits for the next change.
+                        let retry = failure.retry();
+                        Newest::Failed { failure, retry }
+                    }
+                };
+                Item {
+                    origin: Origin::Object(name),
+                    fingerprint,
+                    newest,
+                    approval_now: approval,
+                    object: Some((generation, pinned, digest, previous)),
+                }
+            })
+            .collect()
+    }
+
+    /// The environment that follows `current` from the plugin sources: new versions of
+    /// changed files and objects (good ones only), new ones, ones gone. `activate` puts a
+    /// new plugin to work (its queue and workers). `objects` are the Plugin objects of a
+    /// synced cache; None leaves the objects' plugins as they are.
     pub(crate) async fn reconcile(
         &self,
         current: &Environment,
-        activate: impl Fn(Arc<Version>) -> Active,
+        activate: impl Fn(Arc<Version>) -> Active + Sync,
+        objects: Option<Vec<Arc<CachedObject>>>,
     ) -> Reconciled {
-        let mut files = self.files.lock().await;
+        let mut sources = self.sources.lock().await;
         let mut next = Reconciled {
             env: current.clone(),
             replays: Vec::new(),
             removed: Vec::new(),
             announced: Vec::new(),
+            objects: None,
         };
-        let listing = match loader::plugin_files(&self.dir) {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot list the plugin directory; keeping the running plugins");
-                return next;
-            }
+        let files = self.file_items(&sources);
+        let objects = match (&self.objects, &objects) {
+            (Some(source), Some(list)) => Some(self.object_items(source, list, &sources).await),
+            _ => None,
         };
-        let env = &mut next.env;
-
-        for path in &listing {
-            let file = match PluginFile::read(path) {
-                Ok(f) => f,
-                Err(e) => {
-                    // Unreadable now (e.g. mid-write, or bad settings): keep what runs.
-                    let fp = format!("unreadable: {e}");
-                    let state = files.entry(path.clone()).or_insert_with(FileState::new);
-                    if state.fingerprint != fp {
-                        tracing::error!(error = %e, still_serving = ?state.serving, "plugin rejected");
-                        state.fingerprint = fp;
-                        state.rejected = Some(e.to_string());
-                    }
-                    continue;
-                }
-            };
-            let fp = file.fingerprint();
-            if files.get(path).is_some_and(|s| s.fingerprint == fp) {
-                continue;
-            }
-            // The operator's approval, not the plugin's own answer, bounds what it may
-            // hold: a version asking for more is refused and the old one keeps serving.
-            let loaded = self.loader.load_approved(file).await;
-            let state = files.entry(path.clone()).or_insert_with(FileState::new);
-            state.fingerprint = fp;
-            let loaded = match loaded {
-                Ok(l) => l,
-                Err(e) => {
-                    tracing::error!(error = %e, file = %path.display(), still_serving = ?state.serving, "plugin rejected");
-                    state.rejected = Some(e.to_string());
-                    continue;
-                }
-            };
-            let name = loaded.plugin.name().to_string();
-            if let Some(owner) = env.plugins.get(&name)
-                && owner.plugin().path != *path
-            {
-                let e = Error::DuplicateName {
-                    path: path.clone(),
-                    name: name.clone(),
-                    other: owner.plugin().path.clone(),
-                };
-                tracing::error!(error = %e, "plugin rejected");
-                state.rejected = Some(e.to_string());
-                continue;
-            }
-            state.rejected = None;
-            let plugin = Arc::new(loaded.plugin);
-            let how = loaded.source.as_str();
-            if let Some(old_name) = state.serving.clone().filter(|n| *n != name)
-                && let Some(old) = env.plugins.remove(&old_name)
-            {
-                next.removed.push(old);
-                tracing::info!(plugin = %old_name, file = %path.display(), "plugin renamed to {name}");
-            }
-            match env.plugins.get(&name) {
-                Some(active) => {
-                    next.announced.push(Announcement::Replaced {
-                        name: name.clone(),
-                        from: active.plugin().manifest.version.clone(),
-                        to: plugin.manifest.version.clone(),
-                        how,
-                        took: loaded.took,
-                        file: path.clone(),
-                    });
-                    // The queue stays; the new version (healthy) serves its next events.
-                    let replaced = Active::new(self.version(plugin), active.queue.clone());
-                    env.plugins.insert(name.clone(), replaced);
-                    next.replays.push(Replay::Replaced(name.clone()));
-                }
-                None => {
-                    next.announced.push(Announcement::Loaded {
-                        name: name.clone(),
-                        version: plugin.manifest.version.clone(),
-                        how,
-                        took: loaded.took,
-                        file: path.clone(),
-                        watches: plugin.manifest.watches.len(),
-                    });
-                    env.plugins
-                        .insert(name.clone(), activate(self.version(plugin)));
-                    next.replays.push(Replay::Added(name.clone()));
-                }
-            }
-            state.serving = Some(name);
+        // Sources of a kind not looked at this time stay as they are.
+        let mut listed: HashSet<Origin> = HashSet::new();
+        let mut looked_at_files = false;
+        let looked_at_objects = objects.is_some();
+        let mut items = Vec::new();
+        if let Some(f) = files {
+            looked_at_files = true;
+            items.extend(f);
+        }
+        items.extend(objects.unwrap_or_default());
+        for item in items {
+            listed.insert(item.origin.clone());
+            self.consider(item, &mut sources, &mut next, &activate).await;
         }
 
-        // Files that disappeared take their plugin with them.
-        let gone: Vec<PathBuf> = files
+        // Sources that disappeared take their plugin with them.
+        let gone: Vec<Origin> = sources
             .keys()
-            .filter(|p| !listing.contains(p))
+            .filter(|o| !listed.contains(*o))
+            .filter(|o| match o {
+                Origin::File(_) => looked_at_files,
+                Origin::Object(_) => looked_at_objects,
+            })
             .cloned()
             .collect();
-        for path in gone {
-            if let Some(state) = files.remove(&path)
+        for origin in gone {
+            if let Some(state) = sources.remove(&origin)
                 && let Some(name) = state.serving
-                && let Some(active) = env.plugins.remove(&name)
+                && let Some(active) = next.env.plugins.remove(&name)
             {
-                tracing::info!(plugin = %name, version = %active.plugin().manifest.version, file = %path.display(), "plugin removed");
+                tracing::info!(plugin = %name, version = %active.plugin().manifest.version, from = %origin, "plugin removed");
                 next.removed.push(active);
             }
         }
-        let rejected = files
+        let rejected = sources
             .iter()
-            .filter_map(|(p, s)| s.rejected.clone().map(|r| (p.clone(), r)))
+            .filter_map(|(o, s)| s.rejected.clone().map(|r| (o.to_string(), r)))
             .collect();
         write(&self.status).rejected = rejected;
+        *write(&self.serving_from) = sources
+            .iter()
+            .filter_map(|(o, s)| Some((s.serving.clone()?, o.to_string())))
+            .collect();
+        if looked_at_objects {
+            let states: BTreeMap<String, ObjectState> = sources
+                .iter()
+                .filter_map(|(o, s)| match o {
+                    Origin::Object(name) => Some((name.clone(), object_state(s, &next.env))),
+                    Origin::File(_) => None,
+                })
+                .collect();
+            *write(&self.object_states) = states.clone();
+            next.objects = Some(states);
+            self.objects_loaded_once.store(true, Ordering::Release);
+        }
         next
     }
 
+    /// Look at one source's newest version: load it when it changed, and put it to work
+    /// when it is good; unload what runs when its approval no longer covers it.
+    async fn consider(
+        &self,
+        item: Item,
+        sources: &mut BTreeMap<Origin, SourceState>,
+        next: &mut Reconciled,
+        activate: &(dyn Fn(Arc<Version>) -> Active + Sync),
+    ) {
+        let Item {
+            origin,
+            fingerprint,
+            newest,
+            approval_now,
+            object,
+        } = item;
+        let state = sources.entry(origin.clone()).or_default();
+        if let Some((generation, _, _, previous)) = &object {
+            state.object_generation = *generation;
+            state.object_previous = previous.clone();
+        }
+        if let Newest::Unchanged = newest {
+            return;
+        }
+        // The approval in force now bounds what may keep running, whatever becomes of the
+        // newest version: narrowing it unloads a version that uses more.
+        if let Some(approval) = &approval_now
+            && let Some(name) = state.serving.clone()
+            && let Some(active) = next.env.plugins.get(&name)
+            && let Err(why) = still_approved(&active.plugin().manifest, approval)
+        {
+            tracing::error!(plugin = %name, from = %origin, error = %why, "plugin unloaded: its approval no longer covers it");
+            if let Some(active) = next.env.plugins.remove(&name) {
+                next.removed.push(active);
+            }
+            state.serving = None;
+            state.object.serving_module = None;
+        }
+        let (file, approval) = match newest {
+            Newest::Unchanged => return,
+            Newest::Failed { failure, retry } => {
+                // Said once per failure, not at every retry of the same one.
+                if state.object.failure.as_ref() != Some(&failure) || state.fingerprint != fingerprint {
+                    tracing::error!(from = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+                }
+                state.fingerprint = if retry { String::new() } else { fingerprint };
+                state.rejected = Some(failure.message.clone());
+                state.object.pulled = failure.is_pull().then_some(false);
+                state.object.approved = None;
+                state.object.failure = Some(failure);
+                return;
+            }
+            Newest::Read(file, approval) => (file, approval),
+        };
+        state.fingerprint = fingerprint;
+        state.object.pulled = Some(true);
+        let loaded = self.loader.load(*file).await;
+        let mut loaded = match loaded {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(error = %e, from = %origin, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+                state.rejected = Some(e.to_string());
+                state.object.failure = Some(Failure::new("LoadFailed", e.to_string()));
+                state.object.approved = None;
+                return;
+            }
+        };
+        state.object.requested = Some(Permissions::requested_by(&loaded.plugin.manifest));
+        // The operator's approval, not the plugin's own answer, bounds what it may hold:
+        // a version asking for more is refused and the old one keeps serving.
+        if let Err(e) = approve(&mut loaded.plugin.manifest, approval.as_ref()) {
+            let e = Error::Load(kubewasm_runtime::Error::NotApproved(e));
+            tracing::error!(error = %e, from = %origin, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+            state.rejected = Some(e.to_string());
+            state.object.approved = Some(Err(e.to_string()));
+            state.object.failure = Some(Failure::new("NotApproved", e.to_string()));
+            return;
+        }
+        state.object.approved = Some(Ok(()));
+        let name = loaded.plugin.name().to_string();
+        if let Origin::Object(object_name) = &origin
+            && *object_name != name
+        {
+            let why = format!(
+                "the module describes itself as plugin {name:?}: a Plugin object is named after its plugin"
+            );
+            tracing::error!(from = %origin, error = %why, "plugin rejected");
+            state.rejected = Some(why.clone());
+            state.object.failure = Some(Failure::new("NameMismatch", why));
+            return;
+        }
+        let env = &mut next.env;
+        if let Some(owner) = env.plugins.get(&name)
+            && state.serving.as_deref() != Some(name.as_str())
+        {
+            let e = Error::DuplicateName {
+                origin: origin.to_string(),
+                name: name.clone(),
+                other: owner.plugin().path.display().to_string(),
+            };
+            tracing::error!(error = %e, "plugin rejected");
+            state.rejected = Some(e.to_string());
+            state.object.failure = Some(Failure::new("NameInUse", e.to_string()));
+            return;
+        }
+        state.rejected = None;
+        state.object.failure = None;
+        if let Some((_, pinned, digest, _)) = &object {
+            state.object.serving_module = Some((
+                pinned.clone().unwrap_or_default(),
+                digest.clone().unwrap_or_default(),
+            ));
+        }
+        let plugin = Arc::new(loaded.plugin);
+        let how = loaded.source.as_str();
+        if let Some(old_name) = state.serving.clone().filter(|n| *n != name)
+            && let Some(old) = env.plugins.remove(&old_name)
+        {
+            next.removed.push(old);
+            tracing::info!(plugin = %old_name, from = %origin, "plugin renamed to {name}");
+        }
+        match env.plugins.get(&name) {
+            Some(active) => {
+                next.announced.push(Announcement::Replaced {
+                    name: name.clone(),
+                    from: active.plugin().manifest.version.clone(),
+                    to: plugin.manifest.version.clone(),
+                    how,
+                    took: loaded.took,
+                    file: origin.to_string(),
+                });
+                // The queue stays; the new version (healthy) serves its next events.
+                let replaced = Active::new(self.version(plugin), active.queue.clone());
+                env.plugins.insert(name.clone(), replaced);
+                next.replays.push(Replay::Replaced(name.clone()));
+            }
+            None => {
+                next.announced.push(Announcement::Loaded {
+                    name: name.clone(),
+                    version: plugin.manifest.version.clone(),
+                    how,
+                    took: loaded.took,
+                    file: origin.to_string(),
+                    watches: plugin.manifest.watches.len(),
+                });
+                let active = activate(self.version(plugin));
+                env.plugins.insert(name.clone(), active);
+                next.replays.push(Replay::Added(name.clone()));
+            }
+        }
+        state.serving = Some(name);
+    }
     /// After `env` took effect: drop compiled code no plugin uses, and publish the status.
     pub(crate) fn took_effect(&self, env: &Environment, changed: bool) {
         if changed {
@@ -300,13 +592,18 @@ impl Reloader {
             self.loader.retain(&digests);
         }
         let metrics = &self.metrics;
+        let from = kubewasm_core::sync::read(&self.serving_from).clone();
         let mut st = write(&self.status);
         st.loaded = env
             .plugins
             .iter()
             .map(|(n, a)| {
                 let p = a.plugin();
-                (n.clone(), (p.manifest.version.clone(), p.path.clone()))
+                let origin = from
+                    .get(n)
+                    .cloned()
+                    .unwrap_or_else(|| p.path.display().to_string());
+                (n.clone(), (p.manifest.version.clone(), origin))
             })
             .collect();
         if changed {
@@ -326,5 +623,39 @@ impl Reloader {
         }
         drop(st);
         self.loaded_once.store(true, Ordering::Release);
+    }
+}
+
+/// Whether a running version still fits `approval`: its watches, reads and grants covered,
+/// and no finalizer it was given beyond what `approval` gives.
+fn still_approved(running: &Manifest, approval: &Approval) -> Result<(), String> {
+    let mut again = running.clone();
+    approve(&mut again, Some(approval)).map_err(|e| e.to_string())?;
+    for (now, before) in again.grants.iter().zip(&running.grants) {
+        if let Some(f) = before.finalizers.iter().find(|f| !now.finalizers.contains(f)) {
+            return Err(format!(
+                "plugin {} sets finalizer {f:?}, no longer approved",
+                running.name
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where a Plugin object stands, from its source's state and the environment.
+fn object_state(s: &SourceState, env: &Environment) -> ObjectState {
+    let serving = s.serving.as_ref().and_then(|name| {
+        let active = env.plugins.get(name)?;
+        let (pinned, digest) = s.object.serving_module.clone()?;
+        Some((pinned, digest, active.plugin().manifest.version.clone()))
+    });
+    ObjectState {
+        generation: s.object_generation,
+        serving,
+        failure: s.object.failure.clone(),
+        pulled: s.object.pulled,
+        approved: s.object.approved.clone(),
+        requested: s.object.requested.clone(),
+        previous: s.object_previous.clone(),
     }
 }

@@ -153,6 +153,20 @@ async fn push_then_pull_by_digest_then_serve_from_the_store_with_the_registry_do
     let m: serde_json::Value = serde_json::from_slice(&stored).expect("manifest JSON");
     assert_eq!(m["config"]["mediaType"], "application/vnd.wasm.config.v0+json");
     assert_eq!(m["layers"][0]["mediaType"], "application/wasm");
+    // The config records the component's world, as the artifact spec asks.
+    let config_digest = m["config"]["digest"].as_str().expect("config digest");
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(registry.blob_data(config_digest)).expect("config"))
+            .expect("config JSON");
+    assert_eq!(config["os"], "wasip2");
+    assert_eq!(config["layerDigests"][0], pulled.layer_digest.as_str());
+    let exports = config["component"]["exports"].as_array().expect("exports");
+    assert!(
+        exports
+            .iter()
+            .any(|e| e.as_str().is_some_and(|e| e.starts_with("kubewasm:plugin/handler"))),
+        "{config}"
+    );
 
     // The registry down: the pinned plugin still loads, from the store, without a call.
     registry.stop();

@@ -121,8 +121,9 @@ pub(crate) fn wasm_layer(manifest_bytes: &[u8]) -> Result<Descriptor, String> {
 
 /// Why `wasm` is not a WebAssembly component, from its 8-byte header; `Ok` when it is one.
 pub fn check_component_header(wasm: &[u8]) -> Result<(), &'static str> {
+    // After the magic: a 16-bit version, then a 16-bit layer (0 module, 1 component).
     match wasm {
-        [0, b'a', b's', b'm', _, _, 0x0d, 0x00, ..] => Ok(()),
+        [0, b'a', b's', b'm', _, _, 0x01, 0x00, ..] => Ok(()),
         [0, b'a', b's', b'm', 0x01, 0x00, 0x00, 0x00, ..] => {
             Err("a core WebAssembly module, not a component (kubewasm plugins are components)")
         }
@@ -224,7 +225,8 @@ pub(crate) fn build(wasm: &[u8], title: &str) -> Result<Artifact, String> {
         manifests: None,
         annotations: None,
     };
-    let manifest = serde_json::to_vec(&manifest).map_err(|e| format!("encoding the manifest: {e}"))?;
+    let manifest =
+        serde_json::to_vec(&manifest).map_err(|e| format!("encoding the manifest: {e}"))?;
     let manifest_digest = sha256_digest(&manifest);
     Ok(Artifact {
         config,
@@ -296,7 +298,10 @@ mod tests {
     #[test]
     fn accepts_both_wasm_layer_media_types() {
         for mt in WASM_LAYER_MEDIA_TYPES {
-            assert!(wasm_layer(&manifest(serde_json::json!([layer(mt)]))).is_ok(), "{mt}");
+            assert!(
+                wasm_layer(&manifest(serde_json::json!([layer(mt)]))).is_ok(),
+                "{mt}"
+            );
         }
     }
 
@@ -309,7 +314,10 @@ mod tests {
                 manifest(serde_json::json!([layer("application/wasm"), layer(tar)])),
                 format!("2 layers (application/wasm, {tar})"),
             ),
-            (manifest(serde_json::json!([])), "without layers".to_string()),
+            (
+                manifest(serde_json::json!([])),
+                "without layers".to_string(),
+            ),
             (
                 serde_json::to_vec(&serde_json::json!({
                     "schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": []}))
@@ -325,6 +333,10 @@ mod tests {
         let bad_digest = manifest(serde_json::json!([
             {"mediaType": "application/wasm", "digest": "sha256:../../etc", "size": 1}
         ]));
-        assert!(wasm_layer(&bad_digest).expect_err("bad digest").contains("digest"));
+        assert!(
+            wasm_layer(&bad_digest)
+                .expect_err("bad digest")
+                .contains("digest")
+        );
     }
 }

@@ -255,24 +255,36 @@ mod tests {
 
     #[test]
     fn no_secret_in_debug_or_errors() {
-        let json = format!(r#"{{"auths": {{"r:1": {{"auth": "{}"}}}}}}"#, b64("u:topsecret"));
+        let json = format!(
+            r#"{{"auths": {{"r:1": {{"auth": "{}"}}}}}}"#,
+            b64("u:topsecret")
+        );
         let auths = Auths::from_docker_config_json(json.as_bytes()).expect("parse");
         let shown = format!("{auths:?} {:?}", auths.for_registry("r:1"));
         assert!(!shown.contains("topsecret"), "{shown}");
         assert!(shown.contains("<redacted>"), "{shown}");
 
         // An auth without a colon: the error names the key, not the decoded secret.
-        let json = format!(r#"{{"auths": {{"r:1": {{"auth": "{}"}}}}}}"#, b64("topsecret"));
+        let json = format!(
+            r#"{{"auths": {{"r:1": {{"auth": "{}"}}}}}}"#,
+            b64("topsecret")
+        );
         let err = Auths::from_docker_config_json(json.as_bytes()).expect_err("no colon");
         let msg = err.to_string();
-        assert!(!msg.contains("topsecret") && msg.contains("\"r:1\""), "{msg}");
+        assert!(
+            !msg.contains("topsecret") && msg.contains("\"r:1\""),
+            "{msg}"
+        );
         assert_eq!(err.reason(), "InvalidCredentials");
 
         let err = Auths::from_docker_config_json(br#"{"auths": {"r": {"auth": "!!"}}}"#)
             .expect_err("not base64");
         assert!(err.to_string().contains("not base64"), "{err}");
         let err = Auths::from_docker_config_json(b"[1]").expect_err("not an object");
-        assert!(err.to_string().contains("not a Docker config JSON"), "{err}");
+        assert!(
+            err.to_string().contains("not a Docker config JSON"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -280,7 +292,8 @@ mod tests {
         let auths = Auths::from_docker_config_json(b"{}").expect("empty object");
         assert_eq!(auths.for_registry("x"), Credentials::Anonymous);
         let dir = tempfile::tempdir().expect("tempdir");
-        let err = Auths::from_docker_config_file(&dir.path().join("nope.json")).expect_err("missing");
+        let err =
+            Auths::from_docker_config_file(&dir.path().join("nope.json")).expect_err("missing");
         assert_eq!(err.reason(), "InvalidCredentials");
         assert!(err.to_string().contains("nope.json"), "{err}");
     }

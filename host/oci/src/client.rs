@@ -130,16 +130,18 @@ impl Client {
         if to.tag().is_none() || to.digest().is_some() {
             return Err(Error::InvalidReference {
                 reference: to.to_string(),
-                reason: "push needs a tag and no digest (REPO:TAG); the digest is what push answers"
-                    .into(),
+                reason:
+                    "push needs a tag and no digest (REPO:TAG); the digest is what push answers"
+                        .into(),
             });
         }
         // The layer's file name for `oras pull`: the repository's last component.
         let name = to.repository().rsplit('/').next().unwrap_or("plugin");
-        let artifact = artifact::build(wasm, &format!("{name}.wasm")).map_err(|why| Error::NotWasm {
-            reference: to.to_string(),
-            why,
-        })?;
+        let artifact =
+            artifact::build(wasm, &format!("{name}.wasm")).map_err(|why| Error::NotWasm {
+                reference: to.to_string(),
+                why,
+            })?;
         let fail = |e| self.error(to, e);
         let oci = self.oci()?;
         let image = to.to_oci();
@@ -347,7 +349,9 @@ impl Client {
                 .await
                 .map_err(Error::io("writing", temp.path()))?;
         }
-        file.flush().await.map_err(Error::io("writing", temp.path()))?;
+        file.flush()
+            .await
+            .map_err(Error::io("writing", temp.path()))?;
         drop(file);
         if received != size {
             return Err(mismatch(
@@ -430,7 +434,10 @@ impl Client {
                     .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
                 {
                     unauthorized(said)
-                } else if codes.iter().any(|c| matches!(c, OciErrorCode::Toomanyrequests)) {
+                } else if codes
+                    .iter()
+                    .any(|c| matches!(c, OciErrorCode::Toomanyrequests))
+                {
                     unreachable(said)
                 } else {
                     Error::Registry {
@@ -532,7 +539,10 @@ async fn verify_stored_blob(
         };
         let mut hasher = Sha256::new();
         let n = std::io::copy(&mut file, &mut hasher)?;
-        Ok(Some((n, format!("sha256:{}", hex::encode(hasher.finalize())))))
+        Ok(Some((
+            n,
+            format!("sha256:{}", hex::encode(hasher.finalize())),
+        )))
     })
     .await
     .map_err(|e| Error::io("hashing", path)(std::io::Error::other(e)))?

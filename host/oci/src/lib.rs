@@ -160,7 +160,10 @@ impl Error {
         }
     }
 
-    pub(crate) fn io(what: impl Into<String>, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Error {
+    pub(crate) fn io(
+        what: impl Into<String>,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Error {
         let (what, path) = (what.into(), path.into());
         move |source| Error::Io { what, path, source }
     }

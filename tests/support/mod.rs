@@ -3,6 +3,8 @@
 //! whose JSON logs the tests can read.
 #![allow(dead_code)]
 
+pub mod registry;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -15,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use cmd::{build, compile_worker, componentize, dev, inspect, new, rbac, run, test};
+use cmd::{build, compile_worker, componentize, dev, inspect, new, push, rbac, run, test};
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
 ///
@@ -78,6 +78,11 @@ enum Command {
     /// Build a plugin project made by `kubewasm new` (language detected) into
     /// dist/NAME.wasm and dist/NAME.yaml, installing the pinned toolchain when missing.
     Build(build::BuildArgs),
+    /// Publish a plugin component to an OCI registry as a Wasm artifact (config
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer); the last line of
+    /// stdout is its pinned reference, oci://HOST[:PORT]/REPO@sha256:..., for a Plugin's
+    /// spec.module.
+    Push(push::PushArgs),
     /// Internal: compile the component on stdin for `run` and `dev`, which start this in a
     /// worker process so the compiler's memory never stays in the host.
     #[command(name = cmd::COMPILE_WORKER, hide = true)]
@@ -141,6 +146,7 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::Inspect(args) => inspect::command(args).await,
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args),
+        Command::Push(args) => push::command(args).await,
         Command::Bindings(args) => componentize::bindings_command(args),
         Command::Componentize(args) => componentize::componentize_command(args),
         Command::CompileWorker => unreachable!("handled before the runtime starts"),

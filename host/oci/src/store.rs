@@ -1,0 +1,212 @@
+//! The content-addressed store on disk.
+//!
+//! `DIR/blobs/sha256/<hex>` holds wasm layers and `DIR/manifests/sha256/<hex>` manifests,
+//! each written to a temporary file under `DIR/tmp`, verified, synced, then renamed into
+//! place: a file under its digest is always complete and verified. A manifest is written
+//! after its blob, so a manifest in the store means its blob is there too.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::Error;
+
+/// How long a temporary file must have been left untouched before [`Store::open`] takes
+/// it for a leftover of a killed process.
+pub(crate) const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+
+/// A content-addressed store of pulled components (see the module documentation).
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// Open (creating what is missing) the store in `dir`. Temporary files a killed
+    /// process left under `DIR/tmp` (untouched for 15 minutes) are removed.
+    pub fn open(dir: &Path) -> Result<Store, Error> {
+        let store = Store {
+            dir: dir.to_path_buf(),
+        };
+        for sub in [store.blobs(), store.manifests(), store.tmp()] {
+            std::fs::create_dir_all(&sub).map_err(Error::io("creating the store folder", &sub))?;
+        }
+        // Only old ones: another handle on the same folder may be writing right now, and a
+        // download writes its file continuously.
+        if let Ok(entries) = std::fs::read_dir(store.tmp()) {
+            for entry in entries.flatten() {
+                let stale = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .is_some_and(|age| age >= STALE_TEMP);
+                if stale {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+            }
+        }
+        Ok(store)
+    }
+
+    /// The store's folder.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn blobs(&self) -> PathBuf {
+        self.dir.join("blobs/sha256")
+    }
+
+    fn manifests(&self) -> PathBuf {
+        self.dir.join("manifests/sha256")
+    }
+
+    pub(crate) fn tmp(&self) -> PathBuf {
+        self.dir.join("tmp")
+    }
+
+    /// Where blob `digest` (`sha256:HEX`, already validated) lives.
+    pub(crate) fn blob_path(&self, digest: &str) -> PathBuf {
+        self.blobs().join(hex_of(digest))
+    }
+
+    /// Where manifest `digest` (`sha256:HEX`, already validated) lives.
+    pub(crate) fn manifest_path(&self, digest: &str) -> PathBuf {
+        self.manifests().join(hex_of(digest))
+    }
+
+    /// A new temporary file under `DIR/tmp`, removed when dropped unless persisted.
+    pub(crate) fn temp_file(&self) -> Result<tempfile::NamedTempFile, Error> {
+        tempfile::Builder::new()
+            .suffix(".part")
+            .tempfile_in(self.tmp())
+            .map_err(Error::io(
+                "creating a temporary file in the store",
+                self.tmp(),
+            ))
+    }
+
+    /// Sync `temp` and rename it to `dest`.
+    pub(crate) fn persist(&self, temp: tempfile::NamedTempFile, dest: &Path) -> Result<(), Error> {
+        temp.as_file()
+            .sync_all()
+            .map_err(Error::io("syncing", temp.path()))?;
+        temp.persist(dest)
+            .map_err(|e| Error::io("renaming into the store", dest)(e.error))?;
+        // The rename itself survives a crash only once the folder is synced.
+        if let Some(parent) = dest.parent()
+            && let Ok(d) = std::fs::File::open(parent)
+        {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    /// Write `bytes` (already verified against `digest`) as manifest `digest`.
+    pub(crate) fn put_manifest(&self, digest: &str, bytes: &[u8]) -> Result<PathBuf, Error> {
+        let dest = self.manifest_path(digest);
+        let mut temp = self.temp_file()?;
+        temp.write_all(bytes).map_err(Error::io(
+            "writing a manifest to",
+            temp.path().to_path_buf(),
+        ))?;
+        self.persist(temp, &dest)?;
+        Ok(dest)
+    }
+
+    /// Manifest `digest` if the store has it.
+    pub(crate) fn get_manifest(&self, digest: &str) -> Result<Option<Vec<u8>>, Error> {
+        let path = self.manifest_path(digest);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("reading", path)(e)),
+        }
+    }
+
+    /// Remove a stored file found damaged (best effort: the next pull rewrites it).
+    pub(crate) fn discard(&self, path: &Path) {
+        if let Err(e) = std::fs::remove_file(path) {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a damaged file from the OCI store");
+        }
+    }
+}
+
+fn hex_of(digest: &str) -> &str {
+    digest.strip_prefix("sha256:").unwrap_or(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::artifact::sha256_digest;
+
+    fn files_under(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                out.extend(files_under(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn layout_and_atomic_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("store")).expect("open");
+        let bytes = br#"{"schemaVersion":2}"#;
+        let digest = sha256_digest(bytes);
+        assert_eq!(store.get_manifest(&digest).expect("get"), None);
+        let path = store.put_manifest(&digest, bytes).expect("put");
+        assert_eq!(
+            path,
+            store
+                .dir()
+                .join("manifests/sha256")
+                .join(digest.trim_start_matches("sha256:"))
+        );
+        assert_eq!(
+            store.get_manifest(&digest).expect("get").as_deref(),
+            Some(&bytes[..])
+        );
+        // Nothing but the manifest: the temporary file was renamed, not copied.
+        assert_eq!(files_under(store.dir()), vec![path]);
+    }
+
+    #[test]
+    fn an_unpersisted_temp_file_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        {
+            let mut temp = store.temp_file().expect("temp");
+            temp.write_all(b"half a blob").expect("write");
+            assert!(temp.path().starts_with(store.tmp()));
+            assert_eq!(files_under(store.dir()).len(), 1);
+            // Dropped without persist: a failed pull.
+        }
+        assert!(files_under(store.dir()).is_empty());
+    }
+
+    #[test]
+    fn open_removes_leftovers_of_a_killed_process() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path()).expect("open");
+        // A killed process never runs the destructor: kept files stand for its leftovers.
+        let (old, old_path) = store.temp_file().expect("temp").keep().expect("keep");
+        let long_ago =
+            std::time::SystemTime::now() - STALE_TEMP - std::time::Duration::from_secs(1);
+        old.set_modified(long_ago).expect("set mtime");
+        drop(old);
+        // One being written by another handle on the same folder right now.
+        let (_fresh, fresh_path) = store.temp_file().expect("temp").keep().expect("keep");
+        let store = Store::open(dir.path()).expect("reopen");
+        assert!(!old_path.exists(), "a stale leftover is removed");
+        assert!(fresh_path.exists(), "a file being written is kept");
+        assert_eq!(files_under(store.dir()), vec![fresh_path]);
+    }
+}

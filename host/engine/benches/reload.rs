@@ -53,7 +53,8 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
     }
     let dir = tempfile::tempdir().unwrap();
     let config = HostConfig {
-        plugins_dir: dir.path().to_path_buf(),
+        plugins_dir: Some(dir.path().to_path_buf()),
+        objects: None,
         load: LoadOptions::default(),
         watch: WatchConfig {
             resync: None,

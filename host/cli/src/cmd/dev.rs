@@ -53,19 +53,16 @@ pub async fn command(args: DevArgs) -> Result<()> {
         let n = manifests::apply_manifests(&client, &docs, Duration::from_secs(30)).await?;
         tracing::info!(objects = n, "manifests applied");
     }
-    match args.host.plugins {
-        Some(_) => {
-            let url = server.url();
-            let kubeconfig = args.kubeconfig_out.clone();
-            run_host(client, &args.host, |host| {
-                eprint!("{}", banner(&url, kubeconfig.as_deref(), &host.status()));
-            })
-            .await?
-        }
-        None => {
-            tracing::info!("no --plugins given: serving the API only; Ctrl-C to stop");
-            shutdown_signal().await;
-        }
+    if args.host.plugins.is_none() && args.host.no_plugin_objects {
+        tracing::info!("no --plugins and --no-plugin-objects: serving the API only; Ctrl-C to stop");
+        shutdown_signal().await;
+    } else {
+        let url = server.url();
+        let kubeconfig = args.kubeconfig_out.clone();
+        run_host(client, &args.host, |host| {
+            eprint!("{}", banner(&url, kubeconfig.as_deref(), &host.status()));
+        })
+        .await?
     }
     server.shutdown().await;
     Ok(())
@@ -84,13 +81,13 @@ fn banner(url: &str, kubeconfig: Option<&Path>, status: &PluginStatus) -> String
         );
     }
     let _ = writeln!(out, "plugins loaded: {}", status.loaded.len());
-    for (name, (version, file)) in &status.loaded {
-        let _ = writeln!(out, "  {name} {version} ({})", file.display());
+    for (name, (version, from)) in &status.loaded {
+        let _ = writeln!(out, "  {name} {version} ({from})");
     }
     let _ = writeln!(out, "plugins refused: {}", status.rejected.len());
-    for (file, reason) in &status.rejected {
+    for (source, reason) in &status.rejected {
         let reason = reason.replace('\n', "\n    ");
-        let _ = writeln!(out, "  {}: {reason}", file.display());
+        let _ = writeln!(out, "  {source}: {reason}");
     }
     out.push_str("--- Ctrl-C to stop ---\n");
     out

@@ -21,8 +21,25 @@ use kubewasm::watch::WatchConfig;
 #[derive(Args, Debug, Clone)]
 pub struct HostArgs {
     /// Directory of plugins: `NAME.wasm` plus optional `NAME.yaml`/`NAME.json` settings.
+    /// Optional: Plugin objects (`kubectl get plugins`) are the other source.
     #[arg(long, value_name = "DIR")]
     pub plugins: Option<PathBuf>,
+    /// Do not follow Plugin objects (plugins.kubewasm.dev): the plugin directory only.
+    /// By default the host loads every Plugin object, pulling its module from its OCI
+    /// registry, once the CRD is served (installed later included).
+    #[arg(long)]
+    pub no_plugin_objects: bool,
+    /// Where modules pulled for Plugin objects are kept, by digest (default:
+    /// CACHE_DIR/modules with --cache-dir, else a directory private to this process).
+    /// A pod restarting with the registry down still loads the digests kept here.
+    #[arg(long, value_name = "DIR")]
+    module_store: Option<PathBuf>,
+    /// Largest module pulled for a Plugin object, in MiB, checked against the registry's
+    /// manifest before any byte of the module is downloaded.
+    #[arg(long, default_value_t = 128, value_parser = mebibytes)]
+    max_module_mib: usize,
+    #[command(flatten)]
+    registry: super::registry_args::RegistryArgs,
     /// Re-deliver every watched object this often as a `resync` event (0 disables).
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     resync: Duration,
@@ -176,9 +193,15 @@ pub struct RunArgs {
 
 impl HostArgs {
     fn config(&self) -> Result<HostConfig> {
-        let plugins_dir = self.plugins.clone().context("--plugins DIR is required")?;
+        if self.plugins.is_none() && self.no_plugin_objects {
+            anyhow::bail!(
+                "nothing to load: give --plugins DIR, or drop --no-plugin-objects to load Plugin objects"
+            );
+        }
         Ok(HostConfig {
-            plugins_dir,
+            plugins_dir: self.plugins.clone(),
+            // The namespace is filled in by `run_host`, which knows the client's.
+            objects: None,
             load: LoadOptions {
                 limits: Limits {
                     deadline: self.call_deadline,
@@ -355,11 +378,36 @@ pub async fn run_host(
     started: impl FnOnce(&Host),
 ) -> Result<()> {
     let mut config = args.config()?;
+    let host_namespace = args
+        .plugin_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    // Kept alive while the host runs: the default module store when none is given.
+    let mut _private_store = None;
+    if !args.no_plugin_objects {
+        let store_dir = match (&args.module_store, &args.cache_dir) {
+            (Some(dir), _) => dir.clone(),
+            (None, Some(cache)) => cache.join("modules"),
+            (None, None) => {
+                let dir = tempfile::Builder::new()
+                    .prefix("kubewasm-modules-")
+                    .tempdir()
+                    .context("a directory for pulled modules")?;
+                let path = dir.path().to_path_buf();
+                _private_store = Some(dir);
+                path
+            }
+        };
+        config.objects = Some(kubewasm::host::ObjectsConfig {
+            registry: args.registry.config(),
+            auths: Arc::new(args.registry.auths()?),
+            store_dir,
+            namespace: host_namespace.clone(),
+            max_module_bytes: (args.max_module_mib as u64) << 20,
+        });
+    }
     if !args.no_impersonation {
-        let namespace = args
-            .plugin_namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
+        let namespace = host_namespace;
         tracing::info!(namespace = %namespace, "each plugin writes as its ServiceAccount kubewasm-<plugin> (impersonated)");
         config.write_identity = WriteIdentity::PluginServiceAccounts { namespace };
     }

@@ -1,0 +1,554 @@
+//! Plugins as Kubernetes objects, end to end: modules pushed with `kubewasm push` to a real
+//! registry (Debian's docker-registry on loopback), Plugin objects applied to the embedded
+//! API server, the real `kubewasm run` reconciling them — Ready with the digest and version
+//! in status, swapped in place to a new digest, refusals that leave the old version
+//! serving, permissions that bound what loads, and the seed plugins of every language
+//! delivered and hot-swapped this way.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
+use support::registry::Registry;
+use support::*;
+
+/// The host's token when a test must tell its requests from the test's own.
+const HOST_TOKEN: &str = "kubewasm-host";
+
+/// `kubewasm push FILE REF --insecure-registry HOST`: the pinned reference it prints last.
+fn push(registry: &Registry, file: &Path, path: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["push", &file.to_string_lossy(), &registry.reference(path)])
+        .args(["--insecure-registry", &registry.host()])
+        .env("DOCKER_CONFIG", registry_config_dir())
+        .output()
+        .expect("run kubewasm push");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "push failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pinned = stdout.lines().last().expect("push printed nothing").trim();
+    assert!(pinned.contains("@sha256:"), "{pinned}");
+    pinned.to_string()
+}
+
+/// An empty Docker config folder: no credentials of this machine's user leak in.
+fn registry_config_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join("kubewasm-tests-empty-docker-config");
+    std::fs::create_dir_all(&dir).expect("docker config dir");
+    dir
+}
+
+fn digest_of(pinned: &str) -> &str {
+    pinned.split_once('@').expect("a pinned reference").1
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// What testkit asks for: its ConfigMap watch, and the grants of `TESTKIT_APPROVAL`.
+fn testkit_permissions() -> Value {
+    json!({
+        "watches": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+        "grants": [
+            {"apiGroups": [""], "kinds": ["ConfigMap"], "verbs": ["create"], "allowForce": true},
+            {"apiGroups": [""], "kinds": ["Namespace"], "namespaces": ["*"], "verbs": ["create"]},
+        ],
+    })
+}
+
+fn plugin(name: &str, module: &str, permissions: Value) -> Value {
+    json!({
+        "apiVersion": "kubewasm.dev/v1alpha1",
+        "kind": "Plugin",
+        "metadata": {"name": name},
+        "spec": {"module": module, "permissions": permissions},
+    })
+}
+
+fn cm(name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": "default", "labels": {"kubewasm.dev/testkit": "testkit"}},
+           "data": {"value": value}})
+}
+
+struct World {
+    env: Env,
+    registry: Registry,
+    plugins: Api<DynamicObject>,
+    cms: Api<DynamicObject>,
+}
+
+impl World {
+    /// A registry, the API server with the Plugin CRD (and the examples' CRDs when
+    /// `crds`), no plugin files.
+    async fn new(crds: bool) -> World {
+        let registry = Registry::start();
+        let env = Env::with_crds(crds).await;
+        env.apply_path(&root().join("deploy/kubernetes/base/crd-plugins.yaml"))
+            .await;
+        let plugins = env.api("kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
+        let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+        World {
+            env,
+            registry,
+            plugins,
+            cms,
+        }
+    }
+
+    fn host_args(&self, extra: &[&str]) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--insecure-registry",
+            &self.registry.host(),
+            "--reload-debounce",
+            "100ms",
+            "--module-store",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.push(self.env.dir.path().join("modules").display().to_string());
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    }
+
+    fn start_host(&self, extra: &[&str]) -> HostProcess {
+        let args = self.host_args(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.env.start_host_with_env(
+            &args,
+            &[("DOCKER_CONFIG", &registry_config_dir().display().to_string())],
+        )
+    }
+
+    fn start_host_as_token(&self, extra: &[&str]) -> HostProcess {
+        let args = self.host_args(extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        self.env.start_host_as(HOST_TOKEN, &args)
+    }
+
+    async fn apply_plugin(&self, obj: Value) {
+        let name = obj["metadata"]["name"].as_str().expect("name").to_string();
+        let obj: DynamicObject = serde_json::from_value(obj).expect("a Plugin object");
+        self.plugins
+            .patch(
+                &name,
+                &PatchParams::apply("plugin-objects-test").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .expect("apply the Plugin");
+    }
+
+    async fn set_module(&self, name: &str, module: &str) {
+        self.plugins
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"module": module}})),
+            )
+            .await
+            .expect("patch spec.module");
+    }
+
+    async fn set_permissions(&self, name: &str, permissions: Value) {
+        self.plugins
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"permissions": null}})),
+            )
+            .await
+            .expect("clear spec.permissions");
+        self.plugins
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"permissions": permissions}})),
+            )
+            .await
+            .expect("patch spec.permissions");
+    }
+
+    /// Wait until the Plugin's status has condition `type_` at `status` with `reason`, for
+    /// its current generation; returns the status.
+    async fn condition(&self, name: &str, type_: &str, status: &str, reason: &str) -> Value {
+        let what = format!("Plugin {name}: {type_}={status} ({reason})");
+        eventually(&what, CONVERGE, || async {
+            let o = get(&self.plugins, name).await?;
+            let generation = o.metadata.generation?;
+            let st = o.data.get("status")?.clone();
+            let found = st["conditions"].as_array()?.iter().any(|c| {
+                c["type"] == type_
+                    && c["status"] == status
+                    && c["reason"] == reason
+                    && c["observedGeneration"] == json!(generation)
+            });
+            (found && st["observedGeneration"] == json!(generation)).then_some(st)
+        })
+        .await
+    }
+
+    /// Wait until `<name>-out` carries `version` and `value`.
+    async fn out_has(&self, name: &str, version: &str, value: &str) {
+        let out = format!("{name}-out");
+        eventually(&format!("{out} at version {version}"), CONVERGE, || async {
+            get(&self.cms, &out).await.filter(|o| {
+                o.data["data"]["version"] == json!(version) && o.data["data"]["value"] == json!(value)
+            })
+        })
+        .await;
+    }
+}
+
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_module_serves_as_a_plugin_object_and_swaps_in_place() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
+    let host = w.start_host(&[]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    let st = w.condition("testkit", "Ready", "True", "Serving").await;
+    assert_eq!(st["digest"], json!(digest_of(&v1)), "{st}");
+    assert_eq!(st["module"], json!(v1), "{st}");
+    assert_eq!(st["version"], json!("1"), "{st}");
+    assert_eq!(condition(&st, "Approved")["status"], json!("True"), "{st}");
+    assert_eq!(
+        st["requested"]["watches"],
+        json!([{"apiVersion": "v1", "kind": "ConfigMap"}]),
+        "{st}"
+    );
+    w.env.create(&w.cms, cm("a", "1")).await;
+    w.out_has("a", "1", "1").await;
+
+    // A tag: resolved to its digest, which status records; the new code swaps in place.
+    let pid = host.pid();
+    w.set_module("testkit", &w.registry.reference("testkit:v2"))
+        .await;
+    let st = w.condition("testkit", "Ready", "True", "Serving").await;
+    assert_eq!(st["digest"], json!(digest_of(&v2)), "{st}");
+    assert_eq!(st["module"], json!(v2), "{st}");
+    assert_eq!(st["version"], json!("2"), "{st}");
+    w.out_has("a", "2", "1").await;
+    w.env.create(&w.cms, cm("b", "1")).await;
+    w.out_has("b", "2", "1").await;
+    assert_eq!(host.pid(), pid);
+    let replaced = host.matching(|l| field(l, "message") == "plugin replaced");
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert_eq!(field(&replaced[0], "from"), "plugins.kubewasm.dev/testkit");
+
+    // Deleted: unloaded.
+    w.plugins
+        .delete("testkit", &DeleteParams::default())
+        .await
+        .expect("delete the Plugin");
+    host.wait_log("testkit removed", |l| {
+        field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit"
+    })
+    .await;
+    w.env.create(&w.cms, cm("c", "1")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        get(&w.cms, "c-out").await.is_none(),
+        "a deleted Plugin's module handled an event"
+    );
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// Every way the newest module can fail to arrive leaves the running version serving, and
+/// a condition says which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
+    let mut w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    // Over the cap below (1 MiB): a Python component is ~19 MB.
+    let big = push(
+        &w.registry,
+        &lang_plugin("python", "contentsite-provisioner"),
+        "big:v1",
+    );
+    // A blob whose bytes are not what its digest says: the registry serves whatever is
+    // in its storage.
+    let v2_bytes = std::fs::read(test_plugin("testkit-v2")).expect("testkit-v2");
+    let corrupt = push(&w.registry, &test_plugin("testkit-v2"), "corrupt:v2");
+    let blob = w.registry.blob_data(&sha256(&v2_bytes));
+    let mut bad = v2_bytes.clone();
+    bad[v2_bytes.len() / 2] ^= 0xff;
+    std::fs::write(&blob, &bad).expect("corrupt the blob");
+
+    let host = w.start_host(&["--max-module-mib", "1"]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    w.condition("testkit", "Ready", "True", "Serving").await;
+    w.env.create(&w.cms, cm("a", "1")).await;
+    w.out_has("a", "1", "1").await;
+
+    let unknown = w.registry.reference(&format!("testkit@sha256:{}", "0".repeat(64)));
+    let cases = [
+        (unknown.as_str(), "ManifestNotFound"),
+        (big.as_str(), "ModuleTooLarge"),
+        (corrupt.as_str(), "DigestMismatch"),
+    ];
+    for (i, (module, reason)) in cases.iter().enumerate() {
+        w.set_module("testkit", module).await;
+        let st = w.condition("testkit", "Ready", "True", reason).await;
+        let ready = condition(&st, "Ready");
+        assert!(
+            ready["message"].as_str().unwrap_or("").contains("keeps serving"),
+            "{st}"
+        );
+        assert_eq!(condition(&st, "Pulled")["status"], json!("False"), "{st}");
+        assert_eq!(st["digest"], json!(digest_of(&v1)), "{st}");
+        // The old version still handles events.
+        let name = format!("during-{i}");
+        w.env.create(&w.cms, cm(&name, "1")).await;
+        w.out_has(&name, "1", "1").await;
+    }
+    // Nothing over the cap was downloaded, and nothing half-written is left in the store.
+    let tmp = w.env.dir.path().join("modules/tmp");
+    let leftovers: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // The registry down: a module not in the store cannot arrive.
+    w.registry.stop();
+    w.set_module("testkit", &w.registry.reference("testkit:v2"))
+        .await;
+    let st = w.condition("testkit", "Ready", "True", "RegistryUnavailable").await;
+    assert_eq!(st["version"], json!("1"), "{st}");
+    w.env.create(&w.cms, cm("down", "1")).await;
+    w.out_has("down", "1", "1").await;
+    // Back up: the retry at the next rescan or change pulls it.
+    w.registry.restart();
+    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
+    w.set_module("testkit", &v2).await;
+    let st = w.condition("testkit", "Ready", "True", "Serving").await;
+    assert_eq!(st["version"], json!("2"), "{st}");
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// `spec.permissions` bound what loads: a module asking for more is refused naming each
+/// extra rule; narrowing them under a running version unloads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permissions_bound_what_loads_and_narrowing_them_unloads() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let host = w.start_host(&[]);
+    // Nothing approved but the watch: each grant it asks for is named.
+    w.apply_plugin(plugin(
+        "testkit",
+        &v1,
+        json!({"watches": [{"apiVersion": "v1", "kind": "ConfigMap"}]}),
+    ))
+    .await;
+    let st = w.condition("testkit", "Approved", "False", "NotApproved").await;
+    let msg = condition(&st, "Approved")["message"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(msg.contains("create core ConfigMap"), "{msg}");
+    assert!(msg.contains("create core Namespace"), "{msg}");
+    assert_eq!(condition(&st, "Ready")["status"], json!("False"), "{st}");
+    assert_eq!(st["digest"], Value::Null, "{st}");
+    assert!(st["requested"]["grants"].as_array().is_some_and(|g| g.len() == 2), "{st}");
+    w.env.create(&w.cms, cm("a", "1")).await;
+
+    // Approved: it loads and handles what is there.
+    w.set_permissions("testkit", testkit_permissions()).await;
+    w.condition("testkit", "Ready", "True", "Serving").await;
+    w.out_has("a", "1", "1").await;
+
+    // Narrowed under the running version (the watch limited to another namespace):
+    // unloaded, not left serving with what it had.
+    let mut narrowed = testkit_permissions();
+    narrowed["watches"][0]["namespaces"] = json!(["elsewhere"]);
+    w.set_permissions("testkit", narrowed).await;
+    let st = w.condition("testkit", "Ready", "False", "NotApproved").await;
+    assert!(
+        condition(&st, "Ready")["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("watch v1/ConfigMap in all namespaces"),
+        "{st}"
+    );
+    host.wait_log("testkit unloaded", |l| {
+        field(l, "message").starts_with("plugin unloaded") && field(l, "plugin") == "testkit"
+    })
+    .await;
+    w.env.create(&w.cms, cm("b", "1")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(get(&w.cms, "b-out").await.is_none(), "an unloaded plugin handled an event");
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// Across a swap, every change is handled, by exactly one version, and none by the old
+/// version once the new one serves. Deterministic: the host's writes are held by the API
+/// server while the swap happens, so changes handled before it have their applies in
+/// flight across it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_change_is_lost_or_handled_twice_across_a_swap() {
+    const N: usize = 8;
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
+    let host = w.start_host_as_token(&["--concurrency", "4"]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    w.condition("testkit", "Ready", "True", "Serving").await;
+    for i in 0..N {
+        w.env.create(&w.cms, cm(&format!("o{i}"), "0")).await;
+    }
+    for i in 0..N {
+        w.out_has(&format!("o{i}"), "1", "0").await;
+    }
+    let events = |version: &str, object: &str| {
+        host.matching(|l| {
+            field(l, "message") == "event"
+                && field(l, "version") == version
+                && field(l, "object").ends_with(&format!("default/{object}"))
+        })
+        .len()
+    };
+    let before: Vec<usize> = (0..N).map(|i| events("1", &format!("o{i}"))).collect();
+
+    // Hold the host's writes; the first half changes and is handled by version 1, whose
+    // applies wait at the server.
+    w.env.server.stall_client(HOST_TOKEN);
+    let set = |i: usize, v: &str| {
+        let cms = w.cms.clone();
+        let v = v.to_string();
+        async move {
+            cms.patch(
+                &format!("o{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"value": v}})),
+            )
+            .await
+            .expect("patch");
+        }
+    };
+    for i in 0..N / 2 {
+        set(i, "1").await;
+    }
+    for i in 0..N / 2 {
+        let o = format!("o{i}");
+        eventually(&format!("{o} handled by version 1"), CONVERGE, || async {
+            (events("1", &o) > before[i]).then_some(())
+        })
+        .await;
+    }
+    // Swap while those applies are in flight; then the second half changes.
+    w.set_module("testkit", &v2).await;
+    host.wait_log("testkit replaced", |l| field(l, "message") == "plugin replaced")
+        .await;
+    let v1_at_swap: Vec<usize> = (0..N).map(|i| events("1", &format!("o{i}"))).collect();
+    for i in N / 2..N {
+        set(i, "1").await;
+    }
+    w.env.server.release_client(HOST_TOKEN);
+
+    for i in 0..N {
+        w.out_has(&format!("o{i}"), "2", "1").await;
+    }
+    for i in 0..N {
+        let o = format!("o{i}");
+        // Version 1 handled each change before the swap exactly once, and nothing after.
+        let expected = before[i] + usize::from(i < N / 2);
+        assert_eq!(events("1", &o), expected, "{o}: version 1 events");
+        assert_eq!(v1_at_swap[i], expected, "{o}: version 1 events at the swap");
+        assert!(events("2", &o) >= 1, "{o}: never handled by version 2");
+    }
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// `kubewasm approve FILE --module REF`: the Plugin object of its YAML stream.
+fn approved_plugin(file: &Path, module: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["approve", &file.to_string_lossy(), "--module", module])
+        .output()
+        .expect("run kubewasm approve");
+    assert!(
+        out.status.success(),
+        "approve failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .find(|d: &Value| d["kind"] == "Plugin")
+        .expect("a Plugin in approve's output")
+}
+
+/// The seed plugin of each language that makes one, delivered as a Plugin object and
+/// hot-swapped from one language's module to the next: Go, JavaScript and Python (the
+/// ones too big for a ConfigMap), each Ready with its digest and handling a ContentSite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_go_javascript_and_python_seed_plugins_are_delivered_and_swapped() {
+    let w = World::new(true).await;
+    let mut modules = Vec::new();
+    for lang in ["go", "js", "python"] {
+        let file = lang_plugin(lang, "contentsite-provisioner");
+        let pinned = push(&w.registry, &file, &format!("contentsite-provisioner:{lang}"));
+        modules.push((lang, file, pinned));
+    }
+    let host = w.start_host(&[]);
+    let sites = w.env.sites();
+    let mongodbs = w.env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default"));
+    let mut digests = Vec::new();
+    for (i, (lang, file, pinned)) in modules.iter().enumerate() {
+        // The object `kubewasm approve` prints for this module: permissions exactly what
+        // it asks for.
+        let obj = approved_plugin(file, pinned);
+        assert_eq!(obj["metadata"]["name"], json!("contentsite-provisioner"), "{obj}");
+        w.apply_plugin(obj).await;
+        let st = eventually(&format!("{lang} module serving"), CONVERGE, || async {
+            let o = get(&w.plugins, "contentsite-provisioner").await?;
+            let st = o.data.get("status")?.clone();
+            (st["digest"] == json!(digest_of(pinned))
+                && condition(&st, "Ready")["reason"] == json!("Serving"))
+            .then_some(st)
+        })
+        .await;
+        digests.push(st["digest"].clone());
+        let site = format!("blog-{lang}");
+        w.env
+            .create(&sites, content_site(&site, 1))
+            .await;
+        eventually(&format!("MongoDB for {site} ({lang})"), CONVERGE, || async {
+            get(&mongodbs, &format!("{site}-db")).await
+        })
+        .await;
+        if i > 0 {
+            let swaps = host.matching(|l| {
+                field(l, "message") == "plugin replaced"
+                    && field(l, "plugin") == "contentsite-provisioner"
+            });
+            assert_eq!(swaps.len(), i, "{swaps:?}");
+        }
+    }
+    digests.dedup();
+    assert_eq!(digests.len(), 3, "{digests:?}");
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}

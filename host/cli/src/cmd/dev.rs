@@ -54,7 +54,9 @@ pub async fn command(args: DevArgs) -> Result<()> {
         tracing::info!(objects = n, "manifests applied");
     }
     if args.host.plugins.is_none() && args.host.no_plugin_objects {
-        tracing::info!("no --plugins and --no-plugin-objects: serving the API only; Ctrl-C to stop");
+        tracing::info!(
+            "no --plugins and --no-plugin-objects: serving the API only; Ctrl-C to stop"
+        );
         shutdown_signal().await;
     } else {
         let url = server.url();

@@ -35,10 +35,10 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 pub use self::environment::PluginStatus;
-pub use self::plugin_objects::ObjectsConfig;
 use self::environment::{Active, Current, Version};
 use self::handler::Pipeline;
 use self::plugin_handler::{PluginHandler, Shared};
+pub use self::plugin_objects::ObjectsConfig;
 use self::plugin_objects::{ObjectSource, StatusWriter, plugin_kind};
 use self::reload::Reloader;
 use self::replay::Replayer;
@@ -184,8 +184,10 @@ impl Parts {
     fn desired(
         &self,
         env: &environment::Environment,
-    ) -> std::collections::BTreeMap<kubewasm_core::resource::ResourceRef, crate::watch::manager::Demand>
-    {
+    ) -> std::collections::BTreeMap<
+        kubewasm_core::resource::ResourceRef,
+        crate::watch::manager::Demand,
+    > {
         let mut desired = env.desired();
         if self.reloader.follows_objects() {
             desired.insert(plugin_kind(), None);
@@ -330,7 +332,9 @@ impl Host {
             _ => (None, None),
         };
         // Ask for the Plugin objects from the start: they load once their cache syncs.
-        parts.watches.set_desired(parts.desired(&parts.current.get()));
+        parts
+            .watches
+            .set_desired(parts.desired(&parts.current.get()));
         parts.reload().await;
         if let Some(dir) = &config.plugins_dir
             && parts.current.get().plugins.is_empty()
@@ -498,6 +502,9 @@ async fn route_events(
             signal = rx.recv() => match signal {
                 Some(WatchSignal::Event(ev)) => {
                     if parts.is_plugin_object(&ev.resource) {
+                        tracing::debug!(object = %ev.object.describe(), event = ?ev.event_type,
+                            resource_version = ev.object.resource_version().unwrap_or_default(),
+                            "Plugin object changed");
                         parts.objects_changed.notify_one();
                     }
                     parts.replayer.observe(&ev);
@@ -595,9 +602,17 @@ async fn follow_plugin_dir(
 /// status writes of one reconcile, make one reconcile), once their cache is synced.
 async fn follow_plugin_objects(parts: Arc<Parts>, debounce: Duration, cancel: CancellationToken) {
     loop {
+        let retry = parts.reloader.next_retry();
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = parts.objects_changed.notified() => {}
+            // A failed pull's retry is due.
+            _ = async {
+                match retry {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
         }
         tokio::select! {
             _ = cancel.cancelled() => break,

@@ -47,7 +47,10 @@ pub struct ObjectsConfig {
 
 /// The Plugin kind, as a watch target.
 pub(crate) fn plugin_kind() -> ResourceRef {
-    ResourceRef::Kind(TypeRef::new(plugin_object::API_VERSION, plugin_object::KIND))
+    ResourceRef::Kind(TypeRef::new(
+        plugin_object::API_VERSION,
+        plugin_object::KIND,
+    ))
 }
 
 /// Why a Plugin's newest spec is not what serves, as a condition says it.
@@ -191,12 +194,14 @@ impl ObjectSource {
                 pulled: Pulled::Unchanged,
                 fingerprint: spec_fp.clone(),
                 previous,
-                approval: None,
+                // A spec or permissions that do not parse approve nothing: what runs for
+                // this object is unloaded, never left with what it had.
+                approval: Some(Approval::default()),
             };
             c.pulled = match parsed {
                 Err(e) => Pulled::Failed(Failure::new("InvalidSpec", format!("spec: {e}"))),
                 Ok(obj) => {
-                    c.approval = obj.spec.permissions.to_approval().ok();
+                    c.approval = Some(obj.spec.permissions.to_approval().unwrap_or_default());
                     match self.pull(&obj, &spec_fp, &mut c, &unchanged).await {
                         Ok(p) => p,
                         Err(f) => Pulled::Failed(f),
@@ -250,6 +255,8 @@ impl ObjectSource {
         let creds = self.credentials(obj, &reference).await?;
         let digest = match reference.digest() {
             Some(d) => d.to_string(),
+            // A tag that failed to resolve is not asked again before its retry is due.
+            None if unchanged(&c.name, spec_fp) => return Ok(Pulled::Unchanged),
             None => {
                 let key = format!("{module} {spec_fp}");
                 let known = lock(&self.resolved).get(&key).cloned();
@@ -289,7 +296,10 @@ impl ObjectSource {
             )
         })?;
         let file = PluginFile {
-            path: pulled.path.clone(),
+            // Named after the object: a plugin must call itself what its source is named
+            // (its bytes come from the store; the path only names it in messages).
+            path: PathBuf::from(plugin_object::PLURAL.to_string() + "." + plugin_object::GROUP)
+                .join(format!("{}.wasm", c.name)),
             digest: hex::encode(Sha256::digest(&bytes)),
             bytes,
             settings: spec.settings.as_ref().map(|s| s.to_string()),
@@ -421,7 +431,9 @@ impl ObjectState {
                 "WithinPermissions",
                 "the module asks for nothing beyond spec.permissions".into(),
             )),
-            Some(Err(why)) => conditions.push(cond("Approved", "False", "NotApproved", why.clone())),
+            Some(Err(why)) => {
+                conditions.push(cond("Approved", "False", "NotApproved", why.clone()))
+            }
             None => conditions.push(cond(
                 "Approved",
                 "Unknown",
@@ -572,29 +584,51 @@ mod tests {
     fn serving_reads_ready_and_a_failed_newest_keeps_ready_with_its_reason() {
         let s = state().status("t1");
         let ready = &s.conditions[0];
-        assert_eq!((ready.type_.as_str(), ready.status.as_str(), ready.reason.as_str()), ("Ready", "True", "Serving"));
+        assert_eq!(
+            (
+                ready.type_.as_str(),
+                ready.status.as_str(),
+                ready.reason.as_str()
+            ),
+            ("Ready", "True", "Serving")
+        );
         assert_eq!(s.observed_generation, Some(2));
         assert_eq!(s.digest.as_deref(), Some("sha256:aa"));
 
         let mut failed = state();
-        failed.failure = Some(Failure::new("DigestMismatch", "blob sha256:bb is not what it claims"));
+        failed.failure = Some(Failure::new(
+            "DigestMismatch",
+            "blob sha256:bb is not what it claims",
+        ));
         failed.pulled = Some(false);
         failed.approved = None;
         failed.previous = s.conditions.clone();
         let f = failed.status("t2");
         let ready = &f.conditions[0];
-        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "DigestMismatch"));
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "DigestMismatch")
+        );
         assert!(ready.message.contains("keeps serving"), "{}", ready.message);
         // Ready did not change status: its transition time stays.
         assert_eq!(ready.last_transition_time, "t1");
         let pulled = f.conditions.iter().find(|c| c.type_ == "Pulled").unwrap();
-        assert_eq!((pulled.status.as_str(), pulled.last_transition_time.as_str()), ("False", "t2"));
+        assert_eq!(
+            (pulled.status.as_str(), pulled.last_transition_time.as_str()),
+            ("False", "t2")
+        );
 
         let mut gone = failed.clone();
         gone.serving = None;
         gone.failure = Some(Failure::new("NotApproved", "watch v1/Secret"));
         let g = gone.status("t3");
-        assert_eq!((g.conditions[0].status.as_str(), g.conditions[0].reason.as_str()), ("False", "NotApproved"));
+        assert_eq!(
+            (
+                g.conditions[0].status.as_str(),
+                g.conditions[0].reason.as_str()
+            ),
+            ("False", "NotApproved")
+        );
         assert_eq!(g.digest, None);
     }
 

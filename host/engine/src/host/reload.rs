@@ -20,8 +20,8 @@ use crate::dispatch::{Health, QuarantinePolicy};
 use crate::host::environment::{Active, Environment, PluginStatus, Version};
 use crate::host::plugin_objects::{Candidate, Failure, ObjectSource, ObjectState, Pulled};
 use crate::host::replay::Replay;
-use crate::watch::cache::CachedObject;
 use crate::ops::metrics::{InfoLabels, Metrics};
+use crate::watch::cache::CachedObject;
 use kubewasm_core::sync::write;
 
 /// Where a plugin comes from.
@@ -59,6 +59,25 @@ struct SourceState {
     object_generation: i64,
     /// Plugin objects only: the object's conditions as last read, for transition times.
     object_previous: Vec<kubewasm_core::plugin_object::Condition>,
+    /// A failure worth trying again (the registry down, a secret missing): when, and how
+    /// many tries so far. Until then the source counts as unchanged.
+    retry_at: Option<tokio::time::Instant>,
+    retries: u32,
+}
+
+/// First retry of a failed pull, doubling per try up to [`RETRY_MAX`]: registry trouble
+/// is retried with backoff, never hot.
+const RETRY_BASE: std::time::Duration = std::time::Duration::from_secs(5);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl SourceState {
+    /// Whether `fingerprint` is what was last looked at, and no retry of it is due.
+    fn unchanged(&self, fingerprint: &str) -> bool {
+        self.fingerprint == fingerprint
+            && self
+                .retry_at
+                .is_none_or(|at| tokio::time::Instant::now() < at)
+    }
 }
 
 /// How a Plugin object's newest spec fared, and what serves for it.
@@ -160,6 +179,8 @@ pub(crate) struct Reloader {
     objects_loaded_once: AtomicBool,
     /// Plugin name → the source it serves from, as of the last reconcile.
     serving_from: RwLock<BTreeMap<String, String>>,
+    /// The earliest retry due, as of the last reconcile.
+    next_retry: RwLock<Option<tokio::time::Instant>>,
 }
 
 /// One source's newest version, read: the file (with the approval that bounds it), or
@@ -169,7 +190,10 @@ enum Newest {
     Read(Box<PluginFile>, Option<Approval>),
     /// Unreadable (a file mid-write, bad settings, a failed pull): the fingerprint is
     /// kept only when `retry` is false.
-    Failed { failure: Failure, retry: bool },
+    Failed {
+        failure: Failure,
+        retry: bool,
+    },
 }
 
 /// One source to look at in a reconcile.
@@ -181,7 +205,12 @@ struct Item {
     /// could not be read (a Plugin's permissions): the running version must fit it.
     approval_now: Option<Approval>,
     /// Plugin objects: the generation, pinned reference and digest pulled.
-    object: Option<(i64, Option<String>, Option<String>, Vec<kubewasm_core::plugin_object::Condition>)>,
+    object: Option<(
+        i64,
+        Option<String>,
+        Option<String>,
+        Vec<kubewasm_core::plugin_object::Condition>,
+    )>,
 }
 
 impl Reloader {
@@ -204,6 +233,7 @@ impl Reloader {
             loaded_once: AtomicBool::new(false),
             objects_loaded_once: AtomicBool::new(false),
             serving_from: RwLock::new(BTreeMap::new()),
+            next_retry: RwLock::new(None),
         }
     }
 
@@ -234,6 +264,11 @@ impl Reloader {
     /// Where each Plugin object stood after the last reconcile of the objects.
     pub(crate) fn object_states(&self) -> BTreeMap<String, ObjectState> {
         kubewasm_core::sync::read(&self.object_states).clone()
+    }
+
+    /// When a failed pull is to be tried again (None: none is).
+    pub(crate) fn next_retry(&self) -> Option<tokio::time::Instant> {
+        *kubewasm_core::sync::read(&self.next_retry)
     }
 
     /// Forget resolved tags: the next reconcile asks the registries again.
@@ -277,7 +312,10 @@ impl Reloader {
                     },
                     Ok(file) => {
                         let fingerprint = file.fingerprint();
-                        let newest = if known.get(&origin).is_some_and(|s| s.fingerprint == fingerprint) {
+                        let newest = if known
+                            .get(&origin)
+                            .is_some_and(|s| s.fingerprint == fingerprint)
+                        {
                             Newest::Unchanged
                         } else {
                             let approval = file.approval.clone();
@@ -307,7 +345,7 @@ impl Reloader {
         let unchanged = |name: &str, fp: &str| {
             known
                 .get(&Origin::Object(name.to_string()))
-                .is_some_and(|s| s.fingerprint == fp)
+                .is_some_and(|s| s.unchanged(fp))
         };
         source
             .candidates(objects, unchanged)
@@ -383,7 +421,8 @@ impl Reloader {
         items.extend(objects.unwrap_or_default());
         for item in items {
             listed.insert(item.origin.clone());
-            self.consider(item, &mut sources, &mut next, &activate).await;
+            self.consider(item, &mut sources, &mut next, &activate)
+                .await;
         }
 
         // Sources that disappeared take their plugin with them.
@@ -410,6 +449,7 @@ impl Reloader {
             .filter_map(|(o, s)| s.rejected.clone().map(|r| (o.to_string(), r)))
             .collect();
         write(&self.status).rejected = rejected;
+        *write(&self.next_retry) = sources.values().filter_map(|s| s.retry_at).min();
         *write(&self.serving_from) = sources
             .iter()
             .filter_map(|(o, s)| Some((s.serving.clone()?, o.to_string())))
@@ -471,10 +511,20 @@ impl Reloader {
             Newest::Unchanged => return,
             Newest::Failed { failure, retry } => {
                 // Said once per failure, not at every retry of the same one.
-                if state.object.failure.as_ref() != Some(&failure) || state.fingerprint != fingerprint {
+                if state.object.failure.as_ref() != Some(&failure) {
                     tracing::error!(from = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
                 }
-                state.fingerprint = if retry { String::new() } else { fingerprint };
+                state.fingerprint = fingerprint;
+                if retry {
+                    let backoff = RETRY_BASE
+                        .saturating_mul(1 << state.retries.min(10))
+                        .min(RETRY_MAX);
+                    state.retries += 1;
+                    state.retry_at = Some(tokio::time::Instant::now() + backoff);
+                } else {
+                    state.retries = 0;
+                    state.retry_at = None;
+                }
                 state.rejected = Some(failure.message.clone());
                 state.object.pulled = failure.is_pull().then_some(false);
                 state.object.approved = None;
@@ -484,6 +534,8 @@ impl Reloader {
             Newest::Read(file, approval) => (file, approval),
         };
         state.fingerprint = fingerprint;
+        state.retries = 0;
+        state.retry_at = None;
         state.object.pulled = Some(true);
         let loaded = self.loader.load(*file).await;
         let mut loaded = match loaded {
@@ -632,7 +684,11 @@ fn still_approved(running: &Manifest, approval: &Approval) -> Result<(), String>
     let mut again = running.clone();
     approve(&mut again, Some(approval)).map_err(|e| e.to_string())?;
     for (now, before) in again.grants.iter().zip(&running.grants) {
-        if let Some(f) = before.finalizers.iter().find(|f| !now.finalizers.contains(f)) {
+        if let Some(f) = before
+            .finalizers
+            .iter()
+            .find(|f| !now.finalizers.contains(f))
+        {
             return Err(format!(
                 "plugin {} sets finalizer {f:?}, no longer approved",
                 running.name

@@ -578,17 +578,19 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(err) = cur {
-        if err.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-        {
-            return true;
+        // An io::Error hides what it wraps from `source()`, and the TLS stack nests them.
+        let mut inner: Option<&(dyn std::error::Error + 'static)> = Some(err);
+        while let Some(i) = inner {
+            if i.downcast_ref::<rustls::Error>().is_some() {
+                return true;
+            }
+            inner = i
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|e| e as &(dyn std::error::Error + 'static));
         }
         cur = err.source();
     }
     false
 }
+

@@ -59,9 +59,16 @@ fn push_ok(file: &Path, reference: &str, extra: &[&str]) -> Reference {
 /// The pinned reference push printed: the last stdout line, the same repository at a
 /// sha256 digest; stderr one summary line.
 fn pinned_from(reference: &str, stdout: &str, stderr: &str) -> Reference {
-    let last = stdout.lines().last().expect("push printed nothing on stdout");
+    let last = stdout
+        .lines()
+        .last()
+        .expect("push printed nothing on stdout");
     let tagged: Reference = reference.parse().expect("reference");
-    let prefix = format!("oci://{}/{}@sha256:", tagged.registry(), tagged.repository());
+    let prefix = format!(
+        "oci://{}/{}@sha256:",
+        tagged.registry(),
+        tagged.repository()
+    );
     let hex = last
         .strip_prefix(&prefix)
         .unwrap_or_else(|| panic!("last stdout line {last:?} is not {prefix}…"));
@@ -147,11 +154,21 @@ async fn push_then_pull_by_digest_then_serve_from_the_store_with_the_registry_do
     let blob = format!("blobs/sha256/{}", hex_of(&pulled.layer_digest));
     let manifest = format!("manifests/sha256/{}", hex_of(&digest));
     assert_eq!(pulled.path, store.dir().join(&blob));
-    assert_eq!(files_under(store.dir()), vec![blob.clone(), manifest.clone()]);
+    assert_eq!(
+        files_under(store.dir()),
+        vec![blob.clone(), manifest.clone()]
+    );
     let stored = std::fs::read(store.dir().join(&manifest)).expect("stored manifest");
-    assert_eq!(sha256(&stored), digest, "the stored manifest is the registry's bytes");
+    assert_eq!(
+        sha256(&stored),
+        digest,
+        "the stored manifest is the registry's bytes"
+    );
     let m: serde_json::Value = serde_json::from_slice(&stored).expect("manifest JSON");
-    assert_eq!(m["config"]["mediaType"], "application/vnd.wasm.config.v0+json");
+    assert_eq!(
+        m["config"]["mediaType"],
+        "application/vnd.wasm.config.v0+json"
+    );
     assert_eq!(m["layers"][0]["mediaType"], "application/wasm");
     // The config records the component's world, as the artifact spec asks.
     let config_digest = m["config"]["digest"].as_str().expect("config digest");
@@ -162,9 +179,9 @@ async fn push_then_pull_by_digest_then_serve_from_the_store_with_the_registry_do
     assert_eq!(config["layerDigests"][0], pulled.layer_digest.as_str());
     let exports = config["component"]["exports"].as_array().expect("exports");
     assert!(
-        exports
-            .iter()
-            .any(|e| e.as_str().is_some_and(|e| e.starts_with("kubewasm:plugin/handler"))),
+        exports.iter().any(|e| e
+            .as_str()
+            .is_some_and(|e| e.starts_with("kubewasm:plugin/handler"))),
         "{config}"
     );
 
@@ -353,7 +370,11 @@ fn plain_http_is_refused_without_insecure_registry() {
     let file = component();
     let reference = registry.reference("plugins/p:v1");
     let (code, stdout, stderr) = kubewasm(&["push", file.to_str().expect("utf-8"), &reference]);
-    assert_ne!(code, Some(0), "pushed over plain HTTP without --insecure-registry");
+    assert_ne!(
+        code,
+        Some(0),
+        "pushed over plain HTTP without --insecure-registry"
+    );
     assert!(stdout.is_empty(), "{stdout}");
     assert!(
         stderr.contains(&reference)
@@ -425,7 +446,8 @@ async fn credentials_come_from_the_docker_config() {
     let dir = tempfile::tempdir().expect("tempdir");
     let auth = base64::engine::general_purpose::STANDARD
         .encode(format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}"));
-    let config = serde_json::json!({"auths": {format!("https://{}", registry.host()): {"auth": auth}}});
+    let config =
+        serde_json::json!({"auths": {format!("https://{}", registry.host()): {"auth": auth}}});
     let config_file = dir.path().join("config.json");
     std::fs::write(&config_file, config.to_string()).expect("docker config");
     let config_path = config_file.to_str().expect("utf-8");
@@ -619,22 +641,42 @@ async fn kubewasm_pulls_what_oras_pushes() {
             .await
             .expect("resolve");
         let pulled = client
-            .pull_wasm(&tagged.pinned(&digest), &Credentials::Anonymous, &store, NO_CAP)
+            .pull_wasm(
+                &tagged.pinned(&digest),
+                &Credentials::Anonymous,
+                &store,
+                NO_CAP,
+            )
             .await
             .unwrap_or_else(|e| panic!("{repo}: {e}"));
-        assert_eq!(std::fs::read(&pulled.path).expect("pulled"), bytes, "{repo}");
+        assert_eq!(
+            std::fs::read(&pulled.path).expect("pulled"),
+            bytes,
+            "{repo}"
+        );
         assert_eq!(pulled.manifest_digest, digest);
     }
 
-    let tagged: Reference = registry.reference("oras/text:v1").parse().expect("reference");
+    let tagged: Reference = registry
+        .reference("oras/text:v1")
+        .parse()
+        .expect("reference");
     let digest = client
         .resolve(&tagged, &Credentials::Anonymous)
         .await
         .expect("resolve");
     let err = client
-        .pull_wasm(&tagged.pinned(&digest), &Credentials::Anonymous, &store, NO_CAP)
+        .pull_wasm(
+            &tagged.pinned(&digest),
+            &Credentials::Anonymous,
+            &store,
+            NO_CAP,
+        )
         .await
         .expect_err("a text artifact");
     assert_eq!(err.reason(), "NotAWasmArtifact", "{err}");
-    assert!(err.to_string().contains("text/plain"), "names what it found: {err}");
+    assert!(
+        err.to_string().contains("text/plain"),
+        "names what it found: {err}"
+    );
 }

@@ -144,7 +144,11 @@ impl Registry {
         }
         let deadline = Instant::now() + READY;
         while TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-            assert!(Instant::now() < deadline, "registry port {} still open", self.port);
+            assert!(
+                Instant::now() < deadline,
+                "registry port {} still open",
+                self.port
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -242,9 +246,8 @@ fn generate_tls(dir: &Path) -> Tls {
     let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
     let issuer = Issuer::new(ca_params, ca_key);
     let key = KeyPair::generate().expect("server key");
-    let params =
-        CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
-            .expect("server params");
+    let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .expect("server params");
     let cert = params.signed_by(&key, &issuer).expect("server certificate");
     let ca_file = dir.join("ca.pem");
     std::fs::write(&ca_file, ca_cert.pem()).expect("ca.pem");

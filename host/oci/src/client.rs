@@ -593,4 +593,3 @@ fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
-

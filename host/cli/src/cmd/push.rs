@@ -56,8 +56,8 @@ pub struct PushArgs {
 /// `kubewasm push`: one summary line on stderr, the pinned reference last on stdout.
 pub async fn command(args: PushArgs) -> Result<()> {
     let to: Reference = args.reference.parse()?;
-    let wasm = std::fs::read(&args.file)
-        .with_context(|| format!("reading {}", args.file.display()))?;
+    let wasm =
+        std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     kubewasm_oci::check_component_header(&wasm)
         .map_err(|why| anyhow!("{}: {why}", args.file.display()))?;
     let creds = args.registry.auths()?.for_registry(to.registry());

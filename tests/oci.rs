@@ -680,3 +680,24 @@ async fn kubewasm_pulls_what_oras_pushes() {
         "names what it found: {err}"
     );
 }
+
+#[tokio::test]
+async fn a_store_that_cannot_be_written_is_a_store_error_naming_the_reference() {
+    let registry = Registry::start();
+    let pinned = push_ok(
+        &component(),
+        &registry.reference("plugins/store:v1"),
+        &["--insecure-registry", &registry.host()],
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("store");
+    // Where downloads are written first: gone.
+    std::fs::remove_dir_all(dir.path().join("tmp")).expect("remove tmp");
+    let err = client_for(&registry)
+        .pull_wasm(&pinned, &Credentials::Anonymous, &store, NO_CAP)
+        .await
+        .expect_err("no temporary folder");
+    assert_eq!(err.reason(), "StoreError", "{err}");
+    assert!(err.to_string().contains(&pinned.to_string()), "{err}");
+    assert!(files_under(dir.path()).is_empty());
+}

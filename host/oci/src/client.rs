@@ -202,6 +202,26 @@ impl Client {
         store: &Store,
         max_bytes: u64,
     ) -> Result<Pulled, Error> {
+        self.pull_inner(reference, creds, store, max_bytes)
+            .await
+            .map_err(|e| match e {
+                // The store's errors say which file; this says for which reference.
+                Error::Io { what, path, source } => Error::Io {
+                    what: format!("{reference}: {what}"),
+                    path,
+                    source,
+                },
+                other => other,
+            })
+    }
+
+    async fn pull_inner(
+        &self,
+        reference: &Reference,
+        creds: &Credentials,
+        store: &Store,
+        max_bytes: u64,
+    ) -> Result<Pulled, Error> {
         let Some(digest) = reference.digest() else {
             return Err(Error::InvalidReference {
                 reference: reference.to_string(),

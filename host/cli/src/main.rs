@@ -78,7 +78,9 @@ enum Command {
     /// Build a plugin project made by `kubewasm new` (language detected) into
     /// dist/NAME.wasm and dist/NAME.yaml, installing the pinned toolchain when missing.
     Build(build::BuildArgs),
-    /// Publish a plugin component to an OCI registry as a Wasm artifact (config
+    /// Publish a plugin component to an OCI registry; prints its pinned reference last.
+    ///
+    /// The component goes out as a Wasm OCI artifact (config
     /// application/vnd.wasm.config.v0+json, one application/wasm layer); the last line of
     /// stdout is its pinned reference, oci://HOST[:PORT]/REPO@sha256:..., for a Plugin's
     /// spec.module.

@@ -202,6 +202,26 @@ impl Client {
         store: &Store,
         max_bytes: u64,
     ) -> Result<Pulled, Error> {
+        self.pull_inner(reference, creds, store, max_bytes)
+            .await
+            .map_err(|e| match e {
+                // The store's errors say which file; this says for which reference.
+                Error::Io { what, path, source } => Error::Io {
+                    what: format!("{reference}: {what}"),
+                    path,
+                    source,
+                },
+                other => other,
+            })
+    }
+
+    async fn pull_inner(
+        &self,
+        reference: &Reference,
+        creds: &Credentials,
+        store: &Store,
+        max_bytes: u64,
+    ) -> Result<Pulled, Error> {
         let Some(digest) = reference.digest() else {
             return Err(Error::InvalidReference {
                 reference: reference.to_string(),
@@ -578,15 +598,16 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut cur = Some(e);
     while let Some(err) = cur {
-        if err.downcast_ref::<rustls::Error>().is_some() {
-            return true;
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && io
-                .get_ref()
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
-        {
-            return true;
+        // An io::Error hides what it wraps from `source()`, and the TLS stack nests them.
+        let mut inner: Option<&(dyn std::error::Error + 'static)> = Some(err);
+        while let Some(i) = inner {
+            if i.downcast_ref::<rustls::Error>().is_some() {
+                return true;
+            }
+            inner = i
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|e| e as &(dyn std::error::Error + 'static));
         }
         cur = err.source();
     }

@@ -23,6 +23,13 @@ pub struct HostArgs {
     /// Directory of plugins: `NAME.wasm` plus optional `NAME.yaml`/`NAME.json` settings.
     #[arg(long, value_name = "DIR")]
     pub plugins: Option<PathBuf>,
+    /// The operator's approvals of the --plugins DIR plugins: a YAML stream, or a directory
+    /// of YAML files, of kubewasm.dev/v1alpha1 Plugin objects (as `kubewasm approve`
+    /// prints them; their metadata.name, spec.permissions and spec.limits are used).
+    /// Followed like the plugin directory: a narrowed approval unloads a plugin it no longer
+    /// covers. Without it nothing is approved, and every plugin is refused.
+    #[arg(long, value_name = "PATH", requires = "plugins")]
+    pub approvals: Option<PathBuf>,
     /// Re-deliver every watched object this often as a `resync` event (0 disables).
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     resync: Duration,
@@ -177,8 +184,20 @@ pub struct RunArgs {
 impl HostArgs {
     fn config(&self) -> Result<HostConfig> {
         let plugins_dir = self.plugins.clone().context("--plugins DIR is required")?;
+        if let Some(path) = &self.approvals
+            && !path.exists()
+        {
+            anyhow::bail!("--approvals {}: no such file or directory", path.display());
+        }
+        if self.approvals.is_none() {
+            tracing::warn!(
+                "no --approvals: nothing is approved, so every plugin that watches, reads or \
+                 writes anything is refused (`kubewasm approve FILE.wasm` prints an approval)"
+            );
+        }
         Ok(HostConfig {
             plugins_dir,
+            approvals: self.approvals.clone(),
             load: LoadOptions {
                 limits: Limits {
                     deadline: self.call_deadline,

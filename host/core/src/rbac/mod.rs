@@ -57,6 +57,10 @@ pub struct RbacOptions {
     /// Each plugin writes as its own ServiceAccount, impersonated by the host (the default;
     /// `kubewasm run --no-impersonation` needs this off).
     pub impersonation: bool,
+    /// The host's roles and bindings as one set per plugin, `<name>:<plugin>`, instead of
+    /// one set `<name>` for all (see [`render`]): what Plugin objects use, whose RBAC is
+    /// applied plugin by plugin.
+    pub host_roles_per_plugin: bool,
 }
 
 impl Default for RbacOptions {
@@ -67,6 +71,7 @@ impl Default for RbacOptions {
             service_account: "kubewasm".into(),
             service_account_namespace: "kubewasm".into(),
             impersonation: true,
+            host_roles_per_plugin: false,
         }
     }
 }

@@ -444,3 +444,45 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     assert_eq!(binding["subjects"][0]["name"], "kubewasm-other");
     assert_eq!(binding["roleRef"]["name"], "kubewasm-other");
 }
+
+/// Per-plugin host roles: each plugin's set is what rendering it alone gives (under its
+/// own names), so sets applied one by one add up and never overwrite each other.
+#[test]
+fn host_roles_per_plugin_are_each_plugin_s_own() {
+    let a = provisioner();
+    let mut b = provisioner();
+    b.name = "other".into();
+    let opts = RbacOptions {
+        host_roles_per_plugin: true,
+        ..RbacOptions::default()
+    };
+    let both = render(&[&a, &b], |r| Some(guess(r)), &opts);
+    let alone = render(&[&a], |r| Some(guess(r)), &opts);
+    let names = |objs: &[serde_json::Value], kind: &str| -> Vec<String> {
+        objs.iter()
+            .filter(|o| o["kind"] == kind)
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&both, "ServiceAccount"),
+        ["kubewasm", "kubewasm-other", "kubewasm-provisioner"]
+    );
+    assert!(names(&both, "ClusterRole").contains(&"kubewasm:provisioner".to_string()));
+    assert!(names(&both, "ClusterRole").contains(&"kubewasm:other".to_string()));
+    assert!(!names(&both, "ClusterRole").contains(&"kubewasm".to_string()));
+    // Every role of `a` alone is in the rendering of both, unchanged.
+    for o in alone.iter().filter(|o| o["kind"] != "ServiceAccount") {
+        assert!(both.contains(o), "{o:#}");
+    }
+    // The host may impersonate only `a`'s account through `a`'s role.
+    let role = find(&alone, "Role", Some("kubewasm"));
+    assert!(role["metadata"]["name"] == "kubewasm:provisioner", "{role:#}");
+    let impersonate = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["verbs"] == serde_json::json!(["impersonate"]))
+        .unwrap();
+    assert_eq!(impersonate["resourceNames"], serde_json::json!(["kubewasm-provisioner"]));
+}

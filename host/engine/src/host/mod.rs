@@ -56,6 +56,10 @@ use kubewasm_core::sync::lock;
 pub struct HostConfig {
     /// Directory holding `NAME.wasm` (+ settings) files.
     pub plugins_dir: PathBuf,
+    /// The operator's approvals of the directory's plugins: a YAML stream or a directory
+    /// of `Plugin` objects (`kubewasm_runtime::approval`), re-read on every reload and
+    /// followed like the plugin directory; None: nothing is approved.
+    pub approvals: Option<PathBuf>,
     /// Plugin loading and limits.
     pub load: LoadOptions,
     /// Watch settings.
@@ -241,6 +245,7 @@ impl Host {
             ),
             reloader: Reloader::new(
                 config.plugins_dir.clone(),
+                config.approvals.clone(),
                 loader,
                 config.quarantine,
                 metrics.clone(),
@@ -257,7 +262,8 @@ impl Host {
         // Follow the directory from before the first scan, so no change slips between them.
         let (dir_watch, notifications) = match config.reload_debounce {
             Some(debounce) => {
-                let (w, rx) = dir_watch::watch_dir(&config.plugins_dir, debounce)?;
+                let (w, rx) =
+                    dir_watch::watch_dir(&config.plugins_dir, config.approvals.as_deref(), debounce)?;
                 (Some(w), Some(rx))
             }
             None => (None, None),

@@ -1,12 +1,17 @@
 //! Reconciling the plugin set with the plugin directory. A file that changed is loaded and
 //! validated first; only a good version replaces the running one. The reloader computes
 //! the next [`Environment`] and what it takes (replays, removals); the host swaps it in.
+//!
+//! The operator's approvals (`--approvals`) are read on every reconcile; a plugin is
+//! looked at again when its file or its approval changes, and a version serving that its
+//! approval no longer covers (narrowed, deleted) is unloaded, not left serving.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+use kubewasm_runtime::approval::Approvals;
 use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
@@ -111,6 +116,11 @@ impl Reconciled {
 /// Loads the plugin directory and works out the next environment from it.
 pub(crate) struct Reloader {
     dir: PathBuf,
+    /// The operator's approvals file or directory; None: nothing is approved.
+    approvals_path: Option<PathBuf>,
+    /// The approvals last read well, kept while the file cannot be read (mid-write), and
+    /// the error that says so.
+    approvals: tokio::sync::Mutex<(Approvals, Option<String>)>,
     loader: Loader,
     quarantine: QuarantinePolicy,
     metrics: Arc<Metrics>,
@@ -122,12 +132,15 @@ pub(crate) struct Reloader {
 impl Reloader {
     pub(crate) fn new(
         dir: PathBuf,
+        approvals_path: Option<PathBuf>,
         loader: Loader,
         quarantine: QuarantinePolicy,
         metrics: Arc<Metrics>,
     ) -> Self {
         Reloader {
             dir,
+            approvals_path,
+            approvals: tokio::sync::Mutex::new((Approvals::none(), None)),
             loader,
             quarantine,
             metrics,
@@ -156,6 +169,30 @@ impl Reloader {
         kubewasm_core::sync::read(&self.status).clone()
     }
 
+    /// The approvals as they are now. An approvals file that cannot be read or parsed
+    /// (mid-write, a YAML slip) keeps the last ones read well, with the error logged once
+    /// and reported as rejected: half a file must not unload every plugin.
+    async fn approvals(&self) -> (Approvals, Option<(PathBuf, String)>) {
+        let Some(path) = &self.approvals_path else {
+            return (Approvals::none(), None);
+        };
+        let mut last = self.approvals.lock().await;
+        match Approvals::read(path) {
+            Ok(a) => {
+                *last = (a, None);
+            }
+            Err(e) => {
+                let e = e.to_string();
+                if last.1.as_deref() != Some(e.as_str()) {
+                    tracing::error!(error = %e, "cannot read the approvals; keeping those last read");
+                }
+                last.1 = Some(e);
+            }
+        }
+        let error = last.1.clone().map(|e| (path.clone(), e));
+        (last.0.clone(), error)
+    }
+
     /// The environment that follows `current` from the plugin directory: new versions of
     /// changed files (good ones only), new files, files gone. `activate` puts a new
     /// plugin to work (its queue and workers).
@@ -179,6 +216,7 @@ impl Reloader {
             }
         };
         let env = &mut next.env;
+        let (approvals, approvals_error) = self.approvals().await;
 
         for path in &listing {
             let file = match PluginFile::read(path) {
@@ -195,13 +233,17 @@ impl Reloader {
                     continue;
                 }
             };
-            let fp = file.fingerprint();
+            let fp = format!(
+                "{}/{}",
+                file.fingerprint(),
+                approvals.fingerprint_of(&file.name())
+            );
             if files.get(path).is_some_and(|s| s.fingerprint == fp) {
                 continue;
             }
             // The operator's approval, not the plugin's own answer, bounds what it may
             // hold: a version asking for more is refused and the old one keeps serving.
-            let loaded = self.loader.load_approved(file).await;
+            let loaded = self.loader.load_approved(file, &approvals).await;
             let state = files.entry(path.clone()).or_insert_with(FileState::new);
             state.fingerprint = fp;
             let loaded = match loaded {
@@ -266,6 +308,34 @@ impl Reloader {
             state.serving = Some(name);
         }
 
+        // A version serving that its approval no longer covers (narrowed or deleted while
+        // it ran, its newest version refused or unchanged) is unloaded: nothing keeps rights
+        // the operator took away.
+        for (path, state) in files.iter_mut() {
+            let Some(name) = state.serving.clone() else {
+                continue;
+            };
+            let fits = env.plugins.get(&name).is_none_or(|active| {
+                approvals.problem(&name).is_none()
+                    && kubewasm_core::grant::still_fits(
+                        &active.plugin().manifest,
+                        approvals.get(&name),
+                    )
+            });
+            if fits {
+                continue;
+            }
+            if let Some(active) = env.plugins.remove(&name) {
+                tracing::warn!(plugin = %name, version = %active.plugin().manifest.version, file = %path.display(),
+                    "plugin unloaded: its approval no longer covers what it asks for");
+                next.removed.push(active);
+            }
+            state.serving = None;
+            state.rejected.get_or_insert_with(|| {
+                format!("plugin {name}: unloaded: its approval no longer covers what it asks for")
+            });
+        }
+
         // Files that disappeared take their plugin with them.
         let gone: Vec<PathBuf> = files
             .keys()
@@ -284,6 +354,7 @@ impl Reloader {
         let rejected = files
             .iter()
             .filter_map(|(p, s)| s.rejected.clone().map(|r| (p.clone(), r)))
+            .chain(approvals_error)
             .collect();
         write(&self.status).rejected = rejected;
         next

@@ -68,7 +68,10 @@ fn the_crd_has_one_source_in_kustomize_and_helm() {
     );
     let kustomization =
         std::fs::read_to_string(root().join("deploy/kubernetes/base/kustomization.yaml")).unwrap();
-    assert!(kustomization.contains("- crd-plugins.yaml"), "{kustomization}");
+    assert!(
+        kustomization.contains("- crd-plugins.yaml"),
+        "{kustomization}"
+    );
     let crd: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
     assert_eq!(crd["metadata"]["name"], "plugins.kubewasm.dev");
     assert_eq!(crd["spec"]["scope"], "Cluster");
@@ -88,8 +91,7 @@ fn the_crd_has_one_source_in_kustomize_and_helm() {
     assert_eq!(spec["properties"]["module"]["pattern"], "^oci://");
     for free in ["settings", "limits"] {
         assert_eq!(
-            spec["properties"][free]["x-kubernetes-preserve-unknown-fields"],
-            true,
+            spec["properties"][free]["x-kubernetes-preserve-unknown-fields"], true,
             "{free}"
         );
     }
@@ -128,12 +130,20 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
     assert_eq!(object["spec"]["settings"]["service"]["port"], 80, "{out}");
     let rbac: Vec<Value> = all[1..].to_vec();
     let kinds: Vec<&str> = rbac.iter().filter_map(|d| d["kind"].as_str()).collect();
-    for kind in ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"] {
+    for kind in [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ] {
         assert!(kinds.contains(&kind), "no {kind}: {kinds:?}");
     }
     let host_role = rbac
         .iter()
-        .find(|d| d["kind"] == "Role" && d["metadata"]["name"] == "kubewasm:contentsite-provisioner")
+        .find(|d| {
+            d["kind"] == "Role" && d["metadata"]["name"] == "kubewasm:contentsite-provisioner"
+        })
         .unwrap_or_else(|| panic!("the host's role for the plugin: {out}"));
     assert!(
         host_role["rules"].as_array().unwrap().iter().any(|r| {
@@ -148,11 +158,14 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
     std::fs::write(&file, &out).unwrap();
 
     // The same RBAC from the object in the file.
-    let (code, from_file, err) = kubewasm(
-        &[&["rbac", "-f", file.to_str().unwrap()][..], &rbac_flags].concat(),
-    );
+    let (code, from_file, err) =
+        kubewasm(&[&["rbac", "-f", file.to_str().unwrap()][..], &rbac_flags].concat());
     assert_eq!(code, 0, "{err}");
-    assert_eq!(docs(&from_file), rbac, "rbac -f differs from approve's RBAC");
+    assert_eq!(
+        docs(&from_file),
+        rbac,
+        "rbac -f differs from approve's RBAC"
+    );
 
     // `dev` serves the Plugin kind: the whole stream applies (the CRD validates the object).
     let kubeconfig = dir.path().join("kubeconfig");
@@ -186,10 +199,7 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
     // The CRD `dev` serves refuses what it must.
     let mut no_module = object.clone();
     no_module["metadata"]["name"] = json!("no-module");
-    no_module["spec"]
-        .as_object_mut()
-        .unwrap()
-        .remove("module");
+    no_module["spec"].as_object_mut().unwrap().remove("module");
     let e = api
         .create(
             &PostParams::default(),

@@ -423,7 +423,10 @@ async fn narrowing_the_approval_unloads_the_plugin_and_widening_reloads_it() {
             field(l, "message").starts_with("plugin unloaded") && field(l, "plugin") == "testkit"
         })
         .await;
-    assert!(field(&unloaded, "file").ends_with("testkit.wasm"), "{unloaded}");
+    assert!(
+        field(&unloaded, "file").ends_with("testkit.wasm"),
+        "{unloaded}"
+    );
     let refused = host.matching(|l| {
         field(l, "message") == "plugin rejected"
             && field(l, "error").contains("plugin testkit asks for more than the operator approved")
@@ -454,9 +457,8 @@ async fn narrowing_the_approval_unloads_the_plugin_and_widening_reloads_it() {
     })
     .await;
     out_has(&cms, "b", "1", Some("1")).await;
-    let loads = host.matching(|l| {
-        field(l, "message") == "plugin loaded" && field(l, "plugin") == "testkit"
-    });
+    let loads = host
+        .matching(|l| field(l, "message") == "plugin loaded" && field(l, "plugin") == "testkit");
     assert_eq!(loads.len(), 2, "{}", host.dump());
 
     // Deleted: unloaded again.

@@ -179,6 +179,8 @@ async fn recorded_events_replay_offline() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args(["--log-format", "text", "--log", "info", "run", "--plugins"])
         .arg(&env.plugins)
+        .arg("--approvals")
+        .arg(&env.approvals)
         .arg("--kubeconfig")
         .arg(&env.kubeconfig)
         .arg("--record")
@@ -344,7 +346,11 @@ fn a_finalizer_the_operator_approved_passes() {
     let pinner = json!({"watches": [{"apiVersion": "v1", "kind": "ConfigMap"}],
                         "grants": [{"apiGroups": [""], "kinds": ["ConfigMap"],
                                     "namespaces": ["default"], "verbs": ["create"]}]});
-    write_approval(&approvals, "pinner", &approval_yaml("pinner", &yaml(pinner)));
+    write_approval(
+        &approvals,
+        "pinner",
+        &approval_yaml("pinner", &yaml(pinner)),
+    );
     let with_approvals = ["--approvals", approvals.to_str().unwrap()];
 
     let file = dir.path().join("cases-keeper.yaml");
@@ -391,7 +397,10 @@ fn a_finalizer_the_operator_approved_passes() {
         &file,
         &[finalizer_case("pinner", "pin", finalizer_out("pin"))],
     );
-    let (code, out) = kubewasm_test(&[&with_approvals[..], &["--instances", "fresh"]].concat(), &[&file]);
+    let (code, out) = kubewasm_test(
+        &[&with_approvals[..], &["--instances", "fresh"]].concat(),
+        &[&file],
+    );
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("unexpected error: {refusal}")),

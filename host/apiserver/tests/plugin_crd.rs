@@ -156,7 +156,10 @@ async fn plugin_objects_validate_and_print_their_columns() {
     assert_eq!(columns, ["Name", "Ready", "Version", "Digest", "Age"]);
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[0], "p", "{table}");
-    assert_eq!(cells[1], "False", "READY is the Ready condition's status: {table}");
+    assert_eq!(
+        cells[1], "False",
+        "READY is the Ready condition's status: {table}"
+    );
     assert_eq!(cells[2], "1.2.0", "{table}");
     assert_eq!(cells[3], "sha256:0123", "{table}");
 
@@ -186,8 +189,8 @@ async fn non_structural_crds_are_refused() {
     let (_s, client) = server().await;
     let crds: Api<DynamicObject> = Api::all_with(client.clone(), &crd_resource());
     let mut crd = widget_crd();
-    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
-        ["untyped"] = json!({"description": "no type"});
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["untyped"] =
+        json!({"description": "no type"});
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["metadata"] =
         json!({"type": "object", "properties": {"labels": {"type": "object"}}});
     let e = api_err(

@@ -565,7 +565,13 @@ mod tests {
             grants: vec![fin],
             ..Default::default()
         };
-        let mut m = manifest(vec![grant(&[""], &["ConfigMap"], &[], &[Verb::Create], false)]);
+        let mut m = manifest(vec![grant(
+            &[""],
+            &["ConfigMap"],
+            &[],
+            &[Verb::Create],
+            false,
+        )]);
         approve(&mut m, Some(&wide)).unwrap();
         assert!(still_fits(&m, Some(&wide)));
         // The finalizer withdrawn: the enforced manifest would change, so it does not fit.

@@ -109,13 +109,13 @@ pub struct LocalObjectReference {
 #[serde(deny_unknown_fields)]
 pub struct Permissions {
     /// Kinds (or resources) it may watch, and where.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watches: Vec<WatchPermission>,
     /// Extra kinds (beyond its watches) it may read from the host's caches.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reads: Vec<ReadPermission>,
     /// What it may write.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<GrantPermission>,
 }
 

@@ -126,10 +126,12 @@ impl Approvals {
         permissions: &plugin_object::Permissions,
         source: &Path,
     ) -> Result<Self, Error> {
-        let approval = permissions.to_approval().map_err(|reason| Error::Approvals {
-            path: source.to_path_buf(),
-            reason: format!("approval of plugin {name}: {reason}"),
-        })?;
+        let approval = permissions
+            .to_approval()
+            .map_err(|reason| Error::Approvals {
+                path: source.to_path_buf(),
+                reason: format!("approval of plugin {name}: {reason}"),
+            })?;
         let mut approvals = Approvals::default();
         approvals.insert(
             name,
@@ -199,8 +201,8 @@ impl Approvals {
                     .spec
                     .limits
                     .map(|l| {
-                        let l: LimitOverrides = serde_json::from_value(l)
-                            .map_err(|e| format!("spec.limits: {e}"))?;
+                        let l: LimitOverrides =
+                            serde_json::from_value(l).map_err(|e| format!("spec.limits: {e}"))?;
                         l.validate().map_err(|e| format!("spec.limits: {e}"))?;
                         Ok::<_, String>(l)
                     })

@@ -185,11 +185,7 @@ pub struct LimitOverrides {
     )]
     pub call_deadline: Option<std::time::Duration>,
     /// Memory cap in MiB.
-    #[serde(
-        default,
-        rename = "memoryMiB",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<usize>,
     /// Maximum intents per call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -591,7 +587,7 @@ fn split_settings(
     // hand it to the plugin.
     let mut value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("not representable as JSON: {e}")))?;
-    let Some(mut host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
+    let Some(host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
         return Ok(SplitSettings {
             settings: Some(text),
             overrides: None,

@@ -166,7 +166,9 @@ enum Level {
 fn node_errors(s: &Value, path: &str, level: Level, out: &mut Vec<Cause>) {
     let flag = |k: &str| s.get(k).and_then(Value::as_bool) == Some(true);
     let ty = s.get("type").and_then(Value::as_str).unwrap_or("");
-    if ty.is_empty() && !flag("x-kubernetes-int-or-string") && !flag("x-kubernetes-preserve-unknown-fields")
+    if ty.is_empty()
+        && !flag("x-kubernetes-int-or-string")
+        && !flag("x-kubernetes-preserve-unknown-fields")
         && !flag("x-kubernetes-embedded-resource")
     {
         let detail = match level {
@@ -205,20 +207,34 @@ fn node_errors(s: &Value, path: &str, level: Level, out: &mut Vec<Cause>) {
                 "must not be empty if x-kubernetes-list-type is map",
             ));
         }
-        if let Some(items) = s.get("items") {
-            let item_required: Vec<&str> = items
-                .get("required")
-                .and_then(Value::as_array)
-                .map(|r| r.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
+        if let Some(items) = s.get("items").filter(|i| i.is_object()) {
+            let item_type = items.get("type").and_then(Value::as_str).unwrap_or("");
+            if item_type != "object" {
+                out.push((
+                    "FieldValueInvalid".into(),
+                    format!("{path}.items.type"),
+                    format!(
+                        "Invalid value: \"{item_type}\": must be object if parent array's x-kubernetes-list-type is map"
+                    ),
+                ));
+            }
             for key in keys {
-                let defaulted = items.pointer(&format!("/properties/{key}/default")).is_some();
-                if !item_required.contains(&key) && !defaulted {
-                    out.push((
+                match items.pointer(&format!("/properties/{key}")) {
+                    None => out.push((
                         "FieldValueInvalid".into(),
-                        format!("{path}.items.properties[{key}]"),
-                        "Invalid value: \"\": entries for x-kubernetes-list-map-keys must be required or have a default value".into(),
-                    ));
+                        format!("{path}.x-kubernetes-list-map-keys"),
+                        "Invalid value: entries must all be names of item properties".into(),
+                    )),
+                    Some(p) => {
+                        let t = p.get("type").and_then(Value::as_str).unwrap_or("");
+                        if t == "array" || t == "object" {
+                            out.push((
+                                "FieldValueInvalid".into(),
+                                format!("{path}.items.properties[{key}].type"),
+                                format!("Invalid value: \"{t}\": must be a scalar type if parent array's x-kubernetes-list-type is map"),
+                            ));
+                        }
+                    }
                 }
             }
         }
@@ -249,7 +265,12 @@ fn node_errors(s: &Value, path: &str, level: Level, out: &mut Vec<Cause>) {
         node_errors(items, &format!("{path}.items"), Level::Item, out);
     }
     if let Some(ap) = s.get("additionalProperties").filter(|a| a.is_object()) {
-        node_errors(ap, &format!("{path}.additionalProperties"), Level::Field, out);
+        node_errors(
+            ap,
+            &format!("{path}.additionalProperties"),
+            Level::Field,
+            out,
+        );
     }
 }
 
@@ -295,12 +316,22 @@ mod tests {
         let p = "spec.versions[0].schema.openAPIV3Schema";
         for want in [
             format!("{p}.type: Required value: must not be empty at the root"),
-            format!("{p}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"),
-            format!("{p}.properties[spec].type: Required value: must not be empty for specified object fields"),
-            format!("{p}.properties[spec].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"),
+            format!(
+                "{p}.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
+            ),
+            format!(
+                "{p}.properties[spec].type: Required value: must not be empty for specified object fields"
+            ),
+            format!(
+                "{p}.properties[spec].additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
+            ),
             format!("{p}.properties[list].items: Required value: must be specified"),
-            format!("{p}.properties[conds].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"),
-            format!("{p}.properties[conds].items.properties[type].type: Required value: must not be empty for specified object fields"),
+            format!(
+                "{p}.properties[conds].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"
+            ),
+            format!(
+                "{p}.properties[conds].items.properties[type].type: Required value: must not be empty for specified object fields"
+            ),
         ] {
             assert!(fields.contains(&want), "missing {want}\nin {fields:#?}");
         }

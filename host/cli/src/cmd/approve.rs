@@ -47,7 +47,9 @@ pub async fn command(args: ApproveArgs) -> Result<()> {
     if let Some(m) = &args.module
         && !m.starts_with("oci://")
     {
-        bail!("--module {m:?}: an OCI reference starts with oci:// (oci://HOST[:PORT]/REPO@sha256:…)");
+        bail!(
+            "--module {m:?}: an OCI reference starts with oci:// (oci://HOST[:PORT]/REPO@sha256:…)"
+        );
     }
     let loader = CodeCache::choose(args.cache_dir.clone()).loader()?;
     let mut file = PluginFile::read(&args.file)?;

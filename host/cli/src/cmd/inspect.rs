@@ -183,7 +183,9 @@ async fn inspect(
                     None => Value::Null,
                 };
                 out["approval"] = match (approvals.problem(p.name()), approved) {
-                    (Some(problem), _) => json!(format!("refused: its approval is unusable: {problem}")),
+                    (Some(problem), _) => {
+                        json!(format!("refused: its approval is unusable: {problem}"))
+                    }
                     (None, approved) => match check_approval(&p.manifest, approved) {
                         Ok(()) => json!("ok: everything requested is approved"),
                         Err(e) => json!(format!("refused: {e}")),

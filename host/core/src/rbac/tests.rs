@@ -477,12 +477,18 @@ fn host_roles_per_plugin_are_each_plugin_s_own() {
     }
     // The host may impersonate only `a`'s account through `a`'s role.
     let role = find(&alone, "Role", Some("kubewasm"));
-    assert!(role["metadata"]["name"] == "kubewasm:provisioner", "{role:#}");
+    assert!(
+        role["metadata"]["name"] == "kubewasm:provisioner",
+        "{role:#}"
+    );
     let impersonate = role["rules"]
         .as_array()
         .unwrap()
         .iter()
         .find(|r| r["verbs"] == serde_json::json!(["impersonate"]))
         .unwrap();
-    assert_eq!(impersonate["resourceNames"], serde_json::json!(["kubewasm-provisioner"]));
+    assert_eq!(
+        impersonate["resourceNames"],
+        serde_json::json!(["kubewasm-provisioner"])
+    );
 }

@@ -282,7 +282,10 @@ impl Plugins {
         };
         let approvals = own.as_ref().or(self.approvals.as_ref());
         let approved = approvals.map(|a| a.fingerprint_of(&file.name()));
-        let key = (path.to_path_buf(), format!("{}/{approved:?}", file.fingerprint()));
+        let key = (
+            path.to_path_buf(),
+            format!("{}/{approved:?}", file.fingerprint()),
+        );
         if reuse && let Some(p) = self.reused.get(&key) {
             return Ok(p.clone());
         }

@@ -262,8 +262,11 @@ impl Host {
         // Follow the directory from before the first scan, so no change slips between them.
         let (dir_watch, notifications) = match config.reload_debounce {
             Some(debounce) => {
-                let (w, rx) =
-                    dir_watch::watch_dir(&config.plugins_dir, config.approvals.as_deref(), debounce)?;
+                let (w, rx) = dir_watch::watch_dir(
+                    &config.plugins_dir,
+                    config.approvals.as_deref(),
+                    debounce,
+                )?;
                 (Some(w), Some(rx))
             }
             None => (None, None),

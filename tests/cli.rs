@@ -65,9 +65,15 @@ fn inspect_approval_survives_invalid_settings() {
         "{out}"
     );
     let doc: serde_json::Value = serde_yaml_ng::from_str(&out).expect("YAML");
+    assert_eq!(doc["kind"], "Plugin", "{out}");
+    assert_eq!(doc["metadata"]["name"], "mongodb-monitor", "{out}");
     assert_eq!(
-        doc["kubewasm"]["approved"]["grants"][0]["kinds"],
+        doc["spec"]["permissions"]["grants"][0]["kinds"],
         serde_json::json!(["ServiceMonitor"]),
+        "{out}"
+    );
+    assert_eq!(
+        doc["spec"]["permissions"]["watches"][0]["kind"], "MongoDB",
         "{out}"
     );
 
@@ -302,14 +308,17 @@ fn the_test_runner_passes_good_cases_and_fails_with_a_diff() {
 async fn dev_ends_its_banner_with_the_plugins_loaded_and_refused() {
     let dir = tempfile::tempdir().unwrap();
     let plugins = dir.path().join("plugins");
+    let approvals = dir.path().join("approvals");
     std::fs::create_dir(&plugins).unwrap();
+    std::fs::create_dir(&approvals).unwrap();
     install_approved(
         &example_plugin("mongodb-monitor"),
         &plugins,
+        &approvals,
         "mongodb-monitor",
         None,
     );
-    // No settings file, so no approval: refused at load.
+    // Not in the approvals: refused at load.
     std::fs::copy(
         example_plugin("seldon-endpoint"),
         plugins.join("seldon-endpoint.wasm"),
@@ -318,6 +327,8 @@ async fn dev_ends_its_banner_with_the_plugins_loaded_and_refused() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args(["--log-format", "json", "dev", "--plugins"])
         .arg(&plugins)
+        .arg("--approvals")
+        .arg(&approvals)
         .args(["--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
@@ -347,28 +358,28 @@ async fn dev_ends_its_banner_with_the_plugins_loaded_and_refused() {
     let refused = &banner[at("plugins refused: 1") + 1];
     assert!(
         refused.contains("seldon-endpoint.wasm: ")
-            && refused.contains("asks for more than the operator approved"),
+            && refused.contains("asks for more than the operator approved")
+            && refused.contains("nothing is approved for it"),
         "{text}"
     );
     host.stop();
 }
 
+/// The README's demo command: the built Rust plugins with their settings, approved by
+/// `plugins/approvals.yaml`, on the examples.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dev_serves_the_examples_with_the_example_plugins() {
     let dir = tempfile::tempdir().unwrap();
-    let plugins = dir.path().join("plugins");
-    std::fs::create_dir(&plugins).unwrap();
-    for name in [
-        "contentsite-provisioner",
-        "mongodb-monitor",
-        "seldon-endpoint",
-    ] {
-        install_approved(&example_plugin(name), &plugins, name, None);
-    }
+    let plugins = example_plugin("mongodb-monitor")
+        .parent()
+        .unwrap()
+        .to_path_buf();
     let kubeconfig = dir.path().join("kubeconfig");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args(["--log-format", "json", "dev", "--plugins"])
         .arg(&plugins)
+        .arg("--approvals")
+        .arg(root().join("plugins/approvals.yaml"))
         .arg("--apply")
         .arg(root().join("examples"))
         .arg("--kubeconfig-out")
@@ -377,10 +388,22 @@ async fn dev_serves_the_examples_with_the_example_plugins() {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let host = HostProcess::spawn_command(cmd);
-    host.wait_log("host running", |l| {
-        field(l, "message").starts_with("host running")
-    })
-    .await;
+    let running = host
+        .wait_log("host running", |l| {
+            field(l, "message").starts_with("host running")
+        })
+        .await;
+    for name in [
+        "contentsite-provisioner",
+        "mongodb-monitor",
+        "seldon-endpoint",
+    ] {
+        assert!(
+            running.to_string().contains(name),
+            "{name} not loaded: {running}\n{}",
+            host.dump()
+        );
+    }
 
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig written");
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
@@ -439,14 +462,18 @@ async fn dev_serves_the_examples_with_the_example_plugins() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// The example plugins in DIR/plugins, each approved for what it asks in DIR/approvals.
 fn example_plugin_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
+    let (plugins, approvals) = (dir.path().join("plugins"), dir.path().join("approvals"));
+    std::fs::create_dir(&plugins).unwrap();
+    std::fs::create_dir(&approvals).unwrap();
     for name in [
         "contentsite-provisioner",
         "mongodb-monitor",
         "seldon-endpoint",
     ] {
-        install_approved(&example_plugin(name), dir.path(), name, None);
+        install_approved(&example_plugin(name), &plugins, &approvals, name, None);
     }
     dir
 }
@@ -483,7 +510,9 @@ async fn rbac_resolves_kinds_through_discovery() {
     let (code, out, err) = kubewasm(&[
         "rbac",
         "--plugins",
-        plugins.path().to_str().unwrap(),
+        plugins.path().join("plugins").to_str().unwrap(),
+        "--approvals",
+        plugins.path().join("approvals").to_str().unwrap(),
         "--kubeconfig",
         env.kubeconfig.to_str().unwrap(),
     ]);
@@ -514,9 +543,20 @@ async fn rbac_resolves_kinds_through_discovery() {
 async fn rbac_refuses_unserved_kinds_unless_allowed_to_guess() {
     let env = Env::with_crds(false).await;
     let plugins = example_plugin_dir();
-    let dir = plugins.path().to_str().unwrap();
+    let dir = plugins.path().join("plugins");
+    let dir = dir.to_str().unwrap();
+    let approvals = plugins.path().join("approvals");
+    let approvals = approvals.to_str().unwrap();
     let kubeconfig = env.kubeconfig.to_str().unwrap();
-    let (code, out, err) = kubewasm(&["rbac", "--plugins", dir, "--kubeconfig", kubeconfig]);
+    let (code, out, err) = kubewasm(&[
+        "rbac",
+        "--plugins",
+        dir,
+        "--approvals",
+        approvals,
+        "--kubeconfig",
+        kubeconfig,
+    ]);
     assert_ne!(code, 0, "{out}");
     assert!(out.is_empty(), "printed RBAC anyway: {out}");
     assert!(
@@ -529,6 +569,8 @@ async fn rbac_refuses_unserved_kinds_unless_allowed_to_guess() {
         "rbac",
         "--plugins",
         dir,
+        "--approvals",
+        approvals,
         "--kubeconfig",
         kubeconfig,
         "--allow-guess",
@@ -545,7 +587,7 @@ async fn rbac_refuses_unserved_kinds_unless_allowed_to_guess() {
         "Service is served and must not be marked guessed: {guessed}"
     );
 
-    let (code, _, err) = kubewasm(&["rbac", "--plugins", dir]);
+    let (code, _, err) = kubewasm(&["rbac", "--plugins", dir, "--approvals", approvals]);
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("guessed"), "{err}");
 }

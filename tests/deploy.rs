@@ -111,6 +111,12 @@ fn staged_kubernetes() -> tempfile::TempDir {
         )
         .expect("copy plugin settings");
     }
+    // The operator's approvals of the three, as deploy/README.md copies them.
+    std::fs::copy(
+        root().join("plugins/approvals.yaml"),
+        plugins.join("approvals.yaml"),
+    )
+    .expect("copy approvals");
     let all = tmp.path().join("kubernetes/overlays/all");
     std::fs::create_dir_all(&all).unwrap();
     std::fs::write(
@@ -200,7 +206,7 @@ fn volume<'a>(deployment: &'a Value, name: &str) -> &'a Value {
 fn assert_namespaced_in_host_namespace(docs: &[Value]) {
     for d in docs {
         let k = kind_of(d);
-        if k == "Namespace" || k.starts_with("Cluster") {
+        if k == "Namespace" || k.starts_with("Cluster") || k == "CustomResourceDefinition" {
             assert!(
                 d["metadata"].get("namespace").is_none(),
                 "{k} is cluster-scoped"
@@ -272,6 +278,7 @@ fn assert_host_deployment(d: &Value) {
     assert_eq!(a[0], "run");
     for want in [
         "--plugins=/plugins",
+        "--approvals=/approvals",
         "--cache-dir=/var/cache/kubewasm",
         "--log-format=json",
         "--metrics-addr=0.0.0.0:9090",
@@ -324,6 +331,14 @@ fn assert_host_deployment(d: &Value) {
     assert!(
         volume(d, "cache")["emptyDir"].is_object(),
         "cache is an emptyDir"
+    );
+    // The operator's approvals: their own ConfigMap, never the plugins' volume.
+    assert_eq!(mounts["approvals"]["mountPath"], "/approvals");
+    assert_eq!(mounts["approvals"]["readOnly"], true);
+    assert!(mounts["approvals"].get("subPath").is_none());
+    assert_eq!(
+        volume(d, "approvals")["projected"]["sources"],
+        json!([{"configMap": {"name": "kubewasm-approvals", "optional": true}}])
     );
 }
 
@@ -702,6 +717,7 @@ fn kustomize_base_renders_a_hardened_host() {
             "ClusterRole",
             "ClusterRoleBinding",
             "ConfigMap",
+            "CustomResourceDefinition",
             "Deployment",
             "Namespace",
             "PodDisruptionBudget",
@@ -788,6 +804,16 @@ fn kustomize_example_overlay_and_components_render() {
         );
     }
     assert_example_rbac(&docs);
+    // The approvals, in a ConfigMap of their own, are plugins/approvals.yaml.
+    let approvals = find(&docs, "ConfigMap", "kubewasm-approvals");
+    assert_eq!(
+        approvals["data"]["approvals.yaml"].as_str(),
+        Some(
+            std::fs::read_to_string(root().join("plugins/approvals.yaml"))
+                .unwrap()
+                .as_str()
+        )
+    );
 
     // Both components on the base: ServiceMonitor, plugins from an image.
     let docs = kustomize(&kubectl, &k.join("overlays/all"));
@@ -858,10 +884,11 @@ async fn rendered_manifests_are_accepted_by_the_api_server() {
     }
 }
 
-/// Render the chart with `helm template` and `--set` values.
+/// Render the chart with `helm template` and `--set` values, its CRDs included (as `helm
+/// install` installs them).
 fn helm_template(helm: &Path, set: &[&str]) -> Vec<Value> {
     let mut cmd = Command::new(helm);
-    cmd.args(["template", "kubewasm"])
+    cmd.args(["template", "kubewasm", "--include-crds"])
         .arg(root().join("deploy/helm/kubewasm"))
         .args(["--namespace", NAMESPACE]);
     for s in set {
@@ -952,6 +979,11 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
             "plugins.data.mongodb-monitor\\.yaml={}",
             wasm_path.with_extension("yaml").display()
         ))
+        .arg("--set-file")
+        .arg(format!(
+            "approvals.data.approvals\\.yaml={}",
+            root().join("plugins/approvals.yaml").display()
+        ))
         .args([
             "--set",
             "replicas=2",
@@ -971,6 +1003,12 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
     assert_eq!(
         cm["data"]["mongodb-monitor.yaml"].as_str().unwrap(),
         std::fs::read_to_string(wasm_path.with_extension("yaml")).unwrap()
+    );
+    // The operator's approvals: a ConfigMap of their own, mounted at /approvals.
+    let approvals = find(&docs, "ConfigMap", "kubewasm-approvals");
+    assert_eq!(
+        approvals["data"]["approvals.yaml"].as_str().unwrap(),
+        std::fs::read_to_string(root().join("plugins/approvals.yaml")).unwrap()
     );
     let d = only(&docs, "Deployment");
     assert_host_deployment(d);
@@ -1036,7 +1074,8 @@ async fn base_rbac_matches_kubewasm_rbac() {
     let env = support::Env::new().await;
     let plugins = tempfile::tempdir().unwrap();
     for name in EXAMPLE_PLUGINS {
-        // The example plugins with their settings files, which hold their approvals.
+        // The example plugins with their settings files; their approvals are
+        // plugins/approvals.yaml.
         let wasm = support::example_plugin(name);
         std::fs::copy(&wasm, plugins.path().join(format!("{name}.wasm"))).unwrap();
         std::fs::copy(
@@ -1049,6 +1088,8 @@ async fn base_rbac_matches_kubewasm_rbac() {
     let generated = parse_docs(&run(Command::new(kubewasm)
         .args(["--log", "warn", "rbac", "--plugins"])
         .arg(plugins.path())
+        .arg("--approvals")
+        .arg(root().join("plugins/approvals.yaml"))
         .arg("--kubeconfig")
         .arg(&env.kubeconfig)
         .args(["--service-account-namespace", NAMESPACE])));

@@ -125,10 +125,13 @@ async fn in_cluster_configuration_over_tls_runs_a_scenario() {
     std::fs::write(sa.join("ca.crt"), server.ca_pem().unwrap()).unwrap();
     std::fs::write(sa.join("namespace"), "default").unwrap();
     let plugins = dir.path().join("plugins");
+    let approvals = dir.path().join("approvals");
     std::fs::create_dir(&plugins).unwrap();
+    std::fs::create_dir(&approvals).unwrap();
     install_approved(
         &example_plugin("mongodb-monitor"),
         &plugins,
+        &approvals,
         "mongodb-monitor",
         None,
     );
@@ -141,6 +144,8 @@ async fn in_cluster_configuration_over_tls_runs_a_scenario() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args(["--log-format", "json", "run", "--plugins"])
         .arg(&plugins)
+        .arg("--approvals")
+        .arg(&approvals)
         .args(["--metrics-addr", "127.0.0.1:0"])
         .env_remove("KUBECONFIG")
         .env("HOME", dir.path())

@@ -329,9 +329,12 @@ async fn test_and_run_both_refuse_a_cluster_scoped_kind_under_a_namespaced_grant
     // Offline, with the test runner: the refusal is what the case gets. The plugin is
     // installed with its approval, as for the host below (the runner loads it as `run` does).
     let dir = tempfile::tempdir().unwrap();
+    let approvals = dir.path().join("approvals");
+    std::fs::create_dir(&approvals).unwrap();
     install_approved(
         &test_plugin("testkit"),
         dir.path(),
+        &approvals,
         "testkit",
         Some(settings),
     );
@@ -347,7 +350,8 @@ async fn test_and_run_both_refuse_a_cluster_scoped_kind_under_a_namespaced_grant
         let file = dir.path().join("case.yaml");
         std::fs::write(&file, text).unwrap();
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-            .args(["--log", "warn", "test"])
+            .args(["--log", "warn", "test", "--approvals"])
+            .arg(&approvals)
             .arg(&file)
             .output()
             .expect("kubewasm test runs");

@@ -39,6 +39,8 @@ async fn namespace_mode_runs_on_the_roles_of_rbac_namespace_and_asks_nothing_clu
     let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
         .args(["--log", "warn", "rbac", "--plugins"])
         .arg(&env.plugins)
+        .arg("--approvals")
+        .arg(&env.approvals)
         .args([
             "--namespace",
             "team-a",
@@ -84,6 +86,8 @@ async fn namespace_mode_runs_on_the_roles_of_rbac_namespace_and_asks_nothing_clu
     cmd.args(["--log-format", "json", "--log", "info", "run"])
         .arg("--plugins")
         .arg(&env.plugins)
+        .arg("--approvals")
+        .arg(&env.approvals)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["--namespace", "team-a", "--plugin-namespace", "kubewasm"])

@@ -1,5 +1,6 @@
 //! `kubewasm new` → the project's own command (`./build.sh`: `kubewasm build && kubewasm
-//! test tests/`) → `kubewasm dev` on what it built, for every language, in a temporary
+//! test --approvals approvals tests/`) → `kubewasm dev` on what it built, under the
+//! approval the project ships, for every language, in a temporary
 //! folder outside the repository: the scaffold builds with nothing but `kubewasm` on PATH,
 //! its two test cases pass against the real component, and loaded by the host it copies the
 //! sample ConfigMap, as cluster state on the embedded API server shows.
@@ -113,13 +114,16 @@ fn new_and_build(lang: &str, name: &str, tools: &Path) -> (tempfile::TempDir, Pa
     (tmp, project)
 }
 
-/// `kubewasm dev --plugins dist --apply examples`: the sample ConfigMap gets its copy,
-/// annotated and owned by it, written by the plugin's field manager.
+/// `kubewasm dev --plugins dist --approvals approvals --apply examples` (the README's):
+/// the sample ConfigMap gets its copy, annotated and owned by it, written by the plugin's
+/// field manager.
 async fn dev_applies_the_copy(project: &Path, name: &str) {
     let kubeconfig = project.join("kubeconfig");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args(["--log-format", "json", "dev", "--plugins"])
         .arg(project.join("dist"))
+        .arg("--approvals")
+        .arg(project.join("approvals"))
         .arg("--apply")
         .arg(project.join("examples"))
         .arg("--kubeconfig-out")

@@ -202,7 +202,7 @@ fn quarantined(addr: &str) -> Option<f64> {
 }
 
 async fn quarantined_host(env: &Env, cooldown: &str) -> (HostProcess, String) {
-    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
+    env.approve_testkit("testkit");
     std::fs::copy(test_plugin("testkit"), env.plugins.join("testkit.wasm")).unwrap();
     let host = env.start_host(&[
         "--quarantine-after",

@@ -1,6 +1,6 @@
 //! The operator approves, the plugin requests; each plugin writes as its own ServiceAccount.
 //! Against the embedded API server with RBAC enforced and the real binary: the RBAC
-//! `kubewasm rbac` generates is applied, the host runs as its ServiceAccount and
+//! `kubewasm rbac` generates from the approvals is applied, the host runs as its ServiceAccount and
 //! impersonates `kubewasm-<plugin>` for each plugin's writes, so a plugin whose own role
 //! lacks a verb gets 403 even though the host's identity could do it; a new version asking
 //! for more than was approved is refused with the old one serving; and the example
@@ -42,6 +42,8 @@ async fn apply_generated_rbac(env: &Env) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
         .args(["--log", "warn", "rbac", "--plugins"])
         .arg(&env.plugins)
+        .arg("--approvals")
+        .arg(&env.approvals)
         .arg("--kubeconfig")
         .arg(&env.kubeconfig)
         .args(["--service-account-namespace", "kubewasm"])
@@ -76,6 +78,8 @@ fn start_host_as_service_account(env: &Env) -> HostProcess {
     ])
     .arg("--plugins")
     .arg(&env.plugins)
+    .arg("--approvals")
+    .arg(&env.approvals)
     .arg("--kubeconfig")
     .arg(&kubeconfig)
     .args(["--plugin-namespace", "kubewasm"])
@@ -108,10 +112,11 @@ fn only<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
     let env = rbac_env(false).await;
     for name in ["good", "bad"] {
+        env.approve_testkit(name);
         env.add_plugin_unapproved(
             &test_plugin("testkit"),
             name,
-            Some(&with_testkit_approval(&format!("name: {name}\n"))),
+            Some(&format!("name: {name}\n")),
         );
     }
     let docs = apply_generated_rbac(&env).await;
@@ -222,17 +227,15 @@ fn write_atomic(dest: &Path, text: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_than_approved_is_refused_at_load_and_on_reload_the_old_version_serves() {
     let env = Env::with_crds(false).await;
-    // Nothing approved: a plugin that writes is refused, with what to do.
+    // Nothing approved: the plugin is refused, naming each watch, read and grant it asks
+    // for, with what to do.
     env.add_plugin_unapproved(
         &test_plugin("testkit"),
         "unapproved",
-        Some("name: unapproved\n"),
+        Some("name: unapproved\nreadAll: true\n"),
     );
-    env.add_plugin_unapproved(
-        &test_plugin("testkit"),
-        "testkit",
-        Some(&with_testkit_approval("")),
-    );
+    env.approve_testkit("testkit");
+    env.add_plugin_unapproved(&test_plugin("testkit"), "testkit", None);
     let host = env.start_host(&["--reload-debounce", "200ms"]);
     let refused = host
         .wait_log("unapproved refused", |l| {
@@ -242,11 +245,18 @@ async fn more_than_approved_is_refused_at_load_and_on_reload_the_old_version_ser
         .await;
     let error = field(&refused, "error");
     assert!(
-        error.starts_with(
-            "plugin unapproved asks for more than the operator approved: create core ConfigMap"
-        ) && error.contains("kubewasm inspect --approval"),
+        error.starts_with("plugin unapproved asks for more than the operator approved: "),
         "{refused}"
     );
+    for extra in [
+        r#"watch v1/ConfigMap in all namespaces (watch "configmaps")"#,
+        "create core ConfigMap (all namespaces and cluster-scoped)",
+        "read v1/ConfigMap",
+        "nothing is approved for it: `kubewasm approve FILE.wasm`",
+        "--approvals",
+    ] {
+        assert!(error.contains(extra), "{extra}: {refused}");
+    }
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     env.create(&cms, trigger("a", "testkit")).await;
     let out = eventually("a-out", CONVERGE, || async { get(&cms, "a-out").await }).await;
@@ -256,7 +266,7 @@ async fn more_than_approved_is_refused_at_load_and_on_reload_the_old_version_ser
     // A new version asking for `*` on everything: refused, naming the extra rules.
     write_atomic(
         &env.plugins.join("testkit.yaml"),
-        &with_testkit_approval("grantAll: true\nversion: \"2\"\n"),
+        "grantAll: true\nversion: \"2\"\n",
     );
     let rejected = host
         .wait_log("escalation refused", |l| {
@@ -301,14 +311,16 @@ async fn more_than_approved_is_refused_at_load_and_on_reload_the_old_version_ser
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_scenario_runs_under_the_generated_rbac() {
     let env = rbac_env(true).await;
+    // The examples' own approvals, as the demo uses them.
+    std::fs::copy(
+        root().join("plugins/approvals.yaml"),
+        env.approvals.join("examples.yaml"),
+    )
+    .unwrap();
     for name in ["contentsite-provisioner", "mongodb-monitor"] {
         let wasm = example_plugin(name);
-        // The example's own settings file, with its approval.
+        // The example's own settings file.
         let settings = std::fs::read_to_string(wasm.with_extension("yaml")).unwrap();
-        assert!(
-            settings.contains("approved:"),
-            "{name}.yaml approves its grants"
-        );
         env.add_plugin_unapproved(&wasm, name, Some(&settings));
     }
     let docs = apply_generated_rbac(&env).await;

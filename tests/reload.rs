@@ -1,7 +1,8 @@
 //! Hot reload of the plugin directory, against the embedded API server with the real
 //! binary: add, replace, remove, invalid replacement, ConfigMap-style symlink swap,
-//! half-written file, settings change, the watch set growing and shrinking, and a stress
-//! run that replaces the plugin while objects keep changing.
+//! half-written file, settings change, the watch set growing and shrinking, a stress
+//! run that replaces the plugin while objects keep changing, and the operator's approvals
+//! (`--approvals`) narrowed, widened and deleted under a running plugin.
 
 mod support;
 
@@ -64,7 +65,7 @@ async fn add_replace_remove_and_invalid_replacement() {
     let host = env.start_host(&host_args());
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     let wasm = env.plugins.join("testkit.wasm");
-    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
+    env.approve_testkit("testkit");
 
     // Add.
     install(&test_plugin("testkit"), &wasm);
@@ -146,7 +147,9 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
     let v1 = dir.join("..2026_11_30_00_00_00.000000001");
     std::fs::create_dir(&v1).unwrap();
     std::fs::copy(test_plugin("testkit"), v1.join("testkit.wasm")).unwrap();
-    std::fs::write(v1.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
+    // Settings with only the host's key: the plugin gets none.
+    std::fs::write(v1.join("testkit.yaml"), "kubewasm: {}\n").unwrap();
+    env.approve_testkit("testkit");
     std::os::unix::fs::symlink(v1.file_name().unwrap(), dir.join("..data")).unwrap();
     std::os::unix::fs::symlink("..data/testkit.wasm", dir.join("testkit.wasm")).unwrap();
     std::os::unix::fs::symlink("..data/testkit.yaml", dir.join("testkit.yaml")).unwrap();
@@ -160,11 +163,7 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
     let v2 = dir.join("..2026_11_30_00_01_00.000000002");
     std::fs::create_dir(&v2).unwrap();
     std::fs::copy(test_plugin("testkit-v2"), v2.join("testkit.wasm")).unwrap();
-    std::fs::write(
-        v2.join("testkit.yaml"),
-        with_testkit_approval("version: \"2-from-settings\"\n"),
-    )
-    .unwrap();
+    std::fs::write(v2.join("testkit.yaml"), "version: \"2-from-settings\"\n").unwrap();
     std::os::unix::fs::symlink("..data/testkit.yaml", dir.join("testkit.yaml")).unwrap_or(());
     std::os::unix::fs::symlink(v2.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
@@ -172,10 +171,7 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
     out_has(&cms, "a", "2-from-settings", None).await;
 
     // A settings change alone reloads the plugin with the new settings.
-    write_atomic(
-        &v2.join("testkit.yaml"),
-        &with_testkit_approval("version: \"3\"\n"),
-    );
+    write_atomic(&v2.join("testkit.yaml"), "version: \"3\"\n");
     let line = host
         .wait_log("reload on settings change", |l| {
             field(l, "message") == "plugin replaced" && field(l, "to") == "3"
@@ -194,7 +190,7 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
 async fn a_half_written_file_is_never_loaded() {
     let env = Env::with_crds(false).await;
     let wasm = env.plugins.join("testkit.wasm");
-    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
+    env.approve_testkit("testkit");
     install(&test_plugin("testkit"), &wasm);
     let host = env.start_host(&host_args());
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
@@ -236,7 +232,7 @@ async fn a_half_written_file_is_never_loaded() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watch_set_follows_the_union_of_manifests() {
     let env = Env::new().await;
-    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
+    env.approve_testkit("testkit");
     install(&test_plugin("testkit"), &env.plugins.join("testkit.wasm"));
     let host = env.start_host(&host_args());
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
@@ -251,12 +247,7 @@ async fn the_watch_set_follows_the_union_of_manifests() {
     assert_eq!(configmap_watches(&host), 1);
 
     // A plugin watching a new kind: its watch starts, the ConfigMap watch is undisturbed.
-    support::install_approved(
-        &example_plugin("mongodb-monitor"),
-        &env.plugins,
-        "mongodb-monitor",
-        None,
-    );
+    env.add_plugin(&example_plugin("mongodb-monitor"), "mongodb-monitor", None);
     host.wait_log("mongodb watch started", |l| {
         field(l, "message") == "watch started" && field(l, "resource").starts_with("mongodb.v1.")
     })
@@ -304,7 +295,7 @@ async fn no_change_is_lost_while_the_plugin_is_replaced_repeatedly() {
     const ROUNDS: usize = 6;
     let env = Env::with_crds(false).await;
     let wasm = env.plugins.join("testkit.wasm");
-    std::fs::write(env.plugins.join("testkit.yaml"), TESTKIT_APPROVAL).unwrap();
+    env.approve_testkit("testkit");
     install(&test_plugin("testkit"), &wasm);
     let host = env.start_host(&["--reload-debounce", "100ms", "--concurrency", "8"]);
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
@@ -381,9 +372,10 @@ async fn a_late_plugin_watching_another_spelling_gets_every_existing_object() {
         assert!(get(&cms, &format!("{name}-out")).await.is_none());
     }
 
+    env.approve_testkit("late");
     std::fs::write(
         env.plugins.join("late.yaml"),
-        with_testkit_approval("name: late\nwatchResource: configmaps\n"),
+        "name: late\nwatchResource: configmaps\n",
     )
     .unwrap();
     install(&test_plugin("testkit"), &env.plugins.join("late.wasm"));
@@ -404,5 +396,83 @@ async fn a_late_plugin_watching_another_spelling_gets_every_existing_object() {
                 || field(l, "message").starts_with("restarting the watch"))
     });
     assert_eq!(starts.len(), 1, "{}", host.dump());
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// The approvals are the operator's, apart from the plugin directory, and followed like
+/// it: narrowed under a running plugin, the plugin is unloaded (its watch released, no
+/// event handled); widened again, it loads and catches up; deleted, it is unloaded again.
+/// A version serving never keeps rights the operator took away.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn narrowing_the_approval_unloads_the_plugin_and_widening_reloads_it() {
+    let env = Env::with_crds(false).await;
+    env.approve_testkit("testkit");
+    install(&test_plugin("testkit"), &env.plugins.join("testkit.wasm"));
+    let host = env.start_host(&host_args());
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, cm("a", "1")).await;
+    out_has(&cms, "a", "1", Some("1")).await;
+
+    // Narrowed: the watch stays approved, the grant to create ConfigMaps goes.
+    env.approve(
+        "testkit",
+        "watches:\n- {apiVersion: v1, kind: ConfigMap}\n- {resource: configmaps}\n",
+    );
+    let unloaded = host
+        .wait_log("testkit unloaded", |l| {
+            field(l, "message").starts_with("plugin unloaded") && field(l, "plugin") == "testkit"
+        })
+        .await;
+    assert!(
+        field(&unloaded, "file").ends_with("testkit.wasm"),
+        "{unloaded}"
+    );
+    let refused = host.matching(|l| {
+        field(l, "message") == "plugin rejected"
+            && field(l, "error").contains("plugin testkit asks for more than the operator approved")
+    });
+    assert!(
+        refused
+            .iter()
+            .any(|l| field(l, "error").contains("create core ConfigMap")),
+        "the refusal names the grant taken away:\n{}",
+        host.dump()
+    );
+    host.wait_log("configmaps watch released", |l| {
+        field(l, "message").starts_with("watch stopped")
+            && field(l, "resource").starts_with("configmaps")
+    })
+    .await;
+    env.create(&cms, cm("b", "1")).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        get(&cms, "b-out").await.is_none(),
+        "a plugin whose approval was narrowed handled an event"
+    );
+
+    // Widened again: loaded, and the object created meanwhile is handled.
+    env.approve_testkit("testkit");
+    host.wait_log("testkit loaded again", |l| {
+        field(l, "message") == "plugin loaded" && field(l, "plugin") == "testkit"
+    })
+    .await;
+    out_has(&cms, "b", "1", Some("1")).await;
+    let loads = host
+        .matching(|l| field(l, "message") == "plugin loaded" && field(l, "plugin") == "testkit");
+    assert_eq!(loads.len(), 2, "{}", host.dump());
+
+    // Deleted: unloaded again.
+    env.unapprove("testkit");
+    eventually("testkit unloaded twice", CONVERGE, || async {
+        let n = host
+            .matching(|l| {
+                field(l, "message").starts_with("plugin unloaded")
+                    && field(l, "plugin") == "testkit"
+            })
+            .len();
+        (n == 2).then_some(())
+    })
+    .await;
+    host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }

@@ -3,11 +3,12 @@
 //! cases that `kubewasm test` passes (and fails once edited). Also: text logs name each
 //! field once.
 //!
-//! It loads a plugin as `run` does, bounded by the operator's approval, so a case passes
-//! exactly when `run` would apply its intents, in both directions: an intent setting a
-//! finalizer the operator approved passes (as `write_checks.rs` sees `run` apply it), and
-//! a plugin asking for a grant the operator did not approve fails the way `run` refuses it
-//! at load (as `rbac_identity.rs` sees in `run`'s log).
+//! With `--approvals` (or a case's `approval:`) it loads a plugin as `run` does, bounded by
+//! the operator's approval, so a case passes exactly when `run` would apply its intents,
+//! in both directions: an intent setting a finalizer the operator approved passes (as
+//! `write_checks.rs` sees `run` apply it), and a plugin asking for a grant the operator
+//! did not approve fails the way `run` refuses it at load (as `rbac_identity.rs` sees in
+//! `run`'s log). Without either, a case approves what the plugin asks for.
 
 mod support;
 
@@ -38,11 +39,17 @@ fn configmap(name: &str, action: &str) -> Value {
            "data": {"action": action}})
 }
 
-/// testkit as `dir/testkit.wasm`, with the operator's approval beside it: `run` (and so
-/// `kubewasm test`) refuses a plugin that writes without one.
+/// testkit as `dir/testkit.wasm`, and its approval in `dir/approvals/` (for the tests
+/// that pass `--approvals`).
 fn install_testkit(dir: &Path) {
     std::fs::copy(test_plugin("testkit"), dir.join("testkit.wasm")).unwrap();
-    std::fs::write(dir.join("testkit.yaml"), with_testkit_approval("")).unwrap();
+    let approvals = dir.join("approvals");
+    std::fs::create_dir_all(&approvals).unwrap();
+    write_approval(
+        &approvals,
+        "testkit",
+        &approval_yaml("testkit", TESTKIT_PERMISSIONS),
+    );
 }
 
 fn write_cases(path: &Path, cases: &[Value]) {
@@ -172,6 +179,8 @@ async fn recorded_events_replay_offline() {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args(["--log-format", "text", "--log", "info", "run", "--plugins"])
         .arg(&env.plugins)
+        .arg("--approvals")
+        .arg(&env.approvals)
         .arg("--kubeconfig")
         .arg(&env.kubeconfig)
         .arg("--record")
@@ -283,7 +292,8 @@ async fn recorded_events_replay_offline() {
 /// The operator's approval `write_checks.rs` gives the hostile plugin `keeper`: create
 /// ConfigMaps in `default`, with finalizer `example.com/block`.
 fn keeper_approval() -> Value {
-    json!({"grants": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["default"],
+    json!({"watches": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+           "grants": [{"apiGroups": [""], "kinds": ["ConfigMap"], "namespaces": ["default"],
                        "verbs": ["create"], "finalizers": ["example.com/block"]}]})
 }
 
@@ -307,57 +317,72 @@ fn finalizer_out(cm: &str) -> Value {
 }
 
 /// The finalizer `run` applies for `keeper` (write_checks'
-/// `a_finalizer_without_a_grant_is_refused`) passes here too, whether the approval is in
-/// the settings file beside the plugin, in the case's settings, or the case's `approval:`;
-/// without it the case gets the refusal `run` logs for `pinner`.
+/// `a_finalizer_without_a_grant_is_refused`) passes here too, whether the approval comes
+/// from `--approvals` or the case's `approval:`; without it the case gets the refusal
+/// `run` logs for `pinner`. An approval in the case's settings is refused, saying where
+/// approvals live.
 #[test]
 fn a_finalizer_the_operator_approved_passes() {
     let dir = tempfile::tempdir().unwrap();
     let hostile = test_plugin("hostile");
     for name in ["keeper", "pinner", "inline"] {
         std::fs::copy(&hostile, dir.path().join(format!("{name}.wasm"))).unwrap();
+        std::fs::write(
+            dir.path().join(format!("{name}.yaml")),
+            format!("name: {name}\n"),
+        )
+        .unwrap();
     }
-    // As write_checks installs them: keeper approved with the finalizer, pinner approved
-    // without it (what `inspect --approval` prints), inline with no settings file.
-    let approved = |approval: Value| {
-        serde_yaml_ng::to_string(&json!({"kubewasm": {"approved": approval}})).unwrap()
-    };
-    std::fs::write(
-        dir.path().join("keeper.yaml"),
-        format!("name: keeper\n{}", approved(keeper_approval())),
-    )
-    .unwrap();
-    let pinner = json!({"grants": [{"apiGroups": [""], "kinds": ["ConfigMap"],
+    // As write_checks approves them: keeper with the finalizer, pinner without it (what
+    // `inspect --approval` prints), inline not at all.
+    let approvals = dir.path().join("approvals");
+    std::fs::create_dir(&approvals).unwrap();
+    let yaml = |v: Value| serde_yaml_ng::to_string(&v).unwrap();
+    write_approval(
+        &approvals,
+        "keeper",
+        &approval_yaml("keeper", &yaml(keeper_approval())),
+    );
+    let pinner = json!({"watches": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+                        "grants": [{"apiGroups": [""], "kinds": ["ConfigMap"],
                                     "namespaces": ["default"], "verbs": ["create"]}]});
-    std::fs::write(
-        dir.path().join("pinner.yaml"),
-        format!("name: pinner\n{}", approved(pinner)),
-    )
-    .unwrap();
+    write_approval(
+        &approvals,
+        "pinner",
+        &approval_yaml("pinner", &yaml(pinner)),
+    );
+    let with_approvals = ["--approvals", approvals.to_str().unwrap()];
 
     let file = dir.path().join("cases-keeper.yaml");
     write_cases(
         &file,
         &[finalizer_case("keeper", "keep", finalizer_out("keep"))],
     );
-    let (code, out) = kubewasm_test(&[], &[&file]);
+    let (code, out) = kubewasm_test(&with_approvals, &[&file]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("1 passed, 0 failed"), "{out}");
 
-    // The approval stated by the case: in its settings (the `kubewasm` key, as in the
-    // settings file), or as `approval:`.
-    let mut in_settings = finalizer_case("inline", "keep", finalizer_out("keep"));
-    in_settings["name"] = json!("approved in the case's settings");
-    in_settings["settings"] =
-        json!({"name": "inline", "kubewasm": {"approved": keeper_approval()}});
+    // The approval stated by the case, as `approval:`.
     let mut in_case = finalizer_case("inline", "keep", finalizer_out("keep"));
-    in_case["settings"] = json!({"name": "inline"});
     in_case["approval"] = keeper_approval();
     let file = dir.path().join("cases-inline.yaml");
-    write_cases(&file, &[in_settings, in_case]);
-    let (code, out) = kubewasm_test(&[], &[&file]);
+    write_cases(&file, &[in_case]);
+    let (code, out) = kubewasm_test(&with_approvals, &[&file]);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("2 passed, 0 failed"), "{out}");
+    assert!(out.contains("1 passed, 0 failed"), "{out}");
+
+    // In the case's settings, under the host's key: refused with where approvals live.
+    let mut in_settings = finalizer_case("inline", "keep", finalizer_out("keep"));
+    in_settings["settings"] =
+        json!({"name": "inline", "kubewasm": {"approved": keeper_approval()}});
+    write_cases(&file, &[in_settings]);
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("kubewasm.approved: approvals no longer live in the plugin's settings file")
+            && out.contains("--approvals"),
+        "{out}"
+    );
 
     // Not approved: refused as `run` refuses it, and the case expecting the intent fails.
     let refusal = "invalid intent #0: finalizer \"example.com/block\" on ConfigMap default/pin-out is not granted";
@@ -366,18 +391,26 @@ fn a_finalizer_the_operator_approved_passes() {
         &file,
         &[finalizer_case("pinner", "pin", json!({"error": refusal}))],
     );
-    let (code, out) = kubewasm_test(&[], &[&file]);
+    let (code, out) = kubewasm_test(&with_approvals, &[&file]);
     assert_eq!(code, 0, "{out}");
     write_cases(
         &file,
         &[finalizer_case("pinner", "pin", finalizer_out("pin"))],
     );
-    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    let (code, out) = kubewasm_test(
+        &[&with_approvals[..], &["--instances", "fresh"]].concat(),
+        &[&file],
+    );
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(&format!("unexpected error: {refusal}")),
         "{out}"
     );
+    // Without an approval at all, a case approves what the plugin asks for: no finalizer
+    // (a plugin never grants itself one).
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(refusal), "{out}");
 }
 
 /// A plugin asking for a grant the operator did not approve is refused as `run` refuses
@@ -387,6 +420,8 @@ fn a_finalizer_the_operator_approved_passes() {
 fn a_grant_the_operator_did_not_approve_fails_the_case() {
     let dir = tempfile::tempdir().unwrap();
     install_testkit(dir.path());
+    let approvals = dir.path().join("approvals");
+    let with_approvals = ["--approvals", approvals.to_str().unwrap()];
     // As rbac_identity installs it: named by its settings, nothing approved.
     std::fs::copy(test_plugin("testkit"), dir.path().join("unapproved.wasm")).unwrap();
     std::fs::write(dir.path().join("unapproved.yaml"), "name: unapproved\n").unwrap();
@@ -409,26 +444,33 @@ fn a_grant_the_operator_did_not_approve_fails_the_case() {
     // The approved testkit passes: the case is right.
     let file = dir.path().join("approved.yaml");
     write_cases(&file, &[copy("testkit", None)]);
-    let (code, out) = kubewasm_test(&[], &[&file]);
+    let (code, out) = kubewasm_test(&with_approvals, &[&file]);
     assert_eq!(code, 0, "{out}");
 
-    // Nothing approved.
+    // Nothing approved: refused, each watch and grant named.
     let file = dir.path().join("unapproved-cases.yaml");
     write_cases(&file, &[copy("unapproved", None)]);
-    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    let (code, out) = kubewasm_test(
+        &[&with_approvals[..], &["--instances", "fresh"]].concat(),
+        &[&file],
+    );
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(
-            "  plugin rejected: plugin unapproved asks for more than the operator approved: create core ConfigMap"
-        ) && out.contains("kubewasm inspect --approval"),
+            "  plugin rejected: plugin unapproved asks for more than the operator approved: \
+             watch v1/ConfigMap in all namespaces (watch \"configmaps\"); create core ConfigMap"
+        ) && out.contains("kubewasm approve FILE.wasm"),
         "{out}"
     );
     assert!(out.contains("0 passed, 1 failed"), "{out}");
+    // Without --approvals the author's case approves what the plugin asks for.
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 0, "{out}");
 
-    // The case's settings ask for more than the settings file approves: an escalation.
+    // The case's settings ask for more than the approvals approve: an escalation.
     let file = dir.path().join("escalating.yaml");
     write_cases(&file, &[copy("testkit", Some(json!({"grantAll": true})))]);
-    let (code, out) = kubewasm_test(&[], &[&file]);
+    let (code, out) = kubewasm_test(&with_approvals, &[&file]);
     assert_eq!(code, 1, "{out}");
     for extra in [
         "plugin testkit asks for more than the operator approved",
@@ -443,15 +485,19 @@ fn a_grant_the_operator_did_not_approve_fails_the_case() {
     );
     assert!(out.contains("0 passed, 1 failed"), "{out}");
 
-    // An approval in the case replaces the file's: an empty one approves nothing.
+    // An approval in the case replaces --approvals': an empty one approves nothing.
     let mut case = copy("testkit", None);
     case["approval"] = json!({});
     write_cases(&file, &[case]);
-    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    let (code, out) = kubewasm_test(
+        &[&with_approvals[..], &["--instances", "fresh"]].concat(),
+        &[&file],
+    );
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(
-            "plugin testkit asks for more than the operator approved: create core ConfigMap"
+            "plugin testkit asks for more than the operator approved: \
+             watch v1/ConfigMap in all namespaces (watch \"configmaps\"); create core ConfigMap"
         ),
         "{out}"
     );

@@ -186,15 +186,13 @@ async fn a_finalizer_without_a_grant_is_refused() {
     let env = Env::with_crds(false).await;
     world(&env, &[("pinner", "")]);
     // The same plugin with the finalizer approved by the operator may set it.
-    env.add_plugin_unapproved(
-        &test_plugin("hostile"),
+    env.approve(
         "keeper",
-        Some(
-            "name: keeper\nkubewasm:\n  approved:\n    grants:\n    \
-             - {apiGroups: [\"\"], kinds: [ConfigMap], namespaces: [default], verbs: [create], \
-             finalizers: [example.com/block]}\n",
-        ),
+        "watches: [{apiVersion: v1, kind: ConfigMap}]\ngrants:\n\
+         - {apiGroups: [\"\"], kinds: [ConfigMap], namespaces: [default], verbs: [create], \
+         finalizers: [example.com/block]}\n",
     );
+    env.add_plugin_unapproved(&test_plugin("hostile"), "keeper", Some("name: keeper\n"));
     let host = env.start_host(LIMITS);
     attack(&env, "pinner", "pin", "finalizer", json!({})).await;
     attack(&env, "keeper", "keep", "finalizer", json!({})).await;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The cross-language conformance suite: every scenario of the table below, in every language
-# of the table, through `kubewasm test --plugin target/plugins/<lang>/<scenario>.wasm
-# plugins/conformance/<scenario>/`. The table is explicit: a missing build fails the run
+# of the table, through `kubewasm test --approvals plugins/approvals.yaml --plugin
+# target/plugins/<lang>/<scenario>.wasm plugins/conformance/<scenario>/` (one approval
+# file for every language: each build must ask for exactly what the demo approves). The table is explicit: a missing build fails the run
 # (naming it) instead of being skipped, and so does a scenario folder the table leaves out.
 # Works from any directory; tests/run.sh runs it after building the plugins and the host.
 #
@@ -49,7 +50,8 @@ for scenario in "${scenarios[@]}"; do
     for lang in "${langs[@]}"; do
         wasm="target/plugins/$lang/$scenario.wasm"
         echo "-- $wasm"
-        if ! "$kubewasm" --log warn test --plugin "$root/$wasm" "$here/$scenario/"; then
+        if ! "$kubewasm" --log warn test --approvals "$root/plugins/approvals.yaml" \
+            --plugin "$root/$wasm" "$here/$scenario/"; then
             failed+=("$lang $scenario")
         fi
     done

@@ -57,6 +57,8 @@ struct Suite {
     /// Where the scenarios' objects live.
     ns: String,
     plugins: PathBuf,
+    /// The operator's approvals of the plugins (`--approvals`).
+    approvals: PathBuf,
     sa_kubeconfig: PathBuf,
     crds: Vec<Value>,
     /// Names of the cluster-scoped RBAC objects `kubewasm rbac` printed.
@@ -238,6 +240,15 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
     // The plugins: the three seed plugins, and testkit twice as two writers of one field.
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).unwrap();
+    // The operator's approvals: the seed plugins' (plugins/approvals.yaml, as the demo
+    // uses them) and one per testkit.
+    let approvals = dir.path().join("approvals");
+    std::fs::create_dir(&approvals).unwrap();
+    std::fs::copy(
+        root().join("plugins/approvals.yaml"),
+        approvals.join("seed.yaml"),
+    )
+    .unwrap();
     for name in [
         "contentsite-provisioner",
         "mongodb-monitor",
@@ -265,10 +276,11 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
             "narrow" | "labeller" => name,
             _ => "writer",
         };
-        // The operator's approval of exactly what testkit then asks for, in its settings.
+        // The operator's approval of exactly what testkit then asks for.
         support::install_approved(
             &support::test_plugin("testkit"),
             &plugins,
+            &approvals,
             name,
             Some(&format!(
                 "name: {name}\nselector: kubewasm.dev/e2e-{selector}={id}\n{extra}"
@@ -281,6 +293,8 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
     let out = kubewasm()
         .args(["rbac", "--plugins"])
         .arg(&plugins)
+        .arg("--approvals")
+        .arg(&approvals)
         .arg("--kubeconfig")
         .arg(admin_kubeconfig)
         .args(["--name", &rbac_name, "--service-account", "kubewasm"])
@@ -381,6 +395,7 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         host_ns,
         ns,
         plugins,
+        approvals,
         sa_kubeconfig,
         crds,
         cluster_rbac,
@@ -437,6 +452,8 @@ async fn start_host(s: &Suite) -> HostProcess {
     .arg(&s.sa_kubeconfig)
     .arg("--plugins")
     .arg(&s.plugins)
+    .arg("--approvals")
+    .arg(&s.approvals)
     // Each plugin writes as its ServiceAccount in the host's namespace (impersonated).
     .args(["--plugin-namespace", &s.host_ns])
     .args([

@@ -1,6 +1,7 @@
 //! Shared harness for the host's integration tests: an embedded API server on loopback,
-//! the example CRDs, a plugin directory, and the real `kubewasm` binary as a child process
-//! whose JSON logs the tests can read.
+//! the example CRDs, a plugin directory with the operator's approvals beside it (a
+//! directory of Plugin objects, passed as `--approvals`), and the real `kubewasm` binary
+//! as a child process whose JSON logs the tests can read.
 #![allow(dead_code)]
 
 pub mod registry;
@@ -63,6 +64,9 @@ pub struct Env {
     pub client: Client,
     pub dir: tempfile::TempDir,
     pub plugins: PathBuf,
+    /// The operator's approvals: one `NAME.yaml` Plugin object per approved plugin, given
+    /// to every host this Env starts as `--approvals`.
+    pub approvals: PathBuf,
     pub kubeconfig: PathBuf,
 }
 
@@ -98,6 +102,8 @@ impl Env {
         let dir = tempfile::tempdir().expect("tempdir");
         let plugins = dir.path().join("plugins");
         std::fs::create_dir(&plugins).expect("plugins dir");
+        let approvals = dir.path().join("approvals");
+        std::fs::create_dir(&approvals).expect("approvals dir");
         let kubeconfig = dir.path().join("kubeconfig");
         server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         let env = Env {
@@ -105,6 +111,7 @@ impl Env {
             client,
             dir,
             plugins,
+            approvals,
             kubeconfig,
         };
         if crds {
@@ -123,13 +130,30 @@ impl Env {
     }
 
     /// Copy a plugin into the plugin directory as `NAME.wasm`, with optional settings YAML,
-    /// approved by the operator for exactly what it asks for (see [`approved_settings`]).
+    /// approved by the operator for exactly what it asks for (see [`approval_of`]).
     pub fn add_plugin(&self, wasm: &Path, name: &str, settings: Option<&str>) {
-        install_approved(wasm, &self.plugins, name, settings);
+        install_approved(wasm, &self.plugins, &self.approvals, name, settings);
+    }
+
+    /// Approve plugin `name` for `permissions` (YAML of a Plugin's `spec.permissions`),
+    /// replacing its approval (written atomically: a running host never reads half).
+    pub fn approve(&self, name: &str, permissions: &str) {
+        write_approval(&self.approvals, name, &approval_yaml(name, permissions));
+    }
+
+    /// Approve plugin `name` for everything the test plugin `testkit` can ask for without
+    /// `readAll`/`patchSelf` ([`TESTKIT_PERMISSIONS`]).
+    pub fn approve_testkit(&self, name: &str) {
+        self.approve(name, TESTKIT_PERMISSIONS);
+    }
+
+    /// Take plugin `name`'s approval away.
+    pub fn unapprove(&self, name: &str) {
+        let _ = std::fs::remove_file(self.approvals.join(format!("{name}.yaml")));
     }
 
     /// Copy a plugin into the plugin directory with its settings as given: no approval
-    /// added, so a plugin that writes is refused at load.
+    /// added, so the plugin is refused at load.
     pub fn add_plugin_unapproved(&self, wasm: &Path, name: &str, settings: Option<&str>) {
         std::fs::copy(wasm, self.plugins.join(format!("{name}.wasm"))).expect("copy plugin");
         if let Some(s) = settings {
@@ -171,6 +195,8 @@ impl Env {
             .arg("run")
             .arg("--plugins")
             .arg(&self.plugins)
+            .arg("--approvals")
+            .arg(&self.approvals)
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args([
@@ -425,67 +451,76 @@ pub fn managers(o: &DynamicObject) -> Vec<String> {
         .collect()
 }
 
-/// The settings text for plugin `wasm` installed as `name`: `settings` (YAML) with the
-/// operator's approval of exactly what the plugin then asks for under `kubewasm.approved`,
-/// as printed by `kubewasm inspect --approval` (the real binary, on a staged copy, since
-/// a plugin's manifest may depend on its settings). Settings that are not a YAML mapping
-/// are returned unchanged.
-pub fn approved_settings(wasm: &Path, name: &str, settings: Option<&str>) -> String {
+/// The operator's approval of exactly what plugin `wasm`, installed as `name` with
+/// `settings` (YAML), asks for: the Plugin object `kubewasm inspect --approval` prints (the
+/// real binary, on a staged copy, since a plugin's manifest may depend on its settings).
+/// None when the plugin does not load (a test of a broken plugin: nothing to approve).
+pub fn approval_of(wasm: &Path, name: &str, settings: Option<&str>) -> Option<String> {
     let staging = tempfile::tempdir().expect("staging dir");
     let staged = staging.path().join(format!("{name}.wasm"));
     std::fs::copy(wasm, &staged).expect("stage plugin");
-    let text = settings.unwrap_or("{}").to_string();
-    let Ok(mut value) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(&text) else {
-        return text;
-    };
-    if value.is_null() {
-        value = serde_yaml_ng::Value::Mapping(Default::default());
+    if let Some(text) = settings {
+        std::fs::write(staging.path().join(format!("{name}.yaml")), text).expect("stage settings");
     }
-    let Some(map) = value.as_mapping_mut() else {
-        return text;
-    };
-    std::fs::write(staging.path().join(format!("{name}.yaml")), &text).expect("stage settings");
     let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
         .args(["--log", "error", "inspect", "--approval"])
         .arg(&staged)
         .output()
         .expect("run kubewasm inspect --approval");
     if !out.status.success() {
-        // Not loadable (a test of a broken plugin): nothing to approve.
-        return text;
+        return None;
     }
-    let block: serde_yaml_ng::Value =
-        serde_yaml_ng::from_slice(&out.stdout).expect("inspect --approval prints YAML");
-    let approved = block["kubewasm"]["approved"].clone();
-    let host = map
-        .entry("kubewasm".into())
-        .or_insert_with(|| serde_yaml_ng::Value::Mapping(Default::default()));
-    if let Some(h) = host.as_mapping_mut() {
-        h.insert("approved".into(), approved);
-    }
-    serde_yaml_ng::to_string(&value).expect("settings YAML")
+    Some(String::from_utf8(out.stdout).expect("inspect --approval prints UTF-8"))
 }
 
-/// Install `wasm` as `dir/NAME.wasm` with its approved settings (written first, so a
-/// running host never sees the plugin without its approval).
-pub fn install_approved(wasm: &Path, dir: &Path, name: &str, settings: Option<&str>) {
-    let text = approved_settings(wasm, name, settings);
-    std::fs::write(dir.join(format!("{name}.yaml")), text).expect("settings");
+/// A Plugin object approving `permissions` (YAML of `spec.permissions`) for plugin `name`.
+pub fn approval_yaml(name: &str, permissions: &str) -> String {
+    let permissions: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(permissions).expect("permissions YAML");
+    let object = serde_json::json!({
+        "apiVersion": "kubewasm.dev/v1alpha1",
+        "kind": "Plugin",
+        "metadata": {"name": name},
+        "spec": {"permissions": permissions},
+    });
+    serde_yaml_ng::to_string(&object).expect("Plugin YAML")
+}
+
+/// Write `approvals/NAME.yaml` atomically (beside it, then renamed into place).
+pub fn write_approval(approvals: &Path, name: &str, text: &str) {
+    let dest = approvals.join(format!("{name}.yaml"));
+    let tmp = approvals.join(format!(".{name}.yaml.tmp"));
+    std::fs::write(&tmp, text).expect("write approval");
+    std::fs::rename(&tmp, &dest).expect("approval into place");
+}
+
+/// Install `wasm` as `dir/NAME.wasm` with its settings, approved in `approvals` for
+/// exactly what it asks for (the approval written first, so a running host never sees the
+/// plugin without it).
+pub fn install_approved(
+    wasm: &Path,
+    dir: &Path,
+    approvals: &Path,
+    name: &str,
+    settings: Option<&str>,
+) {
+    if let Some(approval) = approval_of(wasm, name, settings) {
+        write_approval(approvals, name, &approval);
+    }
+    if let Some(text) = settings {
+        std::fs::write(dir.join(format!("{name}.yaml")), text).expect("settings");
+    }
     std::fs::copy(wasm, dir.join(format!("{name}.wasm"))).expect("copy plugin");
 }
 
-/// The operator's approval of everything the test plugin `testkit` can ask for (create
-/// ConfigMaps with force; create Namespaces in listed namespaces), as settings YAML.
-pub const TESTKIT_APPROVAL: &str = "kubewasm:\n  approved:\n    grants:\n    \
-    - {apiGroups: [\"\"], kinds: [ConfigMap], verbs: [create], allowForce: true}\n    \
-    - {apiGroups: [\"\"], kinds: [Namespace], namespaces: [\"*\"], verbs: [create]}\n";
-
-/// `settings` (YAML without a `kubewasm` key) followed by [`TESTKIT_APPROVAL`].
-pub fn with_testkit_approval(settings: &str) -> String {
-    let mut s = settings.to_string();
-    if !s.is_empty() && !s.ends_with('\n') {
-        s.push('\n');
-    }
-    s.push_str(TESTKIT_APPROVAL);
-    s
-}
+/// The operator's approval (`spec.permissions`) of everything the test plugin `testkit`
+/// can ask for without `readAll`/`patchSelf`: its ConfigMap watch in either spelling,
+/// create ConfigMaps with force, create Namespaces in listed namespaces.
+pub const TESTKIT_PERMISSIONS: &str = "\
+watches:
+- {apiVersion: v1, kind: ConfigMap}
+- {resource: configmaps}
+grants:
+- {apiGroups: [\"\"], kinds: [ConfigMap], verbs: [create], allowForce: true}
+- {apiGroups: [\"\"], kinds: [Namespace], namespaces: [\"*\"], verbs: [create]}
+";

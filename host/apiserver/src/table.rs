@@ -123,23 +123,99 @@ fn age(ts: Option<&str>) -> Value {
     }
 }
 
-/// Evaluates a simple JSONPath (`.a.b`, `.a[0].b`).
+/// Evaluates a printer column's JSONPath as kube-apiserver does for a CRD's columns: the
+/// first result of `.a.b`, `.a[0].b`, `.a[*].b` or `.a[?(@.k=="v")].b` (a filter comparing
+/// one field with `==` or `!=` to a quoted string, a number or a boolean).
 pub(crate) fn json_path<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
-    let mut cur = obj;
     let trimmed = path.trim().trim_start_matches('{').trim_end_matches('}');
-    for part in trimmed.split('.').filter(|p| !p.is_empty()) {
-        let (field, idx) = match part.split_once('[') {
-            Some((f, rest)) => (f, rest.trim_end_matches(']').parse::<usize>().ok()),
-            None => (part, None),
-        };
-        if !field.is_empty() {
-            cur = cur.get(field)?;
-        }
-        if let Some(i) = idx {
-            cur = cur.get(i)?;
+    let mut current = vec![obj];
+    let mut rest = trimmed;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let (field, tail) = r.split_at(end);
+            if !field.is_empty() {
+                current = current.into_iter().filter_map(|v| v.get(field)).collect();
+            }
+            rest = tail;
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let close = bracket_end(r)?;
+            let (inside, tail) = (&r[..close], &r[close + 1..]);
+            current = current
+                .into_iter()
+                .flat_map(|v| select(v, inside))
+                .collect();
+            rest = tail;
+        } else {
+            // `a.b` without a leading dot.
+            let end = rest.find(['.', '[']).unwrap_or(rest.len());
+            let (field, tail) = rest.split_at(end);
+            current = current.into_iter().filter_map(|v| v.get(field)).collect();
+            rest = tail;
         }
     }
-    Some(cur)
+    current.into_iter().next()
+}
+
+/// The index of the `]` closing a bracket expression (quotes may hold `]`).
+fn bracket_end(s: &str) -> Option<usize> {
+    let mut quote = None;
+    for (i, c) in s.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, ']') => return Some(i),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// What a bracket expression selects of `v`: an index, `*`, or a filter.
+fn select<'a>(v: &'a Value, inside: &str) -> Vec<&'a Value> {
+    let items: Vec<&Value> = match v {
+        Value::Array(a) => a.iter().collect(),
+        _ => return vec![],
+    };
+    let inside = inside.trim();
+    if inside == "*" {
+        return items;
+    }
+    if let Ok(i) = inside.parse::<usize>() {
+        return items.get(i).copied().into_iter().collect();
+    }
+    let Some(filter) = inside
+        .strip_prefix("?(")
+        .and_then(|f| f.strip_suffix(')'))
+        .map(str::trim)
+    else {
+        return vec![];
+    };
+    let (lhs, op, rhs) = match (filter.split_once("=="), filter.split_once("!=")) {
+        (Some((l, r)), _) => (l, true, r),
+        (None, Some((l, r))) => (l, false, r),
+        (None, None) => return vec![],
+    };
+    let Some(field) = lhs.trim().strip_prefix("@.") else {
+        return vec![];
+    };
+    let rhs = rhs.trim();
+    let want: Value = match rhs.chars().next() {
+        Some(q @ ('"' | '\'')) => Value::String(rhs.trim_matches(q).to_string()),
+        _ => match serde_json::from_str(rhs) {
+            Ok(v) => v,
+            Err(_) => return vec![],
+        },
+    };
+    items
+        .into_iter()
+        .filter(|item| {
+            let got = json_path(item, &format!(".{field}"));
+            // A missing field matches neither `==` nor `!=`, as in client-go's jsonpath.
+            got.is_some_and(|g| (*g == want) == op)
+        })
+        .collect()
 }
 
 fn columns(info: &ResourceInfo, version: &str) -> Vec<PrinterColumn> {
@@ -233,5 +309,37 @@ mod tests {
         let v = json!({"spec":{"a":[{"b":1}]}});
         assert_eq!(json_path(&v, ".spec.a[0].b"), Some(&json!(1)));
         assert_eq!(json_path(&v, ".spec.x"), None);
+        assert_eq!(json_path(&v, "{.spec.a[*].b}"), Some(&json!(1)));
+        assert_eq!(json_path(&v, ".spec.a[1].b"), None);
+    }
+
+    /// The filter kube-apiserver evaluates in printer columns such as
+    /// `.status.conditions[?(@.type=="Ready")].status`.
+    #[test]
+    fn filters_select_by_a_field() {
+        let v = json!({"status": {"conditions": [
+            {"type": "Approved", "status": "True", "n": 1},
+            {"type": "Ready", "status": "False", "n": 2},
+            {"status": "Unknown"},
+        ]}});
+        let ready = r#".status.conditions[?(@.type=="Ready")].status"#;
+        assert_eq!(json_path(&v, ready), Some(&json!("False")));
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.type=='Approved')].status"),
+            Some(&json!("True"))
+        );
+        assert_eq!(
+            json_path(&v, ".status.conditions[?(@.n==2)].type"),
+            Some(&json!("Ready"))
+        );
+        assert_eq!(
+            json_path(&v, r#".status.conditions[?(@.type!="Approved")].type"#),
+            Some(&json!("Ready"))
+        );
+        assert_eq!(
+            json_path(&v, r#".status.conditions[?(@.type=="Gone")].status"#),
+            None
+        );
+        assert_eq!(json_path(&json!({}), ready), None);
     }
 }

@@ -135,19 +135,23 @@ fn wait_line(reader: &mut impl BufRead, needle: &str, within: Duration) -> Strin
     }
 }
 
-fn approved_settings(wasm: &Path, dir: &Path) -> String {
+const SETTINGS: &str = "namespace: databases\n";
+
+/// The operator's approval of exactly what the plugin asks for with [`SETTINGS`], as
+/// `kubewasm inspect --approval` prints it, written to DIR/approvals.yaml.
+fn approvals(wasm: &Path, dir: &Path) -> PathBuf {
     let staged = dir.join("stage");
     std::fs::create_dir_all(&staged).expect("stage dir");
     std::fs::copy(wasm, staged.join("mongodb-monitor.wasm")).expect("stage plugin");
-    let settings = "namespace: databases\n";
-    std::fs::write(staged.join("mongodb-monitor.yaml"), settings).expect("stage settings");
+    std::fs::write(staged.join("mongodb-monitor.yaml"), SETTINGS).expect("stage settings");
     let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
         .args(["--log", "error", "inspect", "--approval"])
         .arg(staged.join("mongodb-monitor.wasm"))
         .output()
         .expect("kubewasm inspect --approval");
-    let approval = String::from_utf8_lossy(&out.stdout);
-    format!("{settings}{approval}")
+    let path = dir.join("approvals.yaml");
+    std::fs::write(&path, &out.stdout).expect("approvals");
+    path
 }
 
 async fn measure(n: usize, wasm: &Path) -> (Measured, Measured) {
@@ -198,8 +202,8 @@ async fn measure(n: usize, wasm: &Path) -> (Measured, Measured) {
     server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).expect("plugins dir");
-    let settings = approved_settings(wasm, dir.path());
-    std::fs::write(plugins.join("mongodb-monitor.yaml"), settings).expect("settings");
+    let approvals = approvals(wasm, dir.path());
+    std::fs::write(plugins.join("mongodb-monitor.yaml"), SETTINGS).expect("settings");
     std::fs::copy(wasm, plugins.join("mongodb-monitor.wasm")).expect("plugin");
 
     // The host.
@@ -216,6 +220,8 @@ async fn measure(n: usize, wasm: &Path) -> (Measured, Measured) {
         ])
         .arg("--plugins")
         .arg(&plugins)
+        .arg("--approvals")
+        .arg(&approvals)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .stdout(Stdio::null())

@@ -15,7 +15,7 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use cmd::{build, compile_worker, componentize, dev, inspect, new, push, rbac, run, test};
+use cmd::{approve, build, compile_worker, componentize, dev, inspect, new, push, rbac, run, test};
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
 ///
@@ -63,17 +63,23 @@ enum Command {
     Dev(dev::DevArgs),
     /// Print a plugin's WIT world and manifest (calls `describe`; needs no cluster).
     Inspect(inspect::InspectArgs),
-    /// Print the least-privilege RBAC (ServiceAccount, Roles/ClusterRoles, bindings) the
-    /// host needs for the plugins in DIR, as YAML for `kubectl apply -f -`.
+    /// Print the least-privilege RBAC (ServiceAccounts, Roles/ClusterRoles, bindings) the
+    /// host and its plugins need, derived from the operator's approvals (Plugin objects
+    /// from files or the cluster, or --plugins DIR --approvals PATH), as YAML for
+    /// `kubectl apply -f -`.
     Rbac(rbac::RbacArgs),
+    /// Print, for review, a Plugin object (kubewasm.dev/v1alpha1) approving exactly what a
+    /// plugin asks for, and its RBAC, as one YAML stream for `kubectl apply -f -` (or, without
+    /// --module, for --approvals in directory mode).
+    Approve(approve::ApproveArgs),
     /// Run plugins offline against YAML test cases (the case format ends `kubewasm test --help`).
     /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
     /// any failure.
     Test(test::TestArgs),
     /// Create a standalone plugin project (Rust, Go, Python, JavaScript or C) in a new
     /// folder: source with a watch, a grant and a handler, the vendored WIT and language
-    /// layer, settings, two test cases and a README. `kubewasm build && kubewasm test tests/`
-    /// in it builds and tests it.
+    /// layer, settings, its approval, two test cases and a README. `kubewasm build &&
+    /// kubewasm test --approvals approvals tests/` in it builds and tests it.
     New(new::NewArgs),
     /// Build a plugin project made by `kubewasm new` (language detected) into
     /// dist/NAME.wasm and dist/NAME.yaml, installing the pinned toolchain when missing.
@@ -145,6 +151,7 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::Dev(args) => dev::command(args).await,
         Command::Test(args) => test::command(args).await,
         Command::Rbac(args) => rbac::command(args).await,
+        Command::Approve(args) => approve::command(args).await,
         Command::Inspect(args) => inspect::command(args).await,
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args),

@@ -129,6 +129,50 @@ impl ApprovedWatch {
     }
 }
 
+impl Approval {
+    /// A manifest holding exactly what is approved (named `name`, no version): what the
+    /// RBAC of an approved plugin derives from, whatever version of it runs. One watch per
+    /// approved watch and namespace (ids `approved-N`), no selectors.
+    pub fn to_manifest(&self, name: &str) -> Manifest {
+        let mut watches = Vec::new();
+        for w in &self.watches {
+            let namespaces: Vec<Option<String>> = if w.namespaces.is_empty() {
+                vec![None]
+            } else {
+                w.namespaces.iter().cloned().map(Some).collect()
+            };
+            for namespace in namespaces {
+                watches.push(crate::manifest::Watch {
+                    id: format!("approved-{}", watches.len()),
+                    resource: w.resource.clone(),
+                    namespace,
+                    label_selector: None,
+                    field_selector: None,
+                });
+            }
+        }
+        Manifest {
+            name: name.to_string(),
+            version: String::new(),
+            watches,
+            grants: self.grants.clone(),
+            reads: self.reads.clone(),
+        }
+    }
+}
+
+/// Whether a plugin already serving under the manifest `enforced` (as [`approve`] left
+/// it: finalizers filled in) may go on serving under `approval`: everything it asks for
+/// is still approved, with the same finalizers. A narrowed or deleted approval makes this
+/// false, and the host unloads the plugin rather than leave it with its old rights.
+pub fn still_fits(enforced: &Manifest, approval: Option<&Approval>) -> bool {
+    let mut asked = enforced.clone();
+    for g in &mut asked.grants {
+        g.finalizers.clear();
+    }
+    approve(&mut asked, approval).is_ok() && asked.grants == enforced.grants
+}
+
 /// A manifest asks for more than the operator approved.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{}", describe_excess(.plugin, .excess, *.approved))]
@@ -147,7 +191,8 @@ fn describe_excess(plugin: &str, excess: &[String], approved: bool) -> String {
         "widen spec.permissions of its Plugin object if this is intended"
     } else {
         "nothing is approved for it: `kubewasm approve FILE.wasm` prints a Plugin object \
-         approving exactly what it asks for, to review and apply"
+         approving exactly what it asks for, to review and apply (in directory mode: to put \
+         in the file or directory given to --approvals)"
     };
     format!(
         "plugin {plugin} asks for more than the operator approved: {}; {hint}",
@@ -510,6 +555,59 @@ mod tests {
         m.grants.pop();
         approve(&mut m, Some(&approval)).unwrap();
         assert_eq!(m.grants[0].finalizers, ["example.com/cleanup"]);
+    }
+
+    #[test]
+    fn a_serving_plugin_fits_only_an_approval_that_still_covers_it() {
+        let mut fin = grant(&[""], &["ConfigMap"], &[], &[Verb::Create], false);
+        fin.finalizers = vec!["example.com/keep".into()];
+        let wide = Approval {
+            grants: vec![fin],
+            ..Default::default()
+        };
+        let mut m = manifest(vec![grant(
+            &[""],
+            &["ConfigMap"],
+            &[],
+            &[Verb::Create],
+            false,
+        )]);
+        approve(&mut m, Some(&wide)).unwrap();
+        assert!(still_fits(&m, Some(&wide)));
+        // The finalizer withdrawn: the enforced manifest would change, so it does not fit.
+        let no_fin = Approval {
+            grants: vec![grant(&[""], &["ConfigMap"], &[], &[Verb::Create], false)],
+            ..Default::default()
+        };
+        assert!(!still_fits(&m, Some(&no_fin)));
+        // The grant withdrawn, or the approval deleted.
+        assert!(!still_fits(&m, Some(&Approval::default())));
+        assert!(!still_fits(&m, None));
+    }
+
+    #[test]
+    fn an_approval_as_a_manifest_holds_one_watch_per_namespace() {
+        use crate::resource::TypeRef;
+        let a = Approval {
+            watches: vec![
+                ApprovedWatch {
+                    resource: ResourceRef::Kind(TypeRef::new("v1", "ConfigMap")),
+                    namespaces: vec!["a".into(), "b".into()],
+                },
+                ApprovedWatch {
+                    resource: ResourceRef::Kind(TypeRef::new("v1", "Secret")),
+                    namespaces: vec![],
+                },
+            ],
+            grants: vec![grant(&[""], &["Service"], &[], &[Verb::Create], false)],
+            reads: vec![],
+        };
+        let m = a.to_manifest("p");
+        assert_eq!(m.name, "p");
+        let scopes: Vec<_> = m.watches.iter().map(|w| w.namespace.clone()).collect();
+        assert_eq!(scopes, [Some("a".into()), Some("b".into()), None]);
+        m.validate().unwrap();
+        assert!(check_approval(&m, Some(&a)).is_ok());
     }
 
     #[test]

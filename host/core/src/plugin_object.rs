@@ -109,13 +109,13 @@ pub struct LocalObjectReference {
 #[serde(deny_unknown_fields)]
 pub struct Permissions {
     /// Kinds (or resources) it may watch, and where.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watches: Vec<WatchPermission>,
     /// Extra kinds (beyond its watches) it may read from the host's caches.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reads: Vec<ReadPermission>,
     /// What it may write.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub grants: Vec<GrantPermission>,
 }
 
@@ -260,6 +260,26 @@ fn spell(r: &ResourceRef) -> (Option<String>, Option<String>, Option<String>) {
     }
 }
 
+fn read_permission(r: &ResourceRef) -> ReadPermission {
+    let (api_version, kind, resource) = spell(r);
+    ReadPermission {
+        api_version,
+        kind,
+        resource,
+    }
+}
+
+fn grant_permission(g: &Grant) -> GrantPermission {
+    GrantPermission {
+        api_groups: g.api_groups.clone(),
+        kinds: g.kinds.clone(),
+        namespaces: g.namespaces.clone(),
+        verbs: g.verbs.iter().map(|v| v.as_str().to_string()).collect(),
+        allow_force: g.allow_force,
+        finalizers: g.finalizers.clone(),
+    }
+}
+
 impl Permissions {
     /// The approval in the core model; an unknown verb or a malformed watch, read or
     /// resource is an error naming the entry.
@@ -304,6 +324,28 @@ impl Permissions {
         })
     }
 
+    /// The approval in the spelling of a Plugin object (what `kubewasm inspect` shows as
+    /// approved); [`Permissions::to_approval`] reads it back.
+    pub fn from_approval(a: &Approval) -> Self {
+        Permissions {
+            watches: a
+                .watches
+                .iter()
+                .map(|w| {
+                    let (api_version, kind, resource) = spell(&w.resource);
+                    WatchPermission {
+                        api_version,
+                        kind,
+                        resource,
+                        namespaces: w.namespaces.clone(),
+                    }
+                })
+                .collect(),
+            reads: a.reads.iter().map(read_permission).collect(),
+            grants: a.grants.iter().map(grant_permission).collect(),
+        }
+    }
+
     /// Exactly what `manifest` asks for: its watches (by resource, with the one namespace
     /// each is limited to), reads and grants. What `kubewasm approve` prints and
     /// `status.requested` reports.
@@ -337,30 +379,8 @@ impl Permissions {
                 }
             })
             .collect();
-        let reads = manifest
-            .reads
-            .iter()
-            .map(|r| {
-                let (api_version, kind, resource) = spell(r);
-                ReadPermission {
-                    api_version,
-                    kind,
-                    resource,
-                }
-            })
-            .collect();
-        let grants = manifest
-            .grants
-            .iter()
-            .map(|g| GrantPermission {
-                api_groups: g.api_groups.clone(),
-                kinds: g.kinds.clone(),
-                namespaces: g.namespaces.clone(),
-                verbs: g.verbs.iter().map(|v| v.as_str().to_string()).collect(),
-                allow_force: g.allow_force,
-                finalizers: g.finalizers.clone(),
-            })
-            .collect();
+        let reads = manifest.reads.iter().map(read_permission).collect();
+        let grants = manifest.grants.iter().map(grant_permission).collect();
         Permissions {
             watches,
             reads,
@@ -418,6 +438,7 @@ mod tests {
         );
         let approval = p.to_approval().unwrap();
         crate::grant::check_approval(&m, Some(&approval)).unwrap();
+        assert_eq!(Permissions::from_approval(&approval), p);
         let yaml = serde_yaml_ng::to_string(&p).unwrap();
         let back: Permissions = serde_yaml_ng::from_str(&yaml).unwrap();
         assert_eq!(back, p);

@@ -20,6 +20,8 @@ const TRIALS: usize = 5;
 
 struct Case {
     label: &'static str,
+    /// The plugin's name: its file is NAME.wasm, approved as NAME.
+    name: &'static str,
     wasm: PathBuf,
     /// Objects to create before the plugin arrives.
     objects: Vec<(ApiResource, Value)>,
@@ -52,9 +54,25 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         .unwrap();
     }
     let dir = tempfile::tempdir().unwrap();
+    // The operator's approval of the plugin: the seed plugins' (plugins/approvals.yaml),
+    // and testkit's.
+    let approvals = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        root.join("plugins/approvals.yaml"),
+        approvals.path().join("seed.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        approvals.path().join("testkit.yaml"),
+        "apiVersion: kubewasm.dev/v1alpha1\nkind: Plugin\nmetadata: {name: testkit}\n\
+         spec:\n  permissions:\n    watches: [{apiVersion: v1, kind: ConfigMap}]\n    \
+         grants: [{apiGroups: [''], kinds: [ConfigMap], verbs: [create]}]\n",
+    )
+    .unwrap();
     let config = HostConfig {
         plugins_dir: Some(dir.path().to_path_buf()),
         objects: None,
+        approvals: Some(approvals.path().to_path_buf()),
         load: LoadOptions::default(),
         watch: WatchConfig {
             resync: None,
@@ -80,7 +98,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
     let tmp = dir.path().join(".incoming");
     std::fs::copy(&case.wasm, &tmp).unwrap();
     let started = Instant::now();
-    std::fs::rename(&tmp, dir.path().join("plugin.wasm")).unwrap();
+    std::fs::rename(&tmp, dir.path().join(format!("{}.wasm", case.name))).unwrap();
     loop {
         if out.get_opt(case.output.1).await.unwrap().is_some() {
             break;
@@ -109,6 +127,7 @@ fn main() {
     let cm = ar("v1", "ConfigMap", "configmaps");
     let mut cases = vec![Case {
         label: "rust testkit (146 KB)",
+        name: "testkit",
         wasm: root.join("target/test-plugins/testkit.wasm"),
         objects: vec![(
             cm.clone(),
@@ -122,6 +141,7 @@ fn main() {
     if python.is_file() {
         cases.push(Case {
             label: "python contentsite-provisioner (18 MB)",
+            name: "contentsite-provisioner",
             wasm: python,
             objects: vec![(
                 ar("sites.kubewasm.dev/v1alpha1", "ContentSite", "contentsites"),

@@ -66,10 +66,27 @@ pub enum Error {
         /// Why (boxed: a manifest error carries a selector error and its text).
         reason: Box<ManifestRejection>,
     },
-    /// The manifest asks for more than the operator approved (the settings'
-    /// `kubewasm.approved`): the plugin is refused at load, as `run` refuses it.
+    /// The manifest asks for more than the operator approved (`spec.permissions` of its
+    /// Plugin object): the plugin is refused at load, as `run` refuses it.
     #[error(transparent)]
     NotApproved(#[from] kubewasm_core::grant::NotApproved),
+    /// The Plugin object approving the plugin is unusable (malformed, or its name
+    /// approved twice): the plugin is refused, as if nothing were approved.
+    #[error("plugin {plugin}: not loaded: its approval is unusable: {reason}")]
+    ApprovalUnusable {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
+    /// The approvals file or directory (`--approvals`) cannot be read.
+    #[error("approvals {}: {reason}", .path.display())]
+    Approvals {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// Reading or writing a local file (the plugin directory, the code cache) failed.
     #[error("{context}: {source}")]
     Io {

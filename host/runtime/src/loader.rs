@@ -157,13 +157,11 @@ pub struct PluginFile {
     pub settings: Option<String>,
     /// Per-plugin limit overrides from the settings' `kubewasm` key.
     pub overrides: LimitOverrides,
-    /// The operator's approval of grants and reads (`kubewasm.approved`; see
-    /// [`crate::approval`]); None when the settings hold none.
-    pub approval: Option<kubewasm_core::grant::Approval>,
 }
 
 /// Limits an operator sets for one plugin under the `kubewasm` key of its settings file
-/// (the key is removed before the plugin sees its settings):
+/// (the key is removed before the plugin sees its settings), or in `spec.limits` of its
+/// Plugin object (which then replaces the settings file's):
 ///
 /// ```yaml
 /// kubewasm:
@@ -176,37 +174,59 @@ pub struct PluginFile {
 ///   poolMemoryMiB: 256
 ///   maxInstances: 4
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LimitOverrides {
     /// Deadline of one call, e.g. `5s`.
-    #[serde(default, with = "humantime_serde_opt")]
+    #[serde(
+        default,
+        with = "humantime_serde_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub call_deadline: Option<std::time::Duration>,
     /// Memory cap in MiB.
-    #[serde(default, rename = "memoryMiB")]
+    #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<usize>,
     /// Maximum intents per call.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_intents: Option<usize>,
     /// Maximum size of one intent in KiB.
-    #[serde(default, rename = "maxIntentKiB")]
+    #[serde(
+        default,
+        rename = "maxIntentKiB",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub max_intent_kib: Option<usize>,
     /// Maximum log lines per call.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_log_lines: Option<usize>,
     /// Calls after which a pooled instance is recycled.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recycle_after_calls: Option<u64>,
     /// Memory the plugin's pooled instances may hold together, in MiB.
-    #[serde(default, rename = "poolMemoryMiB")]
+    #[serde(
+        default,
+        rename = "poolMemoryMiB",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub pool_memory_mib: Option<usize>,
     /// Instances alive at once (0: derived from `poolMemoryMiB`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_instances: Option<usize>,
 }
 
 mod humantime_serde_opt {
     use serde::Deserialize;
+
+    pub fn serialize<S: serde::Serializer>(
+        d: &Option<std::time::Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => s.serialize_str(&humantime::format_duration(*d).to_string()),
+            None => s.serialize_none(),
+        }
+    }
 
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(
         d: D,
@@ -302,16 +322,13 @@ impl PluginFile {
             digest,
             settings: split.settings,
             overrides: split.overrides.unwrap_or_default(),
-            approval: split.approval,
         })
     }
 
     /// Put `settings` (what a settings file would hold, read from `source`) in place of
     /// the file's, as `kubewasm test` does with a case's `settings:`. The plugin's part
     /// replaces the file's. The host's `kubewasm` key replaces the file's limits when it
-    /// sets any, and the file's approval when it holds `approved`; what it leaves out stays
-    /// as the operator's settings file has it, so a case runs under the approval `run`
-    /// would apply unless it states its own.
+    /// sets any; without it the settings file's limits stay.
     pub fn set_settings(
         &mut self,
         settings: &serde_json::Value,
@@ -322,19 +339,27 @@ impl PluginFile {
         if let Some(overrides) = split.overrides {
             self.overrides = overrides;
         }
-        if let Some(approval) = split.approval {
-            self.approval = Some(approval);
-        }
         Ok(())
     }
 
-    /// Changes when the component, its settings or its limits change.
+    /// The name the plugin must give itself: its file's name without `.wasm` (what its
+    /// approval is looked up by before it is described).
+    pub fn name(&self) -> String {
+        Self::name_of(&self.path)
+    }
+
+    /// The name a plugin file at `path` must give itself.
+    pub fn name_of(path: &Path) -> String {
+        crate::plugin::file_stem(path)
+    }
+
+    /// Changes when the component, its settings or its limits change (not its approval:
+    /// see [`crate::approval::Approvals::fingerprint_of`]).
     pub fn fingerprint(&self) -> String {
         let mut h = Sha256::new();
         h.update(self.digest.as_bytes());
         h.update(self.settings.as_deref().unwrap_or("").as_bytes());
         h.update(format!("{:?}", self.overrides).as_bytes());
-        h.update(format!("{:?}", self.approval).as_bytes());
         hex::encode(h.finalize())
     }
 }
@@ -347,8 +372,8 @@ pub struct Loaded {
     pub source: Source,
     /// Time from file bytes to a described plugin.
     pub took: std::time::Duration,
-    /// The operator's approval from the settings file: already applied to the manifest
-    /// by [`Loader::load_approved`]; for the caller to check after [`Loader::load`].
+    /// The operator's approval the manifest was bounded by ([`Loader::load_approved`]);
+    /// None after [`Loader::load`], or when nothing was approved.
     pub approval: Option<kubewasm_core::grant::Approval>,
 }
 
@@ -408,23 +433,44 @@ impl Loader {
         }
     }
 
-    /// A plugin as `run` serves it: loaded ([`Loader::load`]), then bounded by the
-    /// operator's approval from its settings (`kubewasm.approved`,
-    /// `kubewasm_core::grant::approve`): refused with [`Error::NotApproved`] when its
-    /// manifest asks for more, its grants' finalizers filled with those approved.
-    pub async fn load_approved(&self, file: PluginFile) -> Result<Loaded, Error> {
-        self.load_approved_as(file, self.instances()).await
+    /// A plugin as `run` serves it, under the operator's `approvals`: limits from its
+    /// Plugin object's `spec.limits` when it sets any (looked up by the file's name, which
+    /// the plugin must give itself), loaded ([`Loader::load`]), then bounded by the
+    /// approval of its manifest's name (`kubewasm_core::grant::approve`): refused with
+    /// [`Error::NotApproved`] when it asks for more (nothing approved: anything it
+    /// watches, reads or writes is more), or [`Error::ApprovalUnusable`]; its grants'
+    /// finalizers filled with those approved.
+    pub async fn load_approved(
+        &self,
+        file: PluginFile,
+        approvals: &crate::approval::Approvals,
+    ) -> Result<Loaded, Error> {
+        self.load_approved_as(file, approvals, self.instances())
+            .await
     }
 
     /// [`Loader::load_approved`] with its own instance policy (`kubewasm test` runs a case
     /// on a fresh or a reused instance).
     pub async fn load_approved_as(
         &self,
-        file: PluginFile,
+        mut file: PluginFile,
+        approvals: &crate::approval::Approvals,
         instances: InstancePolicy,
     ) -> Result<Loaded, Error> {
+        if let Some(limits) = approvals.limits(&file.name()) {
+            file.overrides = limits.clone();
+        }
         let mut loaded = self.load_as(file, instances).await?;
-        kubewasm_core::grant::approve(&mut loaded.plugin.manifest, loaded.approval.as_ref())?;
+        let name = loaded.plugin.name().to_string();
+        if let Some(reason) = approvals.problem(&name) {
+            return Err(Error::ApprovalUnusable {
+                plugin: name,
+                reason: reason.to_string(),
+            });
+        }
+        let approval = approvals.get(&name);
+        kubewasm_core::grant::approve(&mut loaded.plugin.manifest, approval)?;
+        loaded.approval = approval.cloned();
         Ok(loaded)
     }
 
@@ -434,14 +480,15 @@ impl Loader {
         self.load_as(file, self.instances()).await
     }
 
-    async fn load_as(
+    /// [`Loader::load`] with its own instance policy (`kubewasm test` runs a case the
+    /// author's way, approving what the plugin asks for, when no approval is given).
+    pub async fn load_as(
         &self,
         mut file: PluginFile,
         instances: InstancePolicy,
     ) -> Result<Loaded, Error> {
         let started = std::time::Instant::now();
         let (component, source) = self.component(&mut file).await?;
-        let approval = file.approval.take();
         let settings = file.settings.clone();
         let plugin = CompiledPlugin::new(
             &self.engine,
@@ -458,7 +505,7 @@ impl Loader {
             plugin,
             source,
             took: started.elapsed(),
-            approval,
+            approval: None,
         })
     }
 
@@ -515,8 +562,6 @@ struct SplitSettings {
     settings: Option<String>,
     /// The limits the host's part sets (None: it sets none).
     overrides: Option<LimitOverrides>,
-    /// The approval it holds (None: no `approved` key).
-    approval: Option<kubewasm_core::grant::Approval>,
 }
 
 /// Take the host's `kubewasm` key out of the settings of the plugin at `path`, read from
@@ -535,7 +580,6 @@ fn split_settings(
         return Ok(SplitSettings {
             settings: None,
             overrides: None,
-            approval: None,
         });
     };
     // A document YAML accepts but JSON cannot read back (nested past serde_json's depth
@@ -543,14 +587,17 @@ fn split_settings(
     // hand it to the plugin.
     let mut value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| bad(format!("not representable as JSON: {e}")))?;
-    let Some(mut host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
+    let Some(host_part) = value.as_object_mut().and_then(|o| o.remove("kubewasm")) else {
         return Ok(SplitSettings {
             settings: Some(text),
             overrides: None,
-            approval: None,
         });
     };
-    let approval = crate::approval::take(&mut host_part).map_err(bad)?;
+    // Approvals used to live here, beside the plugin: whoever shipped the plugin approved
+    // it. Refused with where they live now, rather than silently ignored.
+    if host_part.get("approved").is_some() {
+        return Err(bad(MOVED_APPROVAL.into()));
+    }
     let sets_limits = host_part.as_object().is_none_or(|o| !o.is_empty());
     let overrides: LimitOverrides =
         serde_json::from_value(host_part).map_err(|e| bad(format!("kubewasm limits: {e}")))?;
@@ -563,9 +610,16 @@ fn split_settings(
     Ok(SplitSettings {
         settings,
         overrides: sets_limits.then_some(overrides),
-        approval,
     })
 }
+
+/// Why `kubewasm.approved` in a settings file is refused.
+const MOVED_APPROVAL: &str = "kubewasm.approved: approvals no longer live in the plugin's \
+settings file (it ships with the plugin, so whoever ships the plugin would approve it): \
+the operator approves a plugin in spec.permissions of its Plugin object \
+(kubewasm.dev/v1alpha1), given to the host with --approvals FILE|DIR in directory mode or \
+applied to the cluster; `kubewasm approve FILE.wasm` prints one to review. Remove the \
+`approved` key here";
 
 /// A plugin whose settings type has no fields refuses any key with serde's "unknown field
 /// `x`, there are no fields" (Go layers before issue 23: "expected one of " and nothing
@@ -691,48 +745,60 @@ mod tests {
         std::fs::write(&wasm, b"x").unwrap();
         std::fs::write(
             dir.path().join("p.yaml"),
-            "domain: a\nkubewasm:\n  memoryMiB: 64\n  approved:\n    grants:\n    \
-             - {apiGroups: [\"\"], kinds: [ConfigMap], verbs: [create]}\n",
+            "domain: a\nkubewasm:\n  memoryMiB: 64\n",
         )
         .unwrap();
         let case = Path::new("cases.yaml");
         let mut f = PluginFile::read(&wasm).unwrap();
-        let approved = f.approval.clone();
-        assert_eq!(approved.as_ref().map(|a| a.grants.len()), Some(1));
+        assert_eq!(f.name(), "p");
 
-        // The plugin's part only: the operator's limits and approval stay.
+        // The plugin's part only: the operator's limits stay.
         f.set_settings(&serde_json::json!({"domain": "b"}), case)
             .unwrap();
         assert_eq!(f.settings.as_deref(), Some(r#"{"domain":"b"}"#));
-        assert_eq!(f.overrides.memory_mib, Some(64));
-        assert_eq!(f.approval, approved);
-
-        // An approval of its own replaces the file's; the limits stay.
-        f.set_settings(
-            &serde_json::json!({"kubewasm": {"approved": {"grants": []}}}),
-            case,
-        )
-        .unwrap();
-        assert_eq!(f.settings, None);
-        assert_eq!(f.approval, Some(Default::default()));
         assert_eq!(f.overrides.memory_mib, Some(64));
 
         // Limits of its own replace the file's.
         f.set_settings(&serde_json::json!({"kubewasm": {"maxLogLines": 3}}), case)
             .unwrap();
+        assert_eq!(f.settings, None);
         assert_eq!(f.overrides.memory_mib, None);
         assert_eq!(f.overrides.max_log_lines, Some(3));
+    }
 
+    /// `kubewasm.approved` in settings is refused, in the file or a case, saying where
+    /// approvals live now.
+    #[test]
+    fn an_approval_in_settings_is_refused_with_where_approvals_live() {
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"x").unwrap();
+        std::fs::write(
+            dir.path().join("p.yaml"),
+            "domain: a\nkubewasm:\n  approved:\n    grants: []\n",
+        )
+        .unwrap();
+        let err = PluginFile::read(&wasm).err().unwrap().to_string();
+        for needle in [
+            "p.yaml",
+            "kubewasm.approved",
+            "spec.permissions of its Plugin object",
+            "--approvals",
+            "kubewasm approve FILE.wasm",
+        ] {
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+        std::fs::write(dir.path().join("p.yaml"), "domain: a\n").unwrap();
+        let mut f = PluginFile::read(&wasm).unwrap();
         let err = f
             .set_settings(
-                &serde_json::json!({"kubewasm": {"approved": {"grants": [
-                    {"apiGroups": [""], "kinds": ["ConfigMap"], "verbs": ["update"]}]}}}),
-                case,
+                &serde_json::json!({"kubewasm": {"approved": {"grants": []}}}),
+                Path::new("cases.yaml"),
             )
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("cases.yaml") && err.contains("unknown verb \"update\""),
+            err.contains("cases.yaml") && err.contains("--approvals"),
             "{err}"
         );
     }

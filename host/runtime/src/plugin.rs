@@ -579,7 +579,7 @@ fn classify(err: &wasmtime::Error, store: &Store<PluginState>, deadline: Duratio
     }
 }
 
-fn file_stem(path: &Path) -> String {
+pub(crate) fn file_stem(path: &Path) -> String {
     path.file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default()

@@ -1,7 +1,7 @@
 //! Fuzzing the settings parser: a plugin's `NAME.yaml` / `NAME.json` as the operator (or
 //! whoever can write the plugin ConfigMap) may write it, read through
 //! `PluginFile::read` — YAML or JSON to JSON, then the host's own `kubewasm:` key (limit
-//! overrides and the approval) taken out. Arbitrary text, mutated valid settings, anchors
+//! overrides; an `approved` key, which approvals no longer use, is refused) taken out. Arbitrary text, mutated valid settings, anchors
 //! and aliases, deep nesting, odd numbers and durations: reading must never panic, must
 //! answer the same twice, and accepted settings must no longer hold the `kubewasm` key.
 //!
@@ -149,7 +149,7 @@ fn reading_arbitrary_settings_never_panics() {
 
 /// Found by the long run: YAML nested 128 levels deep parses, but its JSON form is one
 /// level past serde_json's limit, and the host used to read it as null, so the `kubewasm`
-/// key (the operator's limits and approval) was ignored and handed to the plugin.
+/// key (the operator's limits) was ignored and handed to the plugin.
 #[test]
 fn settings_nested_past_the_json_depth_limit_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
-//! `kubewasm dev`: an embedded API server, example manifests applied to it, and the host
-//! running on it; a demo and plugin sandbox that needs no cluster.
+//! `kubewasm dev`: an embedded API server serving the Plugin kind, example manifests
+//! applied to it, and the host running on it; a demo and plugin sandbox that needs no
+//! cluster.
 
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -12,6 +13,10 @@ use kubewasm::apply::manifests;
 use kubewasm::host::PluginStatus;
 
 use super::run::{HostArgs, run_host, shutdown_signal};
+
+/// The CRD of the Plugin kind (`plugins.kubewasm.dev`), as `deploy/` installs it: applied
+/// to the embedded API server before anything else.
+pub const PLUGIN_CRD: &str = include_str!("../../../../deploy/kubernetes/base/crd-plugins.yaml");
 
 /// Flags of `kubewasm dev`.
 #[derive(Args, Debug)]
@@ -48,11 +53,16 @@ pub async fn command(args: DevArgs) -> Result<()> {
     }
     let client = kube::Client::try_from(server.client_config())
         .context("client for the embedded API server")?;
-    if !args.apply.is_empty() {
-        let docs = manifests::read_manifests(&args.apply)?;
-        let n = manifests::apply_manifests(&client, &docs, Duration::from_secs(30)).await?;
-        tracing::info!(objects = n, "manifests applied");
-    }
+    // The Plugin kind first, so --apply may hold Plugin objects (`kubewasm approve`'s).
+    let crd: serde_json::Value =
+        serde_yaml_ng::from_str(PLUGIN_CRD).context("the Plugin CRD carried by kubewasm")?;
+    let mut docs = vec![manifests::Document {
+        source: PathBuf::from("deploy/kubernetes/base/crd-plugins.yaml"),
+        object: crd,
+    }];
+    docs.extend(manifests::read_manifests(&args.apply)?);
+    let n = manifests::apply_manifests(&client, &docs, Duration::from_secs(30)).await?;
+    tracing::info!(objects = n, "manifests applied (the Plugin CRD first)");
     if args.host.plugins.is_none() && args.host.no_plugin_objects {
         tracing::info!(
             "no --plugins and --no-plugin-objects: serving the API only; Ctrl-C to stop"

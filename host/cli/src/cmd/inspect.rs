@@ -1,6 +1,8 @@
 //! `kubewasm inspect`: what a plugin file is, without a cluster: its world, its manifest,
-//! and what it asks for against what the operator approved (`--approval` prints the block
-//! to paste into its settings file).
+//! what it asks for (in the spelling of a Plugin object's `spec.permissions`) and, with
+//! `--approvals`, what the operator approved and the verdict `run` would give.
+//! `--approval` prints the Plugin object approving exactly what it asks for (`kubewasm
+//! approve` prints the same with its RBAC).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,9 +11,10 @@ use anyhow::Result;
 use clap::Args;
 use kubewasm::core::grant::check_approval;
 use kubewasm::core::manifest::Manifest;
+use kubewasm::core::plugin_object::{self, Permissions};
 use kubewasm::core::resource::ResourceRef;
-use kubewasm::runtime::approval::ApprovalSpec;
-use kubewasm::runtime::{Error, LoadOptions, Loader, PluginEngine, PluginFile};
+use kubewasm::runtime::approval::Approvals;
+use kubewasm::runtime::{Error, PluginFile};
 use serde_json::{Value, json};
 
 use super::usercache::CodeCache;
@@ -26,21 +29,43 @@ pub struct InspectArgs {
     /// ~/.cache/kubewasm/code), keyed by code.key beside it.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
-    /// Print only the settings block that approves exactly what the plugin asks for
-    /// (`kubewasm: {approved: ...}`), to review and paste into its settings file.
-    #[arg(long)]
+    /// Print only the Plugin object (kubewasm.dev/v1alpha1, without spec.module) that
+    /// approves exactly what the plugin asks for: a directory-mode approval for
+    /// --approvals. `kubewasm approve` prints it with its RBAC and a module.
+    #[arg(long, conflicts_with = "approvals")]
     approval: bool,
+    /// The operator's approvals (as `kubewasm run --approvals` takes them): show what they
+    /// approve for this plugin, and whether `run` would load it.
+    #[arg(long, value_name = "PATH")]
+    approvals: Option<PathBuf>,
+}
+
+/// A Plugin object approving `requested` for plugin `name` (no module: directory mode).
+fn approval_object(name: &str, requested: &Value) -> Value {
+    json!({
+        "apiVersion": plugin_object::API_VERSION,
+        "kind": plugin_object::KIND,
+        "metadata": {"name": name},
+        "spec": {"permissions": requested},
+    })
 }
 
 /// `kubewasm inspect`: print the plugin's world and manifest as YAML; exit 1 when it
 /// cannot be loaded.
 pub async fn command(args: InspectArgs) -> Result<()> {
     let cache = super::usercache::CodeCache::choose(args.cache_dir);
-    let out = inspect(&args.file, &cache).await?;
+    let approvals = args.approvals.as_deref().map(Approvals::read).transpose()?;
+    let out = inspect(&args.file, &cache, approvals.as_ref()).await?;
+    let name = out
+        .pointer("/manifest/name")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| PluginFile::name_of(&args.file));
     if args.approval && out.get("manifest").is_some() {
-        let block = json!({"kubewasm": {"approved": out["requested"]}});
+        let block = approval_object(&name, &out["requested"]);
         println!(
-            "# What {} asks for; review it, then put it in the plugin's settings file.",
+            "# What {} asks for, approved: review it, then add it to the file or directory \
+             given to --approvals\n# (`kubewasm approve` prints it for a cluster, with its RBAC).",
             args.file.display()
         );
         print!("{}", serde_yaml_ng::to_string(&block)?);
@@ -53,7 +78,7 @@ pub async fn command(args: InspectArgs) -> Result<()> {
     {
         let error = out["error"].as_str().unwrap_or_default();
         eprintln!("error: {error}");
-        let block = json!({"kubewasm": {"approved": requested}});
+        let block = approval_object(&name, requested);
         println!(
             "# What {} asks for when described WITHOUT settings: its settings are invalid:",
             args.file.display()
@@ -93,14 +118,13 @@ fn explain(name: &str, import: bool) -> &'static str {
 /// The component's imports and exports (its WIT world, each explained), and its manifest
 /// when it implements the kubewasm world. A component of another world still gets its
 /// world printed, with the reason it cannot be loaded.
-async fn inspect(path: &Path, cache: &CodeCache) -> Result<Value, Error> {
-    let engine = PluginEngine::new()?;
-    let loader = match (&cache.dir, &cache.key_file) {
-        (Some(dir), Some(key)) => {
-            Loader::with_key_file(engine.clone(), LoadOptions::default(), dir, key)?
-        }
-        (dir, _) => Loader::new(engine.clone(), LoadOptions::default(), dir.as_deref())?,
-    };
+async fn inspect(
+    path: &Path,
+    cache: &CodeCache,
+    approvals: Option<&Approvals>,
+) -> Result<Value, Error> {
+    let loader = cache.loader()?;
+    let engine = loader.engine().clone();
     let mut file = PluginFile::read(path)?;
     let size = file.bytes.len();
     let (component, source) = {
@@ -151,18 +175,23 @@ async fn inspect(path: &Path, cache: &CodeCache) -> Result<Value, Error> {
             let p = loaded.plugin;
             // What the plugin asks for, what the operator approved, and the verdict `run`
             // would give.
-            out["requested"] = json!(ApprovalSpec::from_parts(
-                &p.manifest.grants,
-                &p.manifest.reads
-            ));
-            out["approved"] = match &loaded.approval {
-                Some(a) => json!(ApprovalSpec::from_parts(&a.grants, &a.reads)),
-                None => Value::Null,
-            };
-            out["approval"] = match check_approval(&p.manifest, loaded.approval.as_ref()) {
-                Ok(()) => json!("ok: everything requested is approved"),
-                Err(e) => json!(format!("refused: {e}")),
-            };
+            out["requested"] = json!(Permissions::requested_by(&p.manifest));
+            if let Some(approvals) = approvals {
+                let approved = approvals.get(p.name());
+                out["approved"] = match approved {
+                    Some(a) => json!(Permissions::from_approval(a)),
+                    None => Value::Null,
+                };
+                out["approval"] = match (approvals.problem(p.name()), approved) {
+                    (Some(problem), _) => {
+                        json!(format!("refused: its approval is unusable: {problem}"))
+                    }
+                    (None, approved) => match check_approval(&p.manifest, approved) {
+                        Ok(()) => json!("ok: everything requested is approved"),
+                        Err(e) => json!(format!("refused: {e}")),
+                    },
+                };
+            }
             out["digest"] = json!(p.digest);
             out["settings"] = match &p.settings {
                 Some(s) => serde_json::from_str(s).unwrap_or(Value::Null),
@@ -180,7 +209,7 @@ async fn inspect(path: &Path, cache: &CodeCache) -> Result<Value, Error> {
                 if let Ok(loaded) = loader.load(bare).await {
                     let m = &loaded.plugin.manifest;
                     out["withoutSettings"] = json!({
-                        "requested": ApprovalSpec::from_parts(&m.grants, &m.reads),
+                        "requested": Permissions::requested_by(m),
                     });
                 }
             }

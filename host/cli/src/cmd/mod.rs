@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod approve;
 pub mod build;
 pub mod compile_worker;
 pub mod componentize;

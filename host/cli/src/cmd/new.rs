@@ -102,10 +102,10 @@ impl Lang {
 The project (DIR, default ./NAME) gets: the plugin's source (a watch, a grant and a handler:
 ConfigMaps labelled kubewasm.dev/copy=true get an annotated copy owned by them), the WIT
 (wit/plugin.wit) and the language's layer (deps/) at this kubewasm's version, the settings
-file NAME.yaml, two test cases (tests/cases.yaml), a sample object (examples/), build.sh and
-a README. Build and test it with one command:
+file NAME.yaml, its approval (approvals/NAME.yaml), two test cases (tests/cases.yaml), a
+sample object (examples/), build.sh and a README. Build and test it with one command:
 
-    cd NAME && kubewasm build && kubewasm test tests/
+    cd NAME && kubewasm build && kubewasm test --approvals approvals tests/
 
 kubewasm build installs the pinned toolchain the first time (see `kubewasm build --help`).")]
 pub struct NewArgs {
@@ -130,7 +130,7 @@ pub fn command(args: NewArgs) -> Result<()> {
     let files = scaffold(args.lang, &args.name)?;
     write_project(&dir, &files)?;
     println!(
-        "created {} ({} plugin {:?}, {} files)\n\nnext:\n  cd {}\n  kubewasm build && kubewasm test tests/",
+        "created {} ({} plugin {:?}, {} files)\n\nnext:\n  cd {}\n  kubewasm build && kubewasm test --approvals approvals tests/",
         dir.display(),
         args.lang.title(),
         args.name,
@@ -165,6 +165,11 @@ pub fn scaffold(lang: Lang, name: &str) -> Result<Vec<(PathBuf, Vec<u8>, bool)>>
     add(
         format!("{name}.yaml"),
         include_str!("../../templates/common/settings.yaml"),
+    );
+    // Not in the project's root: a C project is named by its one root YAML file.
+    add(
+        format!("approvals/{name}.yaml"),
+        include_str!("../../templates/common/approval.yaml"),
     );
     add(
         "tests/cases.yaml".into(),

@@ -1,37 +1,43 @@
-//! `kubewasm rbac`: the least-privilege RBAC for a plugin directory (rules derived by
-//! `kubewasm::core::rbac`). With `--kubeconfig` every watched, read and granted kind is resolved
-//! through the cluster's discovery (the real plural and scope: MongoDB's plural is
+//! `kubewasm rbac`: the least-privilege RBAC for approved plugins (rules derived by
+//! `kubewasm::core::rbac`). With `--kubeconfig` every watched, read and granted kind is
+//! resolved through the cluster's discovery (the real plural and scope: MongoDB's plural is
 //! `mongodb`, not a guess); a kind the cluster does not serve is an error, unless
 //! `--allow-guess`. Without a cluster every plural and scope is guessed, and it says so.
 //!
-//! The rules come from what the operator approved (`kubewasm.approved` in each plugin's
-//! settings file), not from what the plugin asks for: a plugin asking for more than its
-//! approval is an error here, as it is refused by `run`. Each plugin gets its own
-//! ServiceAccount `kubewasm-<plugin>` holding its grants, which the host impersonates
-//! (`--no-impersonation`: everything on the host's ServiceAccount, for `run
-//! --no-impersonation`).
+//! The rules come from what the operator approved — `spec.permissions` of Plugin objects
+//! (from files with `-f`, or the cluster's with `--from-cluster`) — never from what a
+//! module declares: watches and reads become get/list/watch for the host, grants the
+//! plugin's verbs. `--plugins DIR --approvals PATH` keeps the directory mode: each plugin
+//! there is checked against its approval (more than approved is an error, as `run` refuses
+//! it; no approval: nothing, and a warning), and its RBAC is the approval's. Each plugin
+//! gets its own ServiceAccount `kubewasm-<plugin>` holding its grants, which the host
+//! impersonates (`--no-impersonation`: everything on the host's ServiceAccount, for `run
+//! --no-impersonation`). For Plugin objects the host's roles are one set per plugin,
+//! `kubewasm:<plugin>`, as `kubewasm approve` prints them, so applying them plugin by
+//! plugin adds up.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::Args;
 use kubewasm::core::grant::check_approval;
 use kubewasm::core::kind::{KindInfo, ResolveError};
+use kubewasm::core::manifest::Manifest;
+use kubewasm::core::plugin_object::{self, PluginObject};
 use kubewasm::core::rbac::{self, RbacOptions};
 use kubewasm::core::resource::ResourceRef;
+use kubewasm::runtime::PluginFile;
+use kubewasm::runtime::approval::Approvals;
 use kubewasm::runtime::loader::plugin_files;
-use kubewasm::runtime::{LoadOptions, Loader, PluginEngine, PluginFile};
 use kubewasm::watch::discovery::Discovery;
 
 use super::run::client_for;
+use super::usercache::CodeCache;
 
-/// Flags of `kubewasm rbac`.
-#[derive(Args, Debug)]
-pub struct RbacArgs {
-    /// Plugin directory.
-    #[arg(long, value_name = "DIR")]
-    plugins: PathBuf,
+/// How the RBAC is rendered: shared by `rbac` and `approve`.
+#[derive(Args, Debug, Clone)]
+pub struct RbacFlags {
     /// Put the namespaced permissions in Roles in this namespace (watches and grants
     /// must all stay inside it) instead of a ClusterRole.
     #[arg(long)]
@@ -42,11 +48,13 @@ pub struct RbacArgs {
     /// The host's ServiceAccount.
     #[arg(long, default_value = "kubewasm")]
     service_account: String,
-    /// Namespace the host runs in (its ServiceAccount, Events and Lease).
+    /// Namespace the host runs in (its ServiceAccount, Events and Lease, and the plugins'
+    /// ServiceAccounts).
     #[arg(long, default_value = "kubewasm")]
     service_account_namespace: String,
-    /// Resolve every kind through this cluster's discovery (exact plurals and scopes).
-    /// Without it, plurals and scopes are guessed offline.
+    /// Resolve every kind through this cluster's discovery (exact plurals and scopes);
+    /// also the cluster `--from-cluster` reads. Without it, plurals and scopes are guessed
+    /// offline.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
     /// With --kubeconfig: guess kinds the cluster does not serve (yet) instead of failing;
@@ -57,32 +65,160 @@ pub struct RbacArgs {
     /// --no-impersonation`) instead of one ServiceAccount per plugin.
     #[arg(long)]
     no_impersonation: bool,
+    /// Leave out what the host needs to follow Plugin objects (for `kubewasm run
+    /// --no-plugin-objects`): reading plugins.kubewasm.dev, writing their status, reading
+    /// pull secrets in its namespace.
+    #[arg(long)]
+    no_plugin_objects: bool,
+}
+
+/// Flags of `kubewasm rbac`.
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["filename", "from_cluster", "plugins"])))]
+pub struct RbacArgs {
+    /// Plugin objects (kubewasm.dev/v1alpha1): a YAML file or stream (`-` for stdin), or a
+    /// directory of them (repeatable). Other documents in them are skipped.
+    #[arg(short = 'f', long = "filename", value_name = "PATH")]
+    filename: Vec<PathBuf>,
+    /// The cluster's Plugin objects (plugins.kubewasm.dev), through --kubeconfig or the
+    /// default kubeconfig.
+    #[arg(long)]
+    from_cluster: bool,
+    /// Directory mode: the plugins of DIR, each checked against its approval in
+    /// --approvals.
+    #[arg(long, value_name = "DIR", requires = "approvals")]
+    plugins: Option<PathBuf>,
+    /// With --plugins: the operator's approvals (as `kubewasm run --approvals` takes them).
+    #[arg(long, value_name = "PATH", requires = "plugins")]
+    approvals: Option<PathBuf>,
+    #[command(flatten)]
+    flags: RbacFlags,
 }
 
 /// `kubewasm rbac`.
 pub async fn command(args: RbacArgs) -> Result<()> {
-    let loader = Loader::new(PluginEngine::new()?, LoadOptions::default(), None)?;
-    let mut approved = Vec::new();
-    for path in plugin_files(&args.plugins)? {
+    let per_plugin_host_roles = args.plugins.is_none();
+    let approved = if let Some(dir) = &args.plugins {
+        let approvals = args.approvals.as_deref().context("--approvals PATH")?;
+        from_directory(dir, &Approvals::read(approvals)?).await?
+    } else {
+        let approvals = if args.from_cluster {
+            from_cluster(args.flags.kubeconfig.as_deref()).await?
+        } else {
+            from_files(&args.filename)?
+        };
+        approved_manifests(&approvals)?
+    };
+    if approved.is_empty() {
+        tracing::warn!("no approved plugins: only the host's own RBAC is printed");
+    }
+    print!(
+        "{}",
+        render(&approved, &args.flags, per_plugin_host_roles).await?
+    );
+    Ok(())
+}
+
+/// The approvals of Plugin objects in files, directories or stdin (`-`), read together:
+/// a plugin approved twice is refused, as `run` refuses it.
+fn from_files(paths: &[PathBuf]) -> Result<Approvals> {
+    let mut approvals = Approvals::none();
+    for p in paths {
+        if p == Path::new("-") {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+            approvals.add_text(&text, Path::new("stdin"))?;
+        } else {
+            approvals.add_path(p)?;
+        }
+    }
+    Ok(approvals)
+}
+
+/// The approvals of the cluster's Plugin objects.
+async fn from_cluster(kubeconfig: Option<&Path>) -> Result<Approvals> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+    let client = client_for(kubeconfig.map(Path::to_path_buf).as_ref(), None).await?;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(
+            plugin_object::GROUP,
+            plugin_object::VERSION,
+            plugin_object::KIND,
+        ),
+        plugin_object::PLURAL,
+    );
+    let api: Api<DynamicObject> = Api::all_with(client, &ar);
+    let list = api
+        .list(&ListParams::default())
+        .await
+        .context("listing plugins.kubewasm.dev (is the CRD installed?)")?;
+    let mut objects = Vec::new();
+    for o in list.items {
+        let name = o.metadata.name.clone().unwrap_or_default();
+        let value = serde_json::to_value(&o)?;
+        let object: PluginObject = serde_json::from_value(value)
+            .with_context(|| format!("Plugin {name} on the cluster"))?;
+        objects.push(object);
+    }
+    Ok(Approvals::from_objects(
+        objects,
+        Path::new("plugins.kubewasm.dev"),
+    )?)
+}
+
+/// Each approval as the manifest the RBAC derives from (an unusable one is an error).
+fn approved_manifests(approvals: &Approvals) -> Result<Vec<Manifest>> {
+    let mut out = Vec::new();
+    for name in approvals.names() {
+        if let Some(problem) = approvals.problem(name) {
+            bail!("{problem}");
+        }
+        if let Some(a) = approvals.get(name) {
+            out.push(a.to_manifest(name));
+        }
+    }
+    Ok(out)
+}
+
+/// Directory mode: every plugin of `dir` loaded and checked against its approval; the
+/// RBAC of each comes from the approval.
+async fn from_directory(dir: &Path, approvals: &Approvals) -> Result<Vec<Manifest>> {
+    let loader = CodeCache::choose(None).loader()?;
+    let mut out = Vec::new();
+    for path in plugin_files(dir)? {
         let loaded = match loader.load(PluginFile::read(&path)?).await {
             Ok(l) => l,
             Err(e) => bail!("{e}"),
         };
-        let mut m = loaded.plugin.manifest.clone();
-        if let Err(e) = check_approval(&m, loaded.approval.as_ref()) {
+        let m = &loaded.plugin.manifest;
+        if let Some(problem) = approvals.problem(&m.name) {
+            bail!("{}: {problem}", path.display());
+        }
+        let Some(approval) = approvals.get(&m.name) else {
+            tracing::warn!(plugin = %m.name, file = %path.display(),
+                "no approval: `run` refuses it, and it gets no RBAC");
+            continue;
+        };
+        if let Err(e) = check_approval(m, Some(approval)) {
             bail!("{}: {e}", path.display());
         }
         // The approved set, so the RBAC stays valid for any version within it.
-        let approval = loaded.approval.unwrap_or_default();
-        m.grants = approval.grants;
-        m.reads = approval.reads;
-        approved.push(m);
+        out.push(approval.to_manifest(&m.name));
     }
-    let manifests: Vec<_> = approved.iter().collect();
-    let resolved = match &args.kubeconfig {
+    Ok(out)
+}
+
+/// The RBAC of `approved` as one YAML stream.
+pub async fn render(
+    approved: &[Manifest],
+    flags: &RbacFlags,
+    host_roles_per_plugin: bool,
+) -> Result<String> {
+    let manifests: Vec<&Manifest> = approved.iter().collect();
+    let resolved = match &flags.kubeconfig {
         Some(path) => {
             let discovery = Discovery::new(client_for(Some(path), None).await?);
-            resolve_all(&discovery, &manifests, args.allow_guess).await?
+            resolve_all(&discovery, &manifests, flags.allow_guess).await?
         }
         None => {
             tracing::warn!(
@@ -94,15 +230,16 @@ pub async fn command(args: RbacArgs) -> Result<()> {
         }
     };
     let opts = RbacOptions {
-        namespace: args.namespace,
-        name: args.name,
-        service_account: args.service_account,
-        service_account_namespace: args.service_account_namespace,
-        impersonation: !args.no_impersonation,
+        namespace: flags.namespace.clone(),
+        name: flags.name.clone(),
+        service_account: flags.service_account.clone(),
+        service_account_namespace: flags.service_account_namespace.clone(),
+        impersonation: !flags.no_impersonation,
+        host_roles_per_plugin,
+        plugin_objects: !flags.no_plugin_objects,
     };
     let objects = rbac::render(&manifests, |r| resolved.get(r).cloned(), &opts);
-    print!("{}", rbac::to_yaml(&objects));
-    Ok(())
+    Ok(rbac::to_yaml(&objects))
 }
 
 /// Every kind the manifests watch, read or are granted, resolved on the cluster. A kind the
@@ -110,7 +247,7 @@ pub async fn command(args: RbacArgs) -> Result<()> {
 /// (then it is left out, and the renderer guesses and marks it).
 async fn resolve_all(
     discovery: &Discovery,
-    manifests: &[&kubewasm::core::manifest::Manifest],
+    manifests: &[&Manifest],
     allow_guess: bool,
 ) -> Result<HashMap<ResourceRef, KindInfo>> {
     let mut wanted: Vec<(&str, ResourceRef)> = Vec::new();

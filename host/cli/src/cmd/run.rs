@@ -40,6 +40,13 @@ pub struct HostArgs {
     max_module_mib: usize,
     #[command(flatten)]
     registry: super::registry_args::RegistryArgs,
+    /// The operator's approvals of the --plugins DIR plugins: a YAML stream, or a directory
+    /// of YAML files, of kubewasm.dev/v1alpha1 Plugin objects (as `kubewasm approve`
+    /// prints them; their metadata.name, spec.permissions and spec.limits are used).
+    /// Followed like the plugin directory: a narrowed approval unloads a plugin it no longer
+    /// covers. Without it nothing is approved, and every plugin is refused.
+    #[arg(long, value_name = "PATH", requires = "plugins")]
+    pub approvals: Option<PathBuf>,
     /// Re-deliver every watched object this often as a `resync` event (0 disables).
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     resync: Duration,
@@ -198,10 +205,23 @@ impl HostArgs {
                 "nothing to load: give --plugins DIR, or drop --no-plugin-objects to load Plugin objects"
             );
         }
+        if let Some(path) = &self.approvals
+            && !path.exists()
+        {
+            anyhow::bail!("--approvals {}: no such file or directory", path.display());
+        }
+        if self.plugins.is_some() && self.approvals.is_none() {
+            tracing::warn!(
+                "no --approvals: nothing is approved for the plugin directory, so every plugin \
+                 there that watches, reads or writes anything is refused (`kubewasm approve \
+                 FILE.wasm` prints an approval)"
+            );
+        }
         Ok(HostConfig {
             plugins_dir: self.plugins.clone(),
             // The namespace is filled in by `run_host`, which knows the client's.
             objects: None,
+            approvals: self.approvals.clone(),
             load: LoadOptions {
                 limits: Limits {
                     deadline: self.call_deadline,

@@ -26,6 +26,12 @@ pub struct TestArgs {
     /// Run every case against this plugin file instead of the case's `plugin:`.
     #[arg(long, value_name = "FILE")]
     plugin: Option<PathBuf>,
+    /// The operator's approvals, as `kubewasm run --approvals` takes them (Plugin objects):
+    /// each case runs under its plugin's approval there, unless it has its own
+    /// `approval:`. Without it, a case without `approval:` approves exactly what the
+    /// plugin asks for.
+    #[arg(long, value_name = "PATH")]
+    approvals: Option<PathBuf>,
     /// Rewrite each case's expectation with the plugin's actual output.
     #[arg(long)]
     update: bool,
@@ -74,6 +80,7 @@ pub async fn command(args: TestArgs) -> Result<()> {
         cache_dir: cache.dir,
         cache_key_file: cache.key_file,
         instances: args.instances.into(),
+        approvals: args.approvals,
     };
     let report = replay::run(&args.paths, &opts).await?;
     // The summary ends the output with a newline, so a shell prompt starts on its own

@@ -12,6 +12,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use kubewasm::runtime::codecache::{KEY_FILE_ENV, MIN_KEY_BYTES};
+use kubewasm::runtime::{LoadOptions, Loader, PluginEngine};
 
 /// Where compiled code is kept, and under which key.
 #[derive(Debug, Default)]
@@ -45,6 +46,18 @@ impl CodeCache {
                 tracing::debug!(error = %e, "no per-user code cache");
                 CodeCache::default()
             }
+        }
+    }
+
+    /// The loader of the offline commands (`inspect`, `approve`, `rbac --plugins`): plugins
+    /// compiled in this process, through this cache. The one place they get it from.
+    pub fn loader(&self) -> Result<Loader, kubewasm::runtime::Error> {
+        let engine = PluginEngine::new()?;
+        match (&self.dir, &self.key_file) {
+            (Some(dir), Some(key)) => {
+                Loader::with_key_file(engine, LoadOptions::default(), dir, key)
+            }
+            (dir, _) => Loader::new(engine, LoadOptions::default(), dir.as_deref()),
         }
     }
 

@@ -14,6 +14,8 @@
 //! | `owned-by-trigger` (a controller ownerReference with `blockOwnerDeletion`) | `update` on `<plural>/finalizers` of the watched kinds, when the plugin may create (the `OwnerReferencesPermissionEnforcement` admission plugin checks it) |
 //! | Kubernetes Events about handled objects | `create`, `patch` on `events` (core and `events.k8s.io`) |
 //! | leader election | `get`, `create`, `update` on `leases` in the host's own namespace |
+//! | Plugin objects: their cache, their status | `get`, `list`, `watch` on `plugins.kubewasm.dev`; `patch` on `plugins/status` |
+//! | a Plugin's pull secret | `get` on `secrets` in the host's own namespace |
 //!
 //! Scope: without a namespace, reads and grants without namespaces go into one
 //! ClusterRole. Grants that list namespaces go into a Role per namespace (they never cover
@@ -57,6 +59,14 @@ pub struct RbacOptions {
     /// Each plugin writes as its own ServiceAccount, impersonated by the host (the default;
     /// `kubewasm run --no-impersonation` needs this off).
     pub impersonation: bool,
+    /// The host's roles and bindings as one set per plugin, `<name>:<plugin>`, instead of
+    /// one set `<name>` for all (see [`render`]): what Plugin objects use, whose RBAC is
+    /// applied plugin by plugin.
+    pub host_roles_per_plugin: bool,
+    /// The host follows Plugin objects (`kubewasm run` does unless
+    /// `--no-plugin-objects`): it reads them, writes their status and reads pull secrets
+    /// in its own namespace.
+    pub plugin_objects: bool,
 }
 
 impl Default for RbacOptions {
@@ -67,6 +77,8 @@ impl Default for RbacOptions {
             service_account: "kubewasm".into(),
             service_account_namespace: "kubewasm".into(),
             impersonation: true,
+            host_roles_per_plugin: false,
+            plugin_objects: true,
         }
     }
 }

@@ -31,12 +31,59 @@ fn plugin_service_account(m: &Manifest) -> String {
 /// a kind or resource argument to its resource; None falls back to
 /// [`guess`](crate::kind::guess). Pass each plugin's manifest with the grants and reads the
 /// operator approved.
+///
+/// With [`RbacOptions::host_roles_per_plugin`], the host's roles and bindings are one set
+/// per plugin, named `<name>:<plugin>`, each holding what the host needs for that plugin
+/// alone (its reads, Events, the Lease, impersonating its ServiceAccount): RBAC is
+/// additive, so the sets of several plugins, applied one by one (`kubewasm approve`),
+/// add up to the host's rights and never overwrite each other.
 pub fn render(
     manifests: &[&Manifest],
     resolve: impl Fn(&ResourceRef) -> Option<KindInfo>,
     opts: &RbacOptions,
 ) -> Vec<Value> {
     let resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo> = &resolve;
+    if !opts.host_roles_per_plugin {
+        return render_with(manifests, resolve, opts, &opts.name);
+    }
+    let mut manifests: Vec<&Manifest> = manifests.to_vec();
+    manifests.sort_by(|a, b| a.name.cmp(&b.name));
+    manifests.dedup_by(|a, b| a.name == b.name);
+    let mut accounts: Vec<Value> = Vec::new();
+    let mut rest: Vec<Value> = Vec::new();
+    for m in &manifests {
+        let host_name = format!("{}:{}", opts.name, m.name);
+        for o in render_with(&[m], resolve, opts, &host_name) {
+            let same = |a: &Value| {
+                a["metadata"]["name"] == o["metadata"]["name"]
+                    && a["metadata"]["namespace"] == o["metadata"]["namespace"]
+            };
+            if o["kind"] != "ServiceAccount" {
+                rest.push(o);
+            } else if !accounts.iter().any(same) {
+                // The host's account comes with each plugin's set: kept once.
+                accounts.push(o);
+            }
+        }
+    }
+    // The host's account names every plugin it serves.
+    let plugins: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
+    for a in &mut accounts {
+        if a["metadata"]["name"] == opts.service_account.as_str() {
+            a["metadata"]["annotations"]["kubewasm.dev/plugins"] = json!(plugins.join(","));
+        }
+    }
+    accounts.extend(rest);
+    accounts
+}
+
+/// [`render`] with the host's roles and bindings named `host_name`.
+fn render_with(
+    manifests: &[&Manifest],
+    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
+    opts: &RbacOptions,
+    host_name: &str,
+) -> Vec<Value> {
     let mut guessed = Guessed::new();
     let mut host = Rules::default();
     let everywhere = |namespaced: bool| Scope::everywhere(opts, namespaced);
@@ -73,6 +120,23 @@ pub fn render(
         "leases",
         &["get", "create", "update"],
     );
+    // Plugin objects, which `run` follows unless --no-plugin-objects: read them, write
+    // their status; their pull secrets live in the host's own namespace.
+    if opts.plugin_objects {
+        host.add(
+            &Scope::Cluster,
+            crate::plugin_object::GROUP,
+            crate::plugin_object::PLURAL,
+            READ,
+        );
+        host.add(
+            &Scope::Cluster,
+            crate::plugin_object::GROUP,
+            &format!("{}/status", crate::plugin_object::PLURAL),
+            &["patch"],
+        );
+        host.add(&home, "", "secrets", &["get"]);
+    }
     let impersonated: Vec<String> = per_plugin
         .iter()
         .map(|(m, _)| plugin_service_account(m))
@@ -172,7 +236,7 @@ pub fn render(
                "resourceNames": impersonated, "verbs": ["impersonate"]})
     });
     roles(
-        &opts.name,
+        host_name,
         &opts.service_account,
         &host,
         &plugins,

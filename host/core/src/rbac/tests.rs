@@ -35,8 +35,43 @@ fn grant(groups: &[&str], kinds: &[&str], ns: &[&str], verbs: &[Verb]) -> Grant 
 fn host_only() -> RbacOptions {
     RbacOptions {
         impersonation: false,
+        plugin_objects: false,
         ..RbacOptions::default()
     }
+}
+
+/// The host's own rules for following Plugin objects: read them cluster-wide, write their
+/// status, read pull secrets in its own namespace; none of it with `plugin_objects` off.
+#[test]
+fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_home() {
+    let m = provisioner();
+    let on = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
+    let cluster = perms(find(&on, "ClusterRole", None));
+    assert_eq!(
+        cluster.get(&key("kubewasm.dev", "plugins")),
+        Some(&set(&["get", "list", "watch"]))
+    );
+    assert_eq!(
+        cluster.get(&key("kubewasm.dev", "plugins/status")),
+        Some(&set(&["patch"]))
+    );
+    let home = perms(find(&on, "Role", Some("kubewasm")));
+    assert_eq!(home.get(&key("", "secrets")), Some(&set(&["get"])));
+    let off = render(
+        &[&m],
+        |r| Some(guess(r)),
+        &RbacOptions {
+            plugin_objects: false,
+            ..RbacOptions::default()
+        },
+    );
+    let text = serde_json::to_string(&off).unwrap_or_default();
+    assert!(!text.contains("plugins/status"), "{text}");
+    assert!(
+        perms(find(&off, "Role", Some("kubewasm")))
+            .get(&key("", "secrets"))
+            .is_none()
+    );
 }
 
 fn provisioner() -> Manifest {
@@ -367,7 +402,14 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     let mut other = provisioner();
     other.name = "other".into();
     other.grants = vec![grant(&["apps"], &["Deployment"], &[], &[Verb::Delete])];
-    let objs = render(&[&p, &other], |r| Some(guess(r)), &RbacOptions::default());
+    let objs = render(
+        &[&p, &other],
+        |r| Some(guess(r)),
+        &RbacOptions {
+            plugin_objects: false,
+            ..RbacOptions::default()
+        },
+    );
     let names: Vec<(&str, &str, Option<&str>)> = objs
         .iter()
         .map(|o| {
@@ -443,4 +485,53 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
         .unwrap();
     assert_eq!(binding["subjects"][0]["name"], "kubewasm-other");
     assert_eq!(binding["roleRef"]["name"], "kubewasm-other");
+}
+
+/// Per-plugin host roles: each plugin's set is what rendering it alone gives (under its
+/// own names), so sets applied one by one add up and never overwrite each other.
+#[test]
+fn host_roles_per_plugin_are_each_plugin_s_own() {
+    let a = provisioner();
+    let mut b = provisioner();
+    b.name = "other".into();
+    let opts = RbacOptions {
+        host_roles_per_plugin: true,
+        plugin_objects: false,
+        ..RbacOptions::default()
+    };
+    let both = render(&[&a, &b], |r| Some(guess(r)), &opts);
+    let alone = render(&[&a], |r| Some(guess(r)), &opts);
+    let names = |objs: &[serde_json::Value], kind: &str| -> Vec<String> {
+        objs.iter()
+            .filter(|o| o["kind"] == kind)
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&both, "ServiceAccount"),
+        ["kubewasm", "kubewasm-other", "kubewasm-provisioner"]
+    );
+    assert!(names(&both, "ClusterRole").contains(&"kubewasm:provisioner".to_string()));
+    assert!(names(&both, "ClusterRole").contains(&"kubewasm:other".to_string()));
+    assert!(!names(&both, "ClusterRole").contains(&"kubewasm".to_string()));
+    // Every role of `a` alone is in the rendering of both, unchanged.
+    for o in alone.iter().filter(|o| o["kind"] != "ServiceAccount") {
+        assert!(both.contains(o), "{o:#}");
+    }
+    // The host may impersonate only `a`'s account through `a`'s role.
+    let role = find(&alone, "Role", Some("kubewasm"));
+    assert!(
+        role["metadata"]["name"] == "kubewasm:provisioner",
+        "{role:#}"
+    );
+    let impersonate = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["verbs"] == serde_json::json!(["impersonate"]))
+        .unwrap();
+    assert_eq!(
+        impersonate["resourceNames"],
+        serde_json::json!(["kubewasm-provisioner"])
+    );
 }

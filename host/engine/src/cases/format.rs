@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use kubewasm_core::admit::Prepared;
 use kubewasm_core::intent::{self, Action, RawIntent};
-use kubewasm_runtime::approval::ApprovalSpec;
+use kubewasm_core::plugin_object::Permissions;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -22,11 +22,11 @@ pub struct TestCase {
     /// plugin; a `kubewasm` key in them is the host's, as in that file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settings: Option<Value>,
-    /// The operator's approval (the schema of the settings' `kubewasm.approved`), in place
-    /// of the one in the settings; without it, the case runs under the approval `run`
-    /// would apply: the settings file's.
+    /// The operator's approval (`spec.permissions` of a Plugin object: watches, reads,
+    /// grants), in place of the plugin's in `kubewasm test --approvals`; without either,
+    /// the case runs approving exactly what the plugin asks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub approval: Option<ApprovalSpec>,
+    pub approval: Option<Permissions>,
     /// Objects served to `host.get` / `host.list`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster: Vec<Value>,
@@ -241,11 +241,13 @@ mod tests {
 
     #[test]
     fn a_case_may_carry_the_operator_s_approval() {
-        let text = "name: a\napproval:\n  grants:\n  - {apiGroups: [\"\"], kinds: [ConfigMap], \
+        let text = "name: a\napproval:\n  watches: [{resource: configmaps}]\n  grants:\n  \
+                    - {apiGroups: [\"\"], kinds: [ConfigMap], \
                     verbs: [create], finalizers: [example.com/block]}\n\
                     event: {type: added, object: {}}\nexpect: {intents: []}\n";
         let case = parse(text).remove(0).unwrap();
         let approval = case.approval.unwrap().to_approval().unwrap();
         assert_eq!(approval.grants[0].finalizers, ["example.com/block"]);
+        assert_eq!(approval.watches.len(), 1);
     }
 }

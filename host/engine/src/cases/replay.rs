@@ -1,6 +1,6 @@
 //! Running test cases offline (`kubewasm test`), through the call path of `run`: the
 //! plugin loaded and bounded by the operator's approval as `run` loads it
-//! ([`Loader::load_approved_as`]), its reads answered by the scoped view `run` gives it
+//! ([`Loader::load_approved_as`]; without one, by what it asks for), its reads answered by the scoped view `run` gives it
 //! ([`PluginView`], over caches filled with the case's `cluster:` objects), and its
 //! intents admitted by the same pipeline (`kubewasm_core::admit::admit`, with kinds
 //! resolved offline). So a case passes exactly when `run` would apply its intents.
@@ -16,6 +16,7 @@ use kubewasm_core::event::EventType;
 use kubewasm_core::kind::{self, KindInfo, ResolveError, Resolver};
 use kubewasm_core::manifest::{Manifest, Watch};
 use kubewasm_core::resource::{ResourceArg, ResourceRef, TypeRef};
+use kubewasm_runtime::approval::Approvals;
 use kubewasm_runtime::plugin::InstancePolicy;
 use kubewasm_runtime::{
     CallError, CompiledPlugin, LoadOptions, Loader, PluginEngine, PluginEvent, PluginFile,
@@ -65,6 +66,11 @@ pub struct RunOptions {
     pub cache_key_file: Option<PathBuf>,
     /// Fresh, reused or both.
     pub instances: Instances,
+    /// The operator's approvals (`--approvals`, as `run` takes them): each case runs under
+    /// its plugin's approval there unless it states its own (`approval:`). None: a case
+    /// without `approval:` runs approving exactly what the plugin asks for (the author's
+    /// tests are about behaviour; `--approvals` also tests the approval).
+    pub approvals: Option<PathBuf>,
 }
 
 /// What a run found: the report to print, and the counts.
@@ -250,12 +256,15 @@ impl Fixture {
 /// reused instance.
 struct Plugins {
     loader: Loader,
+    /// `--approvals`, read once.
+    approvals: Option<Approvals>,
     reused: HashMap<(PathBuf, String), Arc<CompiledPlugin>>,
 }
 
 impl Plugins {
-    /// The plugin at `path` with the settings and approval of `case` (from `case_file`) in
-    /// place of its settings file's.
+    /// The plugin at `path` with the settings of `case` (from `case_file`) in place of its
+    /// settings file's, under the case's approval, else `--approvals`, else what it asks
+    /// for.
     async fn get(
         &mut self,
         path: &Path,
@@ -267,17 +276,16 @@ impl Plugins {
         if let Some(settings) = &case.settings {
             file.set_settings(settings, case_file)?;
         }
-        if let Some(spec) = &case.approval {
-            let approval =
-                spec.to_approval()
-                    .map_err(|reason| kubewasm_runtime::Error::Settings {
-                        path: path.to_path_buf(),
-                        settings: case_file.to_path_buf(),
-                        reason: format!("approval: {reason}"),
-                    })?;
-            file.approval = Some(approval);
-        }
-        let key = (path.to_path_buf(), file.fingerprint());
+        let own = match &case.approval {
+            Some(permissions) => Some(Approvals::single(&file.name(), permissions, case_file)?),
+            None => None,
+        };
+        let approvals = own.as_ref().or(self.approvals.as_ref());
+        let approved = approvals.map(|a| a.fingerprint_of(&file.name()));
+        let key = (
+            path.to_path_buf(),
+            format!("{}/{approved:?}", file.fingerprint()),
+        );
         if reuse && let Some(p) = self.reused.get(&key) {
             return Ok(p.clone());
         }
@@ -285,7 +293,10 @@ impl Plugins {
             reuse,
             pool_size: 1,
         };
-        let loaded = self.loader.load_approved_as(file, instances).await?;
+        let loaded = match approvals {
+            Some(a) => self.loader.load_approved_as(file, a, instances).await?,
+            None => self.loader.load_as(file, instances).await?,
+        };
         tracing::debug!(file = %path.display(), how = loaded.source.as_str(), "component ready");
         let plugin = Arc::new(loaded.plugin);
         if reuse {
@@ -571,8 +582,10 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
         }
         (dir, _) => Loader::new(PluginEngine::new()?, LoadOptions::default(), dir.as_deref())?,
     };
+    let approvals = opts.approvals.as_deref().map(Approvals::read).transpose()?;
     let mut plugins = Plugins {
         loader,
+        approvals,
         reused: HashMap::new(),
     };
     // --update records one output: the first mode's.

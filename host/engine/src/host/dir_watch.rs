@@ -1,4 +1,5 @@
-//! Watching the plugin directory: a debounced notify watcher that signals "look again".
+//! Watching the plugin directory (and the operator's approvals): a debounced notify watcher
+//! that signals "look again".
 //!
 //! The signal carries no detail on purpose: the host rescans the whole directory and
 //! compares content hashes, which handles every way files change — writes, renames into
@@ -18,9 +19,15 @@ pub struct DirWatch {
     _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
 }
 
-/// Watch `dir`; a message arrives on the receiver after each quiet period of `debounce`
-/// that followed a change.
-pub fn watch_dir(dir: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Receiver<()>), Error> {
+/// Watch `dir`, and `approvals` when given (a directory itself; a file through its parent
+/// directory, so a file replaced by a rename or a ConfigMap's `..data` swap is seen); a
+/// message arrives on the receiver after each quiet period of `debounce` that followed a
+/// change.
+pub fn watch_dir(
+    dir: &Path,
+    approvals: Option<&Path>,
+    debounce: Duration,
+) -> Result<(DirWatch, mpsc::Receiver<()>), Error> {
     let (tx, rx) = mpsc::channel(1);
     let mut debouncer = new_debouncer(debounce, None, move |res: DebounceEventResult| match res {
         // A full channel already holds a pending "look again": nothing is lost.
@@ -39,12 +46,29 @@ pub fn watch_dir(dir: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Rece
         context: format!("watching {}", dir.display()),
         source: std::io::Error::other(e.to_string()),
     })?;
-    debouncer
-        .watch(dir, RecursiveMode::NonRecursive)
-        .map_err(|e| Error::Io {
-            context: format!("watching {}", dir.display()),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+    let mut watched = vec![dir.to_path_buf()];
+    if let Some(a) = approvals {
+        let target = if a.is_dir() {
+            a.to_path_buf()
+        } else {
+            // A bare file name's parent is "".
+            a.parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."))
+                .to_path_buf()
+        };
+        if !watched.contains(&target) {
+            watched.push(target);
+        }
+    }
+    for path in &watched {
+        debouncer
+            .watch(path, RecursiveMode::NonRecursive)
+            .map_err(|e| Error::Io {
+                context: format!("watching {}", path.display()),
+                source: std::io::Error::other(e.to_string()),
+            })?;
+    }
     Ok((
         DirWatch {
             _debouncer: debouncer,

@@ -63,6 +63,10 @@ pub struct HostConfig {
     /// Follow Plugin objects (`plugins.kubewasm.dev`), pulling their modules as this
     /// says; None: the plugin directory only.
     pub objects: Option<ObjectsConfig>,
+    /// The operator's approvals of the directory's plugins: a YAML stream or a directory
+    /// of `Plugin` objects (`kubewasm_runtime::approval`), re-read on every reload and
+    /// followed like the plugin directory; None: nothing is approved.
+    pub approvals: Option<PathBuf>,
     /// Plugin loading and limits.
     pub load: LoadOptions,
     /// Watch settings.
@@ -307,6 +311,7 @@ impl Host {
             status_writer: objects.as_ref().map(|_| StatusWriter::new(client.clone())),
             reloader: Reloader::new(
                 config.plugins_dir.clone(),
+                config.approvals.clone(),
                 objects,
                 loader,
                 config.quarantine,
@@ -326,7 +331,7 @@ impl Host {
         // Follow the directory from before the first scan, so no change slips between them.
         let (dir_watch, notifications) = match (config.reload_debounce, &config.plugins_dir) {
             (Some(debounce), Some(dir)) => {
-                let (w, rx) = dir_watch::watch_dir(dir, debounce)?;
+                let (w, rx) = dir_watch::watch_dir(dir, config.approvals.as_deref(), debounce)?;
                 (Some(w), Some(rx))
             }
             _ => (None, None),

@@ -221,8 +221,8 @@ impl ObjectSource {
         unchanged: &impl Fn(&str, &str) -> bool,
     ) -> Result<Pulled, Failure> {
         let spec = &obj.spec;
-        let approval = spec
-            .permissions
+        // The candidate carries the approval; here a malformed one stops the pull.
+        spec.permissions
             .to_approval()
             .map_err(|e| Failure::new("InvalidPermissions", format!("spec.permissions: {e}")))?;
         let overrides = match &spec.limits {
@@ -304,7 +304,6 @@ impl ObjectSource {
             bytes,
             settings: spec.settings.as_ref().map(|s| s.to_string()),
             overrides,
-            approval: Some(approval),
         };
         Ok(Pulled::File(Box::new(file)))
     }

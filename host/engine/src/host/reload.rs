@@ -3,6 +3,10 @@
 //! version replaces the running one, and one whose approval was narrowed below what it
 //! uses is unloaded. The reloader computes the next [`Environment`] and what it takes
 //! (replays, removals, the objects' status); the host swaps it in.
+//!
+//! The directory's plugins are approved by the operator's approvals (`--approvals`), read
+//! on every reconcile: a plugin is looked at again when its file or its approval changes.
+//! A Plugin object's approval is its own `spec.permissions`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -10,9 +14,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use kubewasm_core::grant::{Approval, approve};
+use kubewasm_core::grant::{Approval, approve, check_approval, still_fits};
 use kubewasm_core::manifest::Manifest;
 use kubewasm_core::plugin_object::Permissions;
+use kubewasm_runtime::approval::Approvals;
 use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
@@ -167,6 +172,11 @@ impl Reconciled {
 /// Loads the plugin sources and works out the next environment from them.
 pub(crate) struct Reloader {
     dir: Option<PathBuf>,
+    /// The operator's approvals file or directory; None: nothing is approved.
+    approvals_path: Option<PathBuf>,
+    /// The approvals last read well, kept while the file cannot be read (mid-write), and
+    /// the error that says so.
+    approvals: tokio::sync::Mutex<(Approvals, Option<String>)>,
     objects: Option<ObjectSource>,
     loader: Loader,
     quarantine: QuarantinePolicy,
@@ -216,6 +226,7 @@ struct Item {
 impl Reloader {
     pub(crate) fn new(
         dir: Option<PathBuf>,
+        approvals_path: Option<PathBuf>,
         objects: Option<ObjectSource>,
         loader: Loader,
         quarantine: QuarantinePolicy,
@@ -223,6 +234,8 @@ impl Reloader {
     ) -> Self {
         Reloader {
             dir,
+            approvals_path,
+            approvals: tokio::sync::Mutex::new((Approvals::none(), None)),
             objects,
             loader,
             quarantine,
@@ -283,9 +296,37 @@ impl Reloader {
         kubewasm_core::sync::read(&self.status).clone()
     }
 
+    /// The approvals as they are now. An approvals file that cannot be read or parsed
+    /// (mid-write, a YAML slip) keeps the last ones read well, with the error logged once
+    /// and reported as rejected: half a file must not unload every plugin.
+    async fn approvals(&self) -> (Approvals, Option<(String, String)>) {
+        let Some(path) = &self.approvals_path else {
+            return (Approvals::none(), None);
+        };
+        let mut last = self.approvals.lock().await;
+        match Approvals::read(path) {
+            Ok(a) => {
+                *last = (a, None);
+            }
+            Err(e) => {
+                let e = e.to_string();
+                if last.1.as_deref() != Some(e.as_str()) {
+                    tracing::error!(error = %e, "cannot read the approvals; keeping those last read");
+                }
+                last.1 = Some(e);
+            }
+        }
+        let error = last.1.clone().map(|e| (path.display().to_string(), e));
+        (last.0.clone(), error)
+    }
+
     /// The newest version of every file of the plugin directory (None: it cannot be
-    /// listed, so keep what runs).
-    fn file_items(&self, known: &BTreeMap<Origin, SourceState>) -> Option<Vec<Item>> {
+    /// listed, so keep what runs), under the operator's `approvals`.
+    fn file_items(
+        &self,
+        known: &BTreeMap<Origin, SourceState>,
+        approvals: &Approvals,
+    ) -> Option<Vec<Item>> {
         let dir = self.dir.as_ref()?;
         let listing = match loader::plugin_files(dir) {
             Ok(l) => l,
@@ -310,22 +351,43 @@ impl Reloader {
                         approval_now: None,
                         object: None,
                     },
-                    Ok(file) => {
-                        let fingerprint = file.fingerprint();
+                    Ok(mut file) => {
+                        // Looked up by the name the plugin must give itself.
+                        let name = file.name();
+                        let fingerprint =
+                            format!("{}/{}", file.fingerprint(), approvals.fingerprint_of(&name));
+                        // Nothing approved, or an approval that cannot be used, approves
+                        // nothing: what runs from this file must fit that.
+                        let approval_now = match approvals.problem(&name) {
+                            Some(_) => Approval::default(),
+                            None => approvals.get(&name).cloned().unwrap_or_default(),
+                        };
                         let newest = if known
                             .get(&origin)
-                            .is_some_and(|s| s.fingerprint == fingerprint)
+                            .is_some_and(|s| s.unchanged(&fingerprint))
                         {
                             Newest::Unchanged
+                        } else if let Some(problem) = approvals.problem(&name) {
+                            Newest::Failed {
+                                failure: Failure::new(
+                                    "ApprovalUnusable",
+                                    format!(
+                                        "plugin {name}: its approval cannot be used: {problem}"
+                                    ),
+                                ),
+                                retry: false,
+                            }
                         } else {
-                            let approval = file.approval.clone();
-                            Newest::Read(Box::new(file), approval)
+                            if let Some(limits) = approvals.limits(&name) {
+                                file.overrides = limits.clone();
+                            }
+                            Newest::Read(Box::new(file), approvals.get(&name).cloned())
                         };
                         Item {
                             origin,
                             fingerprint,
                             newest,
-                            approval_now: None,
+                            approval_now: Some(approval_now),
                             object: None,
                         }
                     }
@@ -404,7 +466,8 @@ impl Reloader {
             announced: Vec::new(),
             objects: None,
         };
-        let files = self.file_items(&sources);
+        let (approvals, approvals_error) = self.approvals().await;
+        let files = self.file_items(&sources, &approvals);
         let objects = match (&self.objects, &objects) {
             (Some(source), Some(list)) => Some(self.object_items(source, list, &sources).await),
             _ => None,
@@ -447,6 +510,7 @@ impl Reloader {
         let rejected = sources
             .iter()
             .filter_map(|(o, s)| s.rejected.clone().map(|r| (o.to_string(), r)))
+            .chain(approvals_error)
             .collect();
         write(&self.status).rejected = rejected;
         *write(&self.next_retry) = sources.values().filter_map(|s| s.retry_at).min();
@@ -678,24 +742,18 @@ impl Reloader {
     }
 }
 
-/// Whether a running version still fits `approval`: its watches, reads and grants covered,
-/// and no finalizer it was given beyond what `approval` gives.
+/// Whether a running version still fits `approval` ([`still_fits`]), and if not, why.
 fn still_approved(running: &Manifest, approval: &Approval) -> Result<(), String> {
-    let mut again = running.clone();
-    approve(&mut again, Some(approval)).map_err(|e| e.to_string())?;
-    for (now, before) in again.grants.iter().zip(&running.grants) {
-        if let Some(f) = before
-            .finalizers
-            .iter()
-            .find(|f| !now.finalizers.contains(f))
-        {
-            return Err(format!(
-                "plugin {} sets finalizer {f:?}, no longer approved",
-                running.name
-            ));
-        }
+    if still_fits(running, Some(approval)) {
+        return Ok(());
     }
-    Ok(())
+    Err(match check_approval(running, Some(approval)) {
+        Err(e) => e.to_string(),
+        Ok(()) => format!(
+            "plugin {}: a finalizer it was given is no longer approved",
+            running.name
+        ),
+    })
 }
 
 /// Where a Plugin object stands, from its source's state and the environment.

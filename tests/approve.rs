@@ -170,15 +170,22 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
     // `dev` serves the Plugin kind: the whole stream applies (the CRD validates the object).
     let kubeconfig = dir.path().join("kubeconfig");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
-    cmd.args(["--log-format", "json", "dev", "--apply"])
-        .arg(&file)
-        .arg("--kubeconfig-out")
-        .arg(&kubeconfig)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    // The API only: this test is about the kind, not about pulling the module.
+    cmd.args([
+        "--log-format",
+        "json",
+        "dev",
+        "--no-plugin-objects",
+        "--apply",
+    ])
+    .arg(&file)
+    .arg("--kubeconfig-out")
+    .arg(&kubeconfig)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     let dev = HostProcess::spawn_command(cmd);
     dev.wait_log("dev serving", |l| {
-        field(l, "message").starts_with("no --plugins given")
+        field(l, "message").starts_with("no --plugins and --no-plugin-objects")
     })
     .await;
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");

@@ -282,7 +282,10 @@ async fn a_pushed_module_serves_as_a_plugin_object_and_swaps_in_place() {
     assert_eq!(host.pid(), pid);
     let replaced = host.matching(|l| field(l, "message") == "plugin replaced");
     assert_eq!(replaced.len(), 1, "{replaced:?}");
-    assert_eq!(field(&replaced[0], "from"), "plugins.kubewasm.dev/testkit");
+    assert_eq!(
+        field(&replaced[0], "source"),
+        "plugins.kubewasm.dev/testkit"
+    );
 
     // Deleted: unloaded.
     w.plugins

@@ -240,7 +240,7 @@ async fn more_than_approved_is_refused_at_load_and_on_reload_the_old_version_ser
     let refused = host
         .wait_log("unapproved refused", |l| {
             field(l, "message") == "plugin rejected"
-                && field(l, "file").ends_with("unapproved.wasm")
+                && field(l, "source").ends_with("unapproved.wasm")
         })
         .await;
     let error = field(&refused, "error");
@@ -270,7 +270,8 @@ async fn more_than_approved_is_refused_at_load_and_on_reload_the_old_version_ser
     );
     let rejected = host
         .wait_log("escalation refused", |l| {
-            field(l, "message") == "plugin rejected" && field(l, "file").ends_with("/testkit.wasm")
+            field(l, "message") == "plugin rejected"
+                && field(l, "source").ends_with("/testkit.wasm")
         })
         .await;
     let error = field(&rejected, "error");

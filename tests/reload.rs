@@ -424,7 +424,7 @@ async fn narrowing_the_approval_unloads_the_plugin_and_widening_reloads_it() {
         })
         .await;
     assert!(
-        field(&unloaded, "file").ends_with("testkit.wasm"),
+        field(&unloaded, "source").ends_with("testkit.wasm"),
         "{unloaded}"
     );
     let refused = host.matching(|l| {

@@ -126,7 +126,7 @@ impl Announcement {
                 file,
                 watches,
             } => tracing::info!(plugin = %name, version = %version, how, took = ?took,
-                from = %file, watches, "plugin loaded"),
+                source = %file, watches, "plugin loaded"),
             Announcement::Replaced {
                 name,
                 from,
@@ -134,8 +134,8 @@ impl Announcement {
                 how,
                 took,
                 file,
-            } => tracing::info!(plugin = %name, from_version = %from, to = %to, how, took = ?took,
-                from = %file, "plugin replaced"),
+            } => tracing::info!(plugin = %name, from = %from, to = %to, how, took = ?took,
+                source = %file, "plugin replaced"),
         }
     }
 }
@@ -503,7 +503,7 @@ impl Reloader {
                 && let Some(name) = state.serving
                 && let Some(active) = next.env.plugins.remove(&name)
             {
-                tracing::info!(plugin = %name, version = %active.plugin().manifest.version, from = %origin, "plugin removed");
+                tracing::info!(plugin = %name, version = %active.plugin().manifest.version, source = %origin, "plugin removed");
                 next.removed.push(active);
             }
         }
@@ -564,7 +564,7 @@ impl Reloader {
             && let Some(active) = next.env.plugins.get(&name)
             && let Err(why) = still_approved(&active.plugin().manifest, approval)
         {
-            tracing::error!(plugin = %name, from = %origin, error = %why, "plugin unloaded: its approval no longer covers it");
+            tracing::error!(plugin = %name, source = %origin, error = %why, "plugin unloaded: its approval no longer covers it");
             if let Some(active) = next.env.plugins.remove(&name) {
                 next.removed.push(active);
             }
@@ -576,7 +576,7 @@ impl Reloader {
             Newest::Failed { failure, retry } => {
                 // Said once per failure, not at every retry of the same one.
                 if state.object.failure.as_ref() != Some(&failure) {
-                    tracing::error!(from = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+                    tracing::error!(source = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
                 }
                 state.fingerprint = fingerprint;
                 if retry {
@@ -605,7 +605,7 @@ impl Reloader {
         let mut loaded = match loaded {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!(error = %e, from = %origin, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+                tracing::error!(error = %e, source = %origin, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
                 state.rejected = Some(e.to_string());
                 state.object.failure = Some(Failure::new("LoadFailed", e.to_string()));
                 state.object.approved = None;
@@ -617,7 +617,7 @@ impl Reloader {
         // a version asking for more is refused and the old one keeps serving.
         if let Err(e) = approve(&mut loaded.plugin.manifest, approval.as_ref()) {
             let e = Error::Load(kubewasm_runtime::Error::NotApproved(e));
-            tracing::error!(error = %e, from = %origin, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+            tracing::error!(error = %e, source = %origin, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
             state.rejected = Some(e.to_string());
             state.object.approved = Some(Err(e.to_string()));
             state.object.failure = Some(Failure::new("NotApproved", e.to_string()));
@@ -631,7 +631,7 @@ impl Reloader {
             let why = format!(
                 "the module describes itself as plugin {name:?}: a Plugin object is named after its plugin"
             );
-            tracing::error!(from = %origin, error = %why, "plugin rejected");
+            tracing::error!(source = %origin, error = %why, "plugin rejected");
             state.rejected = Some(why.clone());
             state.object.failure = Some(Failure::new("NameMismatch", why));
             return;
@@ -664,7 +664,7 @@ impl Reloader {
             && let Some(old) = env.plugins.remove(&old_name)
         {
             next.removed.push(old);
-            tracing::info!(plugin = %old_name, from = %origin, "plugin renamed to {name}");
+            tracing::info!(plugin = %old_name, source = %origin, "plugin renamed to {name}");
         }
         match env.plugins.get(&name) {
             Some(active) => {

@@ -26,7 +26,8 @@ The language is detected from the project's files: Cargo.toml (Rust), go.mod (Go
 package.json (JavaScript), pyproject.toml or app.py (Python), *.c (C). The name comes from
 Cargo.toml, go.mod (the module path's last element), package.json or pyproject.toml; for C,
 from the project's one NAME.yaml settings file. The output, OUT_DIR/NAME.wasm and
-OUT_DIR/NAME.yaml, is a plugin directory: `kubewasm dev --plugins dist`.
+OUT_DIR/NAME.yaml, is a plugin directory: `kubewasm dev --plugins dist --approvals approvals`
+(the project's approval, approvals/NAME.yaml, is not copied: it is the operator's).
 
 Toolchains (installed the first time, at pinned versions, nothing else; the build says what
 it installs and roughly how long it takes):

@@ -424,6 +424,9 @@ fn assert_example_rbac(docs: &[Value]) {
         ("networking.k8s.io", "ingresses", vec!["create", "patch"]),
         ("", "events", vec!["create", "patch"]),
         ("events.k8s.io", "events", vec!["create", "patch"]),
+        // Plugin objects: loaded by the host, their status written by it.
+        ("kubewasm.dev", "plugins", vec!["get", "list", "watch"]),
+        ("kubewasm.dev", "plugins/status", vec!["patch"]),
     ];
     for (g, r, v) in &expect {
         assert_eq!(
@@ -457,8 +460,10 @@ fn assert_example_rbac(docs: &[Value]) {
                 ("".to_string(), "serviceaccounts".to_string()),
                 verbs(&["impersonate"])
             ),
+            // A Plugin's pull secret.
+            (("".to_string(), "secrets".to_string()), verbs(&["get"])),
         ]),
-        "the namespaced Role holds the Lease and the impersonation of the plugins"
+        "the namespaced Role holds the Lease, pull secrets and the impersonation of the plugins"
     );
     // Each example plugin writes as its own ServiceAccount, bound to its own ClusterRole,
     // and the host may impersonate exactly those.

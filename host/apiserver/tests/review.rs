@@ -53,8 +53,9 @@ async fn review(
 }
 
 async fn create(admin: &kube::Client, plural: &str, kind: &str, obj: serde_json::Value) {
+    let group = if kind == "Namespace" { "" } else { "rbac.authorization.k8s.io" };
     let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+        &kube::api::GroupVersionKind::gvk(group, "v1", kind),
         plural,
     );
     let api: Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
@@ -70,6 +71,9 @@ async fn reviews_answer_for_the_caller_by_its_roles() {
     let (server, admin) =
         server_with(Config::default().with_rbac("admin", &[("host", HOST), ("nobody", "jane")]))
             .await;
+    create(&admin, "namespaces", "Namespace", json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kw"}}))
+    .await;
     create(&admin, "roles", "Role", json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "kubewasm", "namespace": "kw"},
@@ -114,7 +118,7 @@ async fn reviews_answer_for_the_caller_by_its_roles() {
     assert!(!review(&jane, &url("/metrics")).await.0);
     // The admin (system:masters) may do anything; so may everyone without RBAC.
     assert_eq!(review(&admin, &impersonate("kw", "kubewasm-b")).await, (true, None));
-    let (_open, anyone) = server().await;
+    let (_open, anyone) = support::server().await;
     assert!(review(&anyone, &impersonate("kw", "x")).await.0);
 }
 

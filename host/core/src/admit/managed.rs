@@ -115,22 +115,16 @@ fn changed_in(
             continue;
         };
         let found = if let Some(name) = key.strip_prefix("f:") {
-            let get = |v: Option<&Value>| v.and_then(|v| v.get(name));
             path.push(format!(".{name}"));
-            let r = changed_in(child, get(before), get(after), path);
+            let r = changed_in(child, member(before, name), member(after, name), path);
             path.pop();
             r
         } else if let Some(k) = key.strip_prefix("k:") {
             let Ok(Value::Object(want)) = serde_json::from_str::<Value>(k) else {
                 continue;
             };
-            let find = |v: Option<&Value>| {
-                v.and_then(Value::as_array)?
-                    .iter()
-                    .find(|e| want.iter().all(|(f, x)| e.get(f) == Some(x)))
-            };
             path.push(format!("[{k}]"));
-            let r = changed_in(child, find(before), find(after), path);
+            let r = changed_in(child, keyed(before, &want), keyed(after, &want), path);
             path.pop();
             r
         } else if let Some(v) = key.strip_prefix("v:") {
@@ -144,9 +138,8 @@ fn changed_in(
             (has(before) && !has(after)).then(|| format!("{}[{v}]", spell(path)))
         } else if let Some(i) = key.strip_prefix("i:") {
             let Ok(i) = i.parse::<usize>() else { continue };
-            let at = |v: Option<&Value>| v.and_then(Value::as_array).and_then(|a| a.get(i));
             path.push(format!("[{i}]"));
-            let r = changed_in(child, at(before), at(after), path);
+            let r = changed_in(child, item(before, i), item(after, i), path);
             path.pop();
             r
         } else {
@@ -157,6 +150,23 @@ fn changed_in(
         }
     }
     None
+}
+
+/// Member `name` of an object.
+fn member<'a>(v: Option<&'a Value>, name: &str) -> Option<&'a Value> {
+    v?.get(name)
+}
+
+/// The element of a list whose fields are `key`'s (a `k:` field-set entry).
+fn keyed<'a>(v: Option<&'a Value>, key: &Map<String, Value>) -> Option<&'a Value> {
+    v?.as_array()?
+        .iter()
+        .find(|e| key.iter().all(|(f, x)| e.get(f) == Some(x)))
+}
+
+/// Element `i` of a list.
+fn item(v: Option<&Value>, i: usize) -> Option<&Value> {
+    v?.as_array()?.get(i)
 }
 
 fn spell(path: &[String]) -> String {

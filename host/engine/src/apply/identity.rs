@@ -108,6 +108,8 @@ mod tests {
             .await
             .expect("server");
         let admin = kube::Client::try_from(server.client_config()).expect("client");
+        create(&admin, "v1", "Namespace", "namespaces", json!({
+            "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kw"}})).await;
         // What `kubewasm rbac --service-account-namespace kw` gives the host for plugin a.
         create(&admin, "rbac.authorization.k8s.io/v1", "Role", "roles", json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",

@@ -72,7 +72,7 @@ async fn a_secret_in_a_plugins_error_reaches_neither_status_nor_events() {
         &secrets,
         json!({"apiVersion": "v1", "kind": "Secret",
                "metadata": {"name": "victim", "namespace": "default"},
-               "stringData": {"password": password}}),
+               "data": {"password": encoded}}),
     )
     .await;
     let host = env.start_host(LIMITS);
@@ -243,5 +243,11 @@ async fn metrics_and_status_are_on_loopback_and_the_probe_listener_serves_only_p
         })
         .await;
     assert_eq!(field(&line, "level"), "WARN", "{line}");
+    // Stopped once running (its signal handling is in place by then).
+    exposed
+        .wait_log("the host running", |l| {
+            field(l, "message").starts_with("host running")
+        })
+        .await;
     assert_eq!(exposed.stop(), Some(0));
 }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use kubewasm_core::admit::{AdmitError, Rejection};
+use kubewasm_core::admit::Rejection;
 use kubewasm_core::kind::ResolveError;
 pub use kubewasm_runtime::CallError;
 
@@ -40,8 +40,9 @@ pub enum Error {
         /// Which intent, and why (boxed: keeps the error small on every `Result` path).
         rejection: Box<Rejection>,
     },
-    /// An intent falls outside the plugin's grants (the rejection's error is
-    /// [`AdmitError::Refused`]); none of the call's intents is applied.
+    /// An intent falls outside the plugin's grants ([`Rejection::is_refusal`]: no grant
+    /// allows it, its force, or the delete its owner reference amounts to); none of the
+    /// call's intents is applied.
     #[error("plugin {plugin}: {rejection}")]
     Refused {
         /// The plugin.
@@ -178,11 +179,10 @@ impl Error {
     pub fn rejected(plugin: &str, r: Rejection) -> Self {
         let plugin = plugin.to_string();
         let rejection = Box::new(r);
-        match rejection.error {
-            AdmitError::Refused(_) | AdmitError::TakesFields(_) => {
-                Error::Refused { plugin, rejection }
-            }
-            _ => Error::InvalidIntent { plugin, rejection },
+        if rejection.is_refusal() {
+            Error::Refused { plugin, rejection }
+        } else {
+            Error::InvalidIntent { plugin, rejection }
         }
     }
 

@@ -223,11 +223,28 @@ pub struct Rejection {
     pub error: AdmitError,
 }
 
+impl Rejection {
+    /// Whether the intent was refused for what its grants allow (as opposed to being
+    /// malformed): no grant covers it, or its force, or the delete an owner reference
+    /// amounts to.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.error,
+            AdmitError::Refused(_)
+                | AdmitError::TakesFields(_)
+                | AdmitError::Body(BodyError::OwnerNeedsDelete { .. })
+        )
+    }
+}
+
 impl std::fmt::Display for Rejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.error {
             AdmitError::Refused(why) => write!(f, "intent #{} refused: {why}", self.index),
             AdmitError::TakesFields(why) => write!(f, "intent #{} refused: {why}", self.index),
+            AdmitError::Body(why @ BodyError::OwnerNeedsDelete { .. }) => {
+                write!(f, "intent #{} refused: {why}", self.index)
+            }
             why => write!(f, "invalid intent #{}: {why}", self.index),
         }
     }

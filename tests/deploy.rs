@@ -314,7 +314,12 @@ fn assert_token_only_in_the_host(d: &Value) {
         .expect("kube-api-access is a projected volume");
     assert_eq!(sources.len(), 3, "{sources:?}");
     assert_eq!(sources[0]["serviceAccountToken"]["path"], "token");
-    assert!(sources[0]["serviceAccountToken"]["expirationSeconds"].as_u64().unwrap() <= 3607);
+    assert!(
+        sources[0]["serviceAccountToken"]["expirationSeconds"]
+            .as_u64()
+            .unwrap()
+            <= 3607
+    );
     assert_eq!(sources[1]["configMap"]["name"], "kube-root-ca.crt");
     assert_eq!(
         sources[1]["configMap"]["items"],
@@ -334,14 +339,18 @@ fn assert_token_only_in_the_host(d: &Value) {
         let token = mounts.iter().find(|m| m["name"] == "kube-api-access");
         if c["name"] == "kubewasm" {
             let m = token.expect("the host mounts its token");
-            assert_eq!(m["mountPath"], "/var/run/secrets/kubernetes.io/serviceaccount");
+            assert_eq!(
+                m["mountPath"],
+                "/var/run/secrets/kubernetes.io/serviceaccount"
+            );
             assert_eq!(m["readOnly"], true);
         } else {
             assert!(token.is_none(), "{} mounts the token", c["name"]);
             assert!(
-                !mounts
-                    .iter()
-                    .any(|m| m["mountPath"].as_str().unwrap_or("").starts_with("/var/run/secrets")),
+                !mounts.iter().any(|m| m["mountPath"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("/var/run/secrets")),
                 "{} mounts something at the token's path",
                 c["name"]
             );
@@ -381,7 +390,10 @@ fn assert_network_policy(docs: &[Value], d: &Value, metrics_exposed: bool) {
             .as_array()
             .is_some_and(|ps| ps.iter().any(|p| p["port"] == 9090))
     });
-    assert_eq!(metrics_in, metrics_exposed, "ingress to /metrics: {ingress:?}");
+    assert_eq!(
+        metrics_in, metrics_exposed,
+        "ingress to /metrics: {ingress:?}"
+    );
     for r in &ingress {
         assert!(
             r["from"].as_array().is_some_and(|f| !f.is_empty()) && r["ports"].is_array(),
@@ -412,16 +424,28 @@ fn assert_network_policy(docs: &[Value], d: &Value, metrics_exposed: bool) {
         .iter()
         .find(|r| ports(r).contains(&("UDP".to_string(), 53)))
         .expect("egress to DNS");
-    assert_eq!(ports(dns), [("TCP".to_string(), 53), ("UDP".to_string(), 53)].into());
+    assert_eq!(
+        ports(dns),
+        [("TCP".to_string(), 53), ("UDP".to_string(), 53)].into()
+    );
     assert_eq!(
         dns["to"][0]["podSelector"]["matchLabels"]["k8s-app"], "kube-dns",
         "DNS only to the cluster's resolver"
     );
-    assert!(egress.iter().any(|r| ports(r) == tcp(&[443, 6443])), "egress to the API server");
-    assert!(egress.iter().any(|r| ports(r) == tcp(&[443, 5000])), "egress to registries");
-    assert_eq!(egress.len(), 3, "egress beyond DNS, API server, registries: {egress:?}");
+    assert!(
+        egress.iter().any(|r| ports(r) == tcp(&[443, 6443])),
+        "egress to the API server"
+    );
+    assert!(
+        egress.iter().any(|r| ports(r) == tcp(&[443, 5000])),
+        "egress to registries"
+    );
+    assert_eq!(
+        egress.len(),
+        3,
+        "egress beyond DNS, API server, registries: {egress:?}"
+    );
 }
-
 
 /// What every rendering of the host's Deployment shares.
 fn assert_host_deployment(d: &Value) {
@@ -455,7 +479,10 @@ fn assert_host_deployment(d: &Value) {
         assert!(a.contains(&want), "args lack {want}: {a:?}");
     }
     // /metrics and /status on loopback (the default) unless exposed on purpose.
-    let metrics: Vec<&&str> = a.iter().filter(|x| x.starts_with("--metrics-addr")).collect();
+    let metrics: Vec<&&str> = a
+        .iter()
+        .filter(|x| x.starts_with("--metrics-addr"))
+        .collect();
     let probes = json!({"name": "probes", "containerPort": 8081, "protocol": "TCP"});
     if metrics.is_empty() {
         assert_eq!(c["ports"], json!([probes]));
@@ -1186,7 +1213,10 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
     // A ServiceMonitor needs /metrics exposed: bound to the pod, a Service, the policy
     // letting the monitoring namespace in.
     assert!(a.contains(&"--metrics-addr=0.0.0.0:9090"), "{a:?}");
-    assert_eq!(only(&docs, "Service")["spec"]["ports"][0]["targetPort"], "metrics");
+    assert_eq!(
+        only(&docs, "Service")["spec"]["ports"][0]["targetPort"],
+        "metrics"
+    );
     assert_network_policy(&docs, d, true);
 
     // The chart's objects are accepted too.

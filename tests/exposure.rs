@@ -106,7 +106,10 @@ async fn a_secret_in_a_plugins_error_reaches_neither_status_nor_events() {
                "data": {"value": "1"}}),
     )
     .await;
-    eventually("good-1-out", CONVERGE, || async { get(&cms, "good-1-out").await }).await;
+    eventually("good-1-out", CONVERGE, || async {
+        get(&cms, "good-1-out").await
+    })
+    .await;
 
     // /status shows the object blocked, with its reason and the host's words only.
     let status_addr = addr.clone();
@@ -138,7 +141,10 @@ async fn a_secret_in_a_plugins_error_reaches_neither_status_nor_events() {
             !text.contains(encoded) && !text.contains(password),
             "{what} carries the Secret: {text}"
         );
-        assert!(!text.contains("cannot go on"), "{what} quotes the plugin: {text}");
+        assert!(
+            !text.contains("cannot go on"),
+            "{what} quotes the plugin: {text}"
+        );
     }
     // The Warning Event on the object says the plugin failed, not what it said.
     let events = env.api("v1", "Event", "events", None);
@@ -153,7 +159,12 @@ async fn a_secret_in_a_plugins_error_reaches_neither_status_nor_events() {
     })
     .await;
     assert_eq!(warning.data["reason"], json!("PluginFailed"));
-    for e in events.list(&Default::default()).await.expect("events").items {
+    for e in events
+        .list(&Default::default())
+        .await
+        .expect("events")
+        .items
+    {
         let text = serde_json::to_string(&e.data).unwrap();
         assert!(
             !text.contains(encoded) && !text.contains(password),

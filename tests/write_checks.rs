@@ -382,7 +382,10 @@ async fn warning_events_never_quote_the_plugins_error_text() {
     .await;
     let error = refused(&host, "teller", "tell", "returned error").await;
     // The host's log has it (the operator reads it there) ...
-    assert!(error.contains("Run kubectl delete namespace prod"), "{error}");
+    assert!(
+        error.contains("Run kubectl delete namespace prod"),
+        "{error}"
+    );
     good_keeps_working(&env, "tell").await;
     let events = env.api("v1", "Event", "events", Some("default"));
     let event = eventually("a Warning Event on tell", CONVERGE, || async {
@@ -437,7 +440,14 @@ async fn an_owner_reference_by_patch_needs_delete_so_deleting_the_trigger_delete
         .await;
     }
     let host = env.start_host(LIMITS);
-    attack(&env, "adopter", "adopt-merge", "owner-trigger", json!({"victim": "kept-merge"})).await;
+    attack(
+        &env,
+        "adopter",
+        "adopt-merge",
+        "owner-trigger",
+        json!({"victim": "kept-merge"}),
+    )
+    .await;
     attack(
         &env,
         "adopter",
@@ -446,9 +456,22 @@ async fn an_owner_reference_by_patch_needs_delete_so_deleting_the_trigger_delete
         json!({"victim": "kept-apply", "strategy": "apply"}),
     )
     .await;
-    attack(&env, "deleter", "adopt-del", "owner-trigger", json!({"victim": "deletable"})).await;
+    attack(
+        &env,
+        "deleter",
+        "adopt-del",
+        "owner-trigger",
+        json!({"victim": "deletable"}),
+    )
+    .await;
     for cm in ["adopt-merge", "adopt-apply"] {
-        refused(&host, "adopter", cm, "a patch that writes owner references on ConfigMap default/kept-").await;
+        refused(
+            &host,
+            "adopter",
+            cm,
+            "a patch that writes owner references on ConfigMap default/kept-",
+        )
+        .await;
     }
     let adopted = eventually("deletable owned by adopt-del", CONVERGE, || async {
         get(&cms, "deletable").await.filter(|o| {
@@ -518,7 +541,14 @@ async fn a_merge_patch_over_another_managers_field_needs_allow_force() {
     .await;
     let host = env.start_host(LIMITS);
     let merge = |body: Value| json!({"body": body.to_string()});
-    attack(&env, "merger", "take", "merge-raw", merge(json!({"data": {"owned": "pwned"}}))).await;
+    attack(
+        &env,
+        "merger",
+        "take",
+        "merge-raw",
+        merge(json!({"data": {"owned": "pwned"}})),
+    )
+    .await;
     let error = refused(
         &host,
         "merger",
@@ -528,7 +558,14 @@ async fn a_merge_patch_over_another_managers_field_needs_allow_force() {
     .await;
     assert!(error.contains("allow-force"), "{error}");
     // A field nobody else owns merges without force.
-    attack(&env, "merger", "add", "merge-raw", merge(json!({"data": {"added": "ok"}}))).await;
+    attack(
+        &env,
+        "merger",
+        "add",
+        "merge-raw",
+        merge(json!({"data": {"added": "ok"}})),
+    )
+    .await;
     let v = eventually("victim merged by merger", CONVERGE, || async {
         get(&cms, "victim")
             .await
@@ -539,7 +576,14 @@ async fn a_merge_patch_over_another_managers_field_needs_allow_force() {
     assert!(managers(&v).contains(&"kubewasm-merger".to_string()));
     good_keeps_working(&env, "merge").await;
     // With allowForce, the same patch takes the field.
-    attack(&env, "forcer", "force", "merge-raw", merge(json!({"data": {"owned": "forced"}}))).await;
+    attack(
+        &env,
+        "forcer",
+        "force",
+        "merge-raw",
+        merge(json!({"data": {"owned": "forced"}})),
+    )
+    .await;
     eventually("victim forced", CONVERGE, || async {
         get(&cms, "victim")
             .await
@@ -574,11 +618,44 @@ async fn null_finalizers_and_owner_references_are_checked() {
     .await;
     let host = env.start_host(LIMITS);
     let merge = |body: Value| json!({"body": body.to_string()});
-    attack(&env, "nuller", "null-fin", "merge-raw", merge(json!({"metadata": {"finalizers": null}}))).await;
-    attack(&env, "nuller", "null-own", "merge-raw", merge(json!({"metadata": {"ownerReferences": null}}))).await;
-    attack(&env, "nuller", "empty-fin", "merge-raw", merge(json!({"metadata": {"finalizers": []}}))).await;
-    refused(&host, "nuller", "null-fin", "metadata.finalizers must be a list of strings").await;
-    refused(&host, "nuller", "null-own", "metadata.ownerReferences must be a list").await;
+    attack(
+        &env,
+        "nuller",
+        "null-fin",
+        "merge-raw",
+        merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await;
+    attack(
+        &env,
+        "nuller",
+        "null-own",
+        "merge-raw",
+        merge(json!({"metadata": {"ownerReferences": null}})),
+    )
+    .await;
+    attack(
+        &env,
+        "nuller",
+        "empty-fin",
+        "merge-raw",
+        merge(json!({"metadata": {"finalizers": []}})),
+    )
+    .await;
+    refused(
+        &host,
+        "nuller",
+        "null-fin",
+        "metadata.finalizers must be a list of strings",
+    )
+    .await;
+    refused(
+        &host,
+        "nuller",
+        "null-own",
+        "metadata.ownerReferences must be a list",
+    )
+    .await;
     let error = refused(&host, "nuller", "empty-fin", "changes metadata.finalizers").await;
     assert!(error.contains("\"keeper-tool\""), "{error}");
     good_keeps_working(&env, "null").await;
@@ -611,9 +688,8 @@ async fn a_call_failing_half_way_says_once_what_was_applied() {
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     assert!(get(&cms, "half-first").await.is_some());
     assert!(get(&cms, "half-third").await.is_none());
-    let lines = host.matching(|l| {
-        field(l, "message") == "event failed" && field(l, "plugin") == "halfway"
-    });
+    let lines =
+        host.matching(|l| field(l, "message") == "event failed" && field(l, "plugin") == "halfway");
     assert_eq!(lines.len(), 1, "{}", host.dump());
     assert_eq!(host.stop(), Some(0));
 }

@@ -297,7 +297,12 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
             resource(app, req, String::new(), v, rest, user.as_ref()).await
         }
         // Not stored: answered for the caller (any authenticated user may ask).
-        ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] => {
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ] => {
             if req.method() != Method::POST {
                 return Err(StatusError::method_not_allowed());
             }

@@ -171,13 +171,22 @@ fn describe_subject(subject: &Value, binding_ns: &str) -> String {
 /// The roles bound to `user` that apply in `namespace` (None: cluster-wide only, i.e.
 /// ClusterRoleBindings), each with kube-apiserver's description of the binding, as its
 /// RBAC reasons spell it: `ClusterRoleBinding "b" of ClusterRole "r" to User "u"`.
-fn bound_rules(store: &Store, user: &UserInfo, namespace: Option<&str>) -> Vec<(String, Vec<Value>)> {
+fn bound_rules(
+    store: &Store,
+    user: &UserInfo,
+    namespace: Option<&str>,
+) -> Vec<(String, Vec<Value>)> {
     let mut out = Vec::new();
     let role_rules = |role: Option<Value>| -> Vec<Value> {
         role.and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
             .unwrap_or_default()
     };
-    let str_at = |v: &Value, p: &str| v.pointer(p).and_then(Value::as_str).unwrap_or("").to_string();
+    let str_at = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     for b in list_all(store, "clusterrolebindings") {
         let subjects = b.get("subjects").and_then(Value::as_array).cloned();
         let Some(subject) = subjects
@@ -194,7 +203,10 @@ fn bound_rules(store: &Store, user: &UserInfo, namespace: Option<&str>) -> Vec<(
                 str_at(&b, "/metadata/name"),
                 describe_subject(&subject, "")
             );
-            out.push((about, role_rules(get_role(store, "clusterroles", "", &role))));
+            out.push((
+                about,
+                role_rules(get_role(store, "clusterroles", "", &role)),
+            ));
         }
     }
     let Some(ns) = namespace else {
@@ -259,11 +271,16 @@ pub(crate) fn non_resource_allowed_by(
     if user.is_master() {
         return Some(String::new());
     }
-    let open = ["/api", "/apis", "/healthz", "/livez", "/readyz", "/version", "/openapi"];
+    let open = [
+        "/api", "/apis", "/healthz", "/livez", "/readyz", "/version", "/openapi",
+    ];
     let discovery = verb == "get"
         && user.groups.iter().any(|g| g == "system:authenticated")
         && open.iter().any(|p| {
-            path == *p || path.strip_prefix(p).is_some_and(|rest| rest.starts_with('/'))
+            path == *p
+                || path
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.starts_with('/'))
         });
     if discovery {
         return Some(
@@ -272,7 +289,11 @@ pub(crate) fn non_resource_allowed_by(
     }
     bound_rules(store, user, None)
         .into_iter()
-        .find(|(_, rules)| rules.iter().any(|r| non_resource_rule_allows(r, verb, path)))
+        .find(|(_, rules)| {
+            rules
+                .iter()
+                .any(|r| non_resource_rule_allows(r, verb, path))
+        })
         .map(|(about, _)| format!("RBAC: allowed by {about}"))
 }
 

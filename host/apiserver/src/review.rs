@@ -19,7 +19,9 @@ fn invalid(field: &str, value: &Value, why: &str) -> StatusError {
     StatusError::new(
         422,
         "Invalid",
-        format!("{KIND}.authorization.k8s.io \"\" is invalid: {field}: Invalid value: {value}: {why}"),
+        format!(
+            "{KIND}.authorization.k8s.io \"\" is invalid: {field}: Invalid value: {value}: {why}"
+        ),
     )
 }
 

@@ -5,8 +5,7 @@
 mod support;
 
 use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview,
-    SelfSubjectAccessReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
@@ -39,10 +38,7 @@ fn impersonate(namespace: &str, name: &str) -> SelfSubjectAccessReview {
     }
 }
 
-async fn review(
-    client: &kube::Client,
-    r: &SelfSubjectAccessReview,
-) -> (bool, Option<String>) {
+async fn review(client: &kube::Client, r: &SelfSubjectAccessReview) -> (bool, Option<String>) {
     let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let answer = api
         .create(&PostParams::default(), r)
@@ -53,7 +49,11 @@ async fn review(
 }
 
 async fn create(admin: &kube::Client, plural: &str, kind: &str, obj: serde_json::Value) {
-    let group = if kind == "Namespace" { "" } else { "rbac.authorization.k8s.io" };
+    let group = if kind == "Namespace" {
+        ""
+    } else {
+        "rbac.authorization.k8s.io"
+    };
     let ar = kube::api::ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk(group, "v1", kind),
         plural,
@@ -63,7 +63,9 @@ async fn create(admin: &kube::Client, plural: &str, kind: &str, obj: serde_json:
         None => Api::all_with(admin.clone(), &ar),
     };
     let o: DynamicObject = serde_json::from_value(obj).expect("object");
-    api.create(&PostParams::default(), &o).await.expect("create");
+    api.create(&PostParams::default(), &o)
+        .await
+        .expect("create");
 }
 
 #[tokio::test]
@@ -71,20 +73,35 @@ async fn reviews_answer_for_the_caller_by_its_roles() {
     let (server, admin) =
         server_with(Config::default().with_rbac("admin", &[("host", HOST), ("nobody", "jane")]))
             .await;
-    create(&admin, "namespaces", "Namespace", json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kw"}}))
+    create(
+        &admin,
+        "namespaces",
+        "Namespace",
+        json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kw"}}),
+    )
     .await;
-    create(&admin, "roles", "Role", json!({
+    create(
+        &admin,
+        "roles",
+        "Role",
+        json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "kubewasm", "namespace": "kw"},
         "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"],
-                   "resourceNames": ["kubewasm-a"], "verbs": ["impersonate"]}]}))
+                   "resourceNames": ["kubewasm-a"], "verbs": ["impersonate"]}]}),
+    )
     .await;
-    create(&admin, "rolebindings", "RoleBinding", json!({
+    create(
+        &admin,
+        "rolebindings",
+        "RoleBinding",
+        json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "kubewasm", "namespace": "kw"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubewasm"},
-        "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kw"}]}))
+        "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kw"}]}),
+    )
     .await;
     let host = client_as(&server, "host");
     assert_eq!(
@@ -98,11 +115,20 @@ async fn reviews_answer_for_the_caller_by_its_roles() {
         )
     );
     // Another name, another namespace: denied, with no reason (as kube-apiserver).
-    assert_eq!(review(&host, &impersonate("kw", "kubewasm-b")).await, (false, None));
-    assert_eq!(review(&host, &impersonate("default", "kubewasm-a")).await, (false, None));
+    assert_eq!(
+        review(&host, &impersonate("kw", "kubewasm-b")).await,
+        (false, None)
+    );
+    assert_eq!(
+        review(&host, &impersonate("default", "kubewasm-a")).await,
+        (false, None)
+    );
     // A user with no binding may still ask (kube-apiserver's system:basic-user).
     let jane = client_as(&server, "nobody");
-    assert_eq!(review(&jane, &impersonate("kw", "kubewasm-a")).await, (false, None));
+    assert_eq!(
+        review(&jane, &impersonate("kw", "kubewasm-a")).await,
+        (false, None)
+    );
     // Discovery URLs are open to every authenticated user (system:discovery).
     let url = |path: &str| SelfSubjectAccessReview {
         spec: SelfSubjectAccessReviewSpec {
@@ -117,7 +143,10 @@ async fn reviews_answer_for_the_caller_by_its_roles() {
     assert!(review(&jane, &url("/apis/apps")).await.0);
     assert!(!review(&jane, &url("/metrics")).await.0);
     // The admin (system:masters) may do anything; so may everyone without RBAC.
-    assert_eq!(review(&admin, &impersonate("kw", "kubewasm-b")).await, (true, None));
+    assert_eq!(
+        review(&admin, &impersonate("kw", "kubewasm-b")).await,
+        (true, None)
+    );
     let (_open, anyone) = support::server().await;
     assert!(review(&anyone, &impersonate("kw", "x")).await.0);
 }
@@ -143,16 +172,23 @@ async fn reviews_are_validated_and_never_stored() {
     let neither = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
         "spec": {}});
     for (body, want) in [
-        (both, "cannot be specified in combination with resourceAttributes"),
-        (neither, "exactly one of nonResourceAttributes or resourceAttributes must be specified"),
+        (
+            both,
+            "cannot be specified in combination with resourceAttributes",
+        ),
+        (
+            neither,
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        ),
     ] {
         match post(body).await {
             Err(kube::Error::Api(s)) => {
                 assert_eq!(s.code, 422, "{s:?}");
                 assert!(s.message.contains(want), "{}", s.message);
                 assert!(
-                    s.message
-                        .starts_with("SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec."),
+                    s.message.starts_with(
+                        "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec."
+                    ),
                     "{}",
                     s.message
                 );

@@ -4,12 +4,12 @@
 //! one line saying which account, which namespace and how to fix it.
 
 use kube::Api;
+use kube::api::DynamicObject;
 use kube::api::PostParams;
 use kubewasm::apply::WriteIdentity;
 use kubewasm::apply::identity::check_impersonation;
-use kubewasm_core::manifest::Manifest;
-use kube::api::DynamicObject;
 use kubewasm_apiserver::{ApiServer, Config};
+use kubewasm_core::manifest::Manifest;
 use serde_json::json;
 
 const HOST: &str = "system:serviceaccount:kw:kubewasm";
@@ -30,7 +30,13 @@ fn client_as(server: &ApiServer, token: &str) -> kube::Client {
     kube::Client::try_from(c).expect("client")
 }
 
-async fn create(admin: &kube::Client, api_version: &str, kind: &str, plural: &str, obj: serde_json::Value) {
+async fn create(
+    admin: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    plural: &str,
+    obj: serde_json::Value,
+) {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
     let ar = kube::api::ApiResource::from_gvk_with_plural(
         &kube::api::GroupVersionKind::gvk(group, version, kind),
@@ -41,7 +47,9 @@ async fn create(admin: &kube::Client, api_version: &str, kind: &str, plural: &st
         None => Api::all_with(admin.clone(), &ar),
     };
     let o: DynamicObject = serde_json::from_value(obj).expect("object");
-    api.create(&PostParams::default(), &o).await.expect("create");
+    api.create(&PostParams::default(), &o)
+        .await
+        .expect("create");
 }
 
 #[tokio::test]
@@ -50,24 +58,48 @@ async fn the_host_is_told_which_accounts_it_cannot_impersonate() {
         .await
         .expect("server");
     let admin = kube::Client::try_from(server.client_config()).expect("client");
-    create(&admin, "v1", "Namespace", "namespaces", json!({
-        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kw"}})).await;
+    create(
+        &admin,
+        "v1",
+        "Namespace",
+        "namespaces",
+        json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kw"}}),
+    )
+    .await;
     // What `kubewasm rbac --service-account-namespace kw` gives the host for plugin a.
-    create(&admin, "rbac.authorization.k8s.io/v1", "Role", "roles", json!({
+    create(
+        &admin,
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        "roles",
+        json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
         "metadata": {"name": "kubewasm", "namespace": "kw"},
         "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"],
-                   "resourceNames": ["kubewasm-a"], "verbs": ["impersonate"]}]})).await;
-    create(&admin, "rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", json!({
+                   "resourceNames": ["kubewasm-a"], "verbs": ["impersonate"]}]}),
+    )
+    .await;
+    create(
+        &admin,
+        "rbac.authorization.k8s.io/v1",
+        "RoleBinding",
+        "rolebindings",
+        json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
         "metadata": {"name": "kubewasm", "namespace": "kw"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubewasm"},
-        "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kw"}]})).await;
+        "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kw"}]}),
+    )
+    .await;
     let host = client_as(&server, "host");
     let in_kw = WriteIdentity::PluginServiceAccounts {
         namespace: "kw".into(),
     };
-    assert_eq!(check_impersonation(&host, &in_kw, &manifest("a")).await, Ok(()));
+    assert_eq!(
+        check_impersonation(&host, &in_kw, &manifest("a")).await,
+        Ok(())
+    );
     // Another plugin's account, and the right account in the wrong namespace.
     let err = check_impersonation(&host, &in_kw, &manifest("b"))
         .await
@@ -93,5 +125,8 @@ async fn the_host_is_told_which_accounts_it_cannot_impersonate() {
         Ok(())
     );
     // The admin may impersonate anyone.
-    assert_eq!(check_impersonation(&admin, &in_kw, &manifest("b")).await, Ok(()));
+    assert_eq!(
+        check_impersonation(&admin, &in_kw, &manifest("b")).await,
+        Ok(())
+    );
 }

@@ -153,7 +153,9 @@ pub enum BodyError {
     },
     /// A body writing `metadata.managedFields`, the API server's record of who owns
     /// which field: rewriting it would take other managers' fields without a conflict.
-    #[error("metadata.managedFields of {0} is the API server's record of field ownership; a plugin may not write it")]
+    #[error(
+        "metadata.managedFields of {0} is the API server's record of field ownership; a plugin may not write it"
+    )]
     ManagedFields(String),
     /// An owner whose uid is not the uid the host knows (a bogus uid makes the garbage
     /// collector delete the object).

@@ -496,12 +496,19 @@ fn owner_references_must_be_the_trigger_or_a_writable_object_with_its_uid() {
         Err(AdmitError::Bind(BindError::OwnerReferencesNotList))
     ));
     // Removing owners (no owner written) needs nothing more than the patch grant.
-    assert!(run(&m, patched(json!({"metadata":{"ownerReferences":[]}}), false)).is_ok());
+    assert!(
+        run(
+            &m,
+            patched(json!({"metadata":{"ownerReferences":[]}}), false)
+        )
+        .is_ok()
+    );
 }
 
 #[test]
 fn a_patch_writes_owner_references_only_where_it_may_delete() {
-    let trigger_owner = json!({"metadata":{"ownerReferences":[reference("ContentSite", "blog", "u-1")]}});
+    let trigger_owner =
+        json!({"metadata":{"ownerReferences":[reference("ContentSite", "blog", "u-1")]}});
     let parent_owner =
         json!({"metadata":{"ownerReferences":[reference("ConfigMap", "parent", "u-parent")]}});
     // patch alone: the trigger as owner, deleted, would take the object with it.

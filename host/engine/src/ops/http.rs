@@ -427,7 +427,10 @@ mod tests {
                 }],
                 ..Default::default()
             }],
-            rejected: vec![("evil.wasm".into(), format!("describe failed: {blocked_message}"))],
+            rejected: vec![(
+                "evil.wasm".into(),
+                format!("describe failed: {blocked_message}"),
+            )],
             ..Default::default()
         }
     }
@@ -435,7 +438,9 @@ mod tests {
     #[test]
     fn status_and_verbose_carry_no_plugin_text() {
         let secret = "hunter2";
-        let r = report(&format!("plugin web: plugin error: the password is {secret}"));
+        let r = report(&format!(
+            "plugin web: plugin error: the password is {secret}"
+        ));
         let status = r.status();
         let text = status.to_string();
         assert!(!text.contains(secret), "{text}");
@@ -449,7 +454,8 @@ mod tests {
     #[test]
     fn a_plugin_that_cannot_write_is_not_ready_without_holding_the_host_back() {
         let mut r = report("x");
-        r.plugins[0].not_ready = Some("the host may not impersonate ServiceAccount kubewasm-web in namespace kw".into());
+        r.plugins[0].not_ready =
+            Some("the host may not impersonate ServiceAccount kubewasm-web in namespace kw".into());
         assert!(r.ready());
         let conditions = r.plugins[0].conditions();
         assert_eq!(conditions[0]["status"], "False");

@@ -1,7 +1,9 @@
 //! Every write stays inside its grant, and reads inside the plugin's scope: hostile plugins
 //! (`tests/plugins/hostile`) try to get objects garbage-collected through bogus owner
-//! references, to pin objects with finalizers, to smuggle query parameters through object
-//! names, to write spec and labels with a status-only grant, and to list every Secret;
+//! references or through the trigger made their owner by a patch, to take another field
+//! manager's fields with a merge patch, to strip finalizers and owners with `null`, to
+//! pin objects with finalizers, to smuggle query parameters through object names, to
+//! write spec and labels with a status-only grant, and to list every Secret;
 //! they run against the real `kubewasm` binary and the embedded API server. While they
 //! attack, a well-behaved plugin (testkit, `good`) keeps handling events, and the cluster
 //! is checked for anything of the refused calls.

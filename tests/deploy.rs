@@ -248,8 +248,208 @@ fn assert_container_hardened(c: &Value) {
         "{what}: seccomp"
     );
     assert!(
-        c["resources"]["requests"].is_object() && c["resources"]["limits"]["memory"].is_string(),
-        "{what}: resources"
+        c["resources"]["requests"].is_object()
+            && c["resources"]["limits"]["memory"].is_string()
+            && c["resources"]["limits"]["cpu"].is_string(),
+        "{what}: resources (a CPU and a memory limit)"
+    );
+}
+
+/// A quantity in MiB (`1536Mi`, `2Gi`) or CPU millicores (`2`, `500m`).
+fn mebibytes(q: &str) -> u64 {
+    if let Some(n) = q.strip_suffix("Gi") {
+        n.parse::<u64>().unwrap() * 1024
+    } else if let Some(n) = q.strip_suffix("Mi") {
+        n.parse().unwrap()
+    } else {
+        panic!("memory quantity {q:?} is not in Mi or Gi")
+    }
+}
+
+fn millicores(q: &str) -> u64 {
+    match q.strip_suffix('m') {
+        Some(n) => n.parse().unwrap(),
+        None => q.parse::<u64>().unwrap() * 1000,
+    }
+}
+
+/// What the host itself is given in the memory arithmetic of deploy/README.md: caches,
+/// compiled code and one compile in its worker.
+const HOST_MIB: u64 = 512;
+
+/// The host container's memory limit covers what its flags let `plugins` plugins hold at
+/// once (deploy/README.md, "Memory and CPU"): per plugin, live instances (`--max-instances`,
+/// else `--concurrency` (4) capped at two per CPU of the CPU limit) of at most
+/// `--memory-mib` (256) each, plus [`HOST_MIB`].
+fn assert_memory_covers_the_flags(d: &Value, plugins: u64) {
+    let c = container(d, "kubewasm");
+    let a = args(c);
+    let flag = |name: &str, default: u64| -> u64 {
+        a.iter()
+            .find_map(|x| x.strip_prefix(&format!("--{name}=")))
+            .map_or(default, |v| v.parse().unwrap())
+    };
+    let memory = flag("memory-mib", 256);
+    let concurrency = flag("concurrency", 4);
+    let max_instances = flag("max-instances", 0);
+    let cpus = millicores(c["resources"]["limits"]["cpu"].as_str().unwrap()).div_ceil(1000);
+    let instances = if max_instances > 0 {
+        max_instances.min(concurrency)
+    } else {
+        concurrency.min(2 * cpus.max(1))
+    };
+    let need = HOST_MIB + plugins * instances * memory;
+    let limit = mebibytes(c["resources"]["limits"]["memory"].as_str().unwrap());
+    assert!(
+        limit >= need,
+        "memory limit {limit} MiB < {HOST_MIB} + {plugins} plugins × {instances} instances × {memory} MiB = {need} MiB"
+    );
+    eprintln!(
+        "memory: {HOST_MIB} + {plugins} × {instances} × {memory} = {need} MiB <= limit {limit} MiB"
+    );
+}
+
+/// The host's token reaches the host container alone: not automounted, a projected volume
+/// of exactly what the in-cluster configuration reads (a bound token, the CA, the
+/// namespace), mounted read-only into the host container and no other.
+fn assert_token_only_in_the_host(d: &Value) {
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    let sources = volume(d, "kube-api-access")["projected"]["sources"]
+        .as_array()
+        .expect("kube-api-access is a projected volume");
+    assert_eq!(sources.len(), 3, "{sources:?}");
+    assert_eq!(sources[0]["serviceAccountToken"]["path"], "token");
+    assert!(
+        sources[0]["serviceAccountToken"]["expirationSeconds"]
+            .as_u64()
+            .unwrap()
+            <= 3607
+    );
+    assert_eq!(sources[1]["configMap"]["name"], "kube-root-ca.crt");
+    assert_eq!(
+        sources[1]["configMap"]["items"],
+        json!([{"key": "ca.crt", "path": "ca.crt"}])
+    );
+    assert_eq!(
+        sources[2]["downwardAPI"]["items"],
+        json!([{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}])
+    );
+    let all = pod["containers"]
+        .as_array()
+        .into_iter()
+        .chain(pod["initContainers"].as_array())
+        .flatten();
+    for c in all {
+        let mounts: Vec<&Value> = c["volumeMounts"].as_array().into_iter().flatten().collect();
+        let token = mounts.iter().find(|m| m["name"] == "kube-api-access");
+        if c["name"] == "kubewasm" {
+            let m = token.expect("the host mounts its token");
+            assert_eq!(
+                m["mountPath"],
+                "/var/run/secrets/kubernetes.io/serviceaccount"
+            );
+            assert_eq!(m["readOnly"], true);
+        } else {
+            assert!(token.is_none(), "{} mounts the token", c["name"]);
+            assert!(
+                !mounts.iter().any(|m| m["mountPath"]
+                    .as_str()
+                    .unwrap_or("")
+                    .starts_with("/var/run/secrets")),
+                "{} mounts something at the token's path",
+                c["name"]
+            );
+        }
+    }
+}
+
+/// The NetworkPolicies selecting the host's pods: ingress only to an exposed /metrics,
+/// from named peers (never from everyone); egress to DNS, the API server and the
+/// registries, on their ports, and nothing else.
+fn assert_network_policy(docs: &[Value], d: &Value, metrics_exposed: bool) {
+    let labels = &d["spec"]["template"]["metadata"]["labels"];
+    let policies: Vec<&Value> = docs
+        .iter()
+        .filter(|p| kind_of(p) == "NetworkPolicy")
+        .filter(|p| {
+            p["spec"]["podSelector"]["matchLabels"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .all(|(k, v)| &labels[k] == v)
+        })
+        .collect();
+    assert!(!policies.is_empty(), "no NetworkPolicy selects the host");
+    let types: BTreeSet<&str> = policies
+        .iter()
+        .flat_map(|p| p["spec"]["policyTypes"].as_array().unwrap())
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert_eq!(types, ["Egress", "Ingress"].into());
+    let ingress: Vec<&Value> = policies
+        .iter()
+        .flat_map(|p| p["spec"]["ingress"].as_array().into_iter().flatten())
+        .collect();
+    let metrics_in = ingress.iter().any(|r| {
+        r["ports"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["port"] == 9090))
+    });
+    assert_eq!(
+        metrics_in, metrics_exposed,
+        "ingress to /metrics: {ingress:?}"
+    );
+    for r in &ingress {
+        assert!(
+            r["from"].as_array().is_some_and(|f| !f.is_empty()) && r["ports"].is_array(),
+            "an ingress rule open to everyone or every port: {r}"
+        );
+    }
+    let egress: Vec<&Value> = policies
+        .iter()
+        .flat_map(|p| p["spec"]["egress"].as_array().into_iter().flatten())
+        .collect();
+    let ports = |r: &Value| -> BTreeSet<(String, u64)> {
+        r["ports"]
+            .as_array()
+            .expect("egress rules name their ports")
+            .iter()
+            .map(|p| {
+                (
+                    p["protocol"].as_str().unwrap().to_string(),
+                    p["port"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let tcp = |ns: &[u64]| -> BTreeSet<(String, u64)> {
+        ns.iter().map(|n| ("TCP".to_string(), *n)).collect()
+    };
+    let dns = egress
+        .iter()
+        .find(|r| ports(r).contains(&("UDP".to_string(), 53)))
+        .expect("egress to DNS");
+    assert_eq!(
+        ports(dns),
+        [("TCP".to_string(), 53), ("UDP".to_string(), 53)].into()
+    );
+    assert_eq!(
+        dns["to"][0]["podSelector"]["matchLabels"]["k8s-app"], "kube-dns",
+        "DNS only to the cluster's resolver"
+    );
+    assert!(
+        egress.iter().any(|r| ports(r) == tcp(&[443, 6443])),
+        "egress to the API server"
+    );
+    assert!(
+        egress.iter().any(|r| ports(r) == tcp(&[443, 5000])),
+        "egress to registries"
+    );
+    assert_eq!(
+        egress.len(),
+        3,
+        "egress beyond DNS, API server, registries: {egress:?}"
     );
 }
 
@@ -281,26 +481,38 @@ fn assert_host_deployment(d: &Value) {
         "--approvals=/approvals",
         "--cache-dir=/var/cache/kubewasm",
         "--log-format=json",
-        "--metrics-addr=0.0.0.0:9090",
+        "--probe-addr=0.0.0.0:8081",
     ] {
         assert!(a.contains(&want), "args lack {want}: {a:?}");
     }
-    assert_eq!(
-        c["ports"],
-        json!([{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}])
-    );
+    // /metrics and /status on loopback (the default) unless exposed on purpose.
+    let metrics: Vec<&&str> = a
+        .iter()
+        .filter(|x| x.starts_with("--metrics-addr"))
+        .collect();
+    let probes = json!({"name": "probes", "containerPort": 8081, "protocol": "TCP"});
+    if metrics.is_empty() {
+        assert_eq!(c["ports"], json!([probes]));
+    } else {
+        assert_eq!(metrics, [&"--metrics-addr=0.0.0.0:9090"]);
+        assert_eq!(
+            c["ports"],
+            json!([{"name": "metrics", "containerPort": 9090, "protocol": "TCP"}, probes])
+        );
+    }
     assert_eq!(
         c["livenessProbe"]["httpGet"],
-        json!({"path": "/healthz", "port": "metrics"})
+        json!({"path": "/healthz", "port": "probes"})
     );
     assert_eq!(
         c["readinessProbe"]["httpGet"],
-        json!({"path": "/readyz", "port": "metrics"})
+        json!({"path": "/readyz", "port": "probes"})
     );
     assert_eq!(
         c["startupProbe"]["httpGet"],
-        json!({"path": "/healthz", "port": "metrics"})
+        json!({"path": "/healthz", "port": "probes"})
     );
+    assert_token_only_in_the_host(d);
     let env: BTreeMap<&str, &Value> = c["env"]
         .as_array()
         .unwrap()
@@ -725,10 +937,10 @@ fn kustomize_base_renders_a_hardened_host() {
             "CustomResourceDefinition",
             "Deployment",
             "Namespace",
+            "NetworkPolicy",
             "PodDisruptionBudget",
             "Role",
             "RoleBinding",
-            "Service",
             "ServiceAccount"
         ]
         .map(String::from)
@@ -748,12 +960,9 @@ fn kustomize_base_renders_a_hardened_host() {
     let plugins_cm = find(&docs, "ConfigMap", "kubewasm-plugins");
     assert!(plugins_cm.get("binaryData").is_none());
 
-    // The metrics Service selects the host's pods, on the named port.
-    let svc = find(&docs, "Service", "kubewasm-metrics");
-    for (k, v) in svc["spec"]["selector"].as_object().unwrap() {
-        assert_eq!(&d["spec"]["template"]["metadata"]["labels"][k], v);
-    }
-    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+    // Sized for one plugin at the defaults; nothing reachable but the probes.
+    assert_memory_covers_the_flags(d, 1);
+    assert_network_policy(&docs, d, false);
     let pdb = only(&docs, "PodDisruptionBudget");
     assert_eq!(pdb["spec"]["selector"], d["spec"]["selector"]);
     assert_eq!(pdb["spec"]["maxUnavailable"], 1);
@@ -784,6 +993,8 @@ fn kustomize_example_overlay_and_components_render() {
         "{a:?}"
     );
     let projected = projected_configmaps(d);
+    assert_memory_covers_the_flags(d, EXAMPLE_PLUGINS.len() as u64);
+    assert_network_policy(&docs, d, false);
     for name in EXAMPLE_PLUGINS {
         let cm_name = format!("kubewasm-plugin-{name}");
         assert!(
@@ -835,6 +1046,14 @@ fn kustomize_example_overlay_and_components_render() {
     }
     let d = only(&docs, "Deployment");
     assert_host_deployment(d);
+    // The component exposes /metrics: bound to the pod, a Service on it, and only the
+    // monitoring namespace let in.
+    assert!(args(container(d, "kubewasm")).contains(&"--metrics-addr=0.0.0.0:9090"));
+    for (k, v) in svc["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(&d["spec"]["template"]["metadata"]["labels"][k], v);
+    }
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], "metrics");
+    assert_network_policy(&docs, d, true);
     let init = container(d, "plugins");
     assert_container_hardened(init);
     assert_eq!(init["volumeMounts"][0]["name"], "plugins");
@@ -953,10 +1172,15 @@ fn helm_chart_renders_what_the_kustomize_base_does() {
         only(&chart, "PodDisruptionBudget")["spec"]["maxUnavailable"],
         only(&base, "PodDisruptionBudget")["spec"]["maxUnavailable"]
     );
-    assert_eq!(
-        only(&chart, "Service")["spec"]["ports"],
-        only(&base, "Service")["spec"]["ports"]
-    );
+    // The same policy (the selector aside: the chart's has the release's instance label).
+    let policy = |docs: &[Value]| {
+        let mut spec = only(docs, "NetworkPolicy")["spec"].clone();
+        spec.as_object_mut().unwrap().remove("podSelector");
+        spec
+    };
+    assert_eq!(policy(&chart), policy(&base));
+    assert_memory_covers_the_flags(d, 1);
+    assert_network_policy(&chart, d, false);
 }
 
 #[tokio::test]
@@ -1029,6 +1253,14 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
     );
     let sm = only(&docs, "ServiceMonitor");
     assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
+    // A ServiceMonitor needs /metrics exposed: bound to the pod, a Service, the policy
+    // letting the monitoring namespace in.
+    assert!(a.contains(&"--metrics-addr=0.0.0.0:9090"), "{a:?}");
+    assert_eq!(
+        only(&docs, "Service")["spec"]["ports"][0]["targetPort"],
+        "metrics"
+    );
+    assert_network_policy(&docs, d, true);
 
     // The chart's objects are accepted too.
     let (_server, client) = api_server().await;

@@ -7,6 +7,7 @@ use crate::openapi;
 use crate::patch::{self, PatchType};
 use crate::protobuf;
 use crate::rbac::{self, UserInfo};
+use crate::review;
 use crate::store::{DeleteOptions, ListOptions, Ownership, Propagation, Store, Target};
 use crate::table::{self, Output};
 use crate::watch::{self, WatchRequest};
@@ -294,6 +295,25 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
         ["api", v, rest @ ..] if !rest.is_empty() => {
             let (v, rest) = (v.to_string(), owned(rest));
             resource(app, req, String::new(), v, rest, user.as_ref()).await
+        }
+        // Not stored: answered for the caller (any authenticated user may ask).
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ] => {
+            if req.method() != Method::POST {
+                return Err(StatusError::method_not_allowed());
+            }
+            let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
+                .await
+                .map_err(|e| {
+                    StatusError::bad_request(format!("reading the request body failed: {e}"))
+                })?;
+            let review = patch::parse_body(&body, true)?;
+            let answer = review::self_subject_access_review(&app.store, user.as_ref(), review)?;
+            Ok(json_response(201, &answer))
         }
         ["apis", g, v, rest @ ..] if !rest.is_empty() => {
             let (g, v, rest) = (g.to_string(), v.to_string(), owned(rest));

@@ -34,6 +34,7 @@ mod patch;
 mod protobuf;
 mod rbac;
 mod registry;
+mod review;
 mod schema;
 mod stall;
 mod store;

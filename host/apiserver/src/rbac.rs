@@ -142,10 +142,9 @@ fn resource_rule_allows(rule: &Value, a: &Attributes) -> bool {
         && (names.is_empty() || a.name.as_ref().is_some_and(|n| names.contains(n)))
 }
 
-/// Whether a `nonResourceURLs` rule allows `verb` on `path`. Every non-resource endpoint
-/// of this server is open to authenticated users (see the module docs), so only the
-/// rule tests use it.
-#[cfg(test)]
+/// Whether a `nonResourceURLs` rule allows `verb` on `path` (every non-resource endpoint
+/// of this server is open to authenticated users, see the module docs; the rules count
+/// in a SelfSubjectAccessReview).
 fn non_resource_rule_allows(rule: &Value, verb: &str, path: &str) -> bool {
     covers(&strs(rule, "verbs"), verb)
         && strs(rule, "nonResourceURLs").iter().any(|u| {
@@ -153,68 +152,149 @@ fn non_resource_rule_allows(rule: &Value, verb: &str, path: &str) -> bool {
         })
 }
 
-/// The rules of the roles bound to `user` that apply in `namespace` (None: cluster-wide
-/// only, i.e. ClusterRoleBindings).
-fn rules_for(store: &Store, user: &UserInfo, namespace: Option<&str>) -> Vec<Value> {
-    let mut rules = Vec::new();
+/// kube-apiserver's description of a subject in an RBAC reason (`describeSubject`).
+fn describe_subject(subject: &Value, binding_ns: &str) -> String {
+    let name = subject.get("name").and_then(Value::as_str).unwrap_or("");
+    let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind == "ServiceAccount" {
+        let ns = subject
+            .get("namespace")
+            .and_then(Value::as_str)
+            .filter(|n| !n.is_empty())
+            .unwrap_or(binding_ns);
+        format!("{kind} {:?}", format!("{name}/{ns}"))
+    } else {
+        format!("{kind} {name:?}")
+    }
+}
+
+/// The roles bound to `user` that apply in `namespace` (None: cluster-wide only, i.e.
+/// ClusterRoleBindings), each with kube-apiserver's description of the binding, as its
+/// RBAC reasons spell it: `ClusterRoleBinding "b" of ClusterRole "r" to User "u"`.
+fn bound_rules(
+    store: &Store,
+    user: &UserInfo,
+    namespace: Option<&str>,
+) -> Vec<(String, Vec<Value>)> {
+    let mut out = Vec::new();
     let role_rules = |role: Option<Value>| -> Vec<Value> {
         role.and_then(|r| r.get("rules").and_then(Value::as_array).cloned())
             .unwrap_or_default()
     };
+    let str_at = |v: &Value, p: &str| {
+        v.pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
     for b in list_all(store, "clusterrolebindings") {
         let subjects = b.get("subjects").and_then(Value::as_array).cloned();
-        if !subjects
+        let Some(subject) = subjects
             .into_iter()
             .flatten()
-            .any(|s| subject_matches(&s, user, None))
-        {
+            .find(|s| subject_matches(s, user, None))
+        else {
             continue;
-        }
-        let role = b
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        if b.pointer("/roleRef/kind").and_then(Value::as_str) == Some("ClusterRole") {
-            rules.extend(role_rules(get_role(store, "clusterroles", "", role)));
+        };
+        let role = str_at(&b, "/roleRef/name");
+        if str_at(&b, "/roleRef/kind") == "ClusterRole" {
+            let about = format!(
+                "ClusterRoleBinding {:?} of ClusterRole {role:?} to {}",
+                str_at(&b, "/metadata/name"),
+                describe_subject(&subject, "")
+            );
+            out.push((
+                about,
+                role_rules(get_role(store, "clusterroles", "", &role)),
+            ));
         }
     }
     let Some(ns) = namespace else {
-        return rules;
+        return out;
     };
     for b in list_all(store, "rolebindings") {
         if b.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns) {
             continue;
         }
         let subjects = b.get("subjects").and_then(Value::as_array).cloned();
-        if !subjects
+        let Some(subject) = subjects
             .into_iter()
             .flatten()
-            .any(|s| subject_matches(&s, user, Some(ns)))
-        {
+            .find(|s| subject_matches(s, user, Some(ns)))
+        else {
             continue;
-        }
-        let role = b
-            .pointer("/roleRef/name")
-            .and_then(Value::as_str)
-            .unwrap_or("");
-        match b.pointer("/roleRef/kind").and_then(Value::as_str) {
-            Some("Role") => rules.extend(role_rules(get_role(store, "roles", ns, role))),
+        };
+        let role = str_at(&b, "/roleRef/name");
+        let kind = str_at(&b, "/roleRef/kind");
+        let rules = match kind.as_str() {
+            "Role" => role_rules(get_role(store, "roles", ns, &role)),
             // A RoleBinding may grant a ClusterRole's rules within its namespace.
-            Some("ClusterRole") => {
-                rules.extend(role_rules(get_role(store, "clusterroles", "", role)))
-            }
-            _ => {}
-        }
+            "ClusterRole" => role_rules(get_role(store, "clusterroles", "", &role)),
+            _ => continue,
+        };
+        let about = format!(
+            "RoleBinding {:?} of {kind} {role:?} to {}",
+            format!("{}/{ns}", str_at(&b, "/metadata/name")),
+            describe_subject(&subject, ns)
+        );
+        out.push((about, rules));
     }
-    rules
+    out
 }
 
 /// Whether `user` may do `a`.
 pub(crate) fn allowed(store: &Store, user: &UserInfo, a: &Attributes) -> bool {
-    user.is_master()
-        || rules_for(store, user, a.namespace.as_deref())
-            .iter()
-            .any(|r| resource_rule_allows(r, a))
+    allowed_by(store, user, a).is_some()
+}
+
+/// Whether `user` may do `a`, and why: kube-apiserver's reason (`RBAC: allowed by …`;
+/// empty for `system:masters`, which no binding grants). None: denied.
+pub(crate) fn allowed_by(store: &Store, user: &UserInfo, a: &Attributes) -> Option<String> {
+    if user.is_master() {
+        return Some(String::new());
+    }
+    bound_rules(store, user, a.namespace.as_deref())
+        .into_iter()
+        .find(|(_, rules)| rules.iter().any(|r| resource_rule_allows(r, a)))
+        .map(|(about, _)| format!("RBAC: allowed by {about}"))
+}
+
+/// Whether `user` may `verb` the non-resource URL `path`, and why (as [`allowed_by`]).
+/// Discovery, version, OpenAPI and health URLs are open to every authenticated user, as
+/// kube-apiserver's default `system:discovery` binding makes them.
+pub(crate) fn non_resource_allowed_by(
+    store: &Store,
+    user: &UserInfo,
+    verb: &str,
+    path: &str,
+) -> Option<String> {
+    if user.is_master() {
+        return Some(String::new());
+    }
+    let open = [
+        "/api", "/apis", "/healthz", "/livez", "/readyz", "/version", "/openapi",
+    ];
+    let discovery = verb == "get"
+        && user.groups.iter().any(|g| g == "system:authenticated")
+        && open.iter().any(|p| {
+            path == *p
+                || path
+                    .strip_prefix(p)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        });
+    if discovery {
+        return Some(
+            "RBAC: allowed by ClusterRoleBinding \"system:discovery\" of ClusterRole \"system:discovery\" to Group \"system:authenticated\"".into(),
+        );
+    }
+    bound_rules(store, user, None)
+        .into_iter()
+        .find(|(_, rules)| {
+            rules
+                .iter()
+                .any(|r| non_resource_rule_allows(r, verb, path))
+        })
+        .map(|(about, _)| format!("RBAC: allowed by {about}"))
 }
 
 /// kube-apiserver's 403 for `a`, e.g. `deployments.apps "d" is forbidden: User "u" cannot

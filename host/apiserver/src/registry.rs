@@ -256,6 +256,16 @@ const BUILTINS: &[Builtin] = &[
         true,
     ),
     (
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+        &["netpol"],
+        false,
+        true,
+    ),
+    (
         "policy",
         "v1",
         "poddisruptionbudgets",

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use kubewasm_core::admit::{AdmitError, Rejection};
+use kubewasm_core::admit::Rejection;
 use kubewasm_core::kind::ResolveError;
 pub use kubewasm_runtime::CallError;
 
@@ -40,14 +40,35 @@ pub enum Error {
         /// Which intent, and why (boxed: keeps the error small on every `Result` path).
         rejection: Box<Rejection>,
     },
-    /// An intent falls outside the plugin's grants (the rejection's error is
-    /// [`AdmitError::Refused`]); none of the call's intents is applied.
+    /// An intent falls outside the plugin's grants ([`Rejection::is_refusal`]: no grant
+    /// allows it, its force, or the delete its owner reference amounts to); none of the
+    /// call's intents is applied.
     #[error("plugin {plugin}: {rejection}")]
     Refused {
         /// The plugin.
         plugin: String,
         /// Which intent, and why.
         rejection: Box<Rejection>,
+    },
+    /// A write of a call failed after others of the same call were applied: what was
+    /// applied and what was not, in one error (reported once, like any failed event).
+    #[error(
+        "plugin {plugin}: {trigger}: {applied} of {total} intents applied; intent #{applied} ({failed}) failed and the {} after it were not tried: {source}",
+        .total.saturating_sub(*.applied + 1)
+    )]
+    Partial {
+        /// The plugin.
+        plugin: String,
+        /// The object whose event it was.
+        trigger: String,
+        /// Intents applied before the failure (they are the call's first `applied`).
+        applied: usize,
+        /// Intents the call returned.
+        total: usize,
+        /// The intent that failed (`patch ConfigMap a/b`).
+        failed: String,
+        /// Why it failed (what the queue retries on).
+        source: Box<Error>,
     },
     /// The plugin is quarantined after repeated failures; the event waits.
     #[error(
@@ -158,9 +179,10 @@ impl Error {
     pub fn rejected(plugin: &str, r: Rejection) -> Self {
         let plugin = plugin.to_string();
         let rejection = Box::new(r);
-        match rejection.error {
-            AdmitError::Refused(_) => Error::Refused { plugin, rejection },
-            _ => Error::InvalidIntent { plugin, rejection },
+        if rejection.is_refusal() {
+            Error::Refused { plugin, rejection }
+        } else {
+            Error::InvalidIntent { plugin, rejection }
         }
     }
 
@@ -168,6 +190,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Call { kind, .. } => kind.kind(),
+            Error::Partial { source, .. } => source.kind(),
             Error::InvalidIntent { .. } => "invalid-intent",
             Error::Refused { .. } => "refused",
             Error::Quarantined { .. } => "quarantined",
@@ -201,9 +224,11 @@ impl Error {
                 AdmitError::Invalid(_)
                 | AdmitError::Bind(_)
                 | AdmitError::Refused(_)
-                | AdmitError::Body(_) => Retry::Never,
+                | AdmitError::Body(_)
+                | AdmitError::TakesFields(_) => Retry::Never,
             },
             Error::Refused { .. } => Retry::Never,
+            Error::Partial { source, .. } => source.retry(),
             Error::Quarantined { .. } => Retry::Backoff,
             // The leader handles it.
             Error::NotLeader { .. } => Retry::Never,
@@ -245,6 +270,7 @@ impl Error {
     /// 422 on the uid (another object of that name has replaced it).
     pub fn target_missing(&self) -> bool {
         match self {
+            Error::Partial { source, .. } => source.target_missing(),
             Error::Api { status: 404, .. }
             | Error::Api {
                 uid_rejected: true, ..
@@ -262,6 +288,7 @@ impl Error {
     pub fn status(&self) -> Option<u16> {
         match self {
             Error::Api { status, .. } => Some(*status),
+            Error::Partial { source, .. } => source.status(),
             _ => None,
         }
     }

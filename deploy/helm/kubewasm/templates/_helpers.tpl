@@ -52,3 +52,8 @@ app.kubernetes.io/component: host
 {{- printf "%s:%s" .Values.plugins.image.repository (default "latest" .Values.plugins.image.tag | toString) -}}
 {{- end -}}
 {{- end -}}
+
+{{/* Whether /metrics and /status are bound to the pod's address (non-empty) or loopback. */}}
+{{- define "kubewasm.metricsExposed" -}}
+{{- if or .Values.metrics.expose .Values.metrics.serviceMonitor.enabled -}}true{{- end -}}
+{{- end -}}

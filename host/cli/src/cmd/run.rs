@@ -125,9 +125,16 @@ pub struct HostArgs {
     /// How long a quarantine lasts (a new version of the plugin file ends it at once).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     quarantine_cooldown: Duration,
-    /// Address of the /healthz, /readyz and /metrics endpoint (`off` disables it).
-    #[arg(long, default_value = "0.0.0.0:9090")]
+    /// Address of /metrics, /status, /healthz and /readyz (`off` disables it). Loopback
+    /// by default: reach it from inside the pod or with `kubectl port-forward`. Another
+    /// address (e.g. `0.0.0.0:9090`, for Prometheus) exposes the metrics and the plugins'
+    /// status to whoever reaches it: put a NetworkPolicy in front (deploy/README.md).
+    #[arg(long, default_value = "127.0.0.1:9090")]
     metrics_addr: String,
+    /// Address of the probes alone, /healthz and /readyz, for the kubelet (e.g.
+    /// `0.0.0.0:8081`; `off`, the default, serves them only at --metrics-addr).
+    #[arg(long, default_value = "off")]
+    probe_addr: String,
     /// Run as one of several replicas: only the holder of a coordination.k8s.io/v1 Lease
     /// applies intents; the others keep warm caches and take over when it goes.
     #[arg(long)]
@@ -307,16 +314,23 @@ impl HostArgs {
     }
 
     fn metrics_addr(&self) -> Result<Option<SocketAddr>> {
-        if self.metrics_addr == "off" {
-            return Ok(None);
-        }
-        self.metrics_addr.parse().map(Some).with_context(|| {
-            format!(
-                "--metrics-addr {:?} is not host:port or off",
-                self.metrics_addr
-            )
-        })
+        address("--metrics-addr", &self.metrics_addr)
     }
+
+    fn probe_addr(&self) -> Result<Option<SocketAddr>> {
+        address("--probe-addr", &self.probe_addr)
+    }
+}
+
+/// A listening address flag: `host:port`, or `off`.
+fn address(flag: &str, value: &str) -> Result<Option<SocketAddr>> {
+    if value == "off" {
+        return Ok(None);
+    }
+    value
+        .parse()
+        .map(Some)
+        .with_context(|| format!("{flag} {value:?} is not host:port or off"))
 }
 
 /// `kubewasm run`.
@@ -436,6 +450,9 @@ pub async fn run_host(
     let background = tokio_util::sync::CancellationToken::new();
     if let Some(addr) = args.metrics_addr()? {
         http::serve(addr, metrics.clone(), readiness.clone(), background.clone()).await?;
+    }
+    if let Some(addr) = args.probe_addr()? {
+        http::serve_probes(addr, readiness.clone(), background.clone()).await?;
     }
     let mut election = None;
     let mut lease_name = None;

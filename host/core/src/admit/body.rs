@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::{AdmitError, BindError, BodyError, CrossNamespaceOwner, EXCERPT, Prepared, Trigger};
 use crate::grant::{self, Access};
-use crate::intent::Action;
+use crate::intent::{Action, IntentError};
 use crate::kind::{KindInfo, ResolveError, Resolver};
 use crate::manifest::{Manifest, Verb};
 use crate::names::{self, excerpt};
@@ -20,8 +20,10 @@ pub trait Owners: Sync {
     fn uid(&self, kind: &KindInfo, namespace: Option<&str>, name: &str) -> Option<String>;
 }
 
-/// The metadata a create or (non-status) patch body writes, if any.
-fn written_metadata(p: &Prepared) -> Option<&serde_json::Map<String, Value>> {
+/// The metadata a create or (non-status) patch body writes, if any. A merge patch may
+/// name `metadata` with any value; anything but an object is refused (an apply body's
+/// metadata is checked when it is decoded).
+fn written_metadata(p: &Prepared) -> Result<Option<&serde_json::Map<String, Value>>, AdmitError> {
     match &p.intent.action {
         Action::Apply {
             body,
@@ -30,13 +32,20 @@ fn written_metadata(p: &Prepared) -> Option<&serde_json::Map<String, Value>> {
         | Action::Merge {
             body,
             status: false,
-        } => body.get("metadata").and_then(Value::as_object),
+        } => match body.get("metadata") {
+            None => Ok(None),
+            Some(Value::Object(meta)) => Ok(Some(meta)),
+            Some(_) => Err(IntentError::BadMetadata.into()),
+        },
         // Status patches carry no metadata beyond identity (checked when decoded).
-        _ => None,
+        _ => Ok(None),
     }
 }
 
-/// Check the finalizers and owner references a body writes.
+/// Check the finalizers and owner references a body writes. `null` is checked like any
+/// other value: it is not a list, so it is refused (in a merge patch it would remove
+/// every finalizer or owner, other managers' included; `[]` says that and is checked
+/// against the object's field owners before it is sent).
 pub(super) async fn check_body(
     manifest: &Manifest,
     p: &Prepared,
@@ -44,12 +53,15 @@ pub(super) async fn check_body(
     resolver: &impl Resolver,
     owners: &impl Owners,
 ) -> Result<(), AdmitError> {
-    let Some(meta) = written_metadata(p) else {
+    let Some(meta) = written_metadata(p)? else {
         return Ok(());
     };
     let object = p.intent.target.to_string();
+    if meta.contains_key("managedFields") {
+        return Err(BodyError::ManagedFields(object).into());
+    }
     match meta.get("finalizers") {
-        None | Some(Value::Null) => {}
+        None => {}
         Some(Value::Array(list)) => {
             for f in list {
                 let Some(name) = f.as_str() else {
@@ -67,10 +79,26 @@ pub(super) async fn check_body(
         Some(_) => return Err(BodyError::FinalizersNotList.into()),
     }
     match meta.get("ownerReferences") {
-        None | Some(Value::Null) => Ok(()),
+        None => Ok(()),
         Some(Value::Array(refs)) => {
             for (index, r) in refs.iter().enumerate() {
                 check_owner(manifest, p, &object, index, r, trigger, resolver, owners).await?;
+            }
+            // An owner reference is a deletion waiting for its owner to go: a patch may
+            // write one only where it may delete. (`create` may: `owned-by-trigger`.)
+            if !refs.is_empty() && p.intent.verb == Verb::Patch {
+                grant::check(
+                    manifest,
+                    &Access {
+                        verb: Verb::Delete,
+                        force: false,
+                        ..p.access()
+                    },
+                )
+                .map_err(|reason| BodyError::OwnerNeedsDelete {
+                    object,
+                    reason: Box::new(reason),
+                })?;
             }
             Ok(())
         }

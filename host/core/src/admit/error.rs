@@ -138,6 +138,25 @@ pub enum BodyError {
         /// The grant check's answer.
         reason: Box<GrantError>,
     },
+    /// A patch writing owner references on an object its grants do not let it delete: an
+    /// owner reference hands the object to the garbage collector, which deletes it when
+    /// the owner goes (the trigger, say), so only `create` (a new object) or a patch whose
+    /// grant also allows `delete` may write one.
+    #[error(
+        "a patch that writes owner references on {object} needs delete on it too (the garbage collector deletes an object whose owner is gone; only create may set owners without delete): {reason}"
+    )]
+    OwnerNeedsDelete {
+        /// The object.
+        object: String,
+        /// The grant check's answer for `delete`.
+        reason: Box<GrantError>,
+    },
+    /// A body writing `metadata.managedFields`, the API server's record of who owns
+    /// which field: rewriting it would take other managers' fields without a conflict.
+    #[error(
+        "metadata.managedFields of {0} is the API server's record of field ownership; a plugin may not write it"
+    )]
+    ManagedFields(String),
     /// An owner whose uid is not the uid the host knows (a bogus uid makes the garbage
     /// collector delete the object).
     #[error("owner {owner} of {object} has uid {uid:?}, but {}", .known.as_ref().map(|k| format!("the host's cache says {k:?}")).unwrap_or_else(|| "the host does not know that object (owners must be cached: watched or read by some plugin)".into()))]
@@ -171,13 +190,32 @@ pub enum AdmitError {
     /// Its body writes owners or finalizers its grants do not allow.
     #[error(transparent)]
     Body(#[from] BodyError),
+    /// A merge patch that would take fields another manager owns, without `allowForce`.
+    #[error(transparent)]
+    TakesFields(#[from] TakesFields),
+}
+
+/// A merge patch that changes fields another field manager owns, with no grant allowing
+/// force: server-side apply would report the conflict, a merge patch would silently take
+/// the fields, so it is held to the same rule as a forced apply.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "merge patch of {object} changes {field}, which field manager {manager:?} owns: a merge patch takes other managers' fields without a conflict, so it needs a grant with allow-force (a patch with the apply strategy reports the conflict instead)"
+)]
+pub struct TakesFields {
+    /// The object.
+    pub object: String,
+    /// The field (from the object's managedFields).
+    pub field: String,
+    /// The manager owning it.
+    pub manager: String,
 }
 
 /// A call refused whole: which intent, and why.
 ///
 /// Its `Display` is the one spelling of a refusal, wherever it is reported (`run`'s error
 /// after the plugin's name, `kubewasm test`'s report, a recorded case's expectation):
-/// `intent #N refused: …` when no grant allows the intent, `invalid intent #N: …` for
+/// `intent #N refused: …` when no grant allows the intent (or its force), `invalid intent #N: …` for
 /// everything else admission refuses.
 #[derive(Debug, thiserror::Error)]
 pub struct Rejection {
@@ -187,10 +225,28 @@ pub struct Rejection {
     pub error: AdmitError,
 }
 
+impl Rejection {
+    /// Whether the intent was refused for what its grants allow (as opposed to being
+    /// malformed): no grant covers it, or its force, or the delete an owner reference
+    /// amounts to.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self.error,
+            AdmitError::Refused(_)
+                | AdmitError::TakesFields(_)
+                | AdmitError::Body(BodyError::OwnerNeedsDelete { .. })
+        )
+    }
+}
+
 impl std::fmt::Display for Rejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.error {
             AdmitError::Refused(why) => write!(f, "intent #{} refused: {why}", self.index),
+            AdmitError::TakesFields(why) => write!(f, "intent #{} refused: {why}", self.index),
+            AdmitError::Body(why @ BodyError::OwnerNeedsDelete { .. }) => {
+                write!(f, "intent #{} refused: {why}", self.index)
+            }
             why => write!(f, "invalid intent #{}: {why}", self.index),
         }
     }

@@ -10,12 +10,14 @@
 mod bind;
 mod body;
 mod error;
+mod managed;
 mod prepared;
 #[cfg(test)]
 mod tests;
 
 pub use body::Owners;
-pub use error::{AdmitError, BindError, BodyError, CrossNamespaceOwner, Rejection};
+pub use error::{AdmitError, BindError, BodyError, CrossNamespaceOwner, Rejection, TakesFields};
+pub use managed::{TakenField, merged, taken_field};
 pub use prepared::{Prepared, Trigger};
 
 use crate::grant;
@@ -59,4 +61,35 @@ pub async fn admit(
         prepared.push(p);
     }
     Ok(prepared)
+}
+
+/// Check a merge patch against the object it patches as the API server has it now
+/// (`live`, with its `managedFields`): a field another manager than `manager` owns that
+/// the patch would change needs a grant allowing force on the object, as a forced
+/// server-side apply would (see [`taken_field`]). Other intents pass.
+pub fn check_merge(
+    manifest: &Manifest,
+    p: &Prepared,
+    live: &serde_json::Value,
+    manager: &str,
+) -> Result<(), TakesFields> {
+    let intent::Action::Merge { body, status } = &p.intent.action else {
+        return Ok(());
+    };
+    let after = merged(live, body, *status, p.kind.has_status);
+    let Some(taken) = taken_field(live, &after, manager) else {
+        return Ok(());
+    };
+    let forced = grant::Access {
+        force: true,
+        ..p.access()
+    };
+    match grant::check(manifest, &forced) {
+        Ok(()) => Ok(()),
+        Err(_) => Err(TakesFields {
+            object: p.intent.target.to_string(),
+            field: taken.field,
+            manager: taken.manager,
+        }),
+    }
 }

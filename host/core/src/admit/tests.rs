@@ -487,13 +487,117 @@ fn owner_references_must_be_the_trigger_or_a_writable_object_with_its_uid() {
         run(&m, patched(bogus, false)),
         Err(AdmitError::Body(BodyError::OwnerUidMismatch { .. }))
     ));
-    assert!(
+    // null is not a list: checked like any other value, and refused.
+    assert!(matches!(
         run(
             &m,
             patched(json!({"metadata":{"ownerReferences":null}}), false)
+        ),
+        Err(AdmitError::Bind(BindError::OwnerReferencesNotList))
+    ));
+    // Removing owners (no owner written) needs nothing more than the patch grant.
+    assert!(
+        run(
+            &m,
+            patched(json!({"metadata":{"ownerReferences":[]}}), false)
         )
         .is_ok()
     );
+}
+
+#[test]
+fn a_patch_writes_owner_references_only_where_it_may_delete() {
+    let trigger_owner =
+        json!({"metadata":{"ownerReferences":[reference("ContentSite", "blog", "u-1")]}});
+    let parent_owner =
+        json!({"metadata":{"ownerReferences":[reference("ConfigMap", "parent", "u-parent")]}});
+    // patch alone: the trigger as owner, deleted, would take the object with it.
+    let m = writer(&[Verb::Patch], &[]);
+    for body in [&trigger_owner, &parent_owner] {
+        let err = run(&m, patched(body.clone(), false)).unwrap_err();
+        assert!(
+            matches!(&err, AdmitError::Body(BodyError::OwnerNeedsDelete { reason, .. })
+                if matches!(**reason, GrantError::NotGranted { verb: "delete", .. })),
+            "{err}"
+        );
+        assert!(err.to_string().contains("needs delete on it too"), "{err}");
+        // The apply strategy is a patch too.
+        let mut apply = patched(body.clone(), false);
+        if let RawIntent::Patch { strategy, .. } = &mut apply {
+            *strategy = crate::intent::Strategy::Apply;
+        }
+        assert!(matches!(
+            run(&m, apply),
+            Err(AdmitError::Body(BodyError::OwnerNeedsDelete { .. }))
+        ));
+    }
+    // With delete granted on the target, the same patches pass.
+    let m = writer(&[Verb::Patch, Verb::Delete], &[]);
+    for body in [&trigger_owner, &parent_owner] {
+        assert!(run(&m, patched(body.clone(), false)).is_ok(), "{body}");
+    }
+    // create may name owners (a new object; `owned-by-trigger` is this).
+    let m = writer(&[Verb::Create], &[]);
+    assert!(run(&m, owned(json!([reference("ContentSite", "blog", "u-1")]))).is_ok());
+}
+
+#[test]
+fn null_finalizers_metadata_and_managed_fields_are_refused() {
+    let m = writer(&[Verb::Create, Verb::Patch], &["example.com/cleanup"]);
+    assert!(matches!(
+        run(&m, patched(json!({"metadata":{"finalizers":null}}), false)),
+        Err(AdmitError::Body(BodyError::FinalizersNotList))
+    ));
+    assert!(matches!(
+        run(&m, owned(json!([])).clone_with_finalizers(Value::Null)),
+        Err(AdmitError::Body(BodyError::FinalizersNotList))
+    ));
+    assert!(matches!(
+        run(&m, patched(json!({"metadata":null}), false)),
+        Err(AdmitError::Invalid(IntentError::BadMetadata))
+    ));
+    let err = run(
+        &m,
+        patched(json!({"metadata":{"managedFields":[{}]}}), false),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(err, AdmitError::Body(BodyError::ManagedFields(_))),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_merge_patch_over_another_managers_field_needs_force() {
+    let live = json!({"apiVersion":"v1","kind":"ConfigMap",
+        "metadata":{"name":"victim","namespace":"shop","managedFields":[
+            {"manager":"kubectl","operation":"Apply","fieldsV1":{"f:data":{"f:owned":{}}}}]},
+        "data":{"owned":"a"}});
+    let body = json!({"data":{"owned":"b"}});
+    let mut m = writer(&[Verb::Patch], &[]);
+    let p = run(&m, patched(body.clone(), false)).unwrap().remove(0);
+    let err = check_merge(&m, &p, &live, "kubewasm-p").unwrap_err();
+    assert_eq!(err.field, "data.owned");
+    assert_eq!(err.manager, "kubectl");
+    let rejection = Rejection {
+        index: 0,
+        error: err.into(),
+    };
+    assert!(
+        rejection
+            .to_string()
+            .starts_with("intent #0 refused: merge patch of ConfigMap shop/victim changes data.owned, which field manager \"kubectl\" owns"),
+        "{rejection}"
+    );
+    // A new key, or the owner itself patching: nothing taken.
+    let p2 = run(&m, patched(json!({"data":{"new":"b"}}), false))
+        .unwrap()
+        .remove(0);
+    assert!(check_merge(&m, &p2, &live, "kubewasm-p").is_ok());
+    assert!(check_merge(&m, &p, &live, "kubectl").is_ok());
+    // allowForce on the grant: the patch may take the field.
+    m.grants[0].allow_force = true;
+    assert!(check_merge(&m, &p, &live, "kubewasm-p").is_ok());
 }
 
 #[test]

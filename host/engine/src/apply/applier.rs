@@ -118,6 +118,43 @@ impl Applier {
         }
     }
 
+    /// The object `p` writes as the API server has it now, `managedFields` included, read
+    /// as the plugin writing it (an empty dry-run merge patch: see `apply::preflight`);
+    /// None when it does not exist.
+    pub(crate) async fn current(
+        &self,
+        manager: &str,
+        p: &Prepared,
+    ) -> Result<Option<serde_json::Value>, Error> {
+        let resource = api_resource(&p.kind);
+        let client = self.client_for(manager);
+        let api: Api<DynamicObject> = match &p.namespace {
+            Some(ns) => Api::namespaced_with(client, ns, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        let name = p.intent.target.name.as_str();
+        let params = PatchParams {
+            dry_run: true,
+            field_manager: Some(manager.to_string()),
+            ..PatchParams::default()
+        };
+        let empty = Patch::Merge(serde_json::json!({}));
+        let status = matches!(p.intent.action, Action::Merge { status: true, .. });
+        let res = if status {
+            api.patch_status(name, &params, &empty).await
+        } else {
+            api.patch(name, &params, &empty).await
+        };
+        match res {
+            Ok(o) => serde_json::to_value(o).map(Some).map_err(|e| Error::Kube {
+                context: format!("reading {}", p.describe()),
+                source: kube::Error::SerdeError(e),
+            }),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+            Err(e) => Err(Error::from_kube("read (dry-run)", p.describe(), e)),
+        }
+    }
+
     /// Execute one prepared intent as the field manager `manager` (and, when impersonating,
     /// as that plugin's ServiceAccount).
     pub async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {

@@ -25,41 +25,23 @@ pub const COMPONENT: &str = "kubewasm";
 /// Longest message recorded, in bytes (longer ones are cut at a character boundary).
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 
-/// Longest excerpt of a plugin's own text an Event quotes, in bytes.
-pub const MAX_PLUGIN_EXCERPT: usize = 120;
-
-/// A plugin's own text as an Event may carry it: quoted (control characters escaped),
-/// at most [`MAX_PLUGIN_EXCERPT`] bytes, and marked, so a reader of the Event never
-/// mistakes it for the host's words: `plugin said: "…" (truncated)`.
-pub fn plugin_said(text: &str) -> String {
-    let cut = kubewasm_core::names::excerpt(text, MAX_PLUGIN_EXCERPT);
-    let truncated = cut.len() < text.len();
-    let cut = cut.strip_suffix('…').unwrap_or(&cut);
-    let quoted = format!("{cut:?}");
-    if truncated {
-        format!("plugin said: {quoted} (truncated)")
-    } else {
-        format!("plugin said: {quoted}")
-    }
-}
-
-/// The message of the Warning Event for a failed event: host-written text, plus at most
-/// a marked excerpt of what the plugin said. Trap messages (which carry the plugin's
-/// symbol names and panic text) and plugin errors are not copied verbatim; intent errors
-/// carry only short, quoted excerpts of the plugin's strings (`kubewasm_core` cuts them),
-/// and the full error stays in the host's log.
+/// The message of the Warning Event for a failed event, in the host's words. A plugin's
+/// own error message is never copied: whoever may read Events in the object's namespace
+/// is not whoever may read what the plugin read (a plugin failing with a Secret's value
+/// as its message would publish it); nor are trap messages (the plugin's symbol names and
+/// panic text). Intent errors carry only short, quoted excerpts of the plugin's strings
+/// (`kubewasm_core` cuts them). The full error stays in the host's log.
 pub fn failure_message(e: &crate::Error) -> String {
     use kubewasm_runtime::CallError;
     match e {
         crate::Error::Call { plugin, kind } => match kind {
-            CallError::Plugin { message, retry } => format!(
-                "plugin {plugin} returned an error ({}); {}",
+            CallError::Plugin { retry, .. } => format!(
+                "plugin {plugin} returned an error ({}); its message is in the host's log",
                 if *retry {
                     "it asked for a retry"
                 } else {
                     "not retried"
                 },
-                plugin_said(message)
             ),
             CallError::Trap(_) => {
                 format!("plugin {plugin} trapped; the host's log has the details")
@@ -361,26 +343,21 @@ mod tests {
     }
 
     #[test]
-    fn plugin_text_is_quoted_truncated_and_marked() {
-        assert_eq!(plugin_said("no db"), r#"plugin said: "no db""#);
-        let long = format!("{}\nkubectl delete ns prod", "x".repeat(2000));
-        let m = plugin_said(&long);
-        assert!(m.ends_with("(truncated)"), "{m}");
-        assert!(m.len() < MAX_PLUGIN_EXCERPT + 40, "{}", m.len());
-        assert_eq!(plugin_said("a\nb"), r#"plugin said: "a\nb""#);
+    fn the_plugins_own_message_is_never_copied() {
+        let secret = "s3cr3t-value";
         let e = crate::Error::Call {
             plugin: "web".into(),
             kind: kubewasm_runtime::CallError::Plugin {
-                message: "y".repeat(1024),
+                message: format!("password is {secret}"),
                 retry: false,
             },
         };
         let m = failure_message(&e);
-        assert!(
-            m.starts_with("plugin web returned an error (not retried); plugin said: \"yyy"),
-            "{m}"
+        assert_eq!(
+            m,
+            "plugin web returned an error (not retried); its message is in the host's log"
         );
-        assert!(m.len() < 250, "{}", m.len());
+        assert!(!m.contains(secret));
         let trap = crate::Error::Call {
             plugin: "web".into(),
             kind: kubewasm_runtime::CallError::Trap("wasm backtrace: evil_symbol_text".into()),

@@ -1,10 +1,14 @@
 //! Writing to the cluster: admitted intents (server-side apply, merge patch, delete),
-//! Warning Events about failing objects, and manifest files applied like
-//! `kubectl apply --server-side`.
+//! checked first where only the cluster can tell (`preflight`: merge patches over other
+//! managers' fields), Warning Events about failing objects, manifest files applied like
+//! `kubectl apply --server-side`, and whether the host may write as each plugin at all
+//! ([`identity`]).
 
 pub(crate) mod applier;
 pub mod events;
+pub mod identity;
 pub mod manifests;
+pub(crate) mod preflight;
 
 pub use applier::WriteIdentity;
 pub(crate) use applier::{Applier, Outcome};

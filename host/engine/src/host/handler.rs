@@ -10,7 +10,7 @@ use kubewasm_core::intent::RawIntent;
 use kubewasm_runtime::{CallError, ClusterView, PluginEvent};
 
 use crate::Error;
-use crate::apply::{Applier, Outcome};
+use crate::apply::{Applier, Outcome, preflight};
 use crate::dispatch::Delivery;
 use crate::host::environment::Version;
 use crate::ops::leader::Leadership;
@@ -147,16 +147,39 @@ impl crate::host::layers::Handle for Pipeline {
             self.caches.as_ref(),
         )
         .await;
-        let prepared = match admitted {
+        let mut prepared = match admitted {
             Ok(p) => p,
             Err(r) => {
                 report.result = Err(Error::rejected(name, r));
                 return report;
             }
         };
-
-        // 3. Apply, in order; the first failure ends the event.
         let manager = plugin.manifest.field_manager();
+        // What only the cluster can tell (merge patches taking other managers' fields),
+        // still before anything is written.
+        let checked = self
+            .leadership
+            .guard(preflight::check_merges(
+                &self.applier,
+                name,
+                &plugin.manifest,
+                &manager,
+                &mut prepared,
+            ))
+            .await;
+        match checked {
+            Err(_) => {
+                report.result = Err(not_leader());
+                return report;
+            }
+            Ok(Err(e)) => {
+                report.result = Err(e);
+                return report;
+            }
+            Ok(Ok(())) => {}
+        }
+
+        // 3. Apply, in order; the first failure ends the event, and says what was applied.
         for (i, p) in prepared.iter().enumerate() {
             let Ok(result) = self
                 .leadership
@@ -180,12 +203,33 @@ impl crate::host::layers::Handle for Pipeline {
                 Err(e) => {
                     let conflict = e.status() == Some(409);
                     report.writes.push((i, Written::Failed { conflict }));
-                    report.result = Err(e);
+                    report.result = Err(partial(name, &d.object.describe(), &prepared, i, e));
                     break;
                 }
             }
         }
         report.admitted = Some(prepared);
         report
+    }
+}
+
+/// The error of write `failed` of a call's `prepared` intents: when others of the call
+/// were applied before it or would have been after it, [`Error::Partial`] names them
+/// (applied i of n), so the one line reporting the failed event says what state the
+/// call left; a call of one intent keeps the write's own error.
+fn partial(plugin: &str, trigger: &str, prepared: &[Prepared], failed: usize, e: Error) -> Error {
+    if prepared.len() < 2 {
+        return e;
+    }
+    Error::Partial {
+        plugin: plugin.to_string(),
+        trigger: trigger.to_string(),
+        applied: failed,
+        total: prepared.len(),
+        failed: prepared
+            .get(failed)
+            .map(Prepared::describe)
+            .unwrap_or_default(),
+        source: Box::new(e),
     }
 }

@@ -1,7 +1,17 @@
-//! The operations endpoint: `/healthz` (the process is alive), `/readyz` (plugins loaded,
+//! The operations endpoints: `/healthz` (the process is alive), `/readyz` (plugins loaded,
 //! caches synced; `?verbose` lists each check), `/status` (JSON: per plugin its `Ready` and
 //! `Blocked` conditions and the objects parked by permanent failures), `/metrics`
 //! (Prometheus text format).
+//!
+//! Two listeners: [`serve`] answers all four and belongs on loopback (`kubewasm run
+//! --metrics-addr`, default `127.0.0.1:9090`: reached from inside the pod or through
+//! `kubectl port-forward`); [`serve_probes`] answers only the probes, for the kubelet,
+//! on the pod's address (`--probe-addr`). Exposing the first is an operator's choice
+//! (`--metrics-addr 0.0.0.0:9090` behind a NetworkPolicy), logged as a warning.
+//!
+//! Nothing a plugin wrote is served, on either: a blocked object shows its failure's
+//! class and a fixed description ([`BlockedObject::message`] stays in the host), a
+//! rejected plugin file only that it was rejected. The plugin's own words go to the log.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -48,11 +58,18 @@ pub struct PluginReport {
     /// Objects whose last event failed permanently: not retried until the object, the
     /// plugin or its settings change, or the slow resync.
     pub blocked: Vec<BlockedObject>,
+    /// Why the plugin cannot work at all (one line, the host's words: e.g. the host may
+    /// not impersonate its ServiceAccount, `apply::identity`); its `Ready` condition is
+    /// False. It does not hold the host's own readiness back: the other plugins serve.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_ready: Option<String>,
 }
 
-/// An object parked by a permanent failure.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+/// An object parked by a permanent failure. Served as its resource, object, reason,
+/// `since` and, as `message`, the fixed description of its reason ([`describe_reason`]):
+/// the error itself may quote the plugin (a `handle-error` message, an excerpt of an
+/// intent) and stays in the host's log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BlockedObject {
     /// The object's resource.
     pub resource: String,
@@ -60,16 +77,51 @@ pub struct BlockedObject {
     pub object: String,
     /// The failure's class.
     pub reason: String,
-    /// The error.
+    /// The error, as logged. Never served.
     pub message: String,
     /// When it first failed this way (RFC 3339).
     pub since: String,
 }
 
+impl serde::Serialize for BlockedObject {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut out = s.serialize_struct("BlockedObject", 5)?;
+        out.serialize_field("resource", &self.resource)?;
+        out.serialize_field("object", &self.object)?;
+        out.serialize_field("reason", &self.reason)?;
+        out.serialize_field("message", describe_reason(&self.reason))?;
+        out.serialize_field("since", &self.since)?;
+        out.end()
+    }
+}
+
+/// What a failure class (`Error::kind`) means, in the host's words only.
+pub fn describe_reason(reason: &str) -> &'static str {
+    match reason {
+        "refused" => "an intent was outside the plugin's grants; the host's log says which",
+        "invalid-intent" => "the plugin returned an invalid intent; the host's log says why",
+        "plugin" => "the plugin returned an error; the host's log has its message",
+        "limit" => "the plugin's output was over a limit; the host's log says which",
+        "deadline" | "memory" | "trap" => {
+            "the sandbox stopped the plugin's call; the host's log has the details"
+        }
+        "conflict" => "another field manager owns fields the plugin writes without force",
+        "api" => "the API server refused a write; the host's log has its answer",
+        _ => "the event failed permanently; the host's log has the details",
+    }
+}
+
+/// What `/status` and `/readyz?verbose` say of a rejected plugin file: the error may
+/// quote the plugin (its `describe` error, its settings), so only that it was rejected.
+const REJECTED: &str = "rejected at load; the host's log says why";
+
 impl PluginReport {
     /// The plugin's conditions, Kubernetes-style: `Ready` and `Blocked`.
     pub fn conditions(&self) -> serde_json::Value {
-        let (ready, reason, message) = if !self.syncing.is_empty() {
+        let (ready, reason, message) = if let Some(why) = &self.not_ready {
+            ("False", "CannotWrite", why.clone())
+        } else if !self.syncing.is_empty() {
             (
                 "False",
                 "Syncing",
@@ -138,7 +190,7 @@ impl ReadinessReport {
             },
             "plugins": plugins,
             "rejected": self.rejected.iter()
-                .map(|(file, reason)| serde_json::json!({"file": file, "reason": reason}))
+                .map(|(file, _)| serde_json::json!({"file": file, "reason": REJECTED}))
                 .collect::<Vec<_>>(),
         })
     }
@@ -149,6 +201,13 @@ impl ReadinessReport {
         let mark = |ok: bool| if ok { "[+]" } else { "[-]" };
         out.push_str(&format!("{}plugins loaded\n", mark(self.plugins_loaded)));
         for p in &self.plugins {
+            if let Some(why) = &p.not_ready {
+                out.push_str(&format!(
+                    "[-]plugin {} {}: not ready: {why} (not blocking)\n",
+                    p.name, p.version
+                ));
+                continue;
+            }
             let state = if !p.syncing.is_empty() {
                 format!("syncing {}", p.syncing.join(", "))
             } else if !p.waiting_for.is_empty() {
@@ -173,9 +232,9 @@ impl ReadinessReport {
                 ));
             }
         }
-        for (file, reason) in &self.rejected {
+        for (file, _) in &self.rejected {
             out.push_str(&format!(
-                "[+]plugin file {file} rejected, never started until it changes: {reason}\n"
+                "[+]plugin file {file} {REJECTED}; never started until it changes\n"
             ));
         }
         for r in &self.watches.synced {
@@ -233,15 +292,21 @@ struct Ops {
     readiness: Readiness,
 }
 
+impl axum::extract::FromRef<Ops> for Readiness {
+    fn from_ref(ops: &Ops) -> Readiness {
+        ops.readiness.clone()
+    }
+}
+
 async fn healthz() -> &'static str {
     "ok\n"
 }
 
 async fn readyz(
-    State(ops): State<Ops>,
+    State(readiness): State<Readiness>,
     Query(q): Query<std::collections::HashMap<String, String>>,
 ) -> impl IntoResponse {
-    let report = ops.readiness.report();
+    let report = readiness.report();
     let status = if report.ready() {
         StatusCode::OK
     } else {
@@ -274,37 +339,138 @@ async fn metrics(State(ops): State<Ops>) -> impl IntoResponse {
     )
 }
 
-/// Serve on `addr` until `cancel`; returns the bound address (port 0 picks one).
+/// Serve `/healthz`, `/readyz`, `/status` and `/metrics` on `addr` until `cancel`; returns
+/// the bound address (port 0 picks one). Meant for loopback: bound elsewhere, whoever
+/// reaches the address reads the metrics and the plugins' status (said at start).
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     cancel: CancellationToken,
 ) -> Result<SocketAddr, Error> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| Error::Io {
-            context: format!("binding the metrics endpoint on {addr}"),
-            source,
-        })?;
-    let bound = listener.local_addr().map_err(|source| Error::Io {
-        context: "metrics endpoint address".into(),
-        source,
-    })?;
     let app = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
         .route("/metrics", get(self::metrics))
         .with_state(Ops { metrics, readiness });
+    let bound = listen(addr, app, "metrics endpoint", cancel).await?;
+    if bound.ip().is_loopback() {
+        tracing::info!(addr = %bound, "serving /healthz, /readyz, /status, /metrics");
+    } else {
+        tracing::warn!(addr = %bound,
+            "serving /healthz, /readyz, /status, /metrics on a non-loopback address: whoever can reach it reads the metrics and the plugins' status (restrict it with a NetworkPolicy)");
+    }
+    Ok(bound)
+}
+
+/// Serve only the probes, `/healthz` and `/readyz`, on `addr` until `cancel` (for the
+/// kubelet, on the pod's address); returns the bound address.
+pub async fn serve_probes(
+    addr: SocketAddr,
+    readiness: Readiness,
+    cancel: CancellationToken,
+) -> Result<SocketAddr, Error> {
+    let app = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(readiness);
+    let bound = listen(addr, app, "probe endpoint", cancel).await?;
+    tracing::info!(addr = %bound, "serving the probes /healthz, /readyz");
+    Ok(bound)
+}
+
+/// Bind `addr` and serve `app` on it in the background until `cancel`.
+async fn listen(
+    addr: SocketAddr,
+    app: Router,
+    what: &'static str,
+    cancel: CancellationToken,
+) -> Result<SocketAddr, Error> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| Error::Io {
+            context: format!("binding the {what} on {addr}"),
+            source,
+        })?;
+    let bound = listener.local_addr().map_err(|source| Error::Io {
+        context: format!("{what} address"),
+        source,
+    })?;
     tokio::spawn(async move {
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(async move { cancel.cancelled().await })
             .await;
         if let Err(e) = served {
-            tracing::error!(error = %e, "metrics endpoint stopped");
+            tracing::error!(error = %e, "{what} stopped");
         }
     });
-    tracing::info!(addr = %bound, "serving /healthz, /readyz, /status, /metrics");
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(blocked_message: &str) -> ReadinessReport {
+        ReadinessReport {
+            plugins_loaded: true,
+            plugins: vec![PluginReport {
+                name: "web".into(),
+                version: "1".into(),
+                blocked: vec![BlockedObject {
+                    resource: "v1/configmaps".into(),
+                    object: "default/x".into(),
+                    reason: "plugin".into(),
+                    message: blocked_message.into(),
+                    since: "2026-01-01T00:00:00Z".into(),
+                }],
+                ..Default::default()
+            }],
+            rejected: vec![(
+                "evil.wasm".into(),
+                format!("describe failed: {blocked_message}"),
+            )],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn status_and_verbose_carry_no_plugin_text() {
+        let secret = "hunter2";
+        let r = report(&format!(
+            "plugin web: plugin error: the password is {secret}"
+        ));
+        let status = r.status();
+        let text = status.to_string();
+        assert!(!text.contains(secret), "{text}");
+        let blocked = &status["plugins"][0]["blocked"][0];
+        assert_eq!(blocked["reason"], "plugin");
+        assert_eq!(blocked["message"], describe_reason("plugin"));
+        assert_eq!(status["rejected"][0]["reason"], REJECTED);
+        assert!(!r.verbose().contains(secret), "{}", r.verbose());
+    }
+
+    #[test]
+    fn a_plugin_that_cannot_write_is_not_ready_without_holding_the_host_back() {
+        let mut r = report("x");
+        r.plugins[0].not_ready =
+            Some("the host may not impersonate ServiceAccount kubewasm-web in namespace kw".into());
+        assert!(r.ready());
+        let conditions = r.plugins[0].conditions();
+        assert_eq!(conditions[0]["status"], "False");
+        assert_eq!(conditions[0]["reason"], "CannotWrite");
+        assert!(
+            conditions[0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("kubewasm-web in namespace kw")
+        );
+        assert!(
+            r.verbose()
+                .contains("[-]plugin web 1: not ready: the host may not impersonate"),
+            "{}",
+            r.verbose()
+        );
+    }
 }

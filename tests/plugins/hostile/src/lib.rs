@@ -6,7 +6,8 @@
 //! `memory`: attack already in `describe`; `watchNamespace` (the watch's namespace, default
 //! all), `grantKinds`, `grantNamespaces` and `grantVerbs` (the one grant's core-group kinds,
 //! namespaces and verbs, default `[ConfigMap]`, `[namespace]`, `[create]`), `readKinds`
-//! (extra `apiVersion/Kind`s it reads, default none); `alias`: a manifest of `aliasCount` watches,
+//! (extra `apiVersion/Kind`s it reads, default none), `allowForce` (the grant allows
+//! force, default false); `alias`: a manifest of `aliasCount` watches,
 //! default 100, whose label selectors all point at one buffer of `aliasBytes`, default
 //! 8 MiB).
 //!
@@ -48,6 +49,10 @@
 //! | `work` | spins `data.iterations` (default 50,000,000) times, then returns normally |
 //! | `fat` | allocates and touches `data.mib` MiB (default 20), sleeps `data.sleepMs` (default 0) through WASI, returns normally; the memory stays with the instance |
 //! | `fat` with `data.release` | as `fat`, then, holding the memory, polls `host.get` (sleeping 20 ms between polls) until ConfigMap `data.release` exists in its namespace |
+//! | `owner-trigger` | a patch (`data.strategy`: `merge`, default, or `apply`) making the trigger (with its real uid) an owner of ConfigMap `data.victim` (default `victim`): deleting the trigger would then delete the victim |
+//! | `merge-raw` | a merge patch of ConfigMap `data.victim` (default `victim`) whose body is `data.body` (JSON) |
+//! | `leak-secret` | reads Secret `data.secret` (default `victim`) in its namespace and fails permanently with its `data.password` in the message |
+//! | `partial` | creates `<trigger>-first`, merge-patches ConfigMap `data.missing` (default `missing`, absent: 404), creates `<trigger>-third` |
 //! | `count` | returns normally |
 //! | `clock` | reads the wall clock, sleeps `data.sleepMs` (default 5) on the monotonic clock through WASI, seeds two hashers from WASI random; reports `wallSecs`, `sleptAtLeastAsked`, `randomSeeds` |
 //!
@@ -261,7 +266,7 @@ impl Guest for Hostile {
                         _ => None,
                     })
                     .collect(),
-                allow_force: false,
+                allow_force: s.get("allowForce").and_then(Value::as_bool).unwrap_or(false),
             }],
             reads: strings(&s, "readKinds", &[])
                 .iter()
@@ -700,6 +705,72 @@ impl Guest for Hostile {
                 ])]
             }
             "count" => vec![report(vec![("instanceCalls", calls.to_string())])],
+            "owner-trigger" => {
+                let strategy = match data("strategy").as_deref() {
+                    Some("apply") => PatchStrategy::Apply,
+                    _ => PatchStrategy::Merge,
+                };
+                vec![Intent::Patch(PatchIntent {
+                    target: ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        namespace: Some(ns.clone()),
+                        name: data("victim").unwrap_or_else(|| "victim".into()),
+                    },
+                    body: json!({"metadata": {"ownerReferences": [{
+                        "apiVersion": "v1", "kind": "ConfigMap", "name": cm,
+                        "uid": obj["metadata"]["uid"]}]}})
+                    .to_string(),
+                    strategy,
+                    status: false,
+                    force: false,
+                })]
+            }
+            "merge-raw" => vec![Intent::Patch(PatchIntent {
+                target: ObjectRef {
+                    api_version: "v1".into(),
+                    kind: "ConfigMap".into(),
+                    namespace: Some(ns.clone()),
+                    name: data("victim").unwrap_or_else(|| "victim".into()),
+                },
+                body: data("body").unwrap_or_else(|| "{}".into()),
+                strategy: PatchStrategy::Merge,
+                status: false,
+                force: false,
+            })],
+            "leak-secret" => {
+                let name = data("secret").unwrap_or_else(|| "victim".into());
+                let secret = host::get("v1", "Secret", Some(&ns), &name).map_err(|e| HandleError {
+                    message: format!("reading {name}: {e}"),
+                    retry: false,
+                })?;
+                let value = secret
+                    .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                    .and_then(|o| o["data"]["password"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                return Err(HandleError {
+                    message: format!("cannot go on: the password is {value}"),
+                    retry: false,
+                });
+            }
+            "partial" => vec![
+                create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": format!("{cm}-first"), "namespace": ns}})),
+                Intent::Patch(PatchIntent {
+                    target: ObjectRef {
+                        api_version: "v1".into(),
+                        kind: "ConfigMap".into(),
+                        namespace: Some(ns.clone()),
+                        name: data("missing").unwrap_or_else(|| "missing".into()),
+                    },
+                    body: json!({"data": {"x": "y"}}).to_string(),
+                    strategy: PatchStrategy::Merge,
+                    status: false,
+                    force: false,
+                }),
+                create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                              "metadata": {"name": format!("{cm}-third"), "namespace": ns}})),
+            ],
             "clock" => {
                 use std::hash::BuildHasher;
                 let wall = std::time::SystemTime::now()

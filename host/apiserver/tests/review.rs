@@ -1,0 +1,205 @@
+//! SelfSubjectAccessReviews, answered as kube-apiserver answers them: for the caller (or
+//! whom it impersonates), by the stored RBAC objects, with kube-apiserver's reasons and
+//! validation, for any authenticated user, stored nowhere.
+
+mod support;
+
+use k8s_openapi::api::authorization::v1::{
+    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
+use kube::Api;
+use kube::api::{DynamicObject, PostParams};
+use kubewasm_apiserver::{ApiServer, Config};
+use serde_json::json;
+use support::*;
+
+const HOST: &str = "system:serviceaccount:kw:kubewasm";
+
+fn client_as(server: &ApiServer, token: &str) -> kube::Client {
+    let mut c = server.client_config();
+    c.auth_info.token = Some(token.to_string().into());
+    kube::Client::try_from(c).expect("client")
+}
+
+fn impersonate(namespace: &str, name: &str) -> SelfSubjectAccessReview {
+    SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                namespace: Some(namespace.into()),
+                verb: Some("impersonate".into()),
+                group: Some(String::new()),
+                resource: Some("serviceaccounts".into()),
+                name: Some(name.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+async fn review(client: &kube::Client, r: &SelfSubjectAccessReview) -> (bool, Option<String>) {
+    let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+    let answer = api
+        .create(&PostParams::default(), r)
+        .await
+        .expect("a review is answered");
+    let status = answer.status.expect("status");
+    (status.allowed, status.reason)
+}
+
+async fn create(admin: &kube::Client, plural: &str, kind: &str, obj: serde_json::Value) {
+    let group = if kind == "Namespace" {
+        ""
+    } else {
+        "rbac.authorization.k8s.io"
+    };
+    let ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk(group, "v1", kind),
+        plural,
+    );
+    let api: Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(admin.clone(), ns, &ar),
+        None => Api::all_with(admin.clone(), &ar),
+    };
+    let o: DynamicObject = serde_json::from_value(obj).expect("object");
+    api.create(&PostParams::default(), &o)
+        .await
+        .expect("create");
+}
+
+#[tokio::test]
+async fn reviews_answer_for_the_caller_by_its_roles() {
+    let (server, admin) =
+        server_with(Config::default().with_rbac("admin", &[("host", HOST), ("nobody", "jane")]))
+            .await;
+    create(
+        &admin,
+        "namespaces",
+        "Namespace",
+        json!({
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kw"}}),
+    )
+    .await;
+    create(
+        &admin,
+        "roles",
+        "Role",
+        json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "kubewasm", "namespace": "kw"},
+        "rules": [{"apiGroups": [""], "resources": ["serviceaccounts"],
+                   "resourceNames": ["kubewasm-a"], "verbs": ["impersonate"]}]}),
+    )
+    .await;
+    create(
+        &admin,
+        "rolebindings",
+        "RoleBinding",
+        json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "kubewasm", "namespace": "kw"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "kubewasm"},
+        "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kw"}]}),
+    )
+    .await;
+    let host = client_as(&server, "host");
+    assert_eq!(
+        review(&host, &impersonate("kw", "kubewasm-a")).await,
+        (
+            true,
+            Some(
+                "RBAC: allowed by RoleBinding \"kubewasm/kw\" of Role \"kubewasm\" to ServiceAccount \"kubewasm/kw\""
+                    .into()
+            )
+        )
+    );
+    // Another name, another namespace: denied, with no reason (as kube-apiserver).
+    assert_eq!(
+        review(&host, &impersonate("kw", "kubewasm-b")).await,
+        (false, None)
+    );
+    assert_eq!(
+        review(&host, &impersonate("default", "kubewasm-a")).await,
+        (false, None)
+    );
+    // A user with no binding may still ask (kube-apiserver's system:basic-user).
+    let jane = client_as(&server, "nobody");
+    assert_eq!(
+        review(&jane, &impersonate("kw", "kubewasm-a")).await,
+        (false, None)
+    );
+    // Discovery URLs are open to every authenticated user (system:discovery).
+    let url = |path: &str| SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            non_resource_attributes: Some(NonResourceAttributes {
+                path: Some(path.into()),
+                verb: Some("get".into()),
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    assert!(review(&jane, &url("/apis/apps")).await.0);
+    assert!(!review(&jane, &url("/metrics")).await.0);
+    // The admin (system:masters) may do anything; so may everyone without RBAC.
+    assert_eq!(
+        review(&admin, &impersonate("kw", "kubewasm-b")).await,
+        (true, None)
+    );
+    let (_open, anyone) = support::server().await;
+    assert!(review(&anyone, &impersonate("kw", "x")).await.0);
+}
+
+#[tokio::test]
+async fn reviews_are_validated_and_never_stored() {
+    let (server, admin) = server().await;
+    let url = format!(
+        "{}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+        server.url()
+    );
+    let post = |body: serde_json::Value| {
+        let req = http::Request::post(&url)
+            .header("content-type", "application/json")
+            .body(serde_json::to_vec(&body).unwrap())
+            .unwrap();
+        let client = admin.clone();
+        async move { client.request_text(req).await }
+    };
+    let both = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": {"verb": "get", "resource": "pods"},
+                 "nonResourceAttributes": {"verb": "get", "path": "/api"}}});
+    let neither = json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+        "spec": {}});
+    for (body, want) in [
+        (
+            both,
+            "cannot be specified in combination with resourceAttributes",
+        ),
+        (
+            neither,
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        ),
+    ] {
+        match post(body).await {
+            Err(kube::Error::Api(s)) => {
+                assert_eq!(s.code, 422, "{s:?}");
+                assert!(s.message.contains(want), "{}", s.message);
+                assert!(
+                    s.message.starts_with(
+                        "SelfSubjectAccessReview.authorization.k8s.io \"\" is invalid: spec."
+                    ),
+                    "{}",
+                    s.message
+                );
+            }
+            other => panic!("want 422, got {other:?}"),
+        }
+    }
+    // Create only: no list, no get.
+    let list = http::Request::get(&url).body(Vec::new()).unwrap();
+    match admin.request_text(list).await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 405, "{s:?}"),
+        other => panic!("want 405, got {other:?}"),
+    }
+}

@@ -487,3 +487,14 @@ pub fn with_testkit_approval(settings: &str) -> String {
     s.push_str(TESTKIT_APPROVAL);
     s
 }
+
+/// Peak resident memory of a process (VmHWM of /proc/PID/status), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("VmHWM")
+}

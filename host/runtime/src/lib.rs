@@ -14,6 +14,7 @@
 pub mod approval;
 mod artifact;
 mod bindings;
+pub mod budget;
 pub mod capability;
 pub mod codecache;
 pub mod compiler;
@@ -29,6 +30,7 @@ mod state;
 pub use capability::cluster::{
     ClusterView, ListAnswer, ListLimit, NoCluster, ReadError, ReadScope,
 };
+pub use budget::CallBudget;
 pub use engine::PluginEngine;
 pub use error::{CallError, Error, ManifestRejection};
 pub use limits::Limits;

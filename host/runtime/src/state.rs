@@ -58,6 +58,21 @@ pub(crate) struct MemoryCap {
 /// What one table element is charged: a pointer-sized reference.
 const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 
+/// Core instances one plugin instance may create. A component instantiates a handful of
+/// core modules (its code, the WASI adapter, the shims and fix-ups `wit-component`
+/// generates; a dynamically linked Python component one per shared library); wasmtime's
+/// default (10,000) lets a crafted one make the host allocate 10,000 instances' metadata
+/// per call, outside the memory cap.
+pub(crate) const MAX_INSTANCES: usize = 64;
+/// Linear memories one plugin instance may create. Toolchains emit one (a dynamically
+/// linked component shares it); each reserves `engine::MEMORY_RESERVATION` plus its guard
+/// of the host's address space (~4 GiB), so the default of 10,000 lets one instance
+/// reserve 40 TiB of the 128 TiB a process has.
+pub(crate) const MAX_MEMORIES: usize = 8;
+/// Tables one plugin instance may create: one per core module that calls indirectly, and
+/// the shims' (a dynamically linked component has a few more).
+pub(crate) const MAX_TABLES: usize = 64;
+
 impl MemoryCap {
     fn new(max: usize) -> Self {
         MemoryCap {
@@ -85,6 +100,18 @@ impl MemoryCap {
 }
 
 impl wasmtime::ResourceLimiter for MemoryCap {
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
     // Called with `current == 0` when a memory is created, then for every growth.
     fn memory_growing(
         &mut self,

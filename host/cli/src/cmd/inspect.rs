@@ -11,6 +11,7 @@ use kubewasm::core::grant::check_approval;
 use kubewasm::core::manifest::Manifest;
 use kubewasm::core::resource::ResourceRef;
 use kubewasm::runtime::approval::ApprovalSpec;
+use kubewasm::runtime::compiler::DEFAULT_COMPILE_ADDRESS_SPACE;
 use kubewasm::runtime::{Error, LoadOptions, Loader, PluginEngine, PluginFile};
 use serde_json::{Value, json};
 
@@ -30,13 +31,16 @@ pub struct InspectArgs {
     /// (`kubewasm: {approved: ...}`), to review and paste into its settings file.
     #[arg(long)]
     approval: bool,
+    /// Longest time compiling the plugin may take (in a worker process, as `run`).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    compile_timeout: Duration,
 }
 
 /// `kubewasm inspect`: print the plugin's world and manifest as YAML; exit 1 when it
 /// cannot be loaded.
 pub async fn command(args: InspectArgs) -> Result<()> {
     let cache = super::usercache::CodeCache::choose(args.cache_dir);
-    let out = inspect(&args.file, &cache).await?;
+    let out = inspect(&args.file, &cache, args.compile_timeout).await?;
     if args.approval && out.get("manifest").is_some() {
         let block = json!({"kubewasm": {"approved": out["requested"]}});
         println!(
@@ -93,13 +97,16 @@ fn explain(name: &str, import: bool) -> &'static str {
 /// The component's imports and exports (its WIT world, each explained), and its manifest
 /// when it implements the kubewasm world. A component of another world still gets its
 /// world printed, with the reason it cannot be loaded.
-async fn inspect(path: &Path, cache: &CodeCache) -> Result<Value, Error> {
+async fn inspect(path: &Path, cache: &CodeCache, timeout: Duration) -> Result<Value, Error> {
     let engine = PluginEngine::new()?;
+    // The operator inspects plugins others wrote: compiled in a worker, as `run` does.
+    let options = LoadOptions {
+        compiler: super::worker_compiler(timeout, DEFAULT_COMPILE_ADDRESS_SPACE)?,
+        ..LoadOptions::default()
+    };
     let loader = match (&cache.dir, &cache.key_file) {
-        (Some(dir), Some(key)) => {
-            Loader::with_key_file(engine.clone(), LoadOptions::default(), dir, key)?
-        }
-        (dir, _) => Loader::new(engine.clone(), LoadOptions::default(), dir.as_deref())?,
+        (Some(dir), Some(key)) => Loader::with_key_file(engine.clone(), options, dir, key)?,
+        (dir, _) => Loader::new(engine.clone(), options, dir.as_deref())?,
     };
     let mut file = PluginFile::read(path)?;
     let size = file.bytes.len();

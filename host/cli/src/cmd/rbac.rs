@@ -21,6 +21,7 @@ use kubewasm::core::kind::{KindInfo, ResolveError};
 use kubewasm::core::rbac::{self, RbacOptions};
 use kubewasm::core::resource::ResourceRef;
 use kubewasm::runtime::loader::plugin_files;
+use kubewasm::runtime::compiler::DEFAULT_COMPILE_ADDRESS_SPACE;
 use kubewasm::runtime::{LoadOptions, Loader, PluginEngine, PluginFile};
 use kubewasm::watch::discovery::Discovery;
 
@@ -57,11 +58,19 @@ pub struct RbacArgs {
     /// --no-impersonation`) instead of one ServiceAccount per plugin.
     #[arg(long)]
     no_impersonation: bool,
+    /// Longest time compiling one plugin may take (in a worker process, as `run`).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    compile_timeout: std::time::Duration,
 }
 
 /// `kubewasm rbac`.
 pub async fn command(args: RbacArgs) -> Result<()> {
-    let loader = Loader::new(PluginEngine::new()?, LoadOptions::default(), None)?;
+    // The operator runs this on plugins others wrote: compiled in a worker, as `run` does.
+    let options = LoadOptions {
+        compiler: super::worker_compiler(args.compile_timeout, DEFAULT_COMPILE_ADDRESS_SPACE)?,
+        ..LoadOptions::default()
+    };
+    let loader = Loader::new(PluginEngine::new()?, options, None)?;
     let mut approved = Vec::new();
     for path in plugin_files(&args.plugins)? {
         let loaded = match loader.load(PluginFile::read(&path)?).await {

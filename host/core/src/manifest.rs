@@ -49,7 +49,10 @@ pub enum ManifestError {
         source: crate::resource::ResourceError,
     },
     /// A label selector that does not parse.
-    #[error("watch {id:?}: label selector {text:?}: {source}")]
+    #[error(
+        "watch {id:?}: label selector {text:?}: {}",
+        crate::excerpt::excerpt(&.source.to_string(), 1024)
+    )]
     LabelSelector {
         /// The watch.
         id: String,
@@ -60,7 +63,10 @@ pub enum ManifestError {
         source: SelectorError,
     },
     /// A field selector that does not parse or selects an unsupported field.
-    #[error("watch {id:?}: field selector {text:?}: {source}")]
+    #[error(
+        "watch {id:?}: field selector {text:?}: {}",
+        crate::excerpt::excerpt(&.source.to_string(), 1024)
+    )]
     FieldSelector {
         /// The watch.
         id: String,

@@ -33,7 +33,7 @@ pub(crate) struct Share(Option<OwnedSemaphorePermit>);
 
 impl Share {
     /// Nothing held (an unbounded budget).
-    fn none() -> Self {
+    pub(crate) fn none() -> Self {
         Share(None)
     }
 

@@ -40,16 +40,17 @@ pub(crate) const EXIT_NOT_COMPILABLE: i32 = 2;
 /// slowly is bounded by this, not only by wasmparser's size limits.
 pub const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// The address space a compile worker may map (`RLIMIT_AS`), by default 4 GiB.
+/// The address space a compile worker may map (`RLIMIT_AS`), by default 2 GiB.
 ///
-/// Compiling the largest component we build (Python, 35 MB) peaks at ~TODO MiB resident
-/// and ~TODO MiB of address space (code, two malloc arenas, Cranelift's threads' stacks and
-/// working sets); 4 GiB leaves room for bigger honest components while a crafted one fails
-/// its allocations (the worker aborts, the file is refused) instead of growing until the
-/// kernel's OOM killer picks a victim: under cgroup v2 with `memory.oom.group`, the whole
-/// container, host included. Deployments size their memory limit to the host's budget
-/// plus this.
-pub const DEFAULT_COMPILE_ADDRESS_SPACE: u64 = 4 << 30;
+/// Compiling the largest component we build (Python, 19 MB) peaks at 330 MiB resident and
+/// 485 MiB of address space (measured with the debug build's worker, whose own image is
+/// 230 MB of it); 2 GiB leaves four times that for bigger honest components, while a
+/// crafted one fails its allocations (the worker aborts, the file is refused) instead of
+/// growing until the kernel's OOM killer picks a victim: under cgroup v2 with
+/// `memory.oom.group`, the whole container, host included. Address space bounds resident
+/// memory, so a deployment whose memory limit covers the host's budget plus this never
+/// reaches its limit through the worker.
+pub const DEFAULT_COMPILE_ADDRESS_SPACE: u64 = 2 << 30;
 
 /// How plugins are compiled.
 #[derive(Debug, Clone, Default)]

@@ -85,7 +85,7 @@ pub struct HostArgs {
     compile_timeout: Duration,
     /// Address space the compile worker may map, in MiB (1 to 65536); a plugin whose
     /// compilation needs more is refused.
-    #[arg(long, default_value_t = 4096, value_parser = mebibytes)]
+    #[arg(long, default_value_t = 2048, value_parser = mebibytes)]
     compile_memory_mib: usize,
     /// Quiet period after a change in the plugin directory before reloading it.
     #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]

@@ -10,7 +10,6 @@
 //! is never copied whole. A read is synchronous work bounded by the size of one cache,
 //! done inside the call's poll, so its time counts against the call's deadline; a `list`
 //! runs under `block_in_place`, so the tokio worker's other tasks are not held up.
-
 //!
 //! The imports are linked by hand ([`link`]) over the generated ones, which would copy
 //! every argument before looking at it: a plugin passing one 8 MiB buffer as all four
@@ -26,7 +25,7 @@ use std::sync::Arc;
 
 use kubewasm_core::manifest::Manifest;
 use wasmtime::component::{Linker, WasmStr};
-use wasmtime::{AsContext, AsContextMut, StoreContext};
+use wasmtime::{AsContext, StoreContext};
 
 use crate::state::PluginState;
 
@@ -143,7 +142,7 @@ fn answer<A, T>(
     read: impl FnOnce(&mut ClusterState, A) -> Result<T, String>,
 ) -> wasmtime::Result<(Result<T, String>,)> {
     let args = args(&store.as_context());
-    let cluster = &mut store.as_context_mut().data_mut().cluster;
+    let cluster = &mut store.data_mut().cluster;
     Ok((match args {
         Ok(a) => read(cluster, a),
         Err(ArgFailure::Refused(e)) => Err(cluster.refused(e)),

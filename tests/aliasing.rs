@@ -234,11 +234,11 @@ async fn aliased_import_arguments_are_refused_unread_and_the_host_stays_small() 
     let data = |attack: &str| json!({"attack": attack, "bytes": (STRING_MIB << 20).to_string()});
 
     // One object: get, then list.
-    for (cm, attack, import) in [
+    for (cm, kind, import) in [
         ("get-one", "alias-get", "get"),
         ("list-one", "alias-list", "list"),
     ] {
-        attack(&env, "reader", cm, data(attack)).await;
+        attack(&env, "reader", cm, data(kind)).await;
         let out = eventually(&format!("{cm}-out"), CONVERGE, || async {
             get(&cms, &format!("{cm}-out")).await
         })
@@ -259,8 +259,12 @@ async fn aliased_import_arguments_are_refused_unread_and_the_host_stays_small() 
     // Four objects at once, two per import, while the good plugin works.
     let four = ["get-a", "get-b", "list-a", "list-b"];
     for cm in four {
-        let attack = if cm.starts_with("get") { "alias-get" } else { "alias-list" };
-        attack(&env, "reader", cm, data(attack)).await;
+        let kind = if cm.starts_with("get") {
+            "alias-get"
+        } else {
+            "alias-list"
+        };
+        attack(&env, "reader", cm, data(kind)).await;
     }
     good_keeps_working(&env, "four").await;
     for cm in four {

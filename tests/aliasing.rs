@@ -281,9 +281,8 @@ async fn aliased_import_arguments_are_refused_unread_and_the_host_stays_small() 
     good_keeps_working(&env, "after").await;
 
     // The refusals were logged, excerpted, at most LOGGED_REFUSALS (5) per call.
-    let refused = host.matching(|l| {
-        field(l, "message") == "read refused" && field(l, "plugin") == "reader"
-    });
+    let refused =
+        host.matching(|l| field(l, "message") == "read refused" && field(l, "plugin") == "reader");
     assert!(!refused.is_empty(), "no refusal logged");
     assert!(refused.len() <= 6 * 4, "{} refusal lines", refused.len());
 
@@ -297,7 +296,13 @@ async fn aliased_import_arguments_are_refused_unread_and_the_host_stays_small() 
          {line_len} bytes (bound {MAX_LINE_BYTES})",
         peak.saturating_sub(baseline)
     );
-    assert!(peak <= bound, "peak {peak} KiB over the bound of {bound} KiB");
-    assert!(line_len <= MAX_LINE_BYTES, "a {line_len} byte line: {line}…");
+    assert!(
+        peak <= bound,
+        "peak {peak} KiB over the bound of {bound} KiB"
+    );
+    assert!(
+        line_len <= MAX_LINE_BYTES,
+        "a {line_len} byte line: {line}…"
+    );
     assert_eq!(host.stop(), Some(0));
 }

@@ -63,8 +63,7 @@ async fn four_plugins_at_their_defaults_stay_within_the_host_budget() {
     let budget = BUDGET_MIB.to_string();
     let host = env.start_host(&["--call-memory-budget", &budget]);
     host.wait_log("the budget in the log", |l| {
-        field(l, "message") == "plugin call memory budget"
-            && l["mib"].as_u64() == Some(BUDGET_MIB)
+        field(l, "message") == "plugin call memory budget" && l["mib"].as_u64() == Some(BUDGET_MIB)
     })
     .await;
     good_keeps_working(&env, "before").await;
@@ -129,7 +128,10 @@ async fn four_plugins_at_their_defaults_stay_within_the_host_budget() {
         peak >> 10,
         4 * FAT_MIB
     );
-    assert!(peak < bound, "peak {peak} KiB is over the budget of {bound} KiB");
+    assert!(
+        peak < bound,
+        "peak {peak} KiB is over the budget of {bound} KiB"
+    );
     assert_eq!(host.stop(), Some(0));
 }
 
@@ -275,7 +277,11 @@ fn inspect_and_rbac_compile_in_the_worker_under_the_timeout() {
         vec!["rbac", "--compile-timeout", BOMB_TIMEOUT, "--plugins"],
     ] {
         let started = Instant::now();
-        let target = if args[0] == "inspect" { &bomb } else { &dir.path().to_path_buf() };
+        let target = if args[0] == "inspect" {
+            &bomb
+        } else {
+            &dir.path().to_path_buf()
+        };
         let out = std::process::Command::new(kubewasm)
             .args(["--log", "error"])
             .args(&args)

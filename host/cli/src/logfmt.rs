@@ -228,7 +228,10 @@ mod tests {
         let text = String::from_utf8(buf.0.lock().map(|v| v.clone()).unwrap_or_default())
             .unwrap_or_default();
         assert_eq!(text.lines().count(), 1, "{text}");
-        assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text:?}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
         assert_eq!(text.matches(r"\u{1b}[2J").count(), 3, "{text}");
         assert!(text.contains(r"ok\n2026-12-02"), "{text}");
     }

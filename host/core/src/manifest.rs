@@ -304,14 +304,17 @@ impl Manifest {
             if !ids.insert(w.id.as_str()) {
                 return Err(ManifestError::DuplicateWatchId(w.id.clone()));
             }
-            if let Some(first) = self.watches.iter().take_while(|o| !std::ptr::eq(*o, w)).find(
-                |o| {
+            if let Some(first) = self
+                .watches
+                .iter()
+                .take_while(|o| !std::ptr::eq(*o, w))
+                .find(|o| {
                     o.resource == w.resource
                         && o.namespace == w.namespace
                         && o.label_selector == w.label_selector
                         && o.field_selector == w.field_selector
-                },
-            ) {
+                })
+            {
                 return Err(ManifestError::DuplicateWatch {
                     id: w.id.clone(),
                     first: first.id.clone(),

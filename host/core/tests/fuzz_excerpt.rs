@@ -23,8 +23,21 @@ fn text() -> BoxedStrategy<String> {
     let piece = prop_oneof![
         any::<char>().prop_map(|c| c.to_string()),
         prop::sample::select(vec![
-            "\n", "\r\n", "\u{1b}[31m", "\u{1b}]0;t\u{7}", "\u{202e}", "\u{2066}", "\u{feff}",
-            "é", "漢", "🦀", "\\n", "x", "\u{0}", "\u{85}", "\u{7f}",
+            "\n",
+            "\r\n",
+            "\u{1b}[31m",
+            "\u{1b}]0;t\u{7}",
+            "\u{202e}",
+            "\u{2066}",
+            "\u{feff}",
+            "é",
+            "漢",
+            "🦀",
+            "\\n",
+            "x",
+            "\u{0}",
+            "\u{85}",
+            "\u{7f}",
         ])
         .prop_map(str::to_string),
         "[a-z]{0,64}",

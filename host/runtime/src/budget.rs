@@ -245,10 +245,16 @@ pub const DEFAULT_BUDGET_FRACTION: (u64, u64) = (1, 2);
 pub fn default_budget() -> (CallBudget, &'static str) {
     let (num, den) = DEFAULT_BUDGET_FRACTION;
     match cgroup_memory_limit() {
-        Some(limit) => (CallBudget::new(limit / den * num), "the cgroup's memory.max"),
+        Some(limit) => (
+            CallBudget::new(limit / den * num),
+            "the cgroup's memory.max",
+        ),
         None => match physical_memory() {
             Some(total) => (CallBudget::new(total / den * num), "the machine's memory"),
-            None => (CallBudget::unbounded(), "nothing (no cgroup limit or /proc/meminfo)"),
+            None => (
+                CallBudget::unbounded(),
+                "nothing (no cgroup limit or /proc/meminfo)",
+            ),
         },
     }
 }

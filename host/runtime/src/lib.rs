@@ -27,10 +27,10 @@ pub mod loader;
 pub mod plugin;
 mod state;
 
+pub use budget::CallBudget;
 pub use capability::cluster::{
     ClusterView, ListAnswer, ListLimit, NoCluster, ReadError, ReadScope,
 };
-pub use budget::CallBudget;
 pub use engine::PluginEngine;
 pub use error::{CallError, Error, ManifestRejection};
 pub use limits::Limits;

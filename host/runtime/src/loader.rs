@@ -120,11 +120,9 @@ fn read_confined_with(
     let file = open_beneath(dir, name, before_open)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        )
-        .into());
+        return Err(
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file").into(),
+        );
     }
     let size = meta.len();
     if size > max {
@@ -169,7 +167,9 @@ fn open_beneath(
         Ok(fd) => Ok(std::fs::File::from(fd)),
         // The resolution left the directory. Where it leads, for the message only.
         Err(Errno::XDEV) => Err(FileRefusal::OutsideDirectory(
-            dir.join(name).canonicalize().unwrap_or_else(|_| dir.join(name)),
+            dir.join(name)
+                .canonicalize()
+                .unwrap_or_else(|_| dir.join(name)),
         )),
         Err(Errno::NOSYS | Errno::PERM) => {
             let fd = rustix::fs::openat(&dirfd, name, flags, Mode::empty())
@@ -885,7 +885,11 @@ mod tests {
     fn a_link_swapped_before_the_open_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("s.yaml"), "token: service-account-token").unwrap();
+        std::fs::write(
+            outside.path().join("s.yaml"),
+            "token: service-account-token",
+        )
+        .unwrap();
         let ts = dir.path().join("..2026_12_01");
         std::fs::create_dir(&ts).unwrap();
         std::fs::write(ts.join("s.yaml"), "a: 1").unwrap();

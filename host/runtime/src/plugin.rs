@@ -258,8 +258,8 @@ impl CompiledPlugin {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
-        let pre = PluginPre::new(instance_pre)
-            .map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
+        let pre =
+            PluginPre::new(instance_pre).map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
 
         let mut plugin = CompiledPlugin {
             path: path.to_path_buf(),
@@ -312,7 +312,11 @@ impl CompiledPlugin {
             path: self.path.clone(),
             reason: Box::new(reason),
         };
-        let share = self.engine.budget.acquire(self.limits.memory, Share::none()).await;
+        let share = self
+            .engine
+            .budget
+            .acquire(self.limits.memory, Share::none())
+            .await;
         let mut inst = self
             .instantiate(share)
             .await

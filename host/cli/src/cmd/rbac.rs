@@ -20,8 +20,8 @@ use kubewasm::core::grant::check_approval;
 use kubewasm::core::kind::{KindInfo, ResolveError};
 use kubewasm::core::rbac::{self, RbacOptions};
 use kubewasm::core::resource::ResourceRef;
-use kubewasm::runtime::loader::plugin_files;
 use kubewasm::runtime::compiler::DEFAULT_COMPILE_ADDRESS_SPACE;
+use kubewasm::runtime::loader::plugin_files;
 use kubewasm::runtime::{LoadOptions, Loader, PluginEngine, PluginFile};
 use kubewasm::watch::discovery::Discovery;
 

@@ -131,7 +131,10 @@ fn opt_arg(
     import: &'static str,
     limit: ArgLimit,
 ) -> Result<Option<String>, ArgFailure> {
-    value.as_ref().map(|v| arg(store, v, import, limit)).transpose()
+    value
+        .as_ref()
+        .map(|v| arg(store, v, import, limit))
+        .transpose()
 }
 
 /// Run a read import on its checked arguments: a refused argument is answered as a
@@ -504,7 +507,8 @@ impl ClusterState {
     /// A refused read is the plugin's to handle, but the operator sees it too (the first
     /// [`LOGGED_REFUSALS`] of a call). The text quotes what the plugin passed: excerpted.
     pub(crate) fn refused(&mut self, e: ReadError) -> String {
-        let reason = kubewasm_core::excerpt::excerpt(&e.to_string(), MAX_REFUSAL_BYTES).into_owned();
+        let reason =
+            kubewasm_core::excerpt::excerpt(&e.to_string(), MAX_REFUSAL_BYTES).into_owned();
         self.refusals += 1;
         if self.refusals <= LOGGED_REFUSALS {
             tracing::warn!(plugin = %self.plugin, object = %self.object, reason, "read refused");

@@ -29,8 +29,8 @@ pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
             |mut store: wasmtime::StoreContextMut<'_, PluginState>,
              (level, message): (LogLevel, WasmStr)| {
                 // Validates the string (no copy for UTF-8) and keeps the line's prefix.
-                let line = excerpt(&message.to_str(store.as_context())?, MAX_LOG_LINE_BYTES)
-                    .into_owned();
+                let line =
+                    excerpt(&message.to_str(store.as_context())?, MAX_LOG_LINE_BYTES).into_owned();
                 store.data_mut().log.emit(level, line);
                 Ok(())
             },

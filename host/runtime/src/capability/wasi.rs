@@ -92,7 +92,10 @@ mod tests {
             assert!(table.push(i).is_ok(), "entry {i}");
         }
         let err = table.push(0usize).unwrap_err();
-        assert!(matches!(err, wasmtime::component::ResourceTableError::Full), "{err}");
+        assert!(
+            matches!(err, wasmtime::component::ResourceTableError::Full),
+            "{err}"
+        );
     }
 
     #[test]

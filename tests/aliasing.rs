@@ -190,3 +190,119 @@ async fn aliased_strings_are_refused_and_the_hosts_peak_memory_stays_bounded() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// Longest log line the host may write while attacked (JSON, whole line): plugin text is
+/// excerpted to 4 KiB (a log line) or 1 KiB (a refusal), escaped, plus the line's fields.
+const MAX_LINE_BYTES: usize = 8 << 10;
+
+/// The longest line of the host's log so far, in bytes.
+fn longest_line(host: &HostProcess) -> (usize, String) {
+    host.logs()
+        .iter()
+        .map(|l| {
+            let text = l.to_string();
+            (text.len(), text.chars().take(300).collect::<String>())
+        })
+        .max_by_key(|(n, _)| *n)
+        .unwrap_or_default()
+}
+
+/// The aliased-argument attack on the read imports (issue 21): a plugin at the default
+/// memory cap (256 MiB) allocates one 32 MiB string and passes it as all four arguments
+/// of `host.get`, then of `host.list`, four times per event; first on one object, then on
+/// four at once. Measured before the imports took their arguments unread: ~10 copies of
+/// the string per call (the lifted arguments, `apiVersion/kind`, the refusal text, its log
+/// line), `kubewasm dev` from 19 MiB to 1.1 GiB with one object and 2.5 GiB with four,
+/// and log lines of 96–128 MiB.
+///
+/// Stated bounds: the host's peak resident memory (VmHWM) grows by at most the guest
+/// memory the attacking instances hold themselves (four live instances of one 32 MiB
+/// string, which the host maps) plus 32 MiB; no log line is over [`MAX_LINE_BYTES`].
+/// Each refused read is answered with a short error that quotes none of the argument.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aliased_import_arguments_are_refused_unread_and_the_host_stays_small() {
+    const STRING_MIB: u64 = 32;
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "good", Some(GOOD));
+    let wasm = test_plugin("hostile");
+    // Default limits: the 256 MiB cap of the measurement.
+    env.add_plugin(&wasm, "reader", Some("name: reader\n"));
+    let host = env.start_host(&[]);
+    good_keeps_working(&env, "before").await;
+    let baseline = peak_kib(host.pid());
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let data = |attack: &str| json!({"attack": attack, "bytes": (STRING_MIB << 20).to_string()});
+
+    // One object: get, then list.
+    for (cm, kind, import) in [
+        ("get-one", "alias-get", "get"),
+        ("list-one", "alias-list", "list"),
+    ] {
+        attack(&env, "reader", cm, data(kind)).await;
+        let out = eventually(&format!("{cm}-out"), CONVERGE, || async {
+            get(&cms, &format!("{cm}-out")).await
+        })
+        .await;
+        let errors = out.data["data"]["errors"].as_str().unwrap_or_default();
+        let expected = format!(
+            "{import}: the apiVersion is {} bytes, over the limit of 317",
+            STRING_MIB << 20
+        );
+        assert_eq!(
+            errors,
+            [expected.as_str(); 4].join(" | "),
+            "every call refused, quoting nothing of the argument"
+        );
+    }
+    good_keeps_working(&env, "one").await;
+
+    // Four objects at once, two per import, while the good plugin works.
+    let four = ["get-a", "get-b", "list-a", "list-b"];
+    for cm in four {
+        let kind = if cm.starts_with("get") {
+            "alias-get"
+        } else {
+            "alias-list"
+        };
+        attack(&env, "reader", cm, data(kind)).await;
+    }
+    good_keeps_working(&env, "four").await;
+    for cm in four {
+        let out = eventually(&format!("{cm}-out"), CONVERGE, || async {
+            get(&cms, &format!("{cm}-out")).await
+        })
+        .await;
+        let longest: usize = out.data["data"]["longestError"]
+            .as_str()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(usize::MAX);
+        assert!(longest < 100, "{cm}: a {longest} byte error");
+    }
+    good_keeps_working(&env, "after").await;
+
+    // The refusals were logged, excerpted, at most LOGGED_REFUSALS (5) per call.
+    let refused =
+        host.matching(|l| field(l, "message") == "read refused" && field(l, "plugin") == "reader");
+    assert!(!refused.is_empty(), "no refusal logged");
+    assert!(refused.len() <= 6 * 4, "{} refusal lines", refused.len());
+
+    let peak = peak_kib(host.pid());
+    let guest = 4 * (STRING_MIB << 10);
+    let bound = baseline + guest + (32 << 10);
+    let (line_len, line) = longest_line(&host);
+    eprintln!(
+        "kubewasm VmHWM: {baseline} KiB before, {peak} KiB after (+{} KiB); bound {bound} KiB \
+         (baseline + 4 instances x {STRING_MIB} MiB of guest string + 32 MiB); longest log line \
+         {line_len} bytes (bound {MAX_LINE_BYTES})",
+        peak.saturating_sub(baseline)
+    );
+    assert!(
+        peak <= bound,
+        "peak {peak} KiB over the bound of {bound} KiB"
+    );
+    assert!(
+        line_len <= MAX_LINE_BYTES,
+        "a {line_len} byte line: {line}…"
+    );
+    assert_eq!(host.stop(), Some(0));
+}

@@ -524,3 +524,14 @@ grants:
 - {apiGroups: [\"\"], kinds: [ConfigMap], verbs: [create], allowForce: true}
 - {apiGroups: [\"\"], kinds: [Namespace], namespaces: [\"*\"], verbs: [create]}
 ";
+
+/// Peak resident memory of a process (VmHWM of /proc/PID/status), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .expect("VmHWM")
+}

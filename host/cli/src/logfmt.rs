@@ -3,6 +3,10 @@
 //! the event's, so an event that names its plugin inside the `event` span (which names
 //! it too) would print `plugin="x" … plugin="x"`. Here the event's own fields come
 //! first and a span field is printed only when no nearer field has the same name.
+//!
+//! Every message and value is written inert: control characters escaped (`\n`,
+//! `\u{1b}`), so text a plugin supplied (a log line, an error it returned, an object's
+//! name) can neither forge a line of its own nor drive the operator's terminal.
 
 use std::fmt;
 
@@ -19,8 +23,17 @@ use tracing_subscriber::registry::LookupSpan;
 #[derive(Default, Debug)]
 struct Fields(Vec<(&'static str, String)>);
 
+/// `value` with its control characters escaped (see the module documentation).
+fn inert(value: String) -> String {
+    match kubewasm::core::excerpt::excerpt(&value, usize::MAX) {
+        std::borrow::Cow::Borrowed(_) => value,
+        std::borrow::Cow::Owned(escaped) => escaped,
+    }
+}
+
 impl Fields {
     fn set(&mut self, name: &'static str, value: String) {
+        let value = inert(value);
         match self.0.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = value,
             None => self.0.push((name, value)),
@@ -192,5 +205,34 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.matches("plugin=").count(), 1, "{text}");
+    }
+
+    /// A plugin's text in the message or a field (Display-recorded: not escaped by
+    /// Debug) cannot start a line of its own or reach the terminal as an escape.
+    #[test]
+    fn control_characters_of_messages_and_fields_are_escaped() {
+        let buf = Buf::default();
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::registry().with(SpanFields).with(
+            tracing_subscriber::fmt::layer()
+                .event_format(Text)
+                .with_ansi(false)
+                .with_writer(move || out.clone()),
+        );
+        let forged = "ok\n2026-12-02T00:00:00Z  INFO forged=\"yes\"\u{1b}[2J\u{1b}]0;owned\u{7}";
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("event", object = %forged);
+            let _g = span.enter();
+            tracing::info!(target: "plugin", reason = %forged, "{forged}");
+        });
+        let text = String::from_utf8(buf.0.lock().map(|v| v.clone()).unwrap_or_default())
+            .unwrap_or_default();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert_eq!(text.matches(r"\u{1b}[2J").count(), 3, "{text}");
+        assert!(text.contains(r"ok\n2026-12-02"), "{text}");
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod admit;
 pub mod event;
+pub mod excerpt;
 pub mod grant;
 pub mod intent;
 pub mod kind;

@@ -49,7 +49,10 @@ pub enum ManifestError {
         source: crate::resource::ResourceError,
     },
     /// A label selector that does not parse.
-    #[error("watch {id:?}: label selector {text:?}: {source}")]
+    #[error(
+        "watch {id:?}: label selector {text:?}: {}",
+        crate::excerpt::excerpt(&.source.to_string(), 1024)
+    )]
     LabelSelector {
         /// The watch.
         id: String,
@@ -60,7 +63,10 @@ pub enum ManifestError {
         source: SelectorError,
     },
     /// A field selector that does not parse or selects an unsupported field.
-    #[error("watch {id:?}: field selector {text:?}: {source}")]
+    #[error(
+        "watch {id:?}: field selector {text:?}: {}",
+        crate::excerpt::excerpt(&.source.to_string(), 1024)
+    )]
     FieldSelector {
         /// The watch.
         id: String,
@@ -81,7 +87,60 @@ pub enum ManifestError {
     /// A grant with no group, kind or verb.
     #[error("grant #{0} needs at least one api group, kind and verb")]
     EmptyGrant(usize),
+    /// More watches or reads than a manifest may list ([`MAX_WATCHES`], [`MAX_READS`]).
+    #[error("{count} {what}, over the limit of {max} per plugin{hint}")]
+    TooMany {
+        /// `watches` or `reads`.
+        what: &'static str,
+        /// How many the manifest lists.
+        count: usize,
+        /// The limit.
+        max: usize,
+        /// What to do instead.
+        hint: &'static str,
+    },
+    /// A string of the manifest longer than any field of it may be
+    /// ([`MAX_MANIFEST_STRING`]), refused before it is parsed or quoted.
+    #[error("{what} is {len} bytes, over the limit of {max}")]
+    TooLong {
+        /// Which string, e.g. `watch #3's label selector`.
+        what: String,
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Two watches select the same objects of the same resource: every event would be
+    /// delivered twice.
+    #[error(
+        "watch {id:?} selects what watch {first:?} selects (same resource, namespace and \
+         selectors); merge them"
+    )]
+    DuplicateWatch {
+        /// The later watch.
+        id: String,
+        /// The earlier one.
+        first: String,
+    },
 }
+
+/// Most watches a manifest may list. Every watch is a route the host matches each event
+/// on its resource against, for every plugin, so their number is a cost everyone pays
+/// (100,000 watches would stall routing for all plugins). A manifest lists interests,
+/// not objects: the example plugins have one to three; 64 leaves room for one watch per
+/// namespace over a few dozen namespaces. More namespaces than that is a cluster-wide
+/// watch narrowed by a label selector.
+pub const MAX_WATCHES: usize = 64;
+
+/// Most `reads` a manifest may list: each is a cache the host fills and keeps, so the
+/// same reasoning and limit as [`MAX_WATCHES`].
+pub const MAX_READS: usize = 64;
+
+/// Longest string anywhere in a manifest (16 KiB): a label selector of a few hundred
+/// maximum-length values. Names, kinds, versions and ids have tighter rules of their own,
+/// checked after this one; this bound comes first so that no rule ever parses or quotes
+/// megabytes a plugin handed over.
+pub const MAX_MANIFEST_STRING: usize = 16 << 10;
 
 /// A plugin's manifest, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,21 +180,25 @@ impl Watch {
         label_selector: Option<&str>,
         field_selector: Option<&str>,
     ) -> Result<(Option<LabelSelector>, Option<FieldSelector>), ManifestError> {
+        // Bounded before parsing: a parse error quotes the text and its parts.
+        let quoted = |text: &str| crate::excerpt::excerpt(text, 1024).into_owned();
         let labels = label_selector
             .map(|text| {
+                check_length(|| format!("watch {id:?}'s label selector"), text)?;
                 LabelSelector::parse(text).map_err(|source| ManifestError::LabelSelector {
                     id: id.to_string(),
-                    text: text.to_string(),
+                    text: quoted(text),
                     source,
                 })
             })
             .transpose()?;
         let fields = field_selector
             .map(|text| {
+                check_length(|| format!("watch {id:?}'s field selector"), text)?;
                 FieldSelector::parse_restricted(text, OBJECT_META_FIELDS).map_err(|source| {
                     ManifestError::FieldSelector {
                         id: id.to_string(),
-                        text: text.to_string(),
+                        text: quoted(text),
                         source,
                     }
                 })
@@ -216,6 +279,7 @@ impl Manifest {
 
     /// Check the manifest for things the host cannot serve. Returns the first problem.
     pub fn validate(&self) -> Result<(), ManifestError> {
+        check_counts(self.watches.len(), self.reads.len())?;
         if !is_dns_label(&self.name) {
             return Err(ManifestError::BadName(self.name.clone()));
         }
@@ -239,6 +303,22 @@ impl Manifest {
             }
             if !ids.insert(w.id.as_str()) {
                 return Err(ManifestError::DuplicateWatchId(w.id.clone()));
+            }
+            if let Some(first) = self
+                .watches
+                .iter()
+                .take_while(|o| !std::ptr::eq(*o, w))
+                .find(|o| {
+                    o.resource == w.resource
+                        && o.namespace == w.namespace
+                        && o.label_selector == w.label_selector
+                        && o.field_selector == w.field_selector
+                })
+            {
+                return Err(ManifestError::DuplicateWatch {
+                    id: w.id.clone(),
+                    first: first.id.clone(),
+                });
             }
             if let ResourceRef::Kind(t) = &w.resource {
                 if t.api_version.is_empty() || t.kind.is_empty() {
@@ -276,6 +356,40 @@ impl Manifest {
 }
 
 pub use crate::names::is_dns_label;
+
+/// Refuse more than [`MAX_WATCHES`] watches or [`MAX_READS`] reads: checked on the
+/// counts alone, before anything else of the manifest is looked at.
+pub fn check_counts(watches: usize, reads: usize) -> Result<(), ManifestError> {
+    if watches > MAX_WATCHES {
+        return Err(ManifestError::TooMany {
+            what: "watches",
+            count: watches,
+            max: MAX_WATCHES,
+            hint: " (watch all namespaces with a label selector rather than one namespace per watch)",
+        });
+    }
+    if reads > MAX_READS {
+        return Err(ManifestError::TooMany {
+            what: "reads",
+            count: reads,
+            max: MAX_READS,
+            hint: "",
+        });
+    }
+    Ok(())
+}
+
+/// Refuse a manifest string over [`MAX_MANIFEST_STRING`]; `what` names it.
+pub fn check_length(what: impl FnOnce() -> String, s: &str) -> Result<(), ManifestError> {
+    if s.len() > MAX_MANIFEST_STRING {
+        return Err(ManifestError::TooLong {
+            what: what(),
+            len: s.len(),
+            max: MAX_MANIFEST_STRING,
+        });
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {
@@ -318,6 +432,69 @@ mod tests {
             m.name = bad.to_string();
             assert!(m.validate().is_err(), "{bad:?} accepted");
         }
+    }
+
+    /// 100,000 watches (what a hostile plugin may list within its transfer budget) are
+    /// refused on their count, as are 65; 64 distinct ones load.
+    #[test]
+    fn watches_are_capped_and_deduplicated() {
+        let watch = |i: usize| Watch {
+            id: format!("w{i}"),
+            resource: ResourceRef::Kind(TypeRef::new("v1", "ConfigMap")),
+            namespace: Some(format!("ns-{i}")),
+            label_selector: None,
+            field_selector: None,
+        };
+        let mut m = manifest();
+        m.watches = (0..MAX_WATCHES).map(watch).collect();
+        assert_eq!(m.validate(), Ok(()));
+        for count in [MAX_WATCHES + 1, 100_000] {
+            m.watches = (0..count).map(watch).collect();
+            let err = m.validate().unwrap_err();
+            assert!(
+                matches!(err, ManifestError::TooMany { what: "watches", count: c, max: 64, .. } if c == count),
+                "{err}"
+            );
+            assert!(
+                err.to_string()
+                    .starts_with(&format!("{count} watches, over the limit of 64 per plugin")),
+                "{err}"
+            );
+        }
+        assert!(check_counts(0, MAX_READS + 1).is_err());
+        // Two watches on the same objects: refused, naming both.
+        let mut m = manifest();
+        let mut again = m.watches[0].clone();
+        again.id = "again".into();
+        m.watches.push(again.clone());
+        assert_eq!(
+            m.validate(),
+            Err(ManifestError::DuplicateWatch {
+                id: "again".into(),
+                first: "dbs".into()
+            })
+        );
+        // Another namespace or selector: distinct.
+        m.watches[1].namespace = Some("b".into());
+        assert_eq!(m.validate(), Ok(()));
+        m.watches[1] = again;
+        m.watches[1].label_selector = None;
+        assert_eq!(m.validate(), Ok(()));
+    }
+
+    #[test]
+    fn selectors_are_bounded_before_they_are_parsed() {
+        let long = format!("a in ({})", "x".repeat(MAX_MANIFEST_STRING));
+        let err = Watch::parse_selectors("w", Some(&long), None).unwrap_err();
+        assert!(matches!(err, ManifestError::TooLong { .. }), "{err}");
+        assert!(err.to_string().len() < 200, "{err}");
+        // Under the bound but invalid: the error quotes an excerpt, escaped.
+        let bad = format!("a\n=b,{}", "x".repeat(10_000));
+        let err = Watch::parse_selectors("w", Some(&bad), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 4096, "{}", err.len());
+        assert!(!err.contains('\n'), "{err}");
     }
 
     #[test]

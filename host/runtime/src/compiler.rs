@@ -38,7 +38,19 @@ pub(crate) const EXIT_NOT_COMPILABLE: i32 = 2;
 /// How long a worker may take to compile one plugin before it is stopped. The largest
 /// components we build (Python, ~35 MB) compile in seconds; a component crafted to compile
 /// slowly is bounded by this, not only by wasmparser's size limits.
-pub(crate) const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+pub const DEFAULT_COMPILE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The address space a compile worker may map (`RLIMIT_AS`), by default 2 GiB.
+///
+/// Compiling the largest component we build (Python, 19 MB) peaks at 330 MiB resident and
+/// 485 MiB of address space (measured with the debug build's worker, whose own image is
+/// 230 MB of it); 2 GiB leaves four times that for bigger honest components, while a
+/// crafted one fails its allocations (the worker aborts, the file is refused) instead of
+/// growing until the kernel's OOM killer picks a victim: under cgroup v2 with
+/// `memory.oom.group`, the whole container, host included. Address space bounds resident
+/// memory, so a deployment whose memory limit covers the host's budget plus this never
+/// reaches its limit through the worker.
+pub const DEFAULT_COMPILE_ADDRESS_SPACE: u64 = 2 << 30;
 
 /// How plugins are compiled.
 #[derive(Debug, Clone, Default)]
@@ -57,6 +69,8 @@ pub struct Worker {
     args: Vec<OsString>,
     /// How long one compile may take.
     timeout: std::time::Duration,
+    /// The worker's address-space limit, bytes.
+    address_space: u64,
     /// Set once the worker could not be started (shared by clones), so the fallback to
     /// compiling in process is logged once.
     unavailable: Arc<AtomicBool>,
@@ -93,6 +107,7 @@ impl Worker {
             program: program.into(),
             args: args.into_iter().map(Into::into).collect(),
             timeout: DEFAULT_COMPILE_TIMEOUT,
+            address_space: DEFAULT_COMPILE_ADDRESS_SPACE,
             unavailable: Arc::default(),
         }
     }
@@ -102,6 +117,66 @@ impl Worker {
     pub fn with_timeout(mut self, timeout: std::time::Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    /// Limit the worker's address space to `bytes` (default
+    /// [`DEFAULT_COMPILE_ADDRESS_SPACE`]); a compile that needs more fails and the plugin
+    /// file is refused.
+    pub fn with_address_space(mut self, bytes: u64) -> Self {
+        self.address_space = bytes;
+        self
+    }
+
+    /// The limits the worker process runs under, applied in the child between `fork` and
+    /// `exec`:
+    /// - `RLIMIT_AS`: its address space ([`Worker::with_address_space`]);
+    /// - `RLIMIT_CPU`: the timeout's worth of CPU time on every CPU (a soft limit sends
+    ///   SIGXCPU, the hard one a second later SIGKILL): a backstop that stops the worker
+    ///   even if the host that times it out is gone (killed, so `kill_on_drop` did not
+    ///   run; `PR_SET_PDEATHSIG` is not used: it fires when the *thread* that forked
+    ///   exits, and tokio retires idle threads);
+    /// - `oom_score_adj` 1000: should the machine or container run out of memory anyway,
+    ///   the worker is the kernel's first choice, not the host.
+    ///
+    /// Its own cgroup is not attempted: a container's cgroup is read-only in the usual
+    /// deployments, and a writable one would need the host moved into a leaf cgroup of
+    /// its own first (cgroup v2 gives controllers only to cgroups without processes).
+    /// The address-space limit bounds the worker's memory without one.
+    fn limit(&self, command: &mut tokio::process::Command) {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        let cpu = self.timeout.as_secs().max(1).saturating_mul(cpus);
+        let limits = [
+            (libc::RLIMIT_AS, self.address_space, self.address_space),
+            (libc::RLIMIT_CPU, cpu, cpu.saturating_add(1)),
+        ];
+        let oom_path = c"/proc/self/oom_score_adj";
+        #[allow(unsafe_code)]
+        // SAFETY: the closure runs in the forked child before `exec`, where only
+        // async-signal-safe functions may be called: `setrlimit`, `open`, `write` and
+        // `close` are system calls that allocate nothing and take no
+        // lock; everything they read (`limits`, the path) was built before the fork and
+        // is moved into the closure. A failure of any but `setrlimit` is ignored (the
+        // limit it sets is a refinement); `setrlimit` failing fails the spawn, which
+        // `compile` treats as a worker that cannot start.
+        unsafe {
+            command.pre_exec(move || {
+                for (resource, soft, hard) in limits {
+                    let rlim = libc::rlimit {
+                        rlim_cur: soft,
+                        rlim_max: hard,
+                    };
+                    if libc::setrlimit(resource, &rlim) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                let fd = libc::open(oom_path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd >= 0 {
+                    libc::write(fd, b"1000".as_ptr().cast(), 4);
+                    libc::close(fd);
+                }
+                Ok(())
+            });
+        }
     }
 }
 
@@ -178,7 +253,9 @@ enum WorkerFailure {
 
 impl Worker {
     async fn run(&self, wasm: &[u8], code_dir: Option<&Path>) -> Result<Artifact, WorkerFailure> {
-        let mut child = tokio::process::Command::new(&self.program)
+        let mut command = tokio::process::Command::new(&self.program);
+        self.limit(&mut command);
+        let mut child = command
             .args(&self.args)
             // It needs nothing from the host's environment (credentials included).
             .env_clear()
@@ -234,7 +311,8 @@ impl Worker {
             return Err(WorkerFailure::TimedOut);
         };
         let status = status.map_err(|e| WorkerFailure::Failed(format!("waiting for it: {e}")))?;
-        let message = String::from_utf8_lossy(&err).trim().to_string();
+        // The compiler quotes the component's names: the plugin's text.
+        let message = crate::plugin::plugin_text(String::from_utf8_lossy(&err).trim());
         if status.code() == Some(EXIT_NOT_COMPILABLE) {
             return Err(WorkerFailure::NotCompilable(message));
         }
@@ -253,10 +331,16 @@ impl Worker {
             None => {
                 use std::os::unix::process::ExitStatusExt;
                 let signal = status.signal().unwrap_or(0);
-                let hint = if signal == libc::SIGKILL {
-                    " (killed: out of memory?)"
-                } else {
-                    ""
+                let hint = match signal {
+                    libc::SIGKILL => " (killed: out of memory?)".to_string(),
+                    // Rust aborts when an allocation fails: the address-space limit.
+                    libc::SIGABRT => format!(
+                        " (aborted: out of memory under the compile worker's address-space \
+                         limit of {} MiB?)",
+                        self.address_space >> 20
+                    ),
+                    libc::SIGXCPU => " (out of CPU time)".to_string(),
+                    _ => String::new(),
                 };
                 Err(WorkerFailure::Failed(format!(
                     "terminated by signal {signal}{hint}{}{message}",
@@ -290,7 +374,7 @@ async fn compile_here(
     tokio::task::spawn_blocking(move || {
         Component::new(&eng, &bytes).map_err(|e| Error::NotWasm {
             path: p,
-            reason: format!("{e:#}"),
+            reason: crate::plugin::plugin_text(&format!("{e:#}")),
         })
     })
     .await

@@ -16,6 +16,7 @@ fn resource_ref(r: wit::ResourceRef) -> Result<ResourceRef, ResourceError> {
 /// The manifest the plugin described, with its selectors parsed: an unparsable selector
 /// rejects the plugin here, at load time.
 pub(crate) fn manifest(m: wit::Manifest) -> Result<Manifest, ManifestError> {
+    bounded(&m)?;
     let watches = m
         .watches
         .into_iter()
@@ -65,6 +66,47 @@ pub(crate) fn manifest(m: wit::Manifest) -> Result<Manifest, ManifestError> {
         grants,
         reads,
     })
+}
+
+/// Refuse a manifest with too many watches or reads, or any string over
+/// [`MAX_MANIFEST_STRING`](kubewasm_core::manifest::MAX_MANIFEST_STRING), before any of it
+/// is parsed, validated or quoted in an error: a plugin's 100,000 watches or 8 MiB
+/// selector cost the host a count and a length, not a parse and an error message.
+fn bounded(m: &wit::Manifest) -> Result<(), ManifestError> {
+    use kubewasm_core::manifest::{check_counts, check_length};
+    check_counts(m.watches.len(), m.reads.len())?;
+    check_length(|| "the name".into(), &m.name)?;
+    check_length(|| "the version".into(), &m.version)?;
+    let resource = |what: &dyn Fn() -> String, r: &wit::ResourceRef| match r {
+        wit::ResourceRef::Kind(t) => {
+            check_length(|| format!("{}'s apiVersion", what()), &t.api_version)?;
+            check_length(|| format!("{}'s kind", what()), &t.kind)
+        }
+        wit::ResourceRef::Resource(s) => check_length(|| format!("{}'s resource", what()), s),
+    };
+    for (i, w) in m.watches.iter().enumerate() {
+        let what = || format!("watch #{i}");
+        check_length(|| format!("{}'s id", what()), &w.id)?;
+        resource(&what, &w.resource)?;
+        for (field, s) in [
+            ("namespace", &w.namespace),
+            ("label selector", &w.label_selector),
+            ("field selector", &w.field_selector),
+        ] {
+            if let Some(s) = s {
+                check_length(|| format!("{}'s {field}", what()), s)?;
+            }
+        }
+    }
+    for (i, r) in m.reads.iter().enumerate() {
+        resource(&|| format!("read #{i}"), r)?;
+    }
+    for (i, g) in m.grants.iter().enumerate() {
+        for s in g.api_groups.iter().chain(&g.kinds).chain(&g.namespaces) {
+            check_length(|| format!("grant #{i}'s entry"), s)?;
+        }
+    }
+    Ok(())
 }
 
 fn verb(v: wit::Verb) -> Verb {

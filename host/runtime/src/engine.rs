@@ -9,6 +9,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
 use crate::bindings::Plugin;
+use crate::budget::CallBudget;
 use crate::capability;
 use crate::error::{EngineError, Error};
 use crate::state::PluginState;
@@ -23,14 +24,37 @@ pub(crate) fn config() -> Config {
     let mut config = Config::new();
     config.epoch_interruption(true);
     config.wasm_component_model(true);
+    // Address space, stated rather than left to wasmtime's defaults (which these equal on
+    // 64-bit hosts): compiled code depends on them, so the worker and the host must agree,
+    // and every linear memory reserves them in the host's address space whether or not it
+    // uses them. 4 GiB covers a 32-bit memory's whole index space, so loads and stores
+    // need no bounds checks; the 32 MiB guard covers their immediate offsets. With at most
+    // `MAX_MEMORIES` memories per instance (`crate::state`) an instance reserves at most
+    // ~33 GiB of the 128 TiB a process has: thousands of live instances fit. Memories that
+    // outgrow the reservation (memory64, or a cap above 4 GiB) move, reserving 2 GiB ahead
+    // so that they do not move again at every growth: address space only, and only for
+    // memories an operator allowed past 4 GiB. (Equal to the defaults, so compiled code
+    // cached before these lines were written stays valid.)
+    config.memory_reservation(MEMORY_RESERVATION);
+    config.memory_guard_size(MEMORY_GUARD);
+    config.memory_reservation_for_growth(MEMORY_GROWTH_RESERVATION);
     config
 }
+
+/// Address space reserved for each linear memory (4 GiB; see [`config`]).
+pub(crate) const MEMORY_RESERVATION: u64 = 4 << 30;
+/// Unmapped guard after each linear memory (32 MiB).
+pub(crate) const MEMORY_GUARD: u64 = 32 << 20;
+/// Room reserved ahead of a memory that had to move (2 GiB).
+pub(crate) const MEMORY_GROWTH_RESERVATION: u64 = 2 << 30;
 
 /// The engine and linker every plugin is compiled and linked with.
 #[derive(Clone)]
 pub struct PluginEngine {
     pub(crate) engine: Engine,
     pub(crate) linker: Arc<Linker<PluginState>>,
+    /// The host-wide memory budget every plugin's calls draw from.
+    pub(crate) budget: CallBudget,
     _ticker: Arc<Ticker>,
 }
 
@@ -60,9 +84,13 @@ impl PluginEngine {
                 source,
             },
         )?;
-        // `log` again, taking the message without copying it whole.
+        // `log`, `get` and `list` again, taking their arguments without copying them whole.
         capability::log::link(&mut linker).map_err(|source| EngineError::Link {
             what: "host.log",
+            source,
+        })?;
+        capability::cluster::link(&mut linker).map_err(|source| EngineError::Link {
+            what: "host.get and host.list",
             source,
         })?;
 
@@ -85,8 +113,21 @@ impl PluginEngine {
         Ok(PluginEngine {
             engine,
             linker: Arc::new(linker),
+            budget: CallBudget::unbounded(),
             _ticker: Arc::new(Ticker { stop }),
         })
+    }
+
+    /// This engine with every call of the plugins loaded on it drawing from `budget`
+    /// (see [`crate::budget`]); unbounded by default.
+    pub fn with_call_budget(mut self, budget: CallBudget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The call budget plugins loaded on this engine draw from.
+    pub fn call_budget(&self) -> &CallBudget {
+        &self.budget
     }
 
     /// The wasmtime engine.

@@ -179,8 +179,9 @@ pub enum ManifestRejection {
     /// `describe` trapped, ran out of time or memory.
     #[error("describe failed: {0}")]
     Failed(CallError),
-    /// The manifest is invalid.
-    #[error(transparent)]
+    /// The manifest is invalid. (Its message quotes the plugin's strings, each bounded
+    /// before it was parsed; the whole is excerpted once more.)
+    #[error("{}", crate::plugin::plugin_text(&.0.to_string()))]
     Invalid(#[from] kubewasm_core::manifest::ManifestError),
     /// The manifest names another plugin than the file: the name is the field manager
     /// and the plugin's identity, so `a.wasm` may not speak as `web`.

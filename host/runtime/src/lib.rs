@@ -14,6 +14,7 @@
 pub mod approval;
 mod artifact;
 mod bindings;
+pub mod budget;
 pub mod capability;
 pub mod codecache;
 pub mod compiler;
@@ -26,6 +27,7 @@ pub mod loader;
 pub mod plugin;
 mod state;
 
+pub use budget::CallBudget;
 pub use capability::cluster::{
     ClusterView, ListAnswer, ListLimit, NoCluster, ReadError, ReadScope,
 };

@@ -58,10 +58,11 @@ pub(crate) fn refused_transfer(
     Some(
         LimitExceeded::Transfer {
             max: store.hostcall_fuel(),
-            detail: crate::capability::log::truncated(
+            detail: kubewasm_core::excerpt::excerpt(
                 &format!("{err:#}"),
                 crate::capability::log::MAX_LOG_LINE_BYTES,
-            ),
+            )
+            .into_owned(),
         }
         .into(),
     )

@@ -32,6 +32,9 @@ pub struct LoadOptions {
     pub pool_size: usize,
     /// Where plugins are compiled.
     pub compiler: crate::compiler::Compiler,
+    /// The host-wide memory budget of calls in flight (see [`crate::budget`]); unbounded
+    /// by default.
+    pub call_budget: crate::budget::CallBudget,
 }
 
 impl Default for LoadOptions {
@@ -41,6 +44,7 @@ impl Default for LoadOptions {
             reuse_instances: true,
             pool_size: 4,
             compiler: crate::compiler::Compiler::InProcess,
+            call_budget: crate::budget::CallBudget::unbounded(),
         }
     }
 }
@@ -90,22 +94,37 @@ pub enum FileRefusal {
 }
 
 /// Read a file of the plugin directory: it must resolve (through any symlinks, as
-/// ConfigMap volumes' `..data` links do) to a file inside that directory, and be at most
-/// `max` bytes.
+/// ConfigMap volumes' `..data` links do) to a regular file inside that directory, and be
+/// at most `max` bytes. The check and the open are one step ([`open_beneath`]), so a link
+/// swapped between them cannot hand out a file elsewhere.
 pub(crate) fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusal> {
+    read_confined_with(path, max, || {})
+}
+
+/// [`read_confined`], running `before_open` between opening the directory and opening
+/// the file in it: the window the tests swap a link in.
+fn read_confined_with(
+    path: &Path,
+    max: u64,
+    before_open: impl FnOnce(),
+) -> Result<Vec<u8>, FileRefusal> {
     use std::io::Read;
-    // A bare file name's parent is "", which does not canonicalize: it is ".".
+    // A bare file name's parent is "", which is ".".
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .canonicalize()?;
-    let real = path.canonicalize()?;
-    if !real.starts_with(&dir) {
-        return Err(FileRefusal::OutsideDirectory(real));
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"))?;
+    let file = open_beneath(dir, name, before_open)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file").into(),
+        );
     }
-    let file = std::fs::File::open(&real)?;
-    let size = file.metadata()?.len();
+    let size = meta.len();
     if size > max {
         return Err(FileRefusal::TooLarge { size, max });
     }
@@ -119,6 +138,63 @@ pub(crate) fn read_confined(path: &Path, max: u64) -> Result<Vec<u8>, FileRefusa
         });
     }
     Ok(bytes)
+}
+
+/// Open `name` for reading inside `dir`, following symlinks only while they stay beneath
+/// `dir`: `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` relative to a descriptor of
+/// the directory, which the kernel resolves and checks in one step (absolute links and
+/// `..` past the directory are refused). Without `openat2` (Linux before 5.6, or a
+/// seccomp profile that denies it), the file is opened and the path its descriptor
+/// really has (`/proc/self/fd`) is checked instead: what is checked is what was opened.
+/// Non-blocking, so a FIFO planted in the directory cannot hang the open.
+fn open_beneath(
+    dir: &Path,
+    name: &std::ffi::OsStr,
+    before_open: impl FnOnce(),
+) -> Result<std::fs::File, FileRefusal> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    let dirfd = rustix::fs::open(
+        dir,
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    before_open();
+    let flags = OFlags::RDONLY | OFlags::CLOEXEC | OFlags::NONBLOCK | OFlags::NOCTTY;
+    let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
+    match rustix::fs::openat2(&dirfd, name, flags, Mode::empty(), resolve) {
+        Ok(fd) => Ok(std::fs::File::from(fd)),
+        // The resolution left the directory. Where it leads, for the message only.
+        Err(Errno::XDEV) => Err(FileRefusal::OutsideDirectory(
+            dir.join(name)
+                .canonicalize()
+                .unwrap_or_else(|_| dir.join(name)),
+        )),
+        Err(Errno::NOSYS | Errno::PERM) => {
+            let fd = rustix::fs::openat(&dirfd, name, flags, Mode::empty())
+                .map_err(std::io::Error::from)?;
+            let file = std::fs::File::from(fd);
+            check_descriptor_beneath(&file, &dirfd)?;
+            Ok(file)
+        }
+        Err(e) => Err(std::io::Error::from(e).into()),
+    }
+}
+
+/// Refuse an open `file` whose real path (as the kernel names its descriptor) is not
+/// beneath the directory `dir` is a descriptor of.
+fn check_descriptor_beneath(
+    file: &impl std::os::fd::AsRawFd,
+    dir: &impl std::os::fd::AsRawFd,
+) -> Result<(), FileRefusal> {
+    let real = |fd: i32| std::fs::read_link(format!("/proc/self/fd/{fd}"));
+    let (file_path, dir_path) = (real(file.as_raw_fd())?, real(dir.as_raw_fd())?);
+    if file_path.starts_with(&dir_path) && file_path != dir_path {
+        Ok(())
+    } else {
+        Err(FileRefusal::OutsideDirectory(file_path))
+    }
 }
 
 /// The settings file beside a plugin, converted to JSON text.
@@ -393,6 +469,7 @@ impl Loader {
         cache_dir: Option<&Path>,
     ) -> Result<Self, Error> {
         let disk = cache_dir.map(|d| CodeCache::new(d, &engine)).transpose()?;
+        let engine = engine.with_call_budget(options.call_budget.clone());
         Ok(Loader {
             engine,
             options,
@@ -412,6 +489,7 @@ impl Loader {
     ) -> Result<Self, Error> {
         let key = crate::codecache::CacheKey::from_file(key_file)?;
         let disk = CodeCache::with_key(cache_dir, &engine, key, Default::default())?;
+        let engine = engine.with_call_budget(options.call_budget.clone());
         Ok(Loader {
             engine,
             options,
@@ -863,6 +941,81 @@ mod tests {
             .to_string();
         assert!(err.contains("outside the plugin directory"), "{err}");
         assert!(!err.contains("service-account-token"), "{err}");
+    }
+
+    /// The race `canonicalize, then open by path` lost: `..data` checked while it points
+    /// inside, then swapped for a link to a secret outside before the open. The swap is
+    /// made in the window itself (the hook runs after the directory is opened, before the
+    /// file is): the open refuses it, whichever way the link leaves the directory.
+    #[test]
+    fn a_link_swapped_before_the_open_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(
+            outside.path().join("s.yaml"),
+            "token: service-account-token",
+        )
+        .unwrap();
+        let ts = dir.path().join("..2026_12_01");
+        std::fs::create_dir(&ts).unwrap();
+        std::fs::write(ts.join("s.yaml"), "a: 1").unwrap();
+        std::os::unix::fs::symlink("..2026_12_01", dir.path().join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/s.yaml", dir.path().join("s.yaml")).unwrap();
+        let path = dir.path().join("s.yaml");
+        // Untouched: read.
+        assert_eq!(read_confined(&path, 100).unwrap(), b"a: 1");
+        let depth = dir.path().components().count();
+        let relative_out = format!("{}{}", "../".repeat(depth), outside.path().display());
+        for target in [outside.path().display().to_string(), relative_out] {
+            let swap = || {
+                let data = dir.path().join("..data");
+                std::fs::remove_file(&data).unwrap();
+                std::os::unix::fs::symlink(&target, &data).unwrap();
+            };
+            let err = read_confined_with(&path, 100, swap).unwrap_err();
+            assert!(
+                matches!(err, FileRefusal::OutsideDirectory(_)),
+                "{target}: {err}"
+            );
+            assert!(!err.to_string().contains("service-account-token"));
+            // Restore the link for the next round.
+            std::fs::remove_file(dir.path().join("..data")).unwrap();
+            std::os::unix::fs::symlink("..2026_12_01", dir.path().join("..data")).unwrap();
+        }
+    }
+
+    /// The fallback without `openat2`: the descriptor's real path is what is checked.
+    #[test]
+    fn the_descriptor_check_refuses_a_file_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("in"), "x").unwrap();
+        std::fs::write(outside.path().join("out"), "x").unwrap();
+        let d = std::fs::File::open(dir.path()).unwrap();
+        let inside = std::fs::File::open(dir.path().join("in")).unwrap();
+        assert!(check_descriptor_beneath(&inside, &d).is_ok());
+        let out = std::fs::File::open(outside.path().join("out")).unwrap();
+        let err = check_descriptor_beneath(&out, &d).unwrap_err();
+        assert!(matches!(err, FileRefusal::OutsideDirectory(_)), "{err}");
+        // The directory itself is not a file beneath it.
+        let again = std::fs::File::open(dir.path()).unwrap();
+        assert!(check_descriptor_beneath(&again, &d).is_err());
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_hanging() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("p.yaml");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::RUSR | rustix::fs::Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        let err = read_confined(&fifo, 100).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use kubewasm_core::intent::RawIntent;
 use kubewasm_core::manifest::Manifest;
 
 use crate::bindings::{Plugin, PluginPre, types as wit};
+use crate::budget::{Reclaim, Share};
 use crate::capability::cluster::ClusterView;
 use crate::convert;
 use crate::engine::PluginEngine;
@@ -49,6 +50,25 @@ struct Instance {
     bindings: Plugin,
     /// Calls it has handled.
     calls: u64,
+    /// Its share of the host's call budget: the memory cap while it runs a call, the
+    /// memory it holds while pooled.
+    share: Share,
+}
+
+/// A plugin's idle instances. Shared with the call budget, which drops them when a call
+/// of any plugin would otherwise wait for memory.
+struct Pool(Mutex<Vec<Instance>>);
+
+impl Reclaim for Pool {
+    fn reclaim(&self) {
+        let idle = std::mem::take(&mut *lock(&self.0));
+        if !idle.is_empty() {
+            tracing::debug!(
+                instances = idle.len(),
+                "idle plugin instances dropped for a call waiting for memory"
+            );
+        }
+    }
 }
 
 impl Instance {
@@ -168,7 +188,7 @@ pub struct CompiledPlugin {
     pub limits: Limits,
     engine: PluginEngine,
     pre: PluginPre<PluginState>,
-    pool: Mutex<Vec<Instance>>,
+    pool: Arc<Pool>,
     pool_size: usize,
     reuse: bool,
     counters: PoolCounters,
@@ -237,8 +257,9 @@ impl CompiledPlugin {
         let instance_pre = engine
             .linker
             .instantiate_pre(&component)
-            .map_err(|e| world_err(format!("{e:#}")))?;
-        let pre = PluginPre::new(instance_pre).map_err(|e| world_err(format!("{e:#}")))?;
+            .map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
+        let pre =
+            PluginPre::new(instance_pre).map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
 
         let mut plugin = CompiledPlugin {
             path: path.to_path_buf(),
@@ -254,12 +275,16 @@ impl CompiledPlugin {
             limits,
             engine: engine.clone(),
             pre,
-            pool: Mutex::new(Vec::new()),
+            pool: Arc::new(Pool(Mutex::new(Vec::new()))),
             pool_size: pool_size.max(1),
             reuse,
             counters: PoolCounters::default(),
             live: LiveGate::new(),
         };
+        if engine.budget.is_bounded() {
+            let pool: Arc<dyn Reclaim> = plugin.pool.clone();
+            engine.budget.register(Arc::downgrade(&pool));
+        }
         let (manifest, memory) = plugin.describe().await?;
         plugin.manifest = manifest;
         // The describe instance's memory (its heap after start-up) sizes the cap: an
@@ -287,8 +312,13 @@ impl CompiledPlugin {
             path: self.path.clone(),
             reason: Box::new(reason),
         };
+        let share = self
+            .engine
+            .budget
+            .acquire(self.limits.memory, Share::none())
+            .await;
         let mut inst = self
-            .instantiate()
+            .instantiate(share)
             .await
             .map_err(|e| reject(ManifestRejection::Instantiate(e)))?;
         let clock = inst.store.data().clock.clone();
@@ -301,7 +331,7 @@ impl CompiledPlugin {
         let result = self.metered(Box::pin(call), clock).await;
         let wit_manifest = match result {
             Ok(Ok(m)) => m,
-            Ok(Err(msg)) => return Err(reject(ManifestRejection::Refused(msg))),
+            Ok(Err(msg)) => return Err(reject(ManifestRejection::Refused(plugin_text(&msg)))),
             Err(e) => {
                 let kind = crate::lift::refused_transfer(&e, &inst.store)
                     .unwrap_or_else(|| classify(&e, &inst.store, self.limits.deadline));
@@ -323,7 +353,8 @@ impl CompiledPlugin {
         Ok((manifest, inst.memory()))
     }
 
-    async fn instantiate(&self) -> Result<Instance, CallError> {
+    /// A fresh instance, holding `share` of the call budget.
+    async fn instantiate(&self, share: Share) -> Result<Instance, CallError> {
         self.counters.instantiated.fetch_add(1, Ordering::Relaxed);
         let state = PluginState::new(self.name(), &self.limits);
         let clock = state.clock.clone();
@@ -347,6 +378,7 @@ impl CompiledPlugin {
                 store,
                 bindings,
                 calls: 0,
+                share,
             }),
             Err(e) => Err(classify(&e, &store, self.limits.deadline)),
         }
@@ -369,7 +401,7 @@ impl CompiledPlugin {
     /// The pool's counters.
     pub fn pool_stats(&self) -> PoolStats {
         let (pooled, pooled_bytes) = {
-            let p = lock(&self.pool);
+            let p = lock(&self.pool.0);
             (p.len(), p.iter().map(Instance::memory).sum())
         };
         PoolStats {
@@ -386,7 +418,7 @@ impl CompiledPlugin {
 
     /// Put an instance that returned normally back in the pool, unless it has served its
     /// calls, holds too much memory, or the pool is full or over its memory budget.
-    fn give_back(&self, inst: Instance) {
+    fn give_back(&self, mut inst: Instance) {
         let memory = inst.memory();
         let reason = if inst.calls >= self.limits.recycle_after_calls {
             Some(Recycle::Calls)
@@ -396,7 +428,7 @@ impl CompiledPlugin {
             None
         };
         let reason = reason.or_else(|| {
-            let mut pool = lock(&self.pool);
+            let mut pool = lock(&self.pool.0);
             if pool.len() >= self.pool_size {
                 return Some(Recycle::Full);
             }
@@ -404,6 +436,8 @@ impl CompiledPlugin {
             if pooled.saturating_add(memory) > self.limits.pool_memory {
                 return Some(Recycle::Budget);
             }
+            // Idle, it holds only what it has.
+            inst.share.shrink_to(memory);
             pool.push(inst);
             None
         });
@@ -434,13 +468,23 @@ impl CompiledPlugin {
         // Held until the instance is pooled or dropped (the end of this function).
         let _live = self.live.enter().await;
         let pooled = if self.reuse {
-            lock(&self.pool).pop()
+            lock(&self.pool.0).pop()
         } else {
             None
         };
+        // The call may use the whole memory cap: that much of the host's budget is held
+        // (waiting for it if need be) before the call runs.
+        let budget = &self.engine.budget;
         let mut inst = match pooled {
-            Some(i) => i,
-            None => self.instantiate().await?,
+            Some(mut i) => {
+                let held = std::mem::replace(&mut i.share, Share::none());
+                i.share = budget.acquire(self.limits.memory, held).await;
+                i
+            }
+            None => {
+                let share = budget.acquire(self.limits.memory, Share::none()).await;
+                self.instantiate(share).await?
+            }
         };
         {
             let state = inst.store.data_mut();
@@ -470,7 +514,16 @@ impl CompiledPlugin {
             );
             self.metered(Box::pin(call), clock).await
         };
-        inst.store.data_mut().cluster.end_call();
+        let refusals = inst.store.data_mut().cluster.end_call();
+        if refusals > 0 {
+            tracing::warn!(
+                plugin = self.name(),
+                object,
+                refusals,
+                "more reads refused than logged (the first {} of a call are)",
+                crate::capability::cluster::LOGGED_REFUSALS
+            );
+        }
         let dropped = inst.store.data().log.end_call();
         if dropped > 0 {
             tracing::warn!(
@@ -486,12 +539,9 @@ impl CompiledPlugin {
                 return Err(crate::lift::refused_transfer(&e, &inst.store)
                     .unwrap_or_else(|| classify(&e, &inst.store, self.limits.deadline)));
             }
-            // The message reaches log lines and Events: capped like a log line.
+            // The message reaches log lines and Events: excerpted like a log line.
             Ok(Err(err)) => Err(CallError::Plugin {
-                message: crate::capability::log::truncate(
-                    err.message,
-                    crate::capability::log::MAX_LOG_LINE_BYTES,
-                ),
+                message: plugin_text(&err.message),
                 retry: err.retry,
             }),
             Ok(Ok(intents)) => self
@@ -566,6 +616,12 @@ mod call_budget_tests {
     }
 }
 
+/// A plugin's text (an error message, a trap's backtrace of its symbol names) as the
+/// host keeps it: excerpted like a log line.
+pub(crate) fn plugin_text(text: &str) -> String {
+    kubewasm_core::excerpt::excerpt(text, crate::capability::log::MAX_LOG_LINE_BYTES).into_owned()
+}
+
 /// Turn a wasmtime error into a classified call error, using the trap code and the
 /// memory cap's flag rather than message text.
 fn classify(err: &wasmtime::Error, store: &Store<PluginState>, deadline: Duration) -> CallError {
@@ -574,8 +630,8 @@ fn classify(err: &wasmtime::Error, store: &Store<PluginState>, deadline: Duratio
     }
     match err.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => CallError::Deadline(deadline),
-        Some(trap) => CallError::Trap(format!("{trap}: {err:#}")),
-        None => CallError::Trap(format!("{err:#}")),
+        Some(trap) => CallError::Trap(plugin_text(&format!("{trap}: {err:#}"))),
+        None => CallError::Trap(plugin_text(&format!("{err:#}"))),
     }
 }
 

@@ -58,6 +58,21 @@ pub(crate) struct MemoryCap {
 /// What one table element is charged: a pointer-sized reference.
 const TABLE_ELEMENT_BYTES: usize = std::mem::size_of::<usize>();
 
+/// Core instances one plugin instance may create. A component instantiates a handful of
+/// core modules (its code, the WASI adapter, the shims and fix-ups `wit-component`
+/// generates; a dynamically linked Python component one per shared library); wasmtime's
+/// default (10,000) lets a crafted one make the host allocate 10,000 instances' metadata
+/// per call, outside the memory cap.
+pub(crate) const MAX_INSTANCES: usize = 64;
+/// Linear memories one plugin instance may create. Toolchains emit one (a dynamically
+/// linked component shares it); each reserves `engine::MEMORY_RESERVATION` plus its guard
+/// of the host's address space (~4 GiB), so the default of 10,000 lets one instance
+/// reserve 40 TiB of the 128 TiB a process has.
+pub(crate) const MAX_MEMORIES: usize = 8;
+/// Tables one plugin instance may create: one per core module that calls indirectly, and
+/// the shims' (a dynamically linked component has a few more).
+pub(crate) const MAX_TABLES: usize = 64;
+
 impl MemoryCap {
     fn new(max: usize) -> Self {
         MemoryCap {
@@ -85,6 +100,18 @@ impl MemoryCap {
 }
 
 impl wasmtime::ResourceLimiter for MemoryCap {
+    fn instances(&self) -> usize {
+        MAX_INSTANCES
+    }
+
+    fn memories(&self) -> usize {
+        MAX_MEMORIES
+    }
+
+    fn tables(&self) -> usize {
+        MAX_TABLES
+    }
+
     // Called with `current == 0` when a memory is created, then for every growth.
     fn memory_growing(
         &mut self,
@@ -301,5 +328,67 @@ impl host::Host for PluginState {
             namespace.as_deref(),
             label_selector.as_deref(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::Store;
+    use wasmtime::component::{Component, Linker};
+
+    /// A component that creates `outer × inner` core instances of a module holding
+    /// `memories` memories and `tables` tables (nested, to stay within wasmparser's
+    /// per-component limits: 1,000 instances, 100 memories and tables per module).
+    fn crafted(outer: usize, inner: usize, memories: usize, tables: usize) -> Vec<u8> {
+        let mut m = String::from("(core module $m");
+        m.push_str(&" (memory 0)".repeat(memories));
+        m.push_str(&" (table 0 funcref)".repeat(tables));
+        m.push(')');
+        let mut wat = format!("(component (component $c {m}");
+        wat.push_str(&" (core instance (instantiate $m))".repeat(inner));
+        wat.push(')');
+        wat.push_str(&" (instance (instantiate $c))".repeat(outer));
+        wat.push(')');
+        wat::parse_str(&wat).expect("crafted component")
+    }
+
+    async fn instantiate(engine: &crate::PluginEngine, wasm: &[u8]) -> wasmtime::Result<()> {
+        let component = Component::new(&engine.engine, wasm)?;
+        let mut store = Store::new(&engine.engine, PluginState::new("p", &Limits::default()));
+        store.limiter(|s| &mut s.memory);
+        let linker = Linker::<PluginState>::new(&engine.engine);
+        linker.instantiate_async(&mut store, &component).await?;
+        Ok(())
+    }
+
+    /// 20,000 core instances, memories or tables (what wasmtime's default limits of 10,000
+    /// per store would let through half-way: 10,000 memories reserve 40 TiB of address
+    /// space) are refused at instantiation; a component within the limits instantiates.
+    #[tokio::test]
+    async fn crafted_components_past_the_store_limits_are_refused() {
+        let engine = crate::PluginEngine::new().unwrap();
+        let cases = [
+            ("instances", crafted(200, 100, 0, 0), "instance"),
+            ("memories", crafted(2, 100, 100, 0), "memor"),
+            ("tables", crafted(2, 100, 0, 100), "table"),
+        ];
+        for (what, wasm, needle) in cases {
+            let started = std::time::Instant::now();
+            let err = instantiate(&engine, &wasm).await.unwrap_err();
+            let text = format!("{err:#}");
+            eprintln!("20,000 {what}: refused in {:?}: {text}", started.elapsed());
+            assert!(
+                text.contains(needle) && text.contains("limit"),
+                "{what}: {text}"
+            );
+        }
+        // At the limits: accepted.
+        instantiate(&engine, &crafted(1, MAX_INSTANCES, 0, 0))
+            .await
+            .unwrap();
+        instantiate(&engine, &crafted(1, 1, MAX_MEMORIES, MAX_TABLES.min(100)))
+            .await
+            .unwrap();
     }
 }

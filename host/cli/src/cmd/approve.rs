@@ -38,6 +38,9 @@ pub struct ApproveArgs {
     /// Keep compiled plugins here between runs (as `kubewasm inspect`).
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
+    /// Longest time compiling the plugin may take (in a worker process, as `run`).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    compile_timeout: std::time::Duration,
     #[command(flatten)]
     rbac: RbacFlags,
 }
@@ -51,7 +54,7 @@ pub async fn command(args: ApproveArgs) -> Result<()> {
             "--module {m:?}: an OCI reference starts with oci:// (oci://HOST[:PORT]/REPO@sha256:…)"
         );
     }
-    let loader = CodeCache::choose(args.cache_dir.clone()).loader()?;
+    let loader = CodeCache::choose(args.cache_dir.clone()).loader(args.compile_timeout)?;
     let mut file = PluginFile::read(&args.file)?;
     if let Some(path) = &args.settings {
         let text = std::fs::read_to_string(path)

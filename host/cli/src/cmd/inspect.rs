@@ -38,6 +38,9 @@ pub struct InspectArgs {
     /// approve for this plugin, and whether `run` would load it.
     #[arg(long, value_name = "PATH")]
     approvals: Option<PathBuf>,
+    /// Longest time compiling the plugin may take (in a worker process, as `run`).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    compile_timeout: Duration,
 }
 
 /// A Plugin object approving `requested` for plugin `name` (no module: directory mode).
@@ -55,7 +58,7 @@ fn approval_object(name: &str, requested: &Value) -> Value {
 pub async fn command(args: InspectArgs) -> Result<()> {
     let cache = super::usercache::CodeCache::choose(args.cache_dir);
     let approvals = args.approvals.as_deref().map(Approvals::read).transpose()?;
-    let out = inspect(&args.file, &cache, approvals.as_ref()).await?;
+    let out = inspect(&args.file, &cache, approvals.as_ref(), args.compile_timeout).await?;
     let name = out
         .pointer("/manifest/name")
         .and_then(Value::as_str)
@@ -122,8 +125,10 @@ async fn inspect(
     path: &Path,
     cache: &CodeCache,
     approvals: Option<&Approvals>,
+    compile_timeout: Duration,
 ) -> Result<Value, Error> {
-    let loader = cache.loader()?;
+    // The operator inspects plugins others wrote: compiled in a worker, as `run` does.
+    let loader = cache.loader(compile_timeout)?;
     let engine = loader.engine().clone();
     let mut file = PluginFile::read(path)?;
     let size = file.bytes.len();

@@ -16,3 +16,19 @@ pub mod usercache;
 
 /// The hidden subcommand a compile worker runs (see `compile_worker`).
 pub const COMPILE_WORKER: &str = "compile-worker";
+
+/// How every command that loads plugins others wrote (`run`, `dev`, `rbac`, `inspect`)
+/// compiles them: in a worker process ([`COMPILE_WORKER`]) stopped after `timeout` and
+/// limited to `address_space` bytes, so a crafted file costs a refused file, not the
+/// command.
+pub fn worker_compiler(
+    timeout: std::time::Duration,
+    address_space: u64,
+) -> Result<kubewasm::runtime::compiler::Compiler, kubewasm::runtime::Error> {
+    use kubewasm::runtime::compiler::{Compiler, Worker};
+    Ok(Compiler::Worker(
+        Worker::this_executable([COMPILE_WORKER])?
+            .with_timeout(timeout)
+            .with_address_space(address_space),
+    ))
+}

@@ -93,6 +93,9 @@ pub struct RbacArgs {
     approvals: Option<PathBuf>,
     #[command(flatten)]
     flags: RbacFlags,
+    /// Longest time compiling one plugin may take, with --plugins (in a worker process, as `run`).
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    compile_timeout: std::time::Duration,
 }
 
 /// `kubewasm rbac`.
@@ -100,7 +103,7 @@ pub async fn command(args: RbacArgs) -> Result<()> {
     let per_plugin_host_roles = args.plugins.is_none();
     let approved = if let Some(dir) = &args.plugins {
         let approvals = args.approvals.as_deref().context("--approvals PATH")?;
-        from_directory(dir, &Approvals::read(approvals)?).await?
+        from_directory(dir, &Approvals::read(approvals)?, args.compile_timeout).await?
     } else {
         let approvals = if args.from_cluster {
             from_cluster(args.flags.kubeconfig.as_deref()).await?
@@ -182,8 +185,13 @@ fn approved_manifests(approvals: &Approvals) -> Result<Vec<Manifest>> {
 
 /// Directory mode: every plugin of `dir` loaded and checked against its approval; the
 /// RBAC of each comes from the approval.
-async fn from_directory(dir: &Path, approvals: &Approvals) -> Result<Vec<Manifest>> {
-    let loader = CodeCache::choose(None).loader()?;
+async fn from_directory(
+    dir: &Path,
+    approvals: &Approvals,
+    compile_timeout: std::time::Duration,
+) -> Result<Vec<Manifest>> {
+    // The operator runs this on plugins others wrote: compiled in a worker, as `run` does.
+    let loader = CodeCache::choose(None).loader(compile_timeout)?;
     let mut out = Vec::new();
     for path in plugin_files(dir)? {
         let loaded = match loader.load(PluginFile::read(&path)?).await {

@@ -13,7 +13,6 @@ use kubewasm::host::{Host, HostConfig};
 use kubewasm::ops::http::{self, Readiness};
 use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
 use kubewasm::ops::metrics::Metrics;
-use kubewasm::runtime::compiler::{Compiler, Worker};
 use kubewasm::runtime::{Limits, LoadOptions};
 use kubewasm::watch::WatchConfig;
 
@@ -68,6 +67,12 @@ pub struct HostArgs {
     /// Memory one plugin's idle pooled instances may hold together, in MiB (1 to 65536).
     #[arg(long, default_value_t = 256, value_parser = mebibytes)]
     pool_memory_mib: usize,
+    /// Memory all plugins' calls in flight and idle instances may hold together, in MiB:
+    /// each call holds its plugin's --memory-mib from start to end and waits while the
+    /// budget is spent. `auto`: half the container's memory limit (cgroup v2 memory.max),
+    /// or of the machine's memory without one; `off`: unbounded.
+    #[arg(long, default_value = "auto", value_parser = call_budget)]
+    call_memory_budget: CallBudgetArg,
     /// Instances of one plugin alive at once (running or pooled); further calls wait for
     /// a free one. 0 derives it: as many as --pool-memory-mib holds at the instances'
     /// memory, at most two per CPU (calls only compute) and --concurrency.
@@ -102,6 +107,10 @@ pub struct HostArgs {
     /// takes longer is refused until it changes.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     compile_timeout: Duration,
+    /// Address space the compile worker may map, in MiB (1 to 65536); a plugin whose
+    /// compilation needs more is refused.
+    #[arg(long, default_value_t = 2048, value_parser = mebibytes)]
+    compile_memory_mib: usize,
     /// Quiet period after a change in the plugin directory before reloading it.
     #[arg(long, default_value = "300ms", value_parser = humantime::parse_duration)]
     reload_debounce: Duration,
@@ -243,10 +252,11 @@ impl HostArgs {
                 reuse_instances: !self.fresh_instances,
                 pool_size: self.concurrency,
                 // A long-running host keeps the compiler's memory out of its own.
-                compiler: Compiler::Worker(
-                    Worker::this_executable([super::COMPILE_WORKER])?
-                        .with_timeout(self.compile_timeout),
-                ),
+                compiler: super::worker_compiler(
+                    self.compile_timeout,
+                    (self.compile_memory_mib as u64) << 20,
+                )?,
+                call_budget: self.call_memory_budget.budget(),
             },
             watch: WatchConfig {
                 resync: (!self.resync.is_zero()).then_some(self.resync),
@@ -504,6 +514,47 @@ pub async fn run_host(
 }
 
 /// A MiB count within the loader's range, so `<< 20` cannot overflow.
+/// `--call-memory-budget`: `auto`, `off` or MiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallBudgetArg {
+    Auto,
+    Off,
+    Mib(usize),
+}
+
+fn call_budget(text: &str) -> Result<CallBudgetArg, String> {
+    match text {
+        "auto" => Ok(CallBudgetArg::Auto),
+        "off" => Ok(CallBudgetArg::Off),
+        n => mebibytes(n)
+            .map(CallBudgetArg::Mib)
+            .map_err(|e| format!("`auto`, `off` or MiB: {e}")),
+    }
+}
+
+impl CallBudgetArg {
+    /// The budget, said once in the log with where its figure came from.
+    fn budget(self) -> kubewasm::runtime::CallBudget {
+        use kubewasm::runtime::{CallBudget, budget};
+        let (b, from) = match self {
+            CallBudgetArg::Auto => {
+                let (b, from) = budget::default_budget();
+                (b, format!("half of {from}"))
+            }
+            CallBudgetArg::Off => (CallBudget::unbounded(), "--call-memory-budget off".into()),
+            CallBudgetArg::Mib(m) => (
+                CallBudget::new((m as u64) << 20),
+                "--call-memory-budget".into(),
+            ),
+        };
+        match b.bytes() {
+            Some(bytes) => tracing::info!(mib = bytes >> 20, from, "plugin call memory budget"),
+            None => tracing::info!(from, "plugin call memory budget: unbounded"),
+        }
+        b
+    }
+}
+
 fn mebibytes(text: &str) -> Result<usize, String> {
     within(text, kubewasm::runtime::loader::MAX_MEMORY_MIB)
 }

@@ -12,6 +12,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use kubewasm::runtime::codecache::{KEY_FILE_ENV, MIN_KEY_BYTES};
+use kubewasm::runtime::compiler::DEFAULT_COMPILE_ADDRESS_SPACE;
 use kubewasm::runtime::{LoadOptions, Loader, PluginEngine};
 
 /// Where compiled code is kept, and under which key.
@@ -49,15 +50,22 @@ impl CodeCache {
         }
     }
 
-    /// The loader of the offline commands (`inspect`, `approve`, `rbac --plugins`): plugins
-    /// compiled in this process, through this cache. The one place they get it from.
-    pub fn loader(&self) -> Result<Loader, kubewasm::runtime::Error> {
+    /// The loader of the offline commands (`inspect`, `approve`, `rbac --plugins`), through
+    /// this cache. Operators run them on plugins others wrote, so plugins compile in a
+    /// worker process under the same bounds as `run` (address space, `compile_timeout`).
+    /// The one place they get it from.
+    pub fn loader(
+        &self,
+        compile_timeout: std::time::Duration,
+    ) -> Result<Loader, kubewasm::runtime::Error> {
         let engine = PluginEngine::new()?;
+        let options = LoadOptions {
+            compiler: super::worker_compiler(compile_timeout, DEFAULT_COMPILE_ADDRESS_SPACE)?,
+            ..LoadOptions::default()
+        };
         match (&self.dir, &self.key_file) {
-            (Some(dir), Some(key)) => {
-                Loader::with_key_file(engine, LoadOptions::default(), dir, key)
-            }
-            (dir, _) => Loader::new(engine, LoadOptions::default(), dir.as_deref()),
+            (Some(dir), Some(key)) => Loader::with_key_file(engine, options, dir, key),
+            (dir, _) => Loader::new(engine, options, dir.as_deref()),
         }
     }
 

@@ -52,8 +52,12 @@ pub fn failure_message(e: &crate::Error) -> String {
     }
 }
 
-/// Entries the rate limiter keeps before it forgets quiet keys.
+/// Entries the rate limiter keeps; past it, the oldest are forgotten first.
 const MAX_KEYS: usize = 4096;
+
+/// Entries forgotten at once when the limiter is full and no entry is quiet: an eighth,
+/// so eviction's linear pass is paid once per `MAX_KEYS / 8` new keys.
+const EVICT_BATCH: usize = MAX_KEYS / 8;
 
 /// Records `Warning` Events on the objects that triggered failures.
 pub struct EventRecorder {
@@ -118,7 +122,10 @@ pub struct RateLimiter {
 
 #[derive(Debug)]
 struct Seen {
+    /// Last recorded.
     last: Instant,
+    /// Last checked, recorded or not: its age when the limiter is full.
+    touched: Instant,
     suppressed: u32,
 }
 
@@ -134,15 +141,13 @@ impl RateLimiter {
     /// `Some(n)` when the pair may be recorded at `now`, `n` being the number of repeats
     /// suppressed since the last record; `None` when this one is suppressed.
     pub fn check(&mut self, key: &str, reason: &str, now: Instant) -> Option<u32> {
-        if self.seen.len() >= MAX_KEYS {
-            let interval = self.min_interval;
-            self.seen
-                .retain(|_, s| s.suppressed > 0 || now.duration_since(s.last) < interval);
-            if self.seen.len() >= MAX_KEYS {
-                self.seen.clear();
-            }
-        }
         let k = (key.to_string(), reason.to_string());
+        if self.seen.len() >= MAX_KEYS && !self.seen.contains_key(&k) {
+            self.evict(now);
+        }
+        if let Some(s) = self.seen.get_mut(&k) {
+            s.touched = s.touched.max(now);
+        }
         match self.seen.get_mut(&k) {
             Some(s) if now.duration_since(s.last) < self.min_interval => {
                 s.suppressed = s.suppressed.saturating_add(1);
@@ -159,12 +164,40 @@ impl RateLimiter {
                     k,
                     Seen {
                         last: now,
+                        touched: now,
                         suppressed: 0,
                     },
                 );
                 Some(0)
             }
         }
+    }
+}
+
+impl RateLimiter {
+    /// Make room: forget the entries whose interval is over and that suppressed nothing
+    /// (forgetting them changes no decision); if none is, the [`EVICT_BATCH`] checked
+    /// longest ago. A
+    /// flood of new keys (a plugin failing on thousands of objects) thus pushes out the
+    /// quietest keys, never the ones it keeps hitting: those stay rate limited.
+    fn evict(&mut self, now: Instant) {
+        let interval = self.min_interval;
+        self.seen
+            .retain(|_, s| s.suppressed > 0 || now.duration_since(s.last) < interval);
+        if self.seen.len() < MAX_KEYS {
+            return;
+        }
+        let mut ages: Vec<Instant> = self.seen.values().map(|s| s.touched).collect();
+        let (_, &mut cutoff, _) = ages.select_nth_unstable(EVICT_BATCH - 1);
+        let mut budget = EVICT_BATCH;
+        self.seen.retain(|_, s| {
+            if budget > 0 && s.touched <= cutoff {
+                budget -= 1;
+                false
+            } else {
+                true
+            }
+        });
     }
 }
 
@@ -296,6 +329,38 @@ mod tests {
             assert_eq!(l.check(&format!("k{i}"), "R", t0), Some(0));
         }
         assert!(l.seen.len() <= MAX_KEYS);
+    }
+
+    /// Full of keys all within their interval: new keys push out the oldest, not every
+    /// key. A key hit all along stays limited (it used to be forgotten with the rest at
+    /// 4,096 keys, and its next failure recorded at once).
+    #[test]
+    fn a_full_limiter_evicts_the_oldest_keys_first() {
+        let mut l = RateLimiter::new(Duration::from_secs(60));
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        assert_eq!(l.check("hot", "R", at(0)), Some(0));
+        for i in 0..MAX_KEYS - 1 {
+            assert_eq!(l.check(&format!("old{i}"), "R", at(1 + i as u64)), Some(0));
+        }
+        assert_eq!(l.seen.len(), MAX_KEYS);
+        // The hot key fails again: suppressed (and so not quiet).
+        assert_eq!(l.check("hot", "R", at(5_000)), None);
+        // A flood of new keys, well within the interval, while the hot key keeps failing.
+        for i in 0..MAX_KEYS as u64 {
+            assert_eq!(l.check(&format!("new{i}"), "R", at(6_000 + i)), Some(0));
+            if i % 256 == 0 {
+                assert_eq!(l.check("hot", "R", at(6_000 + i)), None);
+            }
+            assert!(l.seen.len() <= MAX_KEYS);
+        }
+        // Still limited, still counting (1 + 16 + 1 suppressed).
+        assert_eq!(l.check("hot", "R", at(11_000)), None);
+        assert_eq!(l.check("hot", "R", at(60_001)), Some(18));
+        // The oldest quiet keys went; the newest stayed.
+        assert!(!l.seen.contains_key(&("old0".to_string(), "R".to_string())));
+        let newest = format!("new{}", MAX_KEYS - 1);
+        assert_eq!(l.check(&newest, "R", at(11_000)), None);
     }
 
     #[test]

@@ -10,15 +10,195 @@
 //! is never copied whole. A read is synchronous work bounded by the size of one cache,
 //! done inside the call's poll, so its time counts against the call's deadline; a `list`
 //! runs under `block_in_place`, so the tokio worker's other tasks are not held up.
+//!
+//! The imports are linked by hand ([`link`]) over the generated ones, which would copy
+//! every argument before looking at it: a plugin passing one 8 MiB buffer as all four
+//! arguments of `get` would cost the host 32 MiB per call, and more for the refusal texts
+//! quoting them. [`link`] takes each argument as a `WasmStr` (a checked pointer and length
+//! into the guest's memory), checks its length against its cap ([`ArgLimit`]) before
+//! copying it, and refuses an argument over its cap with a short error that quotes none
+//! of it. Every refusal text passes [`kubewasm_core::excerpt::excerpt`], and at most
+//! [`LOGGED_REFUSALS`] refusals of one call are logged (the rest are counted).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kubewasm_core::manifest::Manifest;
+use wasmtime::component::{Linker, WasmStr};
+use wasmtime::{AsContext, StoreContext};
+
+use crate::state::PluginState;
 
 /// Most objects one `host.list` returns; a plugin that needs more narrows its list by
 /// namespace or label selector.
 pub(crate) const MAX_LIST_ITEMS: usize = 5_000;
+
+/// Refusals of one call logged at warn; the rest are counted in one line at the end of
+/// the call (a plugin retrying a refused read in a loop would otherwise write a line per
+/// try until its deadline).
+pub(crate) const LOGGED_REFUSALS: usize = 5;
+
+/// Longest refusal text (logged, and returned to the plugin).
+const MAX_REFUSAL_BYTES: usize = 1024;
+
+/// The longest value a read import takes for one argument: no Kubernetes object, kind or
+/// namespace has a longer one, so an argument over its cap names nothing the host caches
+/// and is refused unread. Together at most ~17 KiB per call of an import are copied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ArgLimit {
+    /// The argument's name in errors.
+    pub name: &'static str,
+    /// Its cap, in bytes.
+    pub max: usize,
+}
+
+/// `apiVersion`: a group (a DNS-1123 subdomain, at most 253) `/` a version (a DNS label, at
+/// most 63).
+pub(crate) const API_VERSION: ArgLimit = ArgLimit {
+    name: "apiVersion",
+    max: 253 + 1 + 63,
+};
+/// `kind`: a Go type name; kube-apiserver holds CRD kinds to DNS-label length (63).
+pub(crate) const KIND: ArgLimit = ArgLimit {
+    name: "kind",
+    max: 63,
+};
+/// `namespace`: a DNS label (63).
+pub(crate) const NAMESPACE: ArgLimit = ArgLimit {
+    name: "namespace",
+    max: 63,
+};
+/// `name`: a DNS-1123 subdomain (253), the rule of every kind a plugin reads by name in
+/// practice. (RBAC roles accept longer names; such an object can be listed, not got.)
+pub(crate) const NAME: ArgLimit = ArgLimit {
+    name: "name",
+    max: 253,
+};
+/// `label-selector`: as long as a watch's selector may be
+/// ([`MAX_MANIFEST_STRING`](kubewasm_core::manifest::MAX_MANIFEST_STRING), 16 KiB: a
+/// few hundred maximum-length values); a plugin needing more lists without it and filters.
+pub(crate) const LABEL_SELECTOR: ArgLimit = ArgLimit {
+    name: "label selector",
+    max: kubewasm_core::manifest::MAX_MANIFEST_STRING,
+};
+
+/// The host interface the read imports belong to.
+const HOST_INTERFACE: &str = "kubewasm:plugin/host@0.1.0";
+
+/// Why an argument was not taken.
+enum ArgFailure {
+    /// Not a valid string (as the generated binding's lift would fail: a trap).
+    Invalid(wasmtime::Error),
+    /// Over its cap: refused to the plugin.
+    Refused(ReadError),
+}
+
+impl From<wasmtime::Error> for ArgFailure {
+    fn from(e: wasmtime::Error) -> Self {
+        ArgFailure::Invalid(e)
+    }
+}
+
+/// An argument copied out of the guest once its length is within its cap; refused (no
+/// part of it quoted) when it is not.
+///
+/// For UTF-8, the canonical ABI's encoding for every toolchain kubewasm supports,
+/// `to_str` borrows the guest's bytes: nothing is copied before the check. A component
+/// that declares UTF-16 strings is transcoded first, within the call's transfer budget
+/// (`crate::lift`): bounded by one memory cap, and only for as long as the check takes.
+fn arg(
+    store: &StoreContext<'_, PluginState>,
+    value: &WasmStr,
+    import: &'static str,
+    limit: ArgLimit,
+) -> Result<String, ArgFailure> {
+    let text = value.to_str(store)?;
+    if text.len() > limit.max {
+        return Err(ArgFailure::Refused(ReadError::ArgumentTooLong {
+            import,
+            argument: limit.name,
+            len: text.len(),
+            max: limit.max,
+        }));
+    }
+    Ok(text.into_owned())
+}
+
+/// [`arg`] for an optional argument.
+fn opt_arg(
+    store: &StoreContext<'_, PluginState>,
+    value: &Option<WasmStr>,
+    import: &'static str,
+    limit: ArgLimit,
+) -> Result<Option<String>, ArgFailure> {
+    value
+        .as_ref()
+        .map(|v| arg(store, v, import, limit))
+        .transpose()
+}
+
+/// Run a read import on its checked arguments: a refused argument is answered as a
+/// refused read, an invalid one traps.
+fn answer<A, T>(
+    mut store: wasmtime::StoreContextMut<'_, PluginState>,
+    args: impl FnOnce(&StoreContext<'_, PluginState>) -> Result<A, ArgFailure>,
+    read: impl FnOnce(&mut ClusterState, A) -> Result<T, String>,
+) -> wasmtime::Result<(Result<T, String>,)> {
+    let args = args(&store.as_context());
+    let cluster = &mut store.data_mut().cluster;
+    Ok((match args {
+        Ok(a) => read(cluster, a),
+        Err(ArgFailure::Refused(e)) => Err(cluster.refused(e)),
+        Err(ArgFailure::Invalid(e)) => return Err(e),
+    },))
+}
+
+type GetArgs = (WasmStr, WasmStr, Option<WasmStr>, WasmStr);
+type ListArgs = (WasmStr, WasmStr, Option<WasmStr>, Option<WasmStr>);
+
+/// Define `get` and `list` over the generated ones (which must be linked first, for the
+/// interface's other functions), taking their arguments unread until checked.
+pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
+    linker.allow_shadowing(true);
+    let defined = linker.instance(HOST_INTERFACE).and_then(|mut host| {
+        host.func_wrap(
+            "get",
+            |store: wasmtime::StoreContextMut<'_, PluginState>, (v, k, ns, n): GetArgs| {
+                answer(
+                    store,
+                    |s| {
+                        Ok((
+                            arg(s, &v, "get", API_VERSION)?,
+                            arg(s, &k, "get", KIND)?,
+                            opt_arg(s, &ns, "get", NAMESPACE)?,
+                            arg(s, &n, "get", NAME)?,
+                        ))
+                    },
+                    |c, (v, k, ns, n)| c.get(&v, &k, ns.as_deref(), &n),
+                )
+            },
+        )?;
+        host.func_wrap(
+            "list",
+            |store: wasmtime::StoreContextMut<'_, PluginState>, (v, k, ns, sel): ListArgs| {
+                answer(
+                    store,
+                    |s| {
+                        Ok((
+                            arg(s, &v, "list", API_VERSION)?,
+                            arg(s, &k, "list", KIND)?,
+                            opt_arg(s, &ns, "list", NAMESPACE)?,
+                            opt_arg(s, &sel, "list", LABEL_SELECTOR)?,
+                        ))
+                    },
+                    |c, (v, k, ns, sel)| c.list(&v, &k, ns.as_deref(), sel.as_deref()),
+                )
+            },
+        )
+    });
+    linker.allow_shadowing(false);
+    defined
+}
 
 /// Why a cache read was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -45,6 +225,19 @@ pub enum ReadError {
         namespace: Option<String>,
         /// The namespaces the plugin may read.
         allowed: Vec<String>,
+    },
+    /// An argument of a read import is longer than any value of it can be (see
+    /// [`ArgLimit`]); none of it was read.
+    #[error("{import}: the {argument} is {len} bytes, over the limit of {max}")]
+    ArgumentTooLong {
+        /// `get` or `list`.
+        import: &'static str,
+        /// Which argument.
+        argument: &'static str,
+        /// Its length.
+        len: usize,
+        /// Its cap.
+        max: usize,
     },
     /// The answer would be larger than the call may read.
     #[error(
@@ -232,6 +425,8 @@ pub(crate) struct ClusterState {
     view: Arc<dyn ClusterView>,
     /// Bytes read so far in this call.
     read: usize,
+    /// Reads refused in this call.
+    refusals: usize,
 }
 
 impl ClusterState {
@@ -242,6 +437,7 @@ impl ClusterState {
             object: String::new(),
             view: Arc::new(NoCluster),
             read: 0,
+            refusals: 0,
         }
     }
 
@@ -250,11 +446,14 @@ impl ClusterState {
         self.view = view;
         self.object = object.to_string();
         self.read = 0;
+        self.refusals = 0;
     }
 
-    /// End of a call: give the view back (a pooled instance keeps no reference to caches).
-    pub fn end_call(&mut self) {
+    /// End of a call: give the view back (a pooled instance keeps no reference to caches);
+    /// the number of refused reads that were not logged.
+    pub fn end_call(&mut self) -> usize {
         self.view = Arc::new(NoCluster);
+        self.refusals.saturating_sub(LOGGED_REFUSALS)
     }
 
     fn remaining(&self) -> usize {
@@ -305,10 +504,16 @@ impl ClusterState {
         Ok(items)
     }
 
-    /// A refused read is the plugin's to handle, but the operator sees it too.
-    fn refused(&self, e: ReadError) -> String {
-        tracing::warn!(plugin = %self.plugin, object = %self.object, reason = %e, "read refused");
-        e.to_string()
+    /// A refused read is the plugin's to handle, but the operator sees it too (the first
+    /// [`LOGGED_REFUSALS`] of a call). The text quotes what the plugin passed: excerpted.
+    pub(crate) fn refused(&mut self, e: ReadError) -> String {
+        let reason =
+            kubewasm_core::excerpt::excerpt(&e.to_string(), MAX_REFUSAL_BYTES).into_owned();
+        self.refusals += 1;
+        if self.refusals <= LOGGED_REFUSALS {
+            tracing::warn!(plugin = %self.plugin, object = %self.object, reason, "read refused");
+        }
+        reason
     }
 }
 

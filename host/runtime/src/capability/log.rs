@@ -1,5 +1,7 @@
 //! `host.log`: the plugin's log lines, written through `tracing` with a per-call line cap
 //! and a per-line byte cap, inside the handler's span (which names plugin and object).
+//! Each line is an [`excerpt`]: control characters (newlines that would forge lines of
+//! their own, terminal escapes) escaped.
 //!
 //! The import is linked by hand ([`link`]) rather than through the generated bindings,
 //! which would copy the whole message first: it takes the message as a `WasmStr` (a
@@ -7,6 +9,7 @@
 //! [`MAX_LOG_LINE_BYTES`] it keeps, so a plugin logging one 16 MiB buffer a hundred times
 //! costs the host 4 KiB a line.
 
+use kubewasm_core::excerpt::excerpt;
 use wasmtime::AsContext;
 use wasmtime::component::{Linker, WasmStr};
 
@@ -26,7 +29,8 @@ pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
             |mut store: wasmtime::StoreContextMut<'_, PluginState>,
              (level, message): (LogLevel, WasmStr)| {
                 // Validates the string (no copy for UTF-8) and keeps the line's prefix.
-                let line = truncated(&message.to_str(store.as_context())?, MAX_LOG_LINE_BYTES);
+                let line =
+                    excerpt(&message.to_str(store.as_context())?, MAX_LOG_LINE_BYTES).into_owned();
                 store.data_mut().log.emit(level, line);
                 Ok(())
             },
@@ -72,9 +76,10 @@ impl LogState {
         self.dropped
     }
 
-    /// Write a line, cut to [`MAX_LOG_LINE_BYTES`].
+    /// Write a line, excerpted to [`MAX_LOG_LINE_BYTES`].
     pub fn write(&mut self, level: LogLevel, message: String) {
-        self.emit(level, truncate(message, MAX_LOG_LINE_BYTES));
+        let line = excerpt(&message, MAX_LOG_LINE_BYTES).into_owned();
+        self.emit(level, line);
     }
 
     /// Write a line already cut to size, unless the call's line cap is reached.
@@ -95,54 +100,28 @@ impl LogState {
     }
 }
 
-/// Cut `s` to at most `max` bytes (on a char boundary), saying how much was cut.
-pub fn truncate(s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    truncated(&s, max)
-}
-
-/// A copy of at most `max` bytes of `s` (cut on a char boundary), saying how much was cut;
-/// the rest is never copied.
-pub fn truncated(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}… ({} bytes truncated)", &s[..cut], s.len() - cut)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn long_lines_are_truncated_on_char_boundaries() {
-        assert_eq!(super::truncate("short".into(), 10), "short");
-        let t = super::truncate("ééééé".into(), 5);
-        assert!(
-            t.starts_with("éé") && t.ends_with("(6 bytes truncated)"),
-            "{t}"
+    fn long_lines_are_cut_and_control_characters_escaped() {
+        // What `emit` gets from the import: an excerpt of a borrowed line.
+        let long = "x".repeat(1 << 20);
+        let cut = excerpt(&long, MAX_LOG_LINE_BYTES);
+        assert!(cut.len() < MAX_LOG_LINE_BYTES + 64, "{}", cut.len());
+        assert!(cut.ends_with(&format!("({} bytes truncated)", (1 << 20) - 4096)));
+        assert_eq!(
+            excerpt("ok\n\u{1b}[2Jforged", MAX_LOG_LINE_BYTES),
+            "ok\\n\\u{1b}[2Jforged"
         );
     }
 
     #[test]
-    fn a_borrowed_line_is_cut_to_a_copy_of_its_prefix() {
-        let long = "x".repeat(1 << 20);
-        let cut = super::truncated(&long, super::MAX_LOG_LINE_BYTES);
-        assert!(cut.len() < super::MAX_LOG_LINE_BYTES + 64, "{}", cut.len());
-        assert!(cut.ends_with(&format!("({} bytes truncated)", (1 << 20) - 4096)));
-        assert_eq!(super::truncated("short", 10), "short");
-        assert_eq!(super::truncate("short".into(), 10), "short");
-    }
-
-    #[test]
     fn lines_over_the_cap_are_counted_not_written() {
-        let mut log = super::LogState::new("p", 2);
+        let mut log = LogState::new("p", 2);
         for _ in 0..5 {
-            log.write(super::LogLevel::Info, "x".into());
+            log.write(LogLevel::Info, "x".into());
         }
         assert_eq!(log.end_call(), 3);
         log.begin_call("ConfigMap a/b");

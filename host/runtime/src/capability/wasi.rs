@@ -24,6 +24,13 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// is limited to 64 KiB by its specification).
 pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
+/// Most WASI handles (streams, pollables, descriptors) one plugin instance may hold at
+/// once. The table lives in the host's memory, outside the plugin's memory cap, and
+/// wasmtime-wasi's default lets it grow to 1,000,000 entries (~100 MiB); language runtimes
+/// hold a few dozen (stdio streams, a pollable per pending sleep). A plugin that opens
+/// more gets WASI's resource-exhausted error.
+pub const MAX_WASI_HANDLES: usize = 4096;
+
 /// Per-store state of the WASI capability.
 pub struct WasiState {
     ctx: WasiCtx,
@@ -44,7 +51,11 @@ impl WasiState {
                 .socket_addr_check(|_, _| Box::pin(async { false }))
                 .max_random_size(MAX_RANDOM_BYTES)
                 .build(),
-            table: ResourceTable::new(),
+            table: {
+                let mut table = ResourceTable::new();
+                table.set_max_capacity(MAX_WASI_HANDLES);
+                table
+            },
         }
     }
 
@@ -72,6 +83,20 @@ pub fn link<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<(
 mod tests {
     use super::*;
     use wasmtime_wasi::p2::bindings::random::{insecure, random};
+
+    #[test]
+    fn the_handle_table_is_capped() {
+        let mut state = WasiState::new();
+        let table = state.view().table;
+        for i in 0..MAX_WASI_HANDLES {
+            assert!(table.push(i).is_ok(), "entry {i}");
+        }
+        let err = table.push(0usize).unwrap_err();
+        assert!(
+            matches!(err, wasmtime::component::ResourceTableError::Full),
+            "{err}"
+        );
+    }
 
     #[test]
     fn random_requests_are_capped() {

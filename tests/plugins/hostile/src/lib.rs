@@ -46,6 +46,8 @@
 //! | `alias` | `data.count` (default 100) create intents whose objects all point at one buffer of `data.bytes` (default 8 MiB) |
 //! | `alias-error` | a handle-error whose message is `data.bytes` (default 8 MiB) long |
 //! | `alias-log` | `data.count` (default 100) log lines, all the same buffer of `data.bytes` (default 8 MiB) |
+//! | `alias-get` | `data.times` (default 4) `host.get` calls whose four arguments are all one string of `data.bytes` (default 32 MiB); reports the errors |
+//! | `alias-list` | the same with `host.list` (namespace and label selector included) |
 //! | `work` | spins `data.iterations` (default 50,000,000) times, then returns normally |
 //! | `fat` | allocates and touches `data.mib` MiB (default 20), sleeps `data.sleepMs` (default 0) through WASI, returns normally; the memory stays with the instance |
 //! | `fat` with `data.release` | as `fat`, then, holding the memory, polls `host.get` (sleeping 20 ms between polls) until ConfigMap `data.release` exists in its namespace |
@@ -827,6 +829,26 @@ impl Guest for Hostile {
                     message: "e".repeat(number_of(obj["data"].get("bytes"), 8 << 20)),
                     retry: false,
                 });
+            }
+            "alias-get" | "alias-list" => {
+                // One buffer, passed by pointer and length as every argument: the guest
+                // pays for it once, a host that copies each argument four times a call.
+                let big = "a".repeat(number("bytes", 32 << 20) as usize);
+                let mut errors = Vec::new();
+                for _ in 0..number("times", 4) {
+                    let answer = if attack == "alias-get" {
+                        host::get(&big, &big, Some(&big), &big).map(|_| ())
+                    } else {
+                        host::list(&big, &big, Some(&big), Some(&big)).map(|_| ())
+                    };
+                    errors.push(answer.err().unwrap_or_else(|| "ok".into()));
+                }
+                black_box(&big);
+                let longest = errors.iter().map(String::len).max().unwrap_or(0);
+                vec![report(vec![
+                    ("errors", errors.join(" | ")),
+                    ("longestError", longest.to_string()),
+                ])]
             }
             "alias-log" => {
                 let line = "l".repeat(number_of(obj["data"].get("bytes"), 8 << 20));

@@ -46,6 +46,9 @@ async fn namespace_mode_runs_on_the_roles_of_rbac_namespace_and_asks_nothing_clu
             "team-a",
             "--service-account-namespace",
             "kubewasm",
+            // Plugin objects are cluster-scoped: a namespace-only install uses the
+            // plugin directory.
+            "--no-plugin-objects",
         ])
         .output()
         .expect("kubewasm rbac runs");
@@ -91,6 +94,7 @@ async fn namespace_mode_runs_on_the_roles_of_rbac_namespace_and_asks_nothing_clu
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args(["--namespace", "team-a", "--plugin-namespace", "kubewasm"])
+        .arg("--no-plugin-objects")
         .args(["--metrics-addr", "off", "--retry-base", "100ms"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped());

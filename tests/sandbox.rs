@@ -787,6 +787,9 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     known.insert(("".into(), "events".into()));
     known.insert(("events.k8s.io".into(), "events".into()));
     known.insert(("coordination.k8s.io".into(), "leases".into()));
+    // Plugin objects: the host loads them, writes their status, reads their pull secrets.
+    known.insert(("kubewasm.dev".into(), "plugins".into()));
+    known.insert(("".into(), "secrets".into()));
     // The host impersonates the plugins' ServiceAccounts (by resourceNames).
     known.insert(("".into(), "serviceaccounts".into()));
     for (ns, group, resource) in perms.keys() {

@@ -22,6 +22,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use support::registry::Registry;
 use support::{HostProcess, eventually, field, get, managers, root};
 
 /// How long the real controller-manager may take to garbage-collect (it rediscovers
@@ -64,6 +65,14 @@ struct Suite {
     /// Names of the cluster-scoped RBAC objects `kubewasm rbac` printed.
     cluster_rbac: Vec<(String, String)>,
     host: tokio::sync::Mutex<Option<HostProcess>>,
+    /// The OCI registry on loopback that Plugin objects' modules come from; stopped at
+    /// cleanup (the suite is leaked, so nothing drops it).
+    registry: std::sync::Mutex<Option<Registry>>,
+    /// `127.0.0.1:PORT` of that registry (`--insecure-registry`).
+    registry_host: String,
+    admin_kubeconfig: PathBuf,
+    /// Cluster-scoped objects the scenarios created (`apiVersion`, kind, plural, name).
+    created: std::sync::Mutex<Vec<(String, String, String, String)>>,
     _dir: tempfile::TempDir,
 }
 
@@ -107,6 +116,10 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
         (
             "a plugin labels its trigger: the apply names the trigger's uid, kube-apiserver takes it",
             |s| Box::pin(label_self(s)),
+        ),
+        (
+            "a Plugin object from a registry: Ready, writes as its ServiceAccount, swapped in place",
+            |s| Box::pin(plugin_object_from_a_registry(s)),
         ),
         (
             "the apiserver is SIGKILLed and restarted; changes right after are handled",
@@ -236,6 +249,19 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
             .join(", ")
     );
     apply(&admin, crds.clone()).await;
+    // The Plugin kind (plugins.kubewasm.dev), which the host follows by default.
+    let plugin_crd: Vec<Value> = kubewasm::apply::manifests::read_manifests(&[
+        root().join("deploy/kubernetes/base/crd-plugins.yaml")
+    ])
+    .expect("read the Plugin CRD")
+    .into_iter()
+    .map(|d| d.object)
+    .collect();
+    apply(&admin, plugin_crd).await;
+    // Where Plugin objects' modules come from: a registry on loopback (the host runs on
+    // this machine), reached over plain HTTP (`--insecure-registry`).
+    let registry = Registry::start();
+    let registry_host = registry.host();
 
     // The plugins: the three seed plugins, and testkit twice as two writers of one field.
     let plugins = dir.path().join("plugins");
@@ -317,6 +343,33 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
             .all(|d| d["metadata"]["annotations"]["kubewasm.dev/guessed"].is_null()),
         "kubewasm rbac guessed on a cluster that serves every kind:\n{yaml}"
     );
+    // The host follows Plugin objects (the default), so its RBAC must let it.
+    let rule_on = |resource: &str, verb: &str| {
+        rbac.iter().any(|d| {
+            d["rules"].as_array().is_some_and(|rules| {
+                rules.iter().any(|r| {
+                    r["apiGroups"] == json!(["kubewasm.dev"])
+                        && r["resources"]
+                            .as_array()
+                            .is_some_and(|x| x.contains(&json!(resource)))
+                        && r["verbs"]
+                            .as_array()
+                            .is_some_and(|x| x.contains(&json!(verb)))
+                })
+            })
+        })
+    };
+    for (resource, verb) in [
+        ("plugins", "get"),
+        ("plugins", "list"),
+        ("plugins", "watch"),
+        ("plugins/status", "patch"),
+    ] {
+        assert!(
+            rule_on(resource, verb),
+            "kubewasm rbac gave the host no {verb} on {resource}:\n{yaml}"
+        );
+    }
     let cluster_rbac = rbac
         .iter()
         .filter(|d| d["kind"] == "ClusterRole" || d["kind"] == "ClusterRoleBinding")
@@ -400,6 +453,10 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         crds,
         cluster_rbac,
         host: tokio::sync::Mutex::new(None),
+        registry: std::sync::Mutex::new(Some(registry)),
+        registry_host,
+        admin_kubeconfig: admin_kubeconfig.to_path_buf(),
+        created: std::sync::Mutex::new(Vec::new()),
         _dir: dir,
     };
     let host = start_host(&suite).await;
@@ -463,6 +520,12 @@ async fn start_host(s: &Suite) -> HostProcess {
         "2s",
         "--no-reload",
     ])
+    // Plugin objects' modules: from the loopback registry, kept in the suite's folder,
+    // with no credentials of this machine's user.
+    .args(["--insecure-registry", &s.registry_host])
+    .arg("--module-store")
+    .arg(s._dir.path().join("modules"))
+    .env("DOCKER_CONFIG", docker_config(s))
     .env_remove("KUBECONFIG")
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
@@ -1006,6 +1069,15 @@ async fn cleanup(s: &Suite) {
     if let Some(host) = s.host.lock().await.take() {
         let _ = host.stop();
     }
+    if let Some(mut registry) = s.registry.lock().ok().and_then(|mut r| r.take()) {
+        registry.stop();
+    }
+    let created: Vec<_> = s.created.lock().map(|c| c.clone()).unwrap_or_default();
+    for (api_version, kind, plural, name) in &created {
+        let _ = api(&s.admin, api_version, kind, plural, None)
+            .delete(name, &DeleteParams::default())
+            .await;
+    }
     let namespaces = api(&s.admin, "v1", "Namespace", "namespaces", None);
     for ns in [&s.ns, &s.host_ns] {
         let _ = namespaces.delete(ns, &DeleteParams::background()).await;
@@ -1024,9 +1096,349 @@ async fn cleanup(s: &Suite) {
             .await;
     }
     println!(
-        "cleaned up: namespaces {} and {}, {} cluster RBAC objects (CRDs stay installed)",
+        "cleaned up: namespaces {} and {}, {} cluster RBAC objects, {} objects of scenarios, \
+         the registry (CRDs stay installed)",
         s.ns,
         s.host_ns,
-        s.cluster_rbac.len()
+        s.cluster_rbac.len(),
+        created.len()
     );
+}
+
+/// An empty Docker config folder for `kubewasm push` and the host: no credentials of this
+/// machine's user leak in.
+fn docker_config(s: &Suite) -> PathBuf {
+    let dir = s._dir.path().join("docker-config");
+    std::fs::create_dir_all(&dir).expect("docker config dir");
+    dir
+}
+
+/// `kubewasm push FILE oci://REGISTRY/PATH --insecure-registry REGISTRY`: the pinned
+/// reference it prints last.
+fn push(s: &Suite, file: &Path, path: &str) -> String {
+    let out = kubewasm()
+        .arg("push")
+        .arg(file)
+        .arg(format!("oci://{}/{path}", s.registry_host))
+        .args(["--insecure-registry", &s.registry_host])
+        .env("DOCKER_CONFIG", docker_config(s))
+        .output()
+        .expect("run kubewasm push");
+    assert!(
+        out.status.success(),
+        "kubewasm push {}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pinned = stdout.lines().last().unwrap_or_default().trim().to_string();
+    assert!(pinned.contains("@sha256:"), "push printed {stdout:?}");
+    pinned
+}
+
+/// `kubectl get plugins -o wide` as cluster-admin, printed into the suite's output (the
+/// kubectl of `KUBEWASM_E2E_KUBECTL`, else the one on PATH; without one it says so).
+fn print_plugins(s: &Suite, when: &str) {
+    let kubectl = std::env::var_os("KUBEWASM_E2E_KUBECTL").unwrap_or_else(|| "kubectl".into());
+    let out = Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(&s.admin_kubeconfig)
+        .args(["get", "plugins", "-o", "wide"])
+        .output();
+    let text = match &out {
+        Ok(o) => format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Err(e) => format!("(kubectl: {e})\n"),
+    };
+    println!("  kubectl get plugins ({when}):");
+    for l in text.lines() {
+        println!("    {l}");
+    }
+}
+
+/// The condition `type_` of a Plugin's status.
+fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == type_))
+        .unwrap_or(&Value::Null)
+}
+
+/// Wait until Plugin `name` is Ready=True (Serving) for its current generation with
+/// `digest`; returns its status.
+async fn serving(plugins: &Api<DynamicObject>, name: &str, digest: &str) -> Value {
+    eventually(
+        &format!("Plugin {name} Ready=True (Serving) with {digest}"),
+        CONVERGE,
+        || async {
+            let o = get(plugins, name).await?;
+            let generation = json!(o.metadata.generation?);
+            let st = o.data.get("status")?.clone();
+            let ready = condition(&st, "Ready");
+            (st["observedGeneration"] == generation
+                && ready["status"] == "True"
+                && ready["reason"] == "Serving"
+                && ready["observedGeneration"] == generation
+                && st["digest"] == digest)
+                .then_some(st)
+        },
+    )
+    .await
+}
+
+/// testkit pushed to a real registry, delivered as the Plugin object `kubewasm approve`
+/// prints (with its RBAC), served by the running host: Ready with the digest and version,
+/// its writes sent as its own ServiceAccount (the real API server refuses them once that
+/// ServiceAccount's role loses `patch`, though the host's own could), then swapped to
+/// version 2 by changing spec.module, in the same host process.
+async fn plugin_object_from_a_registry(s: &'static Suite) {
+    let v1 = push(s, &support::test_plugin("testkit"), "e2e/testkit:v1");
+    let v2 = push(s, &support::test_plugin("testkit-v2"), "e2e/testkit:v2");
+    let digest = |pinned: &str| pinned.split_once('@').map(|(_, d)| d.to_string()).unwrap();
+    println!("  pushed {v1}\n  pushed {v2}");
+
+    // What the operator reviews and applies: the Plugin and its RBAC, for the host's
+    // ServiceAccount in its namespace. The settings limit testkit to this run's objects.
+    let settings = s._dir.path().join("testkit-object.yaml");
+    std::fs::write(
+        &settings,
+        format!(
+            "name: testkit\nselector: kubewasm.dev/e2e-object={}\n",
+            s.id
+        ),
+    )
+    .unwrap();
+    let out = kubewasm()
+        .arg("approve")
+        .arg(support::test_plugin("testkit"))
+        .arg("--settings")
+        .arg(&settings)
+        .args(["--module", &v1])
+        .arg("--kubeconfig")
+        .arg(&s.admin_kubeconfig)
+        .args(["--name", &format!("kubewasm-e2e-{}", s.id)])
+        .args(["--service-account", "kubewasm"])
+        .args(["--service-account-namespace", &s.host_ns])
+        .output()
+        .expect("kubewasm approve");
+    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kubewasm approve: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
+        .map(|d| serde::Deserialize::deserialize(d).expect("approve's YAML"))
+        .filter(|v: &Value| !v.is_null())
+        .collect();
+    let kinds: Vec<String> = docs
+        .iter()
+        .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]).replace('"', ""))
+        .collect();
+    println!("  kubewasm approve printed: {}", kinds.join(", "));
+    assert_eq!(docs[0]["kind"], "Plugin", "{yaml}");
+    assert_eq!(docs[0]["spec"]["module"], json!(v1), "{yaml}");
+    for d in &docs {
+        let (kind, name) = (d["kind"].as_str().unwrap_or_default(), &d["metadata"]);
+        let plural = match kind {
+            "Plugin" => "plugins",
+            "ClusterRole" => "clusterroles",
+            "ClusterRoleBinding" => "clusterrolebindings",
+            _ => continue,
+        };
+        s.created.lock().unwrap().push((
+            d["apiVersion"].as_str().unwrap_or_default().to_string(),
+            kind.to_string(),
+            plural.to_string(),
+            name["name"].as_str().unwrap_or_default().to_string(),
+        ));
+    }
+    for d in &docs {
+        if d["kind"] == "ServiceAccount" {
+            assert_eq!(d["metadata"]["namespace"], json!(s.host_ns), "{d}");
+        }
+    }
+    // testkit's own role: the one bound to its ServiceAccount.
+    let own_role = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRoleBinding"
+                && d["subjects"].as_array().is_some_and(|subjects| {
+                    subjects.iter().any(|x| {
+                        x["name"] == "kubewasm-testkit" && x["namespace"] == json!(s.host_ns)
+                    })
+                })
+        })
+        .and_then(|b| b["roleRef"]["name"].as_str())
+        .and_then(|r| {
+            docs.iter()
+                .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == r)
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no ClusterRole bound to kubewasm-testkit in:\n{yaml}"));
+    let pid = with_host(s, |h| h.pid()).await;
+    apply(&s.admin, docs.clone()).await;
+
+    let plugins = api(&s.admin, "kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
+    let st = serving(&plugins, "testkit", &digest(&v1)).await;
+    assert_eq!(st["version"], json!("1"), "{st}");
+    assert_eq!(st["module"], json!(v1), "{st}");
+    assert_eq!(condition(&st, "Approved")["status"], json!("True"), "{st}");
+    print_plugins(s, "version 1 serving");
+
+    // An object handled: `<cm>-out` written by kubewasm-testkit.
+    let cms = api(&s.admin, "v1", "ConfigMap", "configmaps", Some(&s.ns));
+    let label = json!({"kubewasm.dev/e2e-object": s.id});
+    create(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "object-a", "namespace": s.ns, "labels": label},
+               "data": {"value": "1"}}),
+    )
+    .await;
+    let out_at = |name: &'static str, version: &'static str| {
+        let cms = cms.clone();
+        async move {
+            eventually(&format!("{name} at version {version}"), CONVERGE, || {
+                let cms = cms.clone();
+                async move {
+                    get(&cms, name).await.filter(|o| {
+                        o.data["data"]["version"] == json!(version)
+                            && o.data["data"]["value"] == json!("1")
+                    })
+                }
+            })
+            .await
+        }
+    };
+    let written = out_at("object-a-out", "1").await;
+    assert!(
+        managers(&written).contains(&"kubewasm-testkit".to_string()),
+        "managers {:?}",
+        managers(&written)
+    );
+
+    // Written as the plugin's ServiceAccount: without `patch` in its own role, the real
+    // API server refuses its write, naming that ServiceAccount, although the host's own
+    // identity may do anything to ConfigMaps (setup binds it).
+    let roles = api(
+        &s.admin,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "clusterroles",
+        None,
+    );
+    let role_name = own_role["metadata"]["name"].as_str().unwrap().to_string();
+    let without_patch: Vec<Value> = own_role["rules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut r| {
+            if let Some(verbs) = r["verbs"].as_array_mut() {
+                verbs.retain(|v| v != "patch");
+            }
+            r
+        })
+        .filter(|r| r["verbs"].as_array().is_some_and(|v| !v.is_empty()))
+        .collect();
+    roles
+        .patch(
+            &role_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": without_patch})),
+        )
+        .await
+        .expect("take patch from testkit's role");
+    create(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "object-b", "namespace": s.ns, "labels": label},
+               "data": {"value": "1"}}),
+    )
+    .await;
+    let guard = s.host.lock().await;
+    let failed = guard
+        .as_ref()
+        .expect("host running")
+        .wait_log_for("testkit's write refused", CONVERGE, |l| {
+            field(l, "message") == "event failed"
+                && field(l, "plugin") == "testkit"
+                && field(l, "object").contains("object-b")
+        })
+        .await;
+    drop(guard);
+    let error = field(&failed, "error").to_string();
+    println!("  the refusal: {error}");
+    let want = format!(
+        "configmaps \"object-b-out\" is forbidden: User \"system:serviceaccount:{}:kubewasm-testkit\" \
+         cannot patch resource \"configmaps\" in API group \"\" in the namespace \"{}\"",
+        s.host_ns, s.ns
+    );
+    assert!(error.contains(&want), "{failed}");
+    assert!(
+        cms.get_opt("object-b-out").await.expect("get").is_none(),
+        "object-b-out written although testkit's role lacks patch"
+    );
+    // The role as approved again; a touch of the trigger is handled.
+    roles
+        .patch(
+            &role_name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"rules": own_role["rules"]})),
+        )
+        .await
+        .expect("restore testkit's role");
+    cms.patch(
+        "object-b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"round": "2"}})),
+    )
+    .await
+    .expect("touch object-b");
+    out_at("object-b-out", "1").await;
+
+    // Swapped in place: spec.module names version 2's digest.
+    plugins
+        .patch(
+            "testkit",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"module": v2}})),
+        )
+        .await
+        .expect("point the Plugin at version 2");
+    let st = serving(&plugins, "testkit", &digest(&v2)).await;
+    assert_eq!(st["version"], json!("2"), "{st}");
+    assert_eq!(st["module"], json!(v2), "{st}");
+    out_at("object-a-out", "2").await;
+    out_at("object-b-out", "2").await;
+    print_plugins(s, "swapped to version 2");
+    let guard = s.host.lock().await;
+    let host = guard.as_ref().expect("host running");
+    assert_eq!(host.pid(), pid, "the host restarted");
+    let replaced = host
+        .matching(|l| field(l, "message") == "plugin replaced" && field(l, "plugin") == "testkit");
+    assert_eq!(replaced.len(), 1, "{replaced:?}");
+    assert_eq!(
+        field(&replaced[0], "source"),
+        "plugins.kubewasm.dev/testkit"
+    );
+    drop(guard);
+
+    // Deleted: unloaded (cleanup deletes it too, should this scenario fail before).
+    plugins
+        .delete("testkit", &DeleteParams::default())
+        .await
+        .expect("delete the Plugin");
+    let guard = s.host.lock().await;
+    guard
+        .as_ref()
+        .expect("host running")
+        .wait_log_for("testkit removed", CONVERGE, |l| {
+            field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit"
+        })
+        .await;
 }

@@ -215,13 +215,17 @@ struct Item {
     /// could not be read (a Plugin's permissions): the running version must fit it.
     approval_now: Option<Approval>,
     /// Plugin objects: the generation, pinned reference and digest pulled.
-    object: Option<(
-        i64,
-        Option<String>,
-        Option<String>,
-        Vec<kubewasm_core::plugin_object::Condition>,
-    )>,
+    object: Option<ObjectSeen>,
 }
+
+/// A Plugin object as a reconcile saw it: generation, pinned reference, digest, and its
+/// conditions as last read.
+type ObjectSeen = (
+    i64,
+    Option<String>,
+    Option<String>,
+    Vec<kubewasm_core::plugin_object::Condition>,
+);
 
 impl Reloader {
     pub(crate) fn new(

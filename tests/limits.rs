@@ -135,7 +135,7 @@ async fn four_plugins_at_their_defaults_stay_within_the_host_budget() {
     assert_eq!(host.stop(), Some(0));
 }
 
-/// A manifest of 100,000 watches (aliased: a few bytes of guest memory each) is refused at
+/// A manifest of 100,000 watches (distinct, a few bytes of guest memory each) is refused at
 /// load on its count, before any selector is parsed, in a bounded time and with a short
 /// error; the plugin beside it loads and works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +148,7 @@ async fn a_hundred_thousand_watches_are_refused_at_load() {
     env.add_plugin_unapproved(
         &test_plugin("hostile"),
         "watches",
-        Some("name: watches\ndescribe: alias\naliasCount: 100000\naliasBytes: 16\n"),
+        Some("name: watches\ndescribe: many\nmanyCount: 100000\n"),
     );
     let line = host
         .wait_log("watches rejected", |l| {
@@ -271,10 +271,21 @@ fn inspect_and_rbac_compile_in_the_worker_under_the_timeout() {
     let dir = tempfile::tempdir().expect("dir");
     let bomb = dir.path().join("bomb.wasm");
     std::fs::write(&bomb, compile_bomb()).expect("bomb");
+    // No approvals: the compile is refused before any approval is looked at.
+    let approvals_file = dir.path().join("approvals.yaml");
+    std::fs::write(&approvals_file, "").expect("approvals");
+    let approvals = approvals_file.to_str().expect("utf-8 path");
     let kubewasm = env!("CARGO_BIN_EXE_kubewasm");
     for args in [
         vec!["inspect", "--compile-timeout", BOMB_TIMEOUT],
-        vec!["rbac", "--compile-timeout", BOMB_TIMEOUT, "--plugins"],
+        vec![
+            "rbac",
+            "--compile-timeout",
+            BOMB_TIMEOUT,
+            "--approvals",
+            approvals,
+            "--plugins",
+        ],
     ] {
         let started = Instant::now();
         let target = if args[0] == "inspect" {

@@ -9,7 +9,8 @@
 //! (extra `apiVersion/Kind`s it reads, default none), `allowForce` (the grant allows
 //! force, default false); `alias`: a manifest of `aliasCount` watches,
 //! default 100, whose label selectors all point at one buffer of `aliasBytes`, default
-//! 8 MiB).
+//! 8 MiB; `many`: a manifest of `manyCount` watches, default 100,000, each its own small
+//! allocation, so the host lifts and frees it cleanly and only its count is on trial).
 //!
 //! It watches ConfigMaps labelled `kubewasm.dev/hostile=<name>` and is granted `create` of
 //! ConfigMaps in its namespace, nothing else. The triggering ConfigMap's `data.attack`
@@ -212,13 +213,22 @@ impl Guest for Hostile {
         let s = settings(&settings_json);
         describe_attack(&s);
         let name = text(&s, "name", "hostile").to_string();
-        if text(&s, "describe", "") == "alias" {
-            let selectors = aliased(
-                number_of(s.get("aliasBytes"), 8 << 20),
-                number_of(s.get("aliasCount"), 100),
-                "a in (",
-                ")",
-            );
+        let attack = text(&s, "describe", "");
+        if attack == "alias" || attack == "many" {
+            let selectors = if attack == "alias" {
+                aliased(
+                    number_of(s.get("aliasBytes"), 8 << 20),
+                    number_of(s.get("aliasCount"), 100),
+                    "a in (",
+                    ")",
+                )
+            } else {
+                // Distinct strings: were they aliased, post-return would free one buffer
+                // once per watch and trap before the host could judge the count.
+                (0..number_of(s.get("manyCount"), 100_000))
+                    .map(|i| format!("a in (x{i})"))
+                    .collect()
+            };
             return Ok(Manifest {
                 watches: selectors
                     .into_iter()

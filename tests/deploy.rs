@@ -639,6 +639,12 @@ fn assert_example_rbac(docs: &[Value]) {
         // Plugin objects: loaded by the host, their status written by it.
         ("kubewasm.dev", "plugins", vec!["get", "list", "watch"]),
         ("kubewasm.dev", "plugins/status", vec!["patch"]),
+        // The host checks its own permissions at start.
+        (
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            vec!["create"],
+        ),
     ];
     for (g, r, v) in &expect {
         assert_eq!(

@@ -96,7 +96,11 @@ async fn two_replicas_one_writer_and_a_handover_without_double_writes() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(holder == "replica-a" || holder == "replica-b", "{holder}");
+    // Each process stands under its pod name plus a random suffix.
+    assert!(
+        holder.starts_with("replica-a_") || holder.starts_with("replica-b_"),
+        "{holder}"
+    );
     assert!(
         follower
             .logs()
@@ -405,4 +409,43 @@ async fn a_leader_cut_off_mid_apply_writes_nothing_after_its_deadline_and_exits_
         "writes started after the deadline: {late:#?}"
     );
     assert_eq!(new.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_process_is_a_new_candidate_and_its_takeover_counts_a_transition() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    let leases = env.api("coordination.k8s.io/v1", "Lease", "leases", Some("default"));
+    let first = replica(&env, "pod-0");
+    let led = first
+        .wait_log("the first process leads", |l| {
+            field(l, "message") == "became leader"
+        })
+        .await;
+    let before = field(&led, "identity").to_string();
+    assert!(before.starts_with("pod-0_"), "{led}");
+    let lease = get(&leases, "kubewasm-test").await.expect("lease");
+    assert_eq!(lease.data["spec"]["holderIdentity"], before.as_str());
+    assert_eq!(lease.data["spec"]["leaseTransitions"], 0);
+    // The container dies without releasing the Lease (SIGKILL) and comes back under the
+    // same pod name: a new process, so not the holder; it takes over only once the lease
+    // expired, and that counts as a transition.
+    drop(first);
+    let second = replica(&env, "pod-0");
+    let led = second
+        .wait_log("the restarted process leads", |l| {
+            field(l, "message") == "became leader"
+        })
+        .await;
+    let after = field(&led, "identity").to_string();
+    assert!(after.starts_with("pod-0_"), "{led}");
+    assert_ne!(before, after, "the same identity for two processes");
+    let lease = get(&leases, "kubewasm-test").await.expect("lease");
+    assert_eq!(lease.data["spec"]["holderIdentity"], after.as_str());
+    assert_eq!(
+        lease.data["spec"]["leaseTransitions"], 1,
+        "{:?}",
+        lease.data
+    );
+    assert_eq!(second.stop(), Some(0));
 }

@@ -67,6 +67,11 @@ async fn apply_generated_rbac(env: &Env) -> Vec<Value> {
 /// `kubewasm run` as the host's ServiceAccount (token only), impersonating plugins'
 /// ServiceAccounts in `kubewasm`.
 fn start_host_as_service_account(env: &Env) -> HostProcess {
+    start_host_as_service_account_with(env, &[])
+}
+
+/// [`start_host_as_service_account`] with more flags.
+fn start_host_as_service_account_with(env: &Env, extra: &[&str]) -> HostProcess {
     let kubeconfig: PathBuf = env.kubeconfig_for(HOST_TOKEN);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args([
@@ -85,6 +90,7 @@ fn start_host_as_service_account(env: &Env) -> HostProcess {
     .args(["--plugin-namespace", "kubewasm"])
     .args(["--discovery-interval", "300ms", "--retry-base", "100ms"])
     .args(["--retry-max", "2s", "--metrics-addr", "127.0.0.1:0"])
+    .args(extra)
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
     HostProcess::spawn_command(cmd)
@@ -141,9 +147,11 @@ async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
                 || r["resources"] == json!(["events"])
                 // The status of Plugin objects is the host's to write.
                 || r["resources"] == json!(["plugins/status"])
+                // It asks at start what it may do.
+                || r["resources"] == json!(["selfsubjectaccessreviews"])
                 || r.get("nonResourceURLs").is_some()
         ),
-        "the host only reads (and records Events and Plugins' status): {host_role:#}"
+        "the host only reads (and records Events and Plugins' status, and asks what it may do): {host_role:#}"
     );
     for name in ["good", "bad"] {
         only(&docs, "ServiceAccount", &format!("kubewasm-{name}"));
@@ -370,5 +378,269 @@ async fn the_example_scenario_runs_under_the_generated_rbac() {
     .await;
     assert_eq!(managers(&monitor), ["kubewasm-mongodb-monitor"]);
     host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// GET over plain HTTP/1.0: (status, body).
+fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The address of the host's /readyz and /status.
+async fn ops_addr(host: &HostProcess) -> String {
+    let line = host
+        .wait_log("ops endpoint", |l| {
+            field(l, "message").starts_with("serving /healthz")
+        })
+        .await;
+    field(&line, "addr").to_string()
+}
+
+/// A generated role without its rules on `resource`.
+fn without(docs: &[Value], kind: &str, name: &str, resource: &str) -> Value {
+    let mut role = only(docs, kind, name).clone();
+    let rules: Vec<Value> = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["resources"].to_string().contains(resource))
+        .cloned()
+        .collect();
+    role["rules"] = Value::Array(rules);
+    role
+}
+
+/// The host's requests listing ConfigMaps (not watching them).
+fn configmap_lists(env: &Env) -> usize {
+    env.server
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.client == HOST_TOKEN
+                && r.method == "GET"
+                && r.path.starts_with("/api/v1/configmaps")
+                && !r.path.contains("watch=true")
+        })
+        .count()
+}
+
+const MISSING_LINE: &str = "the host's RBAC does not allow what it needs";
+const CANNOT_WRITE_LINE: &str = "plugin not ready: the host cannot write as it";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_names_the_rules_its_rbac_lacks_once_and_stands_for_leader_only_when_ready() {
+    let env = rbac_env(false).await;
+    env.approve_testkit("kit");
+    env.add_plugin_unapproved(&test_plugin("testkit"), "kit", Some("name: kit\n"));
+    let docs = apply_generated_rbac(&env).await;
+    // The host's ClusterRole loses its ConfigMap rule: testkit's watch is forbidden.
+    let roles = rbac_api(&env, "ClusterRole", "clusterroles");
+    replace(
+        &env,
+        &roles,
+        without(&docs, "ClusterRole", "kubewasm", "configmaps"),
+    )
+    .await;
+    env.server.record_requests();
+    let host = start_host_as_service_account_with(
+        &env,
+        &[
+            "--leader-elect",
+            "--lease-namespace",
+            "kubewasm",
+            "--lease-name",
+            "kw-test",
+            "--retry-period",
+            "200ms",
+            "--identity",
+            "pod-0",
+        ],
+    );
+    let addr = ops_addr(&host).await;
+    // One error line, naming each missing rule and what it is for.
+    let line = host
+        .wait_log("the missing rules named", |l| {
+            field(l, "message").starts_with(MISSING_LINE)
+        })
+        .await;
+    let missing = field(&line, "missing");
+    for rule in [
+        "list configmaps cluster-wide (for the watch of v1/configmaps)",
+        "watch configmaps cluster-wide (for the watch of v1/configmaps)",
+    ] {
+        assert!(missing.contains(rule), "{rule}: {line}");
+    }
+    assert!(field(&line, "message").contains("kubewasm rbac"), "{line}");
+    // The watch is tried again after its backoff (5 s after a 403); the second refusal
+    // logs nothing new: one WARN for the state, not one per retry.
+    eventually("a second list of ConfigMaps", CONVERGE, || async {
+        (configmap_lists(&env) >= 2).then_some(())
+    })
+    .await;
+    let (status, body) = http_get(&addr, "/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("RBAC lacks rules"), "{body}");
+    let (_, verbose) = http_get(&addr, "/readyz?verbose");
+    assert!(
+        verbose.contains(
+            "[-]permission list configmaps cluster-wide: denied by the host's RBAC (needed for the watch of v1/configmaps)"
+        ),
+        "{verbose}"
+    );
+    assert!(
+        verbose
+            .contains("[-]plugin kit 1: forbidden: the host may not list configmaps cluster-wide"),
+        "{verbose}"
+    );
+    let (_, status_doc) = http_get(&addr, "/status");
+    let doc: Value = serde_json::from_str(&status_doc).expect("/status is JSON");
+    let rules: Vec<&str> = doc["permissions"]["missing"]
+        .as_array()
+        .expect("permissions.missing")
+        .iter()
+        .filter_map(|m| m["rule"].as_str())
+        .collect();
+    assert_eq!(
+        rules,
+        [
+            "list configmaps cluster-wide",
+            "watch configmaps cluster-wide"
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(
+        doc["plugins"][0]["conditions"][0]["reason"], "Forbidden",
+        "{doc:#}"
+    );
+    let errors = host.matching(|l| field(l, "message").starts_with(MISSING_LINE));
+    assert_eq!(errors.len(), 1, "{}", host.dump());
+    let warns = host.matching(|l| field(l, "message").starts_with("watch error"));
+    assert_eq!(warns.len(), 1, "one WARN per state: {}", host.dump());
+    assert!(
+        field(&warns[0], "error").contains("403 Forbidden"),
+        "{}",
+        warns[0]
+    );
+    assert!(
+        host.matching(|l| field(l, "target").starts_with("kube_runtime"))
+            .is_empty(),
+        "kube's watcher repeats each error: {}",
+        host.dump()
+    );
+    // Not ready, so not a candidate: no Lease request by the time of the second list
+    // (an eager candidate asks every 200 ms, for seconds by now).
+    let lease_requests = env
+        .server
+        .requests()
+        .iter()
+        .filter(|r| r.client == HOST_TOKEN && r.path.contains("/leases"))
+        .count();
+    assert_eq!(lease_requests, 0, "a host not ready stood for leader");
+
+    // The rule granted: noticed by the periodic recheck (10 s), the watch syncs without
+    // waiting out its backoff, the host is ready, then leads under a per-process identity.
+    replace(&env, &roles, only(&docs, "ClusterRole", "kubewasm").clone()).await;
+    host.wait_log("the grant noticed", |l| {
+        field(l, "message").starts_with("the host's RBAC now allows")
+    })
+    .await;
+    eventually("ready", CONVERGE, || async {
+        (http_get(&addr, "/readyz").0 == 200).then_some(())
+    })
+    .await;
+    let leading = host
+        .wait_log("leading", |l| field(l, "message") == "became leader")
+        .await;
+    assert!(
+        field(&leading, "identity").starts_with("pod-0_"),
+        "{leading}"
+    );
+    let (_, status_doc) = http_get(&addr, "/status");
+    let doc: Value = serde_json::from_str(&status_doc).expect("/status is JSON");
+    assert_eq!(doc["permissions"]["missing"], json!([]), "{doc:#}");
+    host.assert_plain_values();
+    assert_eq!(host.stop(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_the_host_cannot_impersonate_is_not_ready_with_one_line_saying_why() {
+    let env = rbac_env(false).await;
+    env.approve_testkit("kit");
+    env.add_plugin_unapproved(&test_plugin("testkit"), "kit", Some("name: kit\n"));
+    let docs = apply_generated_rbac(&env).await;
+    // The host's Role at home loses `impersonate` on the plugin's ServiceAccount.
+    let home_roles = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        "roles",
+        Some("kubewasm"),
+    );
+    replace(
+        &env,
+        &home_roles,
+        without(&docs, "Role", "kubewasm", "serviceaccounts"),
+    )
+    .await;
+    let host = start_host_as_service_account(&env);
+    let addr = ops_addr(&host).await;
+    let line = host
+        .wait_log("the plugin reported", |l| {
+            field(l, "message") == CANNOT_WRITE_LINE
+        })
+        .await;
+    let why = field(&line, "error");
+    assert!(
+        why.starts_with(
+            "the host may not impersonate ServiceAccount kubewasm-kit in namespace kubewasm"
+        ),
+        "{line}"
+    );
+    for fix in ["kubewasm rbac", "--plugin-namespace"] {
+        assert!(why.contains(fix), "{fix}: {line}");
+    }
+    assert_eq!(field(&line, "plugin"), "kit", "{line}");
+    // The host serves (other plugins would); the plugin shows why it cannot.
+    eventually("host ready", CONVERGE, || async {
+        (http_get(&addr, "/readyz").0 == 200).then_some(())
+    })
+    .await;
+    let (_, verbose) = http_get(&addr, "/readyz?verbose");
+    assert!(
+        verbose.contains(
+            "[-]plugin kit 1: not ready: the host may not impersonate ServiceAccount kubewasm-kit in namespace kubewasm"
+        ),
+        "{verbose}"
+    );
+    let (_, status_doc) = http_get(&addr, "/status");
+    let doc: Value = serde_json::from_str(&status_doc).expect("/status is JSON");
+    let ready = &doc["plugins"][0]["conditions"][0];
+    assert_eq!(ready["status"], "False", "{doc:#}");
+    assert_eq!(ready["reason"], "CannotWrite", "{doc:#}");
+    // Said once, at load; not again per write.
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    env.create(&cms, trigger("a", "kit")).await;
+    host.wait_log("the write refused", |l| {
+        field(l, "message") == "event failed" && field(l, "plugin") == "kit"
+    })
+    .await;
+    let lines = host.matching(|l| field(l, "message") == CANNOT_WRITE_LINE);
+    assert_eq!(lines.len(), 1, "{}", host.dump());
+    host.assert_plain_values();
     assert_eq!(host.stop(), Some(0));
 }

@@ -397,6 +397,34 @@ impl HostProcess {
         );
     }
 
+    /// Assert that no JSON log line carries Rust's debug formatting of a value: `Some(…)`,
+    /// a string quoted inside the string (`"\"x\""`), a list of quoted strings
+    /// (`"[\"a\"]"`). Data is logged as plain values; an absent value is omitted.
+    pub fn assert_plain_values(&self) {
+        let mut bad = Vec::new();
+        for line in self.logs() {
+            let Some(fields) = line.as_object() else {
+                continue;
+            };
+            if line.get("raw").is_some() {
+                continue;
+            }
+            for (key, value) in fields {
+                let Some(text) = value.as_str() else {
+                    continue;
+                };
+                if text.contains("Some(") || text.starts_with('"') || text.starts_with("[\"") {
+                    bad.push(format!("{key}: {text}  in  {line}"));
+                }
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "log values in Rust's debug form:\n{}",
+            bad.join("\n")
+        );
+    }
+
     /// Dump the logs (for failure messages).
     pub fn dump(&self) -> String {
         self.logs()

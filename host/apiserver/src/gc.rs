@@ -24,6 +24,42 @@ struct Obj {
     uid: String,
 }
 
+/// `resource.group ns/name`, as a log field's plain value.
+impl std::fmt::Display for Obj {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.gr.resource)?;
+        if !self.gr.group.is_empty() {
+            write!(f, ".{}", self.gr.group)?;
+        }
+        if self.ns.is_empty() {
+            write!(f, " {}", self.name)
+        } else {
+            write!(f, " {}/{}", self.ns, self.name)
+        }
+    }
+}
+
+/// What the collector does, as a log field's plain value (not Rust's debug form).
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::DropRefs(o, uids) => {
+                write!(f, "drop owner references {} of {o}", uids.join(","))
+            }
+            Action::RemoveFinalizer(o, name) => write!(f, "remove finalizer {name} of {o}"),
+            Action::Delete(o, p) => {
+                let how = match p {
+                    Propagation::Background => "background",
+                    Propagation::Foreground => "foreground",
+                    Propagation::Orphan => "orphan",
+                };
+                write!(f, "delete {o} ({how})")
+            }
+            Action::FinalizeNamespace(name, _) => write!(f, "finalize namespace {name}"),
+        }
+    }
+}
+
 fn obj(gr: &GroupResource, o: &Value) -> Obj {
     Obj {
         gr: gr.clone(),
@@ -150,8 +186,10 @@ fn execute(store: &Store, action: Action) {
         Action::FinalizeNamespace(name, uid) => store.finalize_namespace(name, uid),
     };
     match result {
-        Ok(()) => tracing::debug!(?action, "garbage collector acted"),
-        Err(e) => tracing::warn!(?action, error = %e.message, "garbage collector action failed"),
+        Ok(()) => tracing::debug!(action = %action, "garbage collector acted"),
+        Err(e) => {
+            tracing::warn!(action = %action, error = %e.message, "garbage collector action failed")
+        }
     }
 }
 

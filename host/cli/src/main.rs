@@ -104,7 +104,16 @@ enum Command {
 }
 
 fn init_logging(cli: &Cli) -> Result<()> {
-    let filter = EnvFilter::try_new(&cli.log).context("bad --log filter")?;
+    let mut filter = EnvFilter::try_new(&cli.log).context("bad --log filter")?;
+    // kube's watcher warns on every failed list with the error's debug form; the host
+    // reports watch errors itself, once per change (unless asked for kube_runtime).
+    if !cli.log.contains("kube_runtime") {
+        filter = filter.add_directive(
+            "kube_runtime::watcher=error"
+                .parse()
+                .context("the kube_runtime log directive")?,
+        );
+    }
     match cli.log_format {
         // Each field once: the event's own, then the spans' it does not name (logfmt).
         LogFormat::Text => tracing_subscriber::registry()
@@ -137,11 +146,19 @@ fn main() -> Result<()> {
     if let Command::CompileWorker = cli.command {
         compile_worker::command();
     }
-    tokio::runtime::Builder::new_multi_thread()
+    let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?
-        .block_on(run_command(cli))
+        .block_on(run_command(cli));
+    // A replica that lost its Lease is not a crash: its own exit code (deploy/README.md).
+    if let Err(e) = &result
+        && let Some(lost) = e.downcast_ref::<run::LostLease>()
+    {
+        tracing::error!(lease = %lost.lease, exit_code = run::EXIT_LOST_LEASE, "{lost}");
+        std::process::exit(run::EXIT_LOST_LEASE);
+    }
+    result
 }
 
 async fn run_command(cli: Cli) -> Result<()> {

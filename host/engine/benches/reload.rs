@@ -90,6 +90,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         record: None,
         write_identity: kubewasm::apply::WriteIdentity::Host,
         tombstone_retention: Duration::from_secs(30),
+        access: Default::default(),
     };
     let host = Host::start(client.clone(), config, Arc::new(Metrics::new()))
         .await

@@ -43,6 +43,16 @@ pub(crate) enum Origin {
     CompileWorker,
 }
 
+impl Origin {
+    /// The origin as a log field's plain value.
+    fn as_str(self) -> &'static str {
+        match self {
+            Origin::VerifiedCacheEntry => "verified-cache-entry",
+            Origin::CompileWorker => "compile-worker",
+        }
+    }
+}
+
 enum Body {
     /// An unnamed file only this process can write.
     File(File),
@@ -68,7 +78,7 @@ impl ArtifactWriter {
             Some(Ok(file)) => Body::File(file),
             Some(Err(e)) => {
                 tracing::debug!(
-                    dir = ?dir,
+                    dir = %dir.map(|d| d.display().to_string()).unwrap_or_default(),
                     error = %e,
                     "cannot keep compiled code in a file; keeping it in memory"
                 );
@@ -158,7 +168,10 @@ impl Artifact {
         // The unnamed file is reopened through /proc (wasmtime maps a path); the mapping
         // keeps it alive after `file` is closed.
         let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-        tracing::trace!(origin = ?self.origin, "loading compiled code from an unnamed file");
+        tracing::trace!(
+            origin = self.origin.as_str(),
+            "loading compiled code from an unnamed file"
+        );
         // SAFETY: wasmtime requires the file to hold `Component::serialize` output of a
         // compatible engine, unchanged while mapped. The file was written only through an
         // `ArtifactWriter`, whose content the origin vouches for (an HMAC-verified cache
@@ -170,7 +183,10 @@ impl Artifact {
 
     #[allow(unsafe_code)]
     fn load_bytes(&self, engine: &PluginEngine, bytes: &[u8]) -> wasmtime::Result<Component> {
-        tracing::trace!(origin = ?self.origin, "loading compiled code from memory");
+        tracing::trace!(
+            origin = self.origin.as_str(),
+            "loading compiled code from memory"
+        );
         // SAFETY: as in `load_file`: the origin vouches that the bytes are
         // `Component::serialize` output of a compatible engine; wasmtime copies them before
         // use and checks version and configuration compatibility in the header.

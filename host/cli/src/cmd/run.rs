@@ -165,7 +165,9 @@ pub struct HostArgs {
     /// Namespace of the Lease (default: the in-cluster namespace, else `default`).
     #[arg(long, env = "POD_NAMESPACE")]
     lease_namespace: Option<String>,
-    /// This replica's identity in the Lease and in Events (default: hostname-pid).
+    /// This replica's name in Events, and the base of its Lease identity (which adds a
+    /// random suffix per process, so a restarted container is a new candidate; default:
+    /// the hostname).
     #[arg(long, env = "POD_NAME")]
     identity: Option<String>,
     /// Send each plugin's writes with the host's own identity instead of impersonating the
@@ -293,6 +295,7 @@ impl HostArgs {
             // A handover takes at most a lease duration (plus a retry period); twice that
             // covers a follower that observed the old lease late.
             tombstone_retention: self.lease_duration.saturating_mul(2),
+            access: Default::default(),
         })
     }
 
@@ -316,10 +319,11 @@ impl HostArgs {
 
     fn identity(&self) -> String {
         self.identity.clone().unwrap_or_else(|| {
-            let host = std::fs::read_to_string("/etc/hostname")
+            std::fs::read_to_string("/etc/hostname")
                 .map(|h| h.trim().to_string())
-                .unwrap_or_else(|_| "kubewasm".into());
-            format!("{host}-{}", std::process::id())
+                .ok()
+                .filter(|h| !h.is_empty())
+                .unwrap_or_else(|| "kubewasm".into())
         })
     }
 
@@ -475,18 +479,36 @@ pub async fn run_host(
             lease_duration: args.lease_duration,
             renew_deadline: args.renew_deadline,
             retry_period: args.retry_period,
-            ..LeaderConfig::new(&args.lease_name, namespace, config.identity.clone())
+            ..LeaderConfig::new(
+                &args.lease_name,
+                namespace,
+                leader::process_identity(&config.identity),
+            )
         };
         lease.validate()?;
         lease_name = Some(format!("{}/{}", lease.namespace, lease.lease_name));
-        let (leadership, task) = leader::spawn(client.clone(), lease, background.clone());
+        tracing::info!(identity = %lease.identity, lease = lease_name.as_deref().unwrap_or_default(),
+            "leader election: standing once ready to serve");
+        config
+            .access
+            .require(&client, "leader election", lease.needs())
+            .await;
+        // Stand only once ready to serve: plugins loaded, caches synced.
+        let gate = readiness.clone();
+        let ready = async move {
+            while !gate.ready() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        let (leadership, task) =
+            leader::spawn_when(client.clone(), lease, ready, background.clone());
         config.leadership = leadership;
         election = Some(task);
     }
     let leadership = config.leadership.clone();
     let host = Host::start(client, config, metrics).await?;
     readiness.set(host.readiness_check());
-    tracing::info!(plugins = ?host.plugins(), "host running; Ctrl-C to stop");
+    tracing::info!(plugins = %host.plugins().join(","), "host running; Ctrl-C to stop");
     started(&host);
     let lost = tokio::select! {
         _ = shutdown_signal() => false,
@@ -498,10 +520,10 @@ pub async fn run_host(
         // in case the API server is unreachable). No release: the Lease is no longer ours.
         // A fresh process starts as a follower, as with controller-runtime.
         let _ = tokio::time::timeout(args.renew_deadline, host.shutdown()).await;
-        anyhow::bail!(
-            "lost the lease {} (not renewed within the renew deadline, or taken by another replica); exiting so the new leader takes over",
-            lease_name.unwrap_or_default()
-        );
+        return Err(LostLease {
+            lease: lease_name.unwrap_or_default(),
+        }
+        .into());
     }
     tracing::info!("shutting down: finishing in-flight events");
     host.shutdown().await;
@@ -512,6 +534,30 @@ pub async fn run_host(
     }
     Ok(())
 }
+
+/// The exit code of `kubewasm run` after losing its Lease (renewals failed until the
+/// renew deadline, or another replica took it): not 1, so a hand-over is told from a
+/// crash (deploy/README.md says what to alert on).
+pub const EXIT_LOST_LEASE: i32 = 3;
+
+/// `kubewasm run` stepped down: it lost its Lease (exits with [`EXIT_LOST_LEASE`]).
+#[derive(Debug)]
+pub struct LostLease {
+    /// `namespace/name` of the Lease.
+    pub lease: String,
+}
+
+impl std::fmt::Display for LostLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "lost the lease {} (not renewed within the renew deadline, or taken by another replica); exiting so the new leader takes over",
+            self.lease
+        )
+    }
+}
+
+impl std::error::Error for LostLease {}
 
 /// A MiB count within the loader's range, so `<< 20` cannot overflow.
 /// `--call-memory-budget`: `auto`, `off` or MiB.

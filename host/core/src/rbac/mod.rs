@@ -14,6 +14,7 @@
 //! | `owned-by-trigger` (a controller ownerReference with `blockOwnerDeletion`) | `update` on `<plural>/finalizers` of the watched kinds, when the plugin may create (the `OwnerReferencesPermissionEnforcement` admission plugin checks it) |
 //! | Kubernetes Events about handled objects | `create`, `patch` on `events` (core and `events.k8s.io`) |
 //! | leader election | `get`, `create`, `update` on `leases` in the host's own namespace |
+//! | checking its own permissions at start (SelfSubjectAccessReviews) | `create` on `selfsubjectaccessreviews.authorization.k8s.io` (ClusterRole only, beside discovery; a namespace-only setup relies on the default `system:basic-user` binding, which gives it to every authenticated user) |
 //! | Plugin objects: their cache, their status | `get`, `list`, `watch` on `plugins.kubewasm.dev`; `patch` on `plugins/status` |
 //! | a Plugin's pull secret | `get` on `secrets` in the host's own namespace |
 //!

@@ -189,6 +189,12 @@ fn render_with(
                     "nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version"],
                     "verbs": ["get"],
                 }));
+                // The host asks whether it may do what it needs before doing it.
+                cluster_rules.push(json!({
+                    "apiGroups": ["authorization.k8s.io"],
+                    "resources": ["selfsubjectaccessreviews"],
+                    "verbs": ["create"],
+                }));
             }
             cluster_rules.extend(rules.rules(&Scope::Cluster));
             out.push(json!({

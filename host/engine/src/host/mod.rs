@@ -47,6 +47,7 @@ use crate::Error;
 use crate::apply::Applier;
 use crate::apply::events::EventRecorder;
 use crate::dispatch::{QuarantinePolicy, Queue, QueueConfig};
+use crate::ops::access::{Access, Missing, Need, Rule};
 use crate::ops::http::{BlockedObject, PluginReport, ReadinessReport};
 use crate::ops::leader::Leadership;
 use crate::ops::metrics::{Metrics, PluginLabel};
@@ -98,7 +99,15 @@ pub struct HostConfig {
     /// How long a follower remembers deletions, to deliver them as `deleted` when it
     /// becomes leader; at least the lease duration (a handover takes that long at most).
     pub tombstone_retention: Duration,
+    /// The host's own permissions: what it needs is asked of the API server before use
+    /// and reported when missing (`/readyz?verbose`, `/status`). Shared with the caller,
+    /// which adds what it needs itself (the Lease).
+    pub access: Arc<Access>,
 }
+
+/// How often permissions found missing (the host's own, impersonating a plugin's
+/// account) are asked again, so a fix to RBAC is noticed without a restart.
+const RECHECK_PERMISSIONS: Duration = Duration::from_secs(10);
 
 /// A running host. Build with [`Host::start`], stop with [`Host::shutdown`].
 pub struct Host {
@@ -130,6 +139,12 @@ struct Parts {
     leadership: Leadership,
     /// A Plugin object changed, or their kind became served.
     objects_changed: tokio::sync::Notify,
+    client: Client,
+    access: Arc<Access>,
+    write_identity: crate::apply::WriteIdentity,
+    /// Per plugin at work, whether the host may write as it: None, or the one line
+    /// saying why not (`apply::identity::check_impersonation`), asked once per plugin.
+    cannot_write: Mutex<std::collections::BTreeMap<String, Option<String>>>,
 }
 
 impl Parts {
@@ -176,10 +191,67 @@ impl Parts {
         };
         next.announce();
         self.reloader.took_effect(&env, changed);
+        self.check_impersonation(&env).await;
         if let (Some(writer), Some(states)) = (&self.status_writer, &next.objects)
             && self.leadership.is_leader()
         {
             writer.write(states).await;
+        }
+    }
+
+    /// Ask, once per plugin new to `env`, whether the host may write as it; a plugin it
+    /// may not is reported not ready, in one line.
+    async fn check_impersonation(&self, env: &environment::Environment) {
+        let new: Vec<Arc<kubewasm_runtime::CompiledPlugin>> = {
+            let mut known = lock(&self.cannot_write);
+            known.retain(|name, _| env.plugins.contains_key(name));
+            env.plugins
+                .iter()
+                .filter(|(name, _)| !known.contains_key(*name))
+                .map(|(_, a)| a.plugin().clone())
+                .collect()
+        };
+        for plugin in new {
+            let verdict = crate::apply::identity::check_impersonation(
+                &self.client,
+                &self.write_identity,
+                &plugin.manifest,
+            )
+            .await
+            .err();
+            if let Some(why) = &verdict {
+                tracing::error!(plugin = %plugin.name(), error = %why, "plugin not ready: the host cannot write as it");
+            }
+            lock(&self.cannot_write).insert(plugin.name().to_string(), verdict);
+        }
+    }
+
+    /// Ask again what was found missing: the host's own rules, and each plugin the host
+    /// could not impersonate.
+    async fn recheck_permissions(&self) {
+        if self.access.any_denied() {
+            self.access.recheck(&self.client).await;
+        }
+        let denied: Vec<String> = lock(&self.cannot_write)
+            .iter()
+            .filter(|(_, v)| v.is_some())
+            .map(|(name, _)| name.clone())
+            .collect();
+        let env = self.current.get();
+        for name in denied {
+            let Some(active) = env.plugins.get(&name) else {
+                continue;
+            };
+            let verdict = crate::apply::identity::check_impersonation(
+                &self.client,
+                &self.write_identity,
+                &active.plugin().manifest,
+            )
+            .await;
+            if verdict.is_ok() {
+                tracing::info!(plugin = %name, "the host may now write as the plugin; it is ready");
+                lock(&self.cannot_write).insert(name, None);
+            }
         }
     }
 
@@ -258,6 +330,29 @@ impl Host {
             config.load.clone(),
             config.cache_dir.as_deref(),
         )?;
+        let access = config.access.clone();
+        // Plugin objects' status and pull secrets (their list and watch are the watch
+        // manager's, once their kind is served).
+        if let Some(o) = &config.objects {
+            let needs = vec![
+                Need {
+                    rule: Rule::new(
+                        "patch",
+                        kubewasm_core::plugin_object::GROUP,
+                        &format!("{}/status", kubewasm_core::plugin_object::PLURAL),
+                        None,
+                    ),
+                    purpose: "writing Plugin objects' status".into(),
+                    blocking: false,
+                },
+                Need {
+                    rule: Rule::new("get", "", "secrets", Some(&o.namespace)),
+                    purpose: "Plugin objects' pull secrets".into(),
+                    blocking: false,
+                },
+            ];
+            access.require(&client, "plugin objects", needs).await;
+        }
         let discovery = Arc::new(Discovery::new(client.clone()));
         let caches = Arc::new(Caches::default());
         let (tx, rx) = mpsc::channel::<WatchSignal>(4096);
@@ -268,6 +363,7 @@ impl Host {
             config.watch.clone(),
             tx,
             metrics.clone(),
+            access.clone(),
         );
         let current = Current::default();
         let leadership = config.leadership.clone();
@@ -319,6 +415,10 @@ impl Host {
             ),
             leadership: leadership.clone(),
             objects_changed: tokio::sync::Notify::new(),
+            client: client.clone(),
+            access,
+            write_identity: config.write_identity.clone(),
+            cannot_write: Mutex::new(std::collections::BTreeMap::new()),
             reloading: tokio::sync::Mutex::new(()),
             current,
             watches: watches.clone(),
@@ -358,6 +458,7 @@ impl Host {
                 metrics.clone(),
                 cancel.clone(),
             )),
+            tokio::spawn(recheck_permissions(parts.clone(), cancel.clone())),
             tokio::spawn(report_queue_depths(
                 parts.current.clone(),
                 metrics,
@@ -411,11 +512,17 @@ impl Host {
         let parts = self.parts.clone();
         move || {
             let watches = parts.watches.readiness();
+            let missing = parts.access.missing();
+            let cannot_write = lock(&parts.cannot_write).clone();
             let env = parts.current.get();
             let plugins = env
                 .plugins
                 .values()
-                .map(|a| plugin_report(a, &parts.watches, &watches))
+                .map(|a| {
+                    let mut report = plugin_report(a, &parts.watches, &watches, &missing);
+                    report.not_ready = cannot_write.get(&report.name).cloned().flatten();
+                    report
+                })
                 .collect();
             let rejected = parts
                 .reloader
@@ -434,6 +541,7 @@ impl Host {
                 watches,
                 plugins,
                 rejected,
+                missing,
             }
         }
     }
@@ -463,6 +571,7 @@ fn plugin_report(
     a: &environment::Active,
     watches: &WatchManager,
     readiness: &crate::watch::WatchReadiness,
+    missing: &[Missing],
 ) -> PluginReport {
     let plugin = a.plugin();
     let mut report = PluginReport {
@@ -476,6 +585,16 @@ fn plugin_report(
             report.waiting_for.push(spelled);
         } else if readiness.syncing.contains(&spelled) {
             report.syncing.push(spelled);
+        }
+        if let Some(k) = watches.resolved(r) {
+            for m in missing
+                .iter()
+                .filter(|m| m.group == k.group && m.plural == k.plural)
+            {
+                if !report.forbidden.contains(&m.rule) {
+                    report.forbidden.push(m.rule.clone());
+                }
+            }
         }
     }
     report.blocked = a
@@ -507,7 +626,7 @@ async fn route_events(
             signal = rx.recv() => match signal {
                 Some(WatchSignal::Event(ev)) => {
                     if parts.is_plugin_object(&ev.resource) {
-                        tracing::debug!(object = %ev.object.describe(), event = ?ev.event_type,
+                        tracing::debug!(object = %ev.object.describe(), event = %ev.event_type,
                             resource_version = ev.object.resource_version().unwrap_or_default(),
                             "Plugin object changed");
                         parts.objects_changed.notify_one();
@@ -549,6 +668,17 @@ async fn follow_leadership(
             }
         }
         was = now;
+    }
+}
+
+/// Task: ask again, now and then, about the permissions found missing.
+async fn recheck_permissions(parts: Arc<Parts>, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(RECHECK_PERMISSIONS) => {}
+        }
+        parts.recheck_permissions().await;
     }
 }
 

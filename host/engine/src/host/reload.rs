@@ -125,8 +125,10 @@ impl Announcement {
                 took,
                 file,
                 watches,
-            } => tracing::info!(plugin = %name, version = %version, how, took = ?took,
-                source = %file, watches, "plugin loaded"),
+            } => {
+                tracing::info!(plugin = %name, version = %version, how, took_ms = crate::ops::millis(took),
+                source = %file, watches, "plugin loaded")
+            }
             Announcement::Replaced {
                 name,
                 from,
@@ -134,8 +136,10 @@ impl Announcement {
                 how,
                 took,
                 file,
-            } => tracing::info!(plugin = %name, from = %from, to = %to, how, took = ?took,
-                source = %file, "plugin replaced"),
+            } => {
+                tracing::info!(plugin = %name, from = %from, to = %to, how, took_ms = crate::ops::millis(took),
+                source = %file, "plugin replaced")
+            }
         }
     }
 }

@@ -40,6 +40,9 @@ pub struct ReadinessReport {
     /// Plugin files whose newest version was rejected: (file, reason). They never start
     /// until the file changes.
     pub rejected: Vec<(String, String)>,
+    /// RBAC rules the host needs and the API server says it lacks
+    /// ([`crate::ops::access`]); a blocking one holds readiness back.
+    pub missing: Vec<crate::ops::access::Missing>,
 }
 
 /// Where one plugin stands.
@@ -55,6 +58,10 @@ pub struct PluginReport {
     pub waiting_for: Vec<String>,
     /// Resources whose cache is still syncing (these block readiness).
     pub syncing: Vec<String>,
+    /// RBAC rules the host lacks to watch what the plugin watches or reads (e.g. `list
+    /// configmaps cluster-wide`): its caches cannot sync until they are granted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub forbidden: Vec<String>,
     /// Objects whose last event failed permanently: not retried until the object, the
     /// plugin or its settings change, or the slow resync.
     pub blocked: Vec<BlockedObject>,
@@ -121,6 +128,15 @@ impl PluginReport {
     pub fn conditions(&self) -> serde_json::Value {
         let (ready, reason, message) = if let Some(why) = &self.not_ready {
             ("False", "CannotWrite", why.clone())
+        } else if !self.forbidden.is_empty() {
+            (
+                "False",
+                "Forbidden",
+                format!(
+                    "the host's RBAC does not allow: {}",
+                    self.forbidden.join(", ")
+                ),
+            )
         } else if !self.syncing.is_empty() {
             (
                 "False",
@@ -165,7 +181,20 @@ impl ReadinessReport {
     /// Ready: plugins loaded, and no served resource still syncing. Plugins waiting for a
     /// resource that is not served do not block: it may never be.
     pub fn ready(&self) -> bool {
-        self.plugins_loaded && self.watches.syncing.is_empty()
+        self.plugins_loaded
+            && self.watches.syncing.is_empty()
+            && !self.missing.iter().any(|m| m.blocking)
+    }
+
+    /// The one-line answer of `/readyz` without `?verbose`.
+    pub fn summary(&self) -> &'static str {
+        if self.ready() {
+            "ready\n"
+        } else if self.missing.iter().any(|m| m.blocking) {
+            "not ready: the host's RBAC lacks rules it needs (see /readyz?verbose)\n"
+        } else {
+            "not ready: plugins loading or caches syncing\n"
+        }
     }
 
     /// The `/status` document: readiness, and per plugin its conditions and the objects
@@ -192,6 +221,7 @@ impl ReadinessReport {
             "rejected": self.rejected.iter()
                 .map(|(file, _)| serde_json::json!({"file": file, "reason": REJECTED}))
                 .collect::<Vec<_>>(),
+            "permissions": {"missing": self.missing},
         })
     }
 
@@ -200,6 +230,14 @@ impl ReadinessReport {
         let mut out = String::new();
         let mark = |ok: bool| if ok { "[+]" } else { "[-]" };
         out.push_str(&format!("{}plugins loaded\n", mark(self.plugins_loaded)));
+        for m in &self.missing {
+            out.push_str(&format!(
+                "[-]permission {}: denied by the host's RBAC (needed for {}){}\n",
+                m.rule,
+                m.needed_for,
+                if m.blocking { "" } else { "; not blocking" }
+            ));
+        }
         for p in &self.plugins {
             if let Some(why) = &p.not_ready {
                 out.push_str(&format!(
@@ -208,7 +246,9 @@ impl ReadinessReport {
                 ));
                 continue;
             }
-            let state = if !p.syncing.is_empty() {
+            let state = if !p.forbidden.is_empty() {
+                format!("forbidden: the host may not {}", p.forbidden.join(", "))
+            } else if !p.syncing.is_empty() {
                 format!("syncing {}", p.syncing.join(", "))
             } else if !p.waiting_for.is_empty() {
                 format!(
@@ -220,7 +260,7 @@ impl ReadinessReport {
             };
             out.push_str(&format!(
                 "{}plugin {} {}: {state}\n",
-                mark(p.syncing.is_empty()),
+                mark(p.syncing.is_empty() && p.forbidden.is_empty()),
                 p.name,
                 p.version
             ));
@@ -314,10 +354,8 @@ async fn readyz(
     };
     let body = if q.contains_key("verbose") {
         report.verbose()
-    } else if report.ready() {
-        "ready\n".to_string()
     } else {
-        "not ready: plugins loading or caches syncing\n".to_string()
+        report.summary().to_string()
     };
     (status, body)
 }

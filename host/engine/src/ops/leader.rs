@@ -33,6 +33,13 @@
 //!
 //! After losing, a replica that keeps running becomes a candidate again.
 //!
+//! **Identity per process**: a container restarted in the same pod keeps its pod name,
+//! and a lease held under that name would be taken back at once by the new process (it
+//! is "ours"), before its plugins are loaded and without counting a transition.
+//! [`process_identity`] adds a random suffix to the name, as controller-runtime does
+//! (`hostname_uuid`), so each process is its own candidate. And a replica stands only
+//! once it is ready to serve ([`spawn_when`]): plugins loaded, caches synced.
+//!
 //! RBAC: `get`, `create` and `update` on `leases` (group `coordination.k8s.io`) in the
 //! lease's namespace.
 
@@ -55,7 +62,7 @@ pub struct LeaderConfig {
     pub lease_name: String,
     /// Namespace of the Lease object.
     pub namespace: String,
-    /// This replica's identity (unique per replica, e.g. the pod name).
+    /// This process's identity (unique per process: [`process_identity`]).
     pub identity: String,
     /// How long a lease stays valid after its last renewal (written to the Lease,
     /// rounded up to whole seconds). Default 15s.
@@ -109,10 +116,39 @@ impl LeaderConfig {
         Ok(())
     }
 
+    /// The RBAC rules the election needs, for [`crate::ops::access::Access::require`]:
+    /// `get`, `create` and `update` on its Lease's namespace's leases. Without them this
+    /// replica never leads, so the host is not ready.
+    pub fn needs(&self) -> Vec<crate::ops::access::Need> {
+        ["get", "create", "update"]
+            .into_iter()
+            .map(|verb| crate::ops::access::Need {
+                rule: crate::ops::access::Rule::new(
+                    verb,
+                    "coordination.k8s.io",
+                    "leases",
+                    Some(&self.namespace),
+                ),
+                purpose: format!(
+                    "leader election on Lease {}/{}",
+                    self.namespace, self.lease_name
+                ),
+                blocking: true,
+            })
+            .collect()
+    }
+
     fn lease_seconds(&self) -> i32 {
         let secs = self.lease_duration.as_secs_f64().ceil();
         secs.clamp(1.0, i32::MAX as f64) as i32
     }
+}
+
+/// A holder identity for this process: `base` (the pod name, or the hostname) and a
+/// random suffix, `base_1a2b3c4d5e6f7a8b`, so a restarted container is a new candidate
+/// and never takes over its predecessor's lease as its own.
+pub fn process_identity(base: &str) -> String {
+    format!("{base}_{:016x}", rand::random::<u64>())
 }
 
 /// One term of leadership as the guards see it.
@@ -235,6 +271,18 @@ pub fn spawn(
     config: LeaderConfig,
     cancel: CancellationToken,
 ) -> (Leadership, JoinHandle<()>) {
+    spawn_when(client, config, std::future::ready(()), cancel)
+}
+
+/// [`spawn`], standing for leader only once `ready` resolves (the host loaded its plugins
+/// and synced its caches): a replica that cannot serve yet never takes the lease from
+/// one that can, nor holds it while it starts. Until then it is a follower.
+pub fn spawn_when(
+    client: kube::Client,
+    config: LeaderConfig,
+    ready: impl Future<Output = ()> + Send + 'static,
+    cancel: CancellationToken,
+) -> (Leadership, JoinHandle<()>) {
     let (tx, rx) = watch::channel(false);
     let (term_tx, term) = watch::channel(Term::ended());
     let lost = CancellationToken::new();
@@ -249,7 +297,7 @@ pub fn spawn(
         cached: None,
         observed: Observer::default(),
     };
-    let handle = tokio::spawn(elector.run());
+    let handle = tokio::spawn(elector.run(ready));
     (
         Leadership {
             rx,
@@ -338,11 +386,16 @@ struct Elector {
 }
 
 impl Elector {
-    async fn run(mut self) {
+    async fn run(mut self, ready: impl Future<Output = ()>) {
         if let Err(e) = self.config.validate() {
             tracing::error!(error = %e, "leader election not started");
             return;
         }
+        tokio::select! {
+            _ = self.cancel.cancelled() => return,
+            _ = ready => {}
+        }
+        tracing::info!(identity = %self.config.identity, lease = %self.lease, "ready to serve: standing for leader");
         loop {
             let Some(acquired_at) = self.acquire().await else {
                 // Cancelled as a candidate; an attempt cut short may still have won.

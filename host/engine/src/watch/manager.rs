@@ -5,6 +5,9 @@
 //! A resource that is not served yet (a CRD not installed) is retried on an interval and
 //! started when it appears. A watch broken by `410 Gone` is relisted by kube's watcher; the
 //! relist is diffed against the cache so changes made during the break become events.
+//! Before a watch starts, the host asks whether its RBAC allows the list and watch
+//! ([`Access`]); a failing watch backs off by the class of its error ([`super::backoff`]),
+//! logged once per change of state.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -22,7 +25,9 @@ use kubewasm_core::event::EventType;
 use kubewasm_core::kind::{KindInfo, ResolveError};
 use kubewasm_core::resource::ResourceRef;
 
+use crate::ops::access::{Access, Need, Rule};
 use crate::ops::metrics::{Metrics, ResourceLabel};
+use crate::watch::backoff::{self, Class, Policy};
 use crate::watch::cache::{CachedObject, Caches, ObjectKey, ResourceCache, ResourceKey};
 use crate::watch::discovery::{Discovery, api_resource};
 
@@ -119,6 +124,10 @@ pub struct WatchManager {
     desired: tokio_watch::Sender<BTreeMap<ResourceRef, Demand>>,
     resolved: RwLock<HashMap<ResourceRef, Arc<Resolved>>>,
     metrics: Arc<Metrics>,
+    /// The host's own permissions: each watch's list and watch are asked before it starts.
+    access: Arc<Access>,
+    /// How failing watches back off.
+    backoff: Policy,
 }
 
 impl WatchManager {
@@ -130,6 +139,7 @@ impl WatchManager {
         config: WatchConfig,
         events: mpsc::Sender<WatchSignal>,
         metrics: Arc<Metrics>,
+        access: Arc<Access>,
     ) -> Arc<Self> {
         Arc::new(WatchManager {
             client,
@@ -140,6 +150,8 @@ impl WatchManager {
             desired: tokio_watch::Sender::new(BTreeMap::new()),
             resolved: RwLock::new(HashMap::new()),
             metrics,
+            access,
+            backoff: Policy::default(),
         })
     }
 
@@ -282,6 +294,18 @@ impl WatchManager {
             }
         }
         waiting_logged.retain(|r| desired.contains_key(r));
+        // What every watch needs of RBAC, asked once per rule (one error line for those
+        // denied); the watches start anyway, and back off while forbidden.
+        let needs = wanted
+            .values()
+            .flat_map(|(res, _)| self.rules(res))
+            .map(|(rule, res)| Need {
+                purpose: format!("the watch of {}", res.key()),
+                rule,
+                blocking: true,
+            })
+            .collect();
+        self.access.require(&self.client, "watches", needs).await;
         // Start the new ones.
         for (key, (res, demands)) in wanted {
             if running.contains_key(&key) {
@@ -296,12 +320,7 @@ impl WatchManager {
                 ))
             });
             self.caches.insert(cache.clone());
-            let scopes: Vec<Option<String>> =
-                if res.namespaced && !self.config.namespaces.is_empty() {
-                    self.config.namespaces.iter().cloned().map(Some).collect()
-                } else {
-                    vec![None]
-                };
+            let scopes = self.scopes(&res);
             let cancel = CancellationToken::new();
             let task = tokio::spawn(
                 WatchTask {
@@ -314,6 +333,9 @@ impl WatchManager {
                     metrics: self.metrics.clone(),
                     scopes,
                     selector: selector.clone(),
+                    rules: self.rules(&res).into_iter().map(|(r, _)| r).collect(),
+                    access: self.access.clone(),
+                    backoff: self.backoff,
                 }
                 .run(cancel.clone()),
             );
@@ -333,6 +355,32 @@ impl WatchManager {
                 },
             );
         }
+    }
+}
+
+impl WatchManager {
+    /// The namespaces a resource is watched in (`None`: cluster-wide).
+    fn scopes(&self, res: &Resolved) -> Vec<Option<String>> {
+        if res.namespaced && !self.config.namespaces.is_empty() {
+            self.config.namespaces.iter().cloned().map(Some).collect()
+        } else {
+            vec![None]
+        }
+    }
+
+    /// The RBAC rules the watch of `res` needs: list and watch in each of its scopes.
+    fn rules<'a>(&self, res: &'a Arc<Resolved>) -> Vec<(Rule, &'a Arc<Resolved>)> {
+        self.scopes(res)
+            .iter()
+            .flat_map(|scope| {
+                ["list", "watch"].map(|verb| {
+                    (
+                        Rule::new(verb, &res.group, &res.plural, scope.as_deref()),
+                        res,
+                    )
+                })
+            })
+            .collect()
     }
 }
 
@@ -366,6 +414,10 @@ struct WatchTask {
     scopes: Vec<Option<String>>,
     /// The label selector sent to the server.
     selector: Demand,
+    /// The RBAC rules it needs: shown to be granted once it syncs.
+    rules: Vec<Rule>,
+    access: Arc<Access>,
+    backoff: Policy,
 }
 
 impl WatchTask {
@@ -381,6 +433,9 @@ impl WatchTask {
             metrics,
             scopes,
             selector,
+            rules,
+            access,
+            backoff,
         } = self;
         let key = res.key();
         // A clone shares the value: no registry lock is held across awaits.
@@ -404,9 +459,14 @@ impl WatchTask {
             let scope = scope.clone();
             // managedFields are the server's bookkeeping, often larger than the object:
             // caching them doubles what each object costs, and plugins have no use for them.
-            watcher::watcher(api, config.clone())
-                .default_backoff()
+            let stream = watcher::watcher(api, config.clone())
                 .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
+                .boxed();
+            let target = match &scope {
+                Some(ns) => format!("{key} in namespace {ns}"),
+                None => key.to_string(),
+            };
+            backoff::with_backoff(stream, target, backoff, access.granted())
                 .map(move |item| (scope.clone(), item))
                 .boxed()
         });
@@ -415,6 +475,9 @@ impl WatchTask {
         let mut relist: HashMap<Option<String>, HashMap<ObjectKey, Arc<CachedObject>>> =
             HashMap::new();
         let mut listed: HashSet<Option<String>> = HashSet::new();
+        // Per scope, the failure last logged (class, message): logged again only when it
+        // changes, and its end once.
+        let mut failing: HashMap<Option<String>, (Class, String)> = HashMap::new();
         let resync_every = resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
         let mut resync_timer =
             tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
@@ -432,6 +495,12 @@ impl WatchTask {
                 item = stream.next() => item,
             };
             let Some((scope, item)) = item else { break };
+            if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = &item
+                && let Some((_, error)) = failing.remove(&scope)
+            {
+                tracing::info!(resource = %key, scope = scope.as_deref().unwrap_or("cluster-wide"),
+                    last_error = %error, "watch recovered");
+            }
             match item {
                 Ok(Event::Init) => {
                     relist.insert(scope, HashMap::new());
@@ -472,6 +541,8 @@ impl WatchTask {
                     listed.insert(scope);
                     if first {
                         if listed.len() == scopes.len() && !cache.is_synced() {
+                            // Listed and watching: the RBAC it needs is there.
+                            access.allowed(&rules);
                             cache.mark_synced();
                             tracing::info!(resource = %key, objects = cache.len(), "cache synced");
                         }
@@ -493,9 +564,22 @@ impl WatchTask {
                     cache.remove(&o.key());
                     emit(&tx, &key, EventType::Deleted, o, None).await;
                 }
-                Err(e) => {
+                Err(failed) => {
                     restarts.inc();
-                    tracing::warn!(resource = %key, error = %e, "watch error; kube's watcher retries with backoff");
+                    let state = (failed.class, failed.message);
+                    let retry_in = format!("{:.1}s", failed.delay.as_secs_f64());
+                    let scope_name = scope.as_deref().unwrap_or("cluster-wide");
+                    if failed.class == Class::Desync {
+                        tracing::debug!(resource = %key, scope = scope_name, error = %state.1, "watch fell behind; relisting");
+                    } else if failing.get(&scope) != Some(&state) {
+                        tracing::warn!(resource = %key, scope = scope_name, error = %state.1,
+                            class = failed.class.as_str(), retry_in,
+                            "watch error; retrying with backoff by error class (logged again when it changes)");
+                        failing.insert(scope, state);
+                    } else {
+                        tracing::debug!(resource = %key, scope = scope_name, error = %state.1,
+                            class = failed.class.as_str(), retry_in, "watch error again");
+                    }
                 }
             }
         }
@@ -513,3 +597,6 @@ fn with_types(mut obj: DynamicObject, res: &Resolved) -> Arc<CachedObject> {
     }
     CachedObject::new(obj)
 }
+
+#[cfg(test)]
+mod tests;

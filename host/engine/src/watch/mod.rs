@@ -1,6 +1,7 @@
 //! Watching the cluster: discovery of what plugins name, one watcher and cache per served
 //! resource (shared by every plugin), and the events those watchers produce.
 
+pub(crate) mod backoff;
 pub(crate) mod cache;
 pub mod discovery;
 pub(crate) mod manager;

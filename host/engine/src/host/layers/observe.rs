@@ -60,7 +60,7 @@ impl<S> Observe<S> {
                 .get_or_create(&label())
                 .observe(took.as_secs_f64());
             if report.call_error.is_none() {
-                tracing::debug!(plugin = %name, object = %object, intents = report.returned, took = ?took, "plugin returned");
+                tracing::debug!(plugin = %name, object = %object, intents = report.returned, took_ms = crate::ops::millis(took), "plugin returned");
             }
         }
         let prepared = report.prepared();

@@ -69,7 +69,10 @@ fn built() -> &'static Built {
         let first = dir.path().join("first.tar");
         let second = dir.path().join("second.tar");
         let summary = build_image(&[], &first);
-        assert!(summary.contains("binary ") && summary.contains("archive "), "{summary}");
+        assert!(
+            summary.contains("binary ") && summary.contains("archive "),
+            "{summary}"
+        );
         build_image(&[], &second);
         Built {
             _dir: dir,
@@ -124,7 +127,10 @@ fn untar(bytes: &[u8]) -> (Vec<String>, BTreeMap<String, Entry>) {
         };
         let size = octal(&h[124..136]) as usize;
         let kind = h[156];
-        assert!(kind == b'0' || kind == b'5', "{path}: only files and directories");
+        assert!(
+            kind == b'0' || kind == b'5',
+            "{path}: only files and directories"
+        );
         let data = bytes[at + 512..at + 512 + size].to_vec();
         let path = path.trim_end_matches('/').to_string();
         order.push(path.clone());
@@ -192,7 +198,10 @@ fn read_image(path: &Path, tag: &str) -> Image {
     }
     assert_eq!(config["architecture"], "amd64");
     assert_eq!(config["os"], "linux");
-    assert_eq!(config["rootfs"]["diff_ids"].as_array().unwrap().len(), layers.len());
+    assert_eq!(
+        config["rootfs"]["diff_ids"].as_array().unwrap().len(),
+        layers.len()
+    );
     Image { config, layers }
 }
 
@@ -207,8 +216,13 @@ fn epoch() -> u64 {
 fn version() -> String {
     let cargo = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
     let section = cargo.split("[workspace.package]").nth(1).unwrap();
-    let line = section.lines().find(|l| l.starts_with("version = ")).unwrap();
-    line.trim_start_matches("version = ").trim_matches('"').to_string()
+    let line = section
+        .lines()
+        .find(|l| l.starts_with("version = "))
+        .unwrap();
+    line.trim_start_matches("version = ")
+        .trim_matches('"')
+        .to_string()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -264,7 +278,10 @@ fn final_stage(path: &Path) -> Vec<(String, String)> {
             (op.to_string(), rest.trim().to_string())
         })
         .collect();
-    let last_from = instructions.iter().rposition(|(op, _)| op == "FROM").unwrap();
+    let last_from = instructions
+        .iter()
+        .rposition(|(op, _)| op == "FROM")
+        .unwrap();
     instructions[last_from..].to_vec()
 }
 
@@ -302,7 +319,10 @@ fn dockerfile_files(stage: &[(String, String)]) -> BTreeMap<String, (bool, u32, 
             }
             None => (0, 0),
         };
-        let dest = dest.trim_start_matches('/').trim_end_matches('/').to_string();
+        let dest = dest
+            .trim_start_matches('/')
+            .trim_end_matches('/')
+            .to_string();
         let src = &srcs[0];
         match (flags.get("from").map(String::as_str), src.as_str()) {
             // A folder of the build context: its files, as checked out (not executable).
@@ -354,7 +374,10 @@ fn instruction<'a>(stage: &'a [(String, String)], op: &str) -> Vec<&'a str> {
 
 /// The config a Dockerfile stage sets: User, Env, Entrypoint, Cmd, ExposedPorts.
 fn assert_config_matches(stage: &[(String, String)], config: &Value) {
-    assert_eq!(instruction(stage, "USER"), [config["User"].as_str().unwrap()]);
+    assert_eq!(
+        instruction(stage, "USER"),
+        [config["User"].as_str().unwrap()]
+    );
     let env: Vec<&str> = instruction(stage, "ENV");
     assert_eq!(json!(env), config["Env"]);
     for op in ["ENTRYPOINT", "CMD"] {
@@ -383,18 +406,37 @@ fn host_image_config_runs_kubewasm_as_nonroot() {
     assert_eq!(c["Entrypoint"], json!(["/usr/local/bin/kubewasm"]));
     assert_eq!(
         c["Cmd"],
-        json!(["run", "--plugins", "/plugins", "--cache-dir", "/var/cache/kubewasm", "--log-format", "json"])
+        json!([
+            "run",
+            "--plugins",
+            "/plugins",
+            "--cache-dir",
+            "/var/cache/kubewasm",
+            "--log-format",
+            "json"
+        ])
     );
     let env = c["Env"].as_array().unwrap();
-    assert!(env.contains(&json!("KUBEWASM_CACHE_DIR=/var/cache/kubewasm")), "{env:?}");
+    assert!(
+        env.contains(&json!("KUBEWASM_CACHE_DIR=/var/cache/kubewasm")),
+        "{env:?}"
+    );
     assert_eq!(image.layers.len(), 1);
     let layer = &image.layers[0];
     for dir in ["var/cache/kubewasm", "plugins"] {
         let e = &layer[dir];
-        assert!(e.dir && (e.uid, e.gid, e.mode) == (65532, 65532, 0o755), "{dir}: {e:?}");
+        assert!(
+            e.dir && (e.uid, e.gid, e.mode) == (65532, 65532, 0o755),
+            "{dir}: {e:?}"
+        );
     }
     let passwd = String::from_utf8(layer["etc/passwd"].data.clone()).unwrap();
-    assert!(passwd.lines().any(|l| l.starts_with("nonroot:x:65532:65532:")), "{passwd}");
+    assert!(
+        passwd
+            .lines()
+            .any(|l| l.starts_with("nonroot:x:65532:65532:")),
+        "{passwd}"
+    );
     assert!(!layer["etc/ssl/certs/ca-certificates.crt"].data.is_empty());
     // Nothing but root-owned folders and files, apart from the two folders above.
     for (path, e) in layer {
@@ -438,7 +480,10 @@ fn host_image_binary_is_static_and_runs() {
 #[test]
 fn host_image_is_reproducible() {
     let b = built();
-    let (first, second) = (std::fs::read(&b.first).unwrap(), std::fs::read(&b.second).unwrap());
+    let (first, second) = (
+        std::fs::read(&b.first).unwrap(),
+        std::fs::read(&b.second).unwrap(),
+    );
     assert!(first == second, "two builds differ");
     // Other bytes in, another archive out: the comparison can fail.
     let dir = tempfile::tempdir().unwrap();
@@ -447,7 +492,12 @@ fn host_image_is_reproducible() {
     let binary = dir.path().join("kubewasm");
     extract(&image.layers[0][BINARY], &binary);
     build_image(
-        &["--tag", "localhost/kubewasm:other", "--binary", binary.to_str().unwrap()],
+        &[
+            "--tag",
+            "localhost/kubewasm:other",
+            "--binary",
+            binary.to_str().unwrap(),
+        ],
         &other,
     );
     assert!(std::fs::read(&other).unwrap() != first);
@@ -458,7 +508,10 @@ fn dockerfile_builds_the_same_image() {
     let image = read_image(&built().first, &format!("localhost/kubewasm:{}", version()));
     let dockerfile = root().join("deploy/Dockerfile");
     let text = std::fs::read_to_string(&dockerfile).unwrap();
-    assert!(text.lines().any(|l| l == "RUN bash deploy/build.sh /out && mkdir -p /empty"));
+    assert!(
+        text.lines()
+            .any(|l| l == "RUN bash deploy/build.sh /out && mkdir -p /empty")
+    );
     let stage = final_stage(&dockerfile);
     assert_eq!(stage[0], ("FROM".to_string(), "scratch".to_string()));
     assert_config_matches(&stage, &image.config["config"]);
@@ -469,7 +522,11 @@ fn dockerfile_builds_the_same_image() {
         let e = layer
             .get(path)
             .unwrap_or_else(|| panic!("the Dockerfile copies /{path}; the archive lacks it"));
-        assert_eq!((e.dir, e.mode, e.uid, e.gid), (*dir, *mode, *uid, *gid), "/{path}");
+        assert_eq!(
+            (e.dir, e.mode, e.uid, e.gid),
+            (*dir, *mode, *uid, *gid),
+            "/{path}"
+        );
     }
     // The rest are the parent folders COPY creates: root's, 0755.
     for (path, e) in layer {
@@ -494,16 +551,28 @@ fn plugin_image_copies_its_plugins() {
     std::fs::create_dir(&plugins).unwrap();
     let wasm = support::example_plugin("mongodb-monitor");
     std::fs::copy(&wasm, plugins.join("mongodb-monitor.wasm")).unwrap();
-    std::fs::copy(wasm.with_extension("yaml"), plugins.join("mongodb-monitor.yaml")).unwrap();
+    std::fs::copy(
+        wasm.with_extension("yaml"),
+        plugins.join("mongodb-monitor.yaml"),
+    )
+    .unwrap();
     std::fs::write(plugins.join("notes.txt"), "not a plugin file").unwrap();
     let tar = dir.path().join("plugins.tar");
     build_image(
-        &["--plugins", plugins.to_str().unwrap(), "--binary", binary.to_str().unwrap()],
+        &[
+            "--plugins",
+            plugins.to_str().unwrap(),
+            "--binary",
+            binary.to_str().unwrap(),
+        ],
         &tar,
     );
     let image = read_image(&tar, &format!("localhost/kubewasm-plugins:{}", version()));
     // The host image's layer, then the plugins; the host's config but the copy command.
-    assert_eq!(image.config["rootfs"]["diff_ids"][0], host.config["rootfs"]["diff_ids"][0]);
+    assert_eq!(
+        image.config["rootfs"]["diff_ids"][0],
+        host.config["rootfs"]["diff_ids"][0]
+    );
     assert_eq!(image.layers.len(), 2);
     let c = &image.config["config"];
     assert_eq!(c["User"], USER);
@@ -511,12 +580,22 @@ fn plugin_image_copies_its_plugins() {
     let layer = &image.layers[1];
     assert_eq!(
         layer.keys().collect::<Vec<_>>(),
-        ["plugins", "plugins/mongodb-monitor.wasm", "plugins/mongodb-monitor.yaml"]
+        [
+            "plugins",
+            "plugins/mongodb-monitor.wasm",
+            "plugins/mongodb-monitor.yaml"
+        ]
     );
     let stage = final_stage(&root().join("deploy/plugin-image/Dockerfile"));
     assert_eq!(stage[0].1, "${HOST_IMAGE}");
-    assert_eq!(instruction(&stage, "COPY"), ["--chmod=0444 *.wasm *.yaml /plugins/"]);
-    assert_eq!(instruction(&stage, "CMD"), [c["Cmd"].to_string().replace(',', ", ")]);
+    assert_eq!(
+        instruction(&stage, "COPY"),
+        ["--chmod=0444 *.wasm *.yaml /plugins/"]
+    );
+    assert_eq!(
+        instruction(&stage, "CMD"),
+        [c["Cmd"].to_string().replace(',', ", ")]
+    );
     for name in ["mongodb-monitor.wasm", "mongodb-monitor.yaml"] {
         let e = &layer[&format!("plugins/{name}")];
         assert_eq!((e.mode, e.uid, e.gid), (0o444, 0, 0), "{name}");
@@ -539,11 +618,18 @@ fn plugin_image_copies_its_plugins() {
     assert!(out.status.success(), "{out:?}");
     for name in ["mongodb-monitor.wasm", "mongodb-monitor.yaml"] {
         let copied = target.join(name);
-        assert_eq!(std::fs::read(&copied).unwrap(), std::fs::read(from.join(name)).unwrap());
+        assert_eq!(
+            std::fs::read(&copied).unwrap(),
+            std::fs::read(from.join(name)).unwrap()
+        );
         let mode = std::fs::metadata(&copied).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o444, "{name}");
     }
-    assert_eq!(std::fs::read_dir(&target).unwrap().count(), 2, "no temporary files left");
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        2,
+        "no temporary files left"
+    );
     // An empty source is an error naming it.
     let empty = dir.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
@@ -573,11 +659,16 @@ fn example_overlay_runs_the_built_image() {
         .find(|i| i["name"] == "kubewasm")
         .unwrap();
     assert_eq!(
-        format!("{}:{}", image["newName"].as_str().unwrap(), image["newTag"].as_str().unwrap()),
+        format!(
+            "{}:{}",
+            image["newName"].as_str().unwrap(),
+            image["newTag"].as_str().unwrap()
+        ),
         format!("localhost/kubewasm:{}", version())
     );
     let script = std::fs::read_to_string(root().join("deploy/build-image.sh")).unwrap();
     assert!(script.contains(r#"tag="localhost/kubewasm:$version""#));
-    let base = std::fs::read_to_string(root().join("deploy/kubernetes/base/deployment.yaml")).unwrap();
+    let base =
+        std::fs::read_to_string(root().join("deploy/kubernetes/base/deployment.yaml")).unwrap();
     assert!(base.contains("imagePullPolicy: IfNotPresent"));
 }

@@ -24,8 +24,7 @@ pub struct CopyPluginsArgs {
 /// (0444), each through a temporary file and a rename so a reader never sees half a file.
 /// Entries that are not regular files are skipped with a warning. Fails naming the file.
 pub fn command(args: CopyPluginsArgs) -> Result<()> {
-    std::fs::create_dir_all(&args.to)
-        .with_context(|| format!("creating {}", args.to.display()))?;
+    std::fs::create_dir_all(&args.to).with_context(|| format!("creating {}", args.to.display()))?;
     let mut names = Vec::new();
     for entry in std::fs::read_dir(&args.from)
         .with_context(|| format!("reading plugin directory {}", args.from.display()))?
@@ -73,8 +72,9 @@ fn copy_file(from: &Path, to: &Path) -> Result<u64> {
         std::fs::rename(&tmp, to)?;
         Ok(n)
     })();
-    copied.with_context(|| {
+    if copied.is_err() {
+        // Best effort: the copy's error is the one to report.
         let _ = std::fs::remove_file(&tmp);
-        format!("copying {} to {}", from.display(), to.display())
-    })
+    }
+    copied.with_context(|| format!("copying {} to {}", from.display(), to.display()))
 }

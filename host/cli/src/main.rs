@@ -15,7 +15,10 @@ use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-use cmd::{approve, build, compile_worker, componentize, dev, inspect, new, push, rbac, run, test};
+use cmd::{
+    approve, build, compile_worker, componentize, copy_plugins, dev, inspect, new, push, rbac, run,
+    test,
+};
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
 ///
@@ -91,6 +94,9 @@ enum Command {
     /// stdout is its pinned reference, oci://HOST[:PORT]/REPO@sha256:..., for a Plugin's
     /// spec.module.
     Push(push::PushArgs),
+    /// Copy a plugin directory's files into another, read-only: the init container of the
+    /// plugin-image route (deploy/), whose images have no shell and no `cp`.
+    CopyPlugins(copy_plugins::CopyPluginsArgs),
     /// Internal: compile the component on stdin for `run` and `dev`, which start this in a
     /// worker process so the compiler's memory never stays in the host.
     #[command(name = cmd::COMPILE_WORKER, hide = true)]
@@ -173,6 +179,7 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args),
         Command::Push(args) => push::command(args).await,
+        Command::CopyPlugins(args) => copy_plugins::command(args),
         Command::Bindings(args) => componentize::bindings_command(args),
         Command::Componentize(args) => componentize::componentize_command(args),
         Command::CompileWorker => unreachable!("handled before the runtime starts"),

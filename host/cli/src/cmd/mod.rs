@@ -4,6 +4,7 @@ pub mod approve;
 pub mod build;
 pub mod compile_worker;
 pub mod componentize;
+pub mod copy_plugins;
 pub mod dev;
 pub mod inspect;
 pub mod new;

@@ -358,3 +358,330 @@ fn new_refuses_bad_names_and_non_empty_folders() {
         .collect();
     assert_eq!(left.len(), 1, "nothing was written beside keep.txt");
 }
+
+/// The Go that plugins/build.sh installed under target/tools (tests/run.sh runs it first).
+fn go_binary(tools: &Path) -> PathBuf {
+    let lib = tools.join("go-venv/lib");
+    std::fs::read_dir(&lib)
+        .unwrap_or_else(|e| panic!("{}: {e}: run plugins/build.sh first", lib.display()))
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("site-packages/go/bin/go"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("no go under {}", lib.display()))
+}
+
+/// A Go module proxy in a folder (served as `GOPROXY=file://DIR`): one module, `path` at
+/// `version`, with `files` (name, contents) besides its go.mod. The zip is made with
+/// Python's zipfile (python3 is what installs Go here).
+fn file_proxy(dir: &Path, path: &str, version: &str, files: &[(&str, &str)]) {
+    let at = dir.join(path).join("@v");
+    std::fs::create_dir_all(&at).unwrap();
+    let go_mod = format!("module {path}\n\ngo 1.27\n");
+    std::fs::write(at.join("list"), format!("{version}\n")).unwrap();
+    std::fs::write(
+        at.join(format!("{version}.info")),
+        format!(r#"{{"Version":"{version}","Time":"2026-01-01T00:00:00Z"}}"#),
+    )
+    .unwrap();
+    std::fs::write(at.join(format!("{version}.mod")), &go_mod).unwrap();
+    let mut entries = vec![("go.mod".to_string(), go_mod)];
+    entries.extend(files.iter().map(|(n, t)| (n.to_string(), t.to_string())));
+    let spec = serde_json::to_string(&entries).unwrap();
+    let status = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, zipfile\n\
+             with zipfile.ZipFile(sys.argv[1], 'w') as z:\n\
+             \x20   for name, text in json.loads(sys.argv[3]):\n\
+             \x20       z.writestr(sys.argv[2] + '/' + name, text)\n",
+        ])
+        .arg(at.join(format!("{version}.zip")))
+        .arg(format!("{path}@{version}"))
+        .arg(spec)
+        .status()
+        .expect("python3");
+    assert!(status.success(), "zipping the module");
+}
+
+/// Runs PROGRAM ARGS in a project with the author's environment `env` (an empty value
+/// unsets the variable); returns (success, stdout, stderr).
+fn go_author(
+    project: &Path,
+    env: &[(&str, String)],
+    program: &str,
+    args: &[&str],
+) -> (bool, String, String) {
+    let mut cmd = Command::new(program);
+    cmd.args(args).current_dir(project).env("KUBEWASM_LOG", "warn");
+    for (k, v) in env {
+        // Empty: unset (the caller's value must not leak in).
+        if v.is_empty() {
+            cmd.env_remove(k);
+        } else {
+            cmd.env(k, v);
+        }
+    }
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("run {program}: {e}"));
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A plugin over a module of the test's own and the typed helpers: a copy of the
+/// ConfigMap, typed, its server-set fields carried over and stripped by `typed.Create`.
+const GREETING_PLUGIN: &str = r#"package main
+
+import (
+	"example.com/greeting"
+	"kubewasm.dev/kubewasm"
+	"kubewasm.dev/kubewasm/typed"
+)
+
+const Name = "NAME"
+
+type Settings struct {
+	Suffix string `json:"suffix"`
+}
+
+func (s *Settings) Default() { s.Suffix = "copy" }
+
+// ConfigMap is shaped as k8s.io/api/core/v1's: TypeMeta inline, a creationTimestamp that
+// encodes as null, server-set fields.
+type ConfigMap struct {
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Metadata   struct {
+		Name              string            `json:"name,omitempty"`
+		Namespace         string            `json:"namespace,omitempty"`
+		UID               string            `json:"uid,omitempty"`
+		ResourceVersion   string            `json:"resourceVersion,omitempty"`
+		CreationTimestamp *string           `json:"creationTimestamp"`
+		Labels            map[string]string `json:"labels,omitempty"`
+		Annotations       map[string]string `json:"annotations,omitempty"`
+	} `json:"metadata"`
+	Data map[string]string `json:"data,omitempty"`
+}
+
+type Copier struct{}
+
+func init() {
+	typed.Register(&ConfigMap{}, "v1", "ConfigMap")
+	kubewasm.Export(Copier{})
+}
+
+func main() {}
+
+func (Copier) Describe(s Settings) (kubewasm.Manifest, error) {
+	return kubewasm.NewManifest(Name, "0.1.0").
+		Watch(kubewasm.WatchKind("configmaps", "v1", "ConfigMap").WithLabelSelector("kubewasm.dev/copy=true")).
+		Grant(kubewasm.GrantOn("", "ConfigMap").Create()), nil
+}
+
+func (Copier) Handle(ev kubewasm.Event, s Settings) ([]kubewasm.Intent, error) {
+	if ev.IsDeleted() {
+		return nil, nil
+	}
+	var cm ConfigMap
+	if err := ev.Object(&cm); err != nil {
+		return nil, err
+	}
+	out := cm
+	out.Metadata.Name = cm.Metadata.Name + "-" + s.Suffix
+	out.Metadata.Labels = nil
+	out.Metadata.Annotations = map[string]string{
+		"kubewasm.dev/copied-from": cm.Metadata.Namespace + "/" + cm.Metadata.Name,
+		"kubewasm.dev/greeting":    greeting.Hello(),
+	}
+	in, err := typed.Create(&out)
+	if err != nil {
+		return nil, err
+	}
+	return []kubewasm.Intent{in.OwnedByTrigger()}, nil
+}
+"#;
+
+const GREETING_TEST: &str = r#"package main
+
+import (
+	"testing"
+
+	"kubewasm.dev/kubewasm"
+	"kubewasm.dev/kubewasm/kwtest"
+)
+
+func TestGreetsAndStrips(t *testing.T) {
+	cm := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{
+		"name": "a", "namespace": "web", "uid": "u", "resourceVersion": "9"}, "data": map[string]any{"k": "v"}}
+	out, err := kubewasm.CallHandle(Copier{}, kwtest.Added("configmaps", cm), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwtest.AssertIntents(t, out, `[{"create": {"force": false, "ownedByTrigger": true, "object": {
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a-copy", "namespace": "web",
+		"annotations": {"kubewasm.dev/copied-from": "web/a", "kubewasm.dev/greeting": "hello from example.com/greeting"}},
+		"data": {"k": "v"}}}}]`)
+}
+"#;
+
+/// A generated Go project is a Go module like any other: a module of our own, served by a
+/// `file://` module proxy, is added with `go mod tidy` (the layer, the typed helpers and the
+/// bindings resolve from deps/ through go.mod's replace directives), `go vet` and `go test`
+/// pass natively, and `kubewasm build` downloads it through the author's GOPROXY into the
+/// author's (empty) module cache; the typed helpers strip the server-set fields in the
+/// real component (`kubewasm test`). The build pre-fills the code cache, and a second
+/// build with nothing changed builds nothing.
+#[test]
+fn go_project_uses_the_authors_modules_and_the_typed_helpers() {
+    let tools = tools("go", &["go-venv"]);
+    let go = go_binary(&tools);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let proxy = tmp.path().join("proxy");
+    file_proxy(
+        &proxy,
+        "example.com/greeting",
+        "v1.0.0",
+        &[(
+            "greeting.go",
+            "// Package greeting is a module served by the test's own proxy.\npackage greeting\n\n\
+             // Hello says where it comes from.\nfunc Hello() string { return \"hello from example.com/greeting\" }\n",
+        )],
+    );
+    let name = "demo-modules";
+    let project = tmp.path().join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["new", "go", name])
+        .arg(&project)
+        .output()
+        .expect("kubewasm new");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(project.join("main.go"), GREETING_PLUGIN.replace("NAME", name)).unwrap();
+    std::fs::write(project.join("main_test.go"), GREETING_TEST).unwrap();
+    let cases = std::fs::read_to_string(project.join("tests/cases.yaml")).unwrap();
+    let copied = "              kubewasm.dev/copied-from: shop/app-config\n";
+    assert!(cases.contains(copied), "{cases}");
+    std::fs::write(
+        project.join("tests/cases.yaml"),
+        cases.replace(
+            copied,
+            &format!("{copied}              kubewasm.dev/greeting: hello from example.com/greeting\n"),
+        ),
+    )
+    .unwrap();
+
+    // The author's Go environment: their proxy, no checksum database for their module,
+    // their module cache; the pinned Go and the binary under test on PATH; a per-user code
+    // cache of their own.
+    let go_dir = go.parent().unwrap().to_path_buf();
+    let path = std::env::join_paths(
+        std::iter::once(go_dir).chain(std::env::split_paths(&path_with_kubewasm())),
+    )
+    .unwrap()
+    .into_string()
+    .unwrap();
+    let xdg = tmp.path().join("xdg-cache");
+    let mut env: Vec<(&str, String)> = vec![
+        ("PATH", path),
+        ("GOPROXY", format!("file://{}", proxy.display())),
+        ("GONOSUMDB", "example.com".into()),
+        ("GOFLAGS", "-mod=mod".into()),
+        ("GOTOOLCHAIN", "local".into()),
+        ("GOENV", "off".into()),
+        ("GOPATH", tmp.path().join("gopath").display().to_string()),
+        ("GOMODCACHE", tmp.path().join("modcache-tidy").display().to_string()),
+        ("GOCACHE", tools.join("go-cache").display().to_string()),
+        ("KUBEWASM_TOOLS_DIR", tools.display().to_string()),
+        ("XDG_CACHE_HOME", xdg.display().to_string()),
+        ("KUBEWASM_CACHE_DIR", String::new()),
+        ("KUBEWASM_CACHE_KEY_FILE", String::new()),
+        ("RUST_BACKTRACE", "0".into()),
+    ];
+    let run = |env: &[(&str, String)], program: &str, args: &[&str]| {
+        let (ok, stdout, stderr) = go_author(&project, env, program, args);
+        assert!(ok, "{program} {args:?} failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+        (stdout, stderr)
+    };
+    run(&env, "go", &["mod", "tidy"]);
+    let go_mod = std::fs::read_to_string(project.join("go.mod")).unwrap();
+    assert!(go_mod.contains("example.com/greeting v1.0.0"), "{go_mod}");
+    assert!(go_mod.contains("kubewasm.dev/kubewasm/typed"), "{go_mod}");
+    run(&env, "go", &["vet", "./..."]);
+    let (tests, _) = run(&env, "go", &["test", "./..."]);
+    assert!(tests.starts_with("ok"), "{tests}");
+
+    // The build downloads the module again, into another empty module cache: only the
+    // author's GOPROXY has it.
+    let build_cache = tmp.path().join("modcache-build");
+    env.retain(|(k, _)| *k != "GOMODCACHE");
+    env.push(("GOMODCACHE", build_cache.display().to_string()));
+    let (_, stderr) = run(&env, "kubewasm", &["build"]);
+    assert!(build_cache.join("example.com/greeting@v1.0.0").is_dir(), "{stderr}");
+    assert!(stderr.contains("  go build"), "{stderr}");
+    assert!(stderr.contains("  code cache"), "{stderr}");
+    let code = xdg.join("kubewasm/code");
+    assert!(
+        std::fs::read_dir(&code).map(|d| d.count()).unwrap_or(0) > 0,
+        "the build left nothing in {}:\n{stderr}",
+        code.display()
+    );
+    let (report, _) = run(&env, "kubewasm", &["test", "--approvals", "approvals", "tests/"]);
+    assert!(report.trim_end().ends_with("2 passed, 0 failed"), "{report}");
+
+    // Nothing changed: nothing is built. A changed source builds again.
+    let (_, stderr) = run(&env, "kubewasm", &["build"]);
+    assert!(stderr.contains("is up to date"), "{stderr}");
+    assert!(!stderr.contains("  go build"), "{stderr}");
+    let main = project.join("main.go");
+    let text = std::fs::read_to_string(&main).unwrap();
+    std::fs::write(&main, format!("{text}\n// changed\n")).unwrap();
+    let (_, stderr) = run(&env, "kubewasm", &["build"]);
+    assert!(stderr.contains("  go build"), "{stderr}");
+    let (_, stderr) = run(&env, "kubewasm", &["build", "--force"]);
+    assert!(stderr.contains("  go build"), "{stderr}");
+}
+
+/// A Go plugin that panics in `init` (as k8s.io/klog did on an empty argv) fails to load
+/// with its panic message, and sees its name as argv[0].
+#[test]
+fn a_go_plugin_panicking_in_init_shows_its_panic_and_argv0() {
+    let tools = tools("go", &["go-venv"]);
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let name = "demo-panic";
+    let project = tmp.path().join(name);
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["new", "go", name])
+        .arg(&project)
+        .output()
+        .expect("kubewasm new");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // After main.go's init (files initialise in name order): the plugin is exported, then this panics.
+    std::fs::write(
+        project.join("panic.go"),
+        "package main\n\nimport \"os\"\n\nfunc init() { panic(\"boom in init, argv[0]=\" + os.Args[0]) }\n",
+    )
+    .unwrap();
+    let go_cache = tools.join("go-cache").display().to_string();
+    let env = [
+        ("KUBEWASM_TOOLS_DIR", tools.display().to_string()),
+        ("GOCACHE", go_cache),
+        ("GOPROXY", "off".to_string()),
+        ("RUST_BACKTRACE", "0".to_string()),
+    ];
+    let (ok, _, stderr) = go_author(&project, &env, env!("CARGO_BIN_EXE_kubewasm"), &["build"]);
+    assert!(ok, "{stderr}");
+    let wasm = project.join(format!("dist/{name}.wasm"));
+    let (ok, stdout, stderr) = go_author(
+        &project,
+        &env,
+        env!("CARGO_BIN_EXE_kubewasm"),
+        &["inspect", wasm.to_str().unwrap()],
+    );
+    assert!(!ok, "{stdout}");
+    assert!(
+        stderr.contains("the plugin's stderr: \"") && stderr.contains("boom in init, argv[0]=demo-panic"),
+        "{stderr}"
+    );
+}

@@ -648,7 +648,8 @@ fn a_trap_at_load_carries_the_plugins_stderr() {
     assert_eq!(code, 1, "{out}{err}");
     let all = format!("{out}{err}");
     assert!(
-        all.contains("the plugin's stderr: \"") && all.contains("hostile describe was asked to trap"),
+        all.contains("the plugin's stderr: \"")
+            && all.contains("hostile describe was asked to trap"),
         "{all}"
     );
 }
@@ -666,6 +667,9 @@ fn a_failed_build_prints_no_backtrace() {
         .expect("run kubewasm build");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.starts_with("Error: ") && err.contains("is not a plugin project"), "{err}");
+    assert!(
+        err.starts_with("Error: ") && err.contains("is not a plugin project"),
+        "{err}"
+    );
     assert!(!err.to_lowercase().contains("backtrace"), "{err}");
 }

@@ -145,7 +145,16 @@ pub async fn command(args: BuildArgs) -> Result<()> {
             dir.display(),
             tools.display()
         );
-        build(&dir, lang, &name, &tools, &toolchain, &requirements, &build_dir, &wasm)?;
+        build(
+            &dir,
+            lang,
+            &name,
+            &tools,
+            &toolchain,
+            &requirements,
+            &build_dir,
+            &wasm,
+        )?;
         std::fs::write(&fingerprint_file, record(&inputs, &wasm)?)
             .with_context(|| format!("writing {}", fingerprint_file.display()))?;
     }
@@ -193,7 +202,8 @@ async fn prefill_code_cache(cache_dir: Option<PathBuf>, wasm: &Path) -> Result<(
 /// What the fingerprint file records: the inputs' fingerprint and the output it made (its
 /// size and modification time: a replaced or touched output is rebuilt).
 fn record(inputs: &str, wasm: &Path) -> Result<String> {
-    let meta = std::fs::metadata(wasm).with_context(|| format!("{} was not written", wasm.display()))?;
+    let meta =
+        std::fs::metadata(wasm).with_context(|| format!("{} was not written", wasm.display()))?;
     Ok(format!("{inputs}\n{}\n", output_stamp(&meta)))
 }
 

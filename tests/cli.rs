@@ -631,3 +631,46 @@ fn the_case_format_is_in_the_help_and_in_every_new_project() {
         assert!(cases.contains("tests/README.md"), "{lang}: {cases}");
     }
 }
+
+/// A plugin that traps while loading is reported with what it wrote to stderr (here a Rust
+/// panic message; a Go panic in `init` alike), escaped, not as a bare `unreachable`.
+#[test]
+fn a_trap_at_load_carries_the_plugins_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = test_plugin("hostile");
+    let case = format!(
+        "name: describe traps\nplugin: {}\nsettings: {{describe: trap}}\nevent:\n  type: added\n  \
+         object: {{apiVersion: v1, kind: ConfigMap, metadata: {{name: a, namespace: default}}}}\n\
+         expect:\n  intents: []\n",
+        wasm.display()
+    );
+    std::fs::write(dir.path().join("case.yaml"), case).unwrap();
+    let (code, out, err) = kubewasm(&["test", dir.path().to_str().unwrap()]);
+    assert_eq!(code, 1, "{out}{err}");
+    let all = format!("{out}{err}");
+    assert!(
+        all.contains("the plugin's stderr: \"")
+            && all.contains("hostile describe was asked to trap"),
+        "{all}"
+    );
+}
+
+/// A failed command prints its error and causes, never a Rust backtrace, even with
+/// RUST_BACKTRACE set: the failure is the author's to fix, not a bug.
+#[test]
+fn a_failed_build_prints_no_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["build", dir.path().to_str().unwrap()])
+        .env("RUST_BACKTRACE", "full")
+        .env("RUST_LIB_BACKTRACE", "1")
+        .output()
+        .expect("run kubewasm build");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("Error: ") && err.contains("is not a plugin project"),
+        "{err}"
+    );
+    assert!(!err.to_lowercase().contains("backtrace"), "{err}");
+}

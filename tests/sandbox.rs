@@ -505,8 +505,9 @@ async fn a_socket_flood_is_refused_without_host_descriptors() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// No environment; one argument, the plugin's name (argv[0]: Go's klog indexes it in init).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn environment_and_arguments_are_empty() {
+async fn environment_is_empty_and_argv0_is_the_plugin_name() {
     let env = Env::with_crds(false).await;
     world(&env, &[("snoop-env", "")]);
     let host = env.start_host_with_env(LIMITS, &[("KUBEWASM_CANARY", "canary-7f3a")]);
@@ -522,8 +523,8 @@ async fn environment_and_arguments_are_empty() {
     let data = report(&env, "env").await;
     assert_eq!(entry(&data, "varCount"), "0");
     assert_eq!(entry(&data, "vars"), "");
-    assert_eq!(entry(&data, "argCount"), "0");
-    assert_eq!(entry(&data, "args"), "");
+    assert_eq!(entry(&data, "argCount"), "1");
+    assert_eq!(entry(&data, "args"), "snoop-env");
     assert!(
         entry(&data, "var").starts_with("err: "),
         "{}",

@@ -21,7 +21,7 @@ if [ -n "${KUBEWASM:-}" ]; then
     export KUBEWASM
 fi
 
-packages=(./kubewasm/...)
+packages=(./kubewasm/... ./kubewasm/typed/...)
 for dir in "$here"/*/; do
     name="$(basename "$dir")"
     [ "$name" != kubewasm ] && [ -f "$dir/go.mod" ] && packages+=("./$name/...")

@@ -144,7 +144,7 @@ fn init_logging(cli: &Cli) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
     // Before any other thread exists.
     malloc_policy::apply();
     let cli = Cli::parse();
@@ -155,8 +155,8 @@ fn main() -> Result<()> {
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?
-        .block_on(run_command(cli));
+        .context("starting the async runtime")
+        .and_then(|runtime| runtime.block_on(run_command(cli)));
     // A replica that lost its Lease is not a crash: its own exit code (deploy/README.md).
     if let Err(e) = &result
         && let Some(lost) = e.downcast_ref::<run::LostLease>()
@@ -164,7 +164,28 @@ fn main() -> Result<()> {
         tracing::error!(lease = %lost.lease, exit_code = run::EXIT_LOST_LEASE, "{lost}");
         std::process::exit(run::EXIT_LOST_LEASE);
     }
-    result
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprint!("{}", error_report(&err));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// A failed command's message for its user: the error and its causes, as anyhow prints
+/// them, but never a backtrace (even with RUST_BACKTRACE set): the failure is the user's to
+/// fix (a build step, a missing file), not a bug in kubewasm; panics still print theirs.
+fn error_report(err: &anyhow::Error) -> String {
+    let mut out = format!("Error: {err}\n");
+    let causes: Vec<String> = err.chain().skip(1).map(ToString::to_string).collect();
+    if !causes.is_empty() {
+        out.push_str("\nCaused by:\n");
+        for (i, cause) in causes.iter().enumerate() {
+            out.push_str(&format!("    {i}: {cause}\n"));
+        }
+    }
+    out
 }
 
 async fn run_command(cli: Cli) -> Result<()> {
@@ -177,7 +198,7 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::Approve(args) => approve::command(args).await,
         Command::Inspect(args) => inspect::command(args).await,
         Command::New(args) => new::command(args),
-        Command::Build(args) => build::command(args),
+        Command::Build(args) => build::command(args).await,
         Command::Push(args) => push::command(args).await,
         Command::CopyPlugins(args) => copy_plugins::command(args),
         Command::Bindings(args) => componentize::bindings_command(args),

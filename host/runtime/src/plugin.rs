@@ -490,6 +490,8 @@ impl CompiledPlugin {
             let state = inst.store.data_mut();
             state.cluster.begin_call(cluster, object);
             state.log.begin_call(object);
+            // A trap's error carries what this call wrote to stderr, not earlier calls'.
+            state.wasi.stderr().clear();
             state.clock.reset();
         }
         inst.calls += 1;
@@ -623,15 +625,24 @@ pub(crate) fn plugin_text(text: &str) -> String {
 }
 
 /// Turn a wasmtime error into a classified call error, using the trap code and the
-/// memory cap's flag rather than message text.
+/// memory cap's flag rather than message text. A trap carries what the guest wrote to
+/// stderr (a Go panic in `init` is otherwise a bare `unreachable`).
 fn classify(err: &wasmtime::Error, store: &Store<PluginState>, deadline: Duration) -> CallError {
     if store.data().memory.exceeded {
         return CallError::Memory(store.data().memory.max);
     }
+    let stderr = match store.data().wasi.stderr().excerpt() {
+        Some(text) => format!("; the plugin's stderr: {text}"),
+        None => String::new(),
+    };
     match err.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => CallError::Deadline(deadline),
-        Some(trap) => CallError::Trap(plugin_text(&format!("{trap}: {err:#}"))),
-        None => CallError::Trap(plugin_text(&format!("{err:#}"))),
+        // Each part bounded on its own, so a long backtrace never cuts the stderr off.
+        Some(trap) => CallError::Trap(format!(
+            "{}{stderr}",
+            plugin_text(&format!("{trap}: {err:#}"))
+        )),
+        None => CallError::Trap(format!("{}{stderr}", plugin_text(&format!("{err:#}")))),
     }
 }
 

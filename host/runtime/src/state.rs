@@ -26,10 +26,11 @@ pub struct PluginState {
 }
 
 impl PluginState {
-    /// A fresh state: deny-all WASI, no cluster view, the memory cap applied.
+    /// A fresh state: deny-all WASI (but `argv[0]`, the plugin's name, and a stderr kept
+    /// for errors), no cluster view, the memory cap applied.
     pub(crate) fn new(plugin: &str, limits: &Limits) -> Self {
         PluginState {
-            wasi: WasiState::new(),
+            wasi: WasiState::new(plugin),
             log: LogState::new(plugin, limits.max_log_lines),
             cluster: ClusterState::new(plugin),
             memory: MemoryCap::new(limits.memory),

@@ -8,6 +8,7 @@
 //! installed. Each step prints its wall time.
 
 use std::ffi::OsStr;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -18,6 +19,7 @@ use kubewasm::core::names;
 
 use super::componentize;
 use super::new::{self, Lang, embedded};
+use super::usercache::CodeCache;
 
 /// Flags of `kubewasm build`.
 #[derive(Args, Debug)]
@@ -42,7 +44,21 @@ are compiled in, and kubewasm makes the component itself (with the WASI preview1
 the host's wasmtime).
 
 Each step prints its wall time: toolchain, then bindings / go build / clang / cargo build /
-componentize-py / componentize-js, then component.")]
+componentize-py / componentize-js, then component, then code cache: the component compiled
+to native code into the per-user code cache `kubewasm test` and `inspect` read (or
+--cache-dir), so the first test run after a build does not compile it again.
+
+Nothing is rebuilt when nothing changed: the project's files (but target/, the output
+folder, .git, node_modules, __pycache__ and .venv), the language, name and output, the
+toolchain folder, the build's environment (GO*, CGO_*, CARGO_*, RUSTFLAGS, CC, CFLAGS,
+PYTHON*) and this kubewasm binary are fingerprinted, and an unchanged fingerprint with its
+output in place says \"up to date\". --force builds anyway.
+
+Go builds run in your Go environment (GOPROXY, GOPRIVATE, GONOSUMDB, GOFLAGS, GOMODCACHE,
+GOCACHE, your go env file): kubewasm adds only GOTOOLCHAIN=local (the pinned Go compiles it)
+and GOOS=wasip1 GOARCH=wasm. A project from `kubewasm new` resolves the layer and the
+bindings from deps/ through go.mod's replace directives; your own modules come from your
+GOPROXY as for any Go module.")]
 pub struct BuildArgs {
     /// The project folder.
     #[arg(default_value = ".")]
@@ -60,10 +76,18 @@ pub struct BuildArgs {
     /// else ~/.cache/kubewasm/tools.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_TOOLS_DIR")]
     tools_dir: Option<PathBuf>,
+    /// Where the component's compiled code goes, for `kubewasm test` and `inspect` to
+    /// find. Default: the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else
+    /// ~/.cache/kubewasm/code).
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Build even when the inputs are unchanged and the output is in place.
+    #[arg(long)]
+    force: bool,
 }
 
 /// `kubewasm build`.
-pub fn command(args: BuildArgs) -> Result<()> {
+pub async fn command(args: BuildArgs) -> Result<()> {
     let started = Instant::now();
     let dir = std::fs::canonicalize(&args.dir)
         .with_context(|| format!("project folder {}", args.dir.display()))?;
@@ -105,18 +129,195 @@ pub fn command(args: BuildArgs) -> Result<()> {
     )?;
 
     let wasm = out_dir.join(format!("{name}.wasm"));
-    eprintln!(
-        "building {} plugin {name} in {} (toolchains: {})",
-        lang.id(),
-        dir.display(),
-        tools.display()
+    let fingerprint_file = build_dir.join(format!("{name}.fingerprint"));
+    let inputs = fingerprint(&dir, &out_dir, lang, &name, &tools)?;
+    if !args.force && up_to_date(&fingerprint_file, &inputs, &wasm) {
+        eprintln!(
+            "{} is up to date (nothing changed since it was built; --force builds anyway)",
+            wasm.display()
+        );
+    } else {
+        // A failed build leaves no fingerprint: the next one starts over.
+        let _ = std::fs::remove_file(&fingerprint_file);
+        eprintln!(
+            "building {} plugin {name} in {} (toolchains: {})",
+            lang.id(),
+            dir.display(),
+            tools.display()
+        );
+        build(
+            &dir,
+            lang,
+            &name,
+            &tools,
+            &toolchain,
+            &requirements,
+            &build_dir,
+            &wasm,
+        )?;
+        std::fs::write(&fingerprint_file, record(&inputs, &wasm)?)
+            .with_context(|| format!("writing {}", fingerprint_file.display()))?;
+    }
+
+    let settings = dir.join(format!("{name}.yaml"));
+    if settings.is_file() {
+        std::fs::copy(&settings, out_dir.join(format!("{name}.yaml")))
+            .with_context(|| format!("copying {}", settings.display()))?;
+    }
+    let size = std::fs::metadata(&wasm)
+        .with_context(|| format!("{} was not written", wasm.display()))?
+        .len();
+    prefill_code_cache(args.cache_dir, &wasm).await?;
+    println!(
+        "built {} ({size} bytes) in {:.1} s",
+        wasm.display(),
+        started.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// Compiles the component into the code cache `kubewasm test` and `inspect` use (a
+/// JavaScript or Python component takes seconds), when that cache outlives this process.
+async fn prefill_code_cache(cache_dir: Option<PathBuf>, wasm: &Path) -> Result<()> {
+    let cache = CodeCache::choose(cache_dir);
+    if !cache.persistent() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let loader = cache.loader().context("opening the code cache")?;
+    let mut file = kubewasm::runtime::PluginFile::read(wasm)?;
+    let (_, source) = loader
+        .component(&mut file)
+        .await
+        .with_context(|| format!("step \"code cache\": compiling {}", wasm.display()))?;
+    eprintln!(
+        "  {:<16}{:>6.1} s ({})",
+        "code cache",
+        started.elapsed().as_secs_f64(),
+        source.as_str()
+    );
+    Ok(())
+}
+
+/// What the fingerprint file records: the inputs' fingerprint and the output it made (its
+/// size and modification time: a replaced or touched output is rebuilt).
+fn record(inputs: &str, wasm: &Path) -> Result<String> {
+    let meta =
+        std::fs::metadata(wasm).with_context(|| format!("{} was not written", wasm.display()))?;
+    Ok(format!("{inputs}\n{}\n", output_stamp(&meta)))
+}
+
+fn output_stamp(meta: &std::fs::Metadata) -> String {
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    format!("{} {mtime}", meta.len())
+}
+
+/// Whether the last successful build had these inputs and its output is still the one it
+/// wrote.
+fn up_to_date(fingerprint_file: &Path, inputs: &str, wasm: &Path) -> bool {
+    let (Ok(recorded), Ok(meta)) = (
+        std::fs::read_to_string(fingerprint_file),
+        std::fs::metadata(wasm),
+    ) else {
+        return false;
+    };
+    let mut lines = recorded.lines();
+    lines.next() == Some(inputs) && lines.next() == Some(output_stamp(&meta).as_str())
+}
+
+/// Folders never part of a build's inputs: outputs, caches, installed dependencies (their
+/// lock files are inputs).
+const NOT_INPUTS: &[&str] = &[
+    ".git",
+    "node_modules",
+    "__pycache__",
+    ".venv",
+    ".mypy_cache",
+    ".pytest_cache",
+];
+
+/// Environment variables that change a build's output.
+fn build_env(name: &str) -> bool {
+    ["GO", "CGO_", "CARGO_", "RUSTFLAGS", "PYTHON"]
+        .iter()
+        .any(|p| name.starts_with(p))
+        || name == "CC"
+        || name == "CFLAGS"
+}
+
+/// A fingerprint of everything a build reads: this binary, the language, name, output and
+/// toolchain folders, the build environment, and every project file (path and contents)
+/// outside target/, the output folder and [`NOT_INPUTS`].
+fn fingerprint(dir: &Path, out_dir: &Path, lang: Lang, name: &str, tools: &Path) -> Result<String> {
+    let mut h = std::hash::DefaultHasher::new();
+    "kubewasm build 1".hash(&mut h);
+    // This binary: another kubewasm may carry other layers, bindings or toolchain pins.
+    if let Ok(meta) = std::env::current_exe().and_then(std::fs::metadata) {
+        output_stamp(&meta).hash(&mut h);
+    }
+    (lang.id(), name, out_dir, tools).hash(&mut h);
+    let mut env: Vec<_> = std::env::vars_os()
+        .filter(|(k, _)| k.to_str().is_some_and(build_env))
+        .collect();
+    env.sort();
+    env.hash(&mut h);
+    let mut files = Vec::new();
+    let skip = [dir.join("target"), out_dir.to_path_buf()];
+    walk_inputs(dir, &skip, &mut files)
+        .with_context(|| format!("reading the project {}", dir.display()))?;
+    files.sort();
+    for path in files {
+        path.strip_prefix(dir).unwrap_or(&path).hash(&mut h);
+        match std::fs::read(&path) {
+            Ok(bytes) => bytes.hash(&mut h),
+            // A dangling link or an unreadable file: its name alone.
+            Err(e) => e.kind().to_string().hash(&mut h),
+        }
+    }
+    Ok(format!("{:016x}", h.finish()))
+}
+
+fn walk_inputs(dir: &Path, skip: &[PathBuf], out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let file_type = entry.file_type()?;
+        if file_type.is_dir() {
+            let name = entry.file_name();
+            if skip.contains(&path) || NOT_INPUTS.iter().any(|n| name == OsStr::new(n)) {
+                continue;
+            }
+            walk_inputs(&path, skip, out)?;
+        } else {
+            // Files and links (a link to a folder counts by its name, never followed).
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Runs the language's build steps: the component at WASM.
+#[allow(clippy::too_many_arguments)]
+fn build(
+    dir: &Path,
+    lang: Lang,
+    name: &str,
+    tools: &Path,
+    toolchain: &Path,
+    requirements: &Path,
+    build_dir: &Path,
+    wasm: &Path,
+) -> Result<()> {
     let script = Script {
-        tools: &tools,
-        toolchain: &toolchain,
+        tools,
+        toolchain,
         lang,
     };
-    let common = [dir.as_os_str(), OsStr::new(&name)];
+    let common = [dir.as_os_str(), OsStr::new(name)];
     match lang {
         Lang::Rust | Lang::Python | Lang::Js => {
             let mut args = common.to_vec();
@@ -137,10 +338,12 @@ pub fn command(args: BuildArgs) -> Result<()> {
             let mut args = common.to_vec();
             args.extend([core.as_os_str(), build_dir.as_os_str()]);
             step("toolchain", || script.run("toolchain", &args))?;
-            let (bindings, go_pkg) = step("bindings", || bindings(&dir, lang, &build_dir))?;
-            args.push(bindings.as_os_str());
-            if let Some(pkg) = &go_pkg {
-                args.push(pkg.as_os_str());
+            let found = step("bindings", || bindings(dir, lang, build_dir))?;
+            if let Some((bindings, go_pkg)) = &found {
+                args.push(bindings.as_os_str());
+                if let Some(pkg) = go_pkg {
+                    args.push(pkg.as_os_str());
+                }
             }
             let label = if lang == Lang::Go {
                 "go build"
@@ -155,24 +358,11 @@ pub fn command(args: BuildArgs) -> Result<()> {
                     std::fs::read(&core).with_context(|| format!("reading {}", core.display()))?;
                 let component = componentize::componentize(bytes, wit.as_deref())
                     .with_context(|| format!("making a component of {}", core.display()))?;
-                componentize::write_atomically(&wasm, &component)
+                componentize::write_atomically(wasm, &component)
             })?;
         }
     }
 
-    let settings = dir.join(format!("{name}.yaml"));
-    if settings.is_file() {
-        std::fs::copy(&settings, out_dir.join(format!("{name}.yaml")))
-            .with_context(|| format!("copying {}", settings.display()))?;
-    }
-    let size = std::fs::metadata(&wasm)
-        .with_context(|| format!("{} was not written", wasm.display()))?
-        .len();
-    println!(
-        "built {} ({size} bytes) in {:.1} s",
-        wasm.display(),
-        started.elapsed().as_secs_f64()
-    );
     Ok(())
 }
 
@@ -212,18 +402,26 @@ impl Script<'_> {
     }
 }
 
-/// The bindings of a Go or C build: the project's own (`deps/bindings`, and `deps/go-pkg`
-/// for Go, written by `kubewasm new`), else, for a project without them, the ones this
-/// binary carries, written under BUILD_DIR, when the project's WIT is the one they were
-/// generated from.
-fn bindings(dir: &Path, lang: Lang, build_dir: &Path) -> Result<(PathBuf, Option<PathBuf>)> {
+/// The bindings of a Go or C build: none to add for a Go project whose go.mod resolves
+/// them itself (`replace kubewasm.dev/bindings => ./deps/bindings`, as `kubewasm new`
+/// writes it); the project's own (`deps/bindings`, and `deps/go-pkg` for Go, written by
+/// `kubewasm new`); else, for a project without them, the ones this binary carries, written
+/// under BUILD_DIR, when the project's WIT is the one they were generated from.
+fn bindings(
+    dir: &Path,
+    lang: Lang,
+    build_dir: &Path,
+) -> Result<Option<(PathBuf, Option<PathBuf>)>> {
     let own = dir.join(new::BINDINGS_DIR);
     let own_pkg = dir.join(new::GO_PKG_DIR);
     match lang {
         Lang::Go if own.join("go.mod").is_file() && own_pkg.join("go.mod").is_file() => {
-            return Ok((own, Some(own_pkg)));
+            if go_mod_resolves_bindings(dir) {
+                return Ok(None);
+            }
+            return Ok(Some((own, Some(own_pkg))));
         }
-        Lang::C if own.join("plugin.h").is_file() => return Ok((own, None)),
+        Lang::C if own.join("plugin.h").is_file() => return Ok(Some((own, None))),
         _ => {}
     }
     for (rel, bytes) in embedded::under("wit") {
@@ -247,12 +445,23 @@ fn bindings(dir: &Path, lang: Lang, build_dir: &Path) -> Result<(PathBuf, Option
         let (bindings, pkg) = (build_dir.join("go-bindings"), build_dir.join("go-pkg"));
         componentize::Bindings::Go.write(&bindings)?;
         componentize::Bindings::GoPkg.write(&pkg)?;
-        Ok((bindings, Some(pkg)))
+        Ok(Some((bindings, Some(pkg))))
     } else {
         let bindings = build_dir.join("c-bindings");
         componentize::Bindings::C.write(&bindings)?;
-        Ok((bindings, None))
+        Ok(Some((bindings, None)))
     }
+}
+
+/// Whether a Go project's go.mod replaces `kubewasm.dev/bindings` (and so builds as a plain
+/// module, in the author's Go environment, with no go.work of ours).
+fn go_mod_resolves_bindings(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("go.mod")).is_ok_and(|text| {
+        text.lines().any(|l| {
+            let l = l.trim().trim_start_matches("replace").trim_start();
+            l.starts_with("kubewasm.dev/bindings") && l.contains("=>")
+        })
+    })
 }
 
 /// The language of a project, from its files.
@@ -346,5 +555,70 @@ fn default_tools_dir() -> Result<PathBuf> {
     match std::env::var_os("HOME").filter(|v| !v.is_empty()) {
         Some(home) => Ok(PathBuf::from(home).join(".cache/kubewasm/tools")),
         None => bail!("neither XDG_CACHE_HOME nor HOME is set: pass --tools-dir"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_follows_sources_not_outputs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let out = dir.join("dist");
+        for d in ["dist", "target/kubewasm", "node_modules/x", "src"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(dir.join("src/main.go"), "package main\n").unwrap();
+        let tools = dir.join("tools");
+        let fp = || fingerprint(dir, &out, Lang::Go, "demo", &tools).unwrap();
+        let first = fp();
+        // Outputs, the build folder and installed dependencies are not inputs.
+        std::fs::write(out.join("demo.wasm"), "wasm").unwrap();
+        std::fs::write(dir.join("target/kubewasm/x"), "x").unwrap();
+        std::fs::write(dir.join("node_modules/x/y.js"), "y").unwrap();
+        assert_eq!(fp(), first);
+        // A source, a new file, the name: inputs.
+        std::fs::write(dir.join("src/main.go"), "package main // changed\n").unwrap();
+        let second = fp();
+        assert_ne!(second, first);
+        std::fs::write(dir.join("go.sum"), "").unwrap();
+        assert_ne!(fp(), second);
+        assert_ne!(
+            fingerprint(dir, &out, Lang::Go, "other", &tools).unwrap(),
+            fp()
+        );
+
+        // Up to date only with the recorded inputs and the output it wrote.
+        let record_file = dir.join("target/kubewasm/demo.fingerprint");
+        let wasm = out.join("demo.wasm");
+        std::fs::write(&record_file, record(&fp(), &wasm).unwrap()).unwrap();
+        assert!(up_to_date(&record_file, &fp(), &wasm));
+        assert!(!up_to_date(&record_file, &first, &wasm));
+        std::fs::write(&wasm, "another wasm").unwrap();
+        assert!(!up_to_date(&record_file, &fp(), &wasm));
+        std::fs::remove_file(&wasm).unwrap();
+        assert!(!up_to_date(&record_file, &fp(), &wasm));
+    }
+
+    #[test]
+    fn a_go_mod_replacing_the_bindings_builds_as_a_plain_module() {
+        let tmp = tempfile::tempdir().unwrap();
+        let go_mod = tmp.path().join("go.mod");
+        std::fs::write(
+            &go_mod,
+            "module x\n\nreplace kubewasm.dev/kubewasm => ./deps/kubewasm-go\n",
+        )
+        .unwrap();
+        assert!(!go_mod_resolves_bindings(tmp.path()));
+        std::fs::write(
+            &go_mod,
+            "module x\n\nreplace (\n\tkubewasm.dev/bindings => ./deps/bindings\n)\n",
+        )
+        .unwrap();
+        assert!(go_mod_resolves_bindings(tmp.path()));
+        std::fs::write(&go_mod, "module x\nreplace kubewasm.dev/bindings => ./b\n").unwrap();
+        assert!(go_mod_resolves_bindings(tmp.path()));
     }
 }

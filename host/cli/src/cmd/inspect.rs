@@ -111,7 +111,7 @@ fn explain(name: &str, import: bool) -> &'static str {
         }
         n if n.starts_with("kubewasm:plugin/types") => "the contract's data types",
         n if n.starts_with("wasi:") && import => {
-            "WASI, which this language's toolchain imports: linked with an empty context (no files, environment, arguments or network), so its calls fail as on an empty system"
+            "WASI, which this language's toolchain imports: linked with an empty context (no files, environment or network; argv[0] is the plugin's name; stderr only reaches the error of a trap), so its calls fail as on an empty system"
         }
         _ if import => "not provided by kubewasm: the component does not link",
         _ => "not used by kubewasm (the toolchain's own export)",

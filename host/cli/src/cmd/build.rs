@@ -184,7 +184,11 @@ async fn prefill_code_cache(cache_dir: Option<PathBuf>, wasm: &Path) -> Result<(
         return Ok(());
     }
     let started = Instant::now();
-    let loader = cache.loader().context("opening the code cache")?;
+    // Compiled as `inspect` and `test` compile (in the worker, `inspect`'s default
+    // timeout), so the entry is the one they look up.
+    let loader = cache
+        .loader(std::time::Duration::from_secs(5 * 60))
+        .context("opening the code cache")?;
     let mut file = kubewasm::runtime::PluginFile::read(wasm)?;
     let (_, source) = loader
         .component(&mut file)

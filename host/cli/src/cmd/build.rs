@@ -155,6 +155,9 @@ pub async fn command(args: BuildArgs) -> Result<()> {
             &build_dir,
             &wasm,
         )?;
+        // Taken again: the build itself may write inputs (npm's package-lock.json, go.sum
+        // with -mod=mod), which must not make the next build look changed.
+        let inputs = fingerprint(&dir, &out_dir, lang, &name, &tools)?;
         std::fs::write(&fingerprint_file, record(&inputs, &wasm)?)
             .with_context(|| format!("writing {}", fingerprint_file.display()))?;
     }

@@ -85,6 +85,12 @@ fn main() {
         );
         std::process::exit(1);
     };
+    // A failed check prints its message on its FAIL line; the panic itself only says where.
+    std::panic::set_hook(Box::new(|info| {
+        if let Some(at) = info.location() {
+            println!("     (panicked at {}:{})", at.file().rsplit('/').next().unwrap_or(""), at.line());
+        }
+    }));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -170,7 +176,7 @@ async fn run(admin_kubeconfig: PathBuf, import: String) -> usize {
             Box::pin(structured_logs(n, KUSTOMIZE_NS))
         }),
         (
-            "JSON log values carry no Rust debug formatting (Some(..), quoted strings)",
+            "JSON log values carry no Rust debug formatting (Some(..), [\"..\"], quoted strings)",
             |n| Box::pin(log_values_plain(n, KUSTOMIZE_NS)),
         ),
         (
@@ -1344,8 +1350,8 @@ async fn structured_logs(n: &'static Node, ns: &str) {
     }
 }
 
-/// Values that are Rust `Debug` renderings rather than the value: `Some(..)`/`None`
-/// wrappers, strings inside quotes.
+/// Values that are Rust `Debug` renderings rather than the value: `Some(..)` wrappers,
+/// lists of quoted strings (`["a", "b"]` as one string), strings inside quotes.
 async fn log_values_plain(n: &'static Node, ns: &str) {
     let mut bad = Vec::new();
     for p in host_pods(n, ns).await.iter().filter(|p| is_ready(p)) {
@@ -1353,7 +1359,9 @@ async fn log_values_plain(n: &'static Node, ns: &str) {
             let Some(obj) = l.as_object() else { continue };
             for (k, v) in obj {
                 if let Some(s) = v.as_str()
-                    && (s.starts_with("Some(") || (s.len() > 1 && s.starts_with('"') && s.ends_with('"')))
+                    && (s.starts_with("Some(")
+                        || s.starts_with("[\"")
+                        || (s.len() > 1 && s.starts_with('"') && s.ends_with('"')))
                 {
                     bad.push(format!("{k}={s} in {l}"));
                 }
@@ -1368,26 +1376,65 @@ async fn log_values_plain(n: &'static Node, ns: &str) {
     );
 }
 
-/// `GET path` over HTTP/1.0: status and body.
+/// `GET path` (HTTP/1.1, `Connection: close`): status and body. The body ends at its
+/// Content-Length or last chunk, not only at EOF: a connection through `kubectl
+/// port-forward` stays open after the pod's side closed it.
 fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
     let sock: std::net::SocketAddr = addr
         .parse()
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     let mut s = TcpStream::connect_timeout(&sock, Duration::from_secs(3))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())?;
-    let mut text = String::new();
-    s.read_to_string(&mut text)?;
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((code, body))
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    loop {
+        if let Some((code, body)) = http_response(&buf) {
+            return Ok((code, body));
+        }
+        let n = s.read(&mut chunk)?;
+        if n == 0 {
+            return http_response(&buf).ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "incomplete HTTP response")
+            });
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// A complete HTTP response in `buf`: status and (de-chunked) body; None while incomplete.
+fn http_response(buf: &[u8]) -> Option<(u16, String)> {
+    let text = String::from_utf8_lossy(buf);
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    let header = |name: &str| {
+        head.lines().skip(1).find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    };
+    if let Some(len) = header("content-length").and_then(|l| l.parse::<usize>().ok()) {
+        return (body.len() >= len).then(|| (code, body[..len].to_string()));
+    }
+    if header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+        let mut out = String::new();
+        let mut rest = body;
+        loop {
+            let (size, after) = rest.split_once("\r\n")?;
+            let size = usize::from_str_radix(size.trim(), 16).ok()?;
+            if size == 0 {
+                return Some((code, out));
+            }
+            if after.len() < size + 2 {
+                return None;
+            }
+            out.push_str(&after[..size]);
+            rest = &after[size + 2..];
+        }
+    }
+    None
 }
 
 /// `kubectl port-forward pod/NAME :PORT`, as the deploy README tells operators: the child
@@ -1418,7 +1465,9 @@ async fn metrics(n: &'static Node) {
     let pod = leader.name_any();
     let (metrics, status) = tokio::task::spawn_blocking(move || {
         let (mut child, addr) = port_forward(n, KUSTOMIZE_NS, &pod, 9090);
-        let got = eventually_blocking(|| http_get(&addr, "/metrics").ok());
+        let got = eventually_blocking("GET /metrics through the port-forward", || {
+            http_get(&addr, "/metrics").ok()
+        });
         let status = http_get(&addr, "/status").expect("GET /status");
         let _ = child.kill();
         let _ = child.wait();
@@ -1471,13 +1520,13 @@ async fn metrics(n: &'static Node) {
 }
 
 /// Poll a blocking `f` for up to CONVERGE.
-fn eventually_blocking<T>(mut f: impl FnMut() -> Option<T>) -> T {
+fn eventually_blocking<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + CONVERGE;
     loop {
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out");
+        assert!(Instant::now() < deadline, "timed out after {CONVERGE:?} waiting for: {what}");
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -1855,12 +1904,17 @@ async fn plugin_object(n: &'static Node) {
         println!("     (SKIPPED inside: set KUBEWASM_E2E_REGISTRY_ADDR to an IP:PORT of this machine that pods reach)");
         return;
     };
+    // The module as its author names it: oci-kit.wasm (a plugin's manifest name is its
+    // file name), v1 and v2 builds of testkit.
+    let staged = n.dir.path().join("oci-kit");
+    std::fs::create_dir_all(staged.join("v1")).expect("mkdir");
+    std::fs::create_dir_all(staged.join("v2")).expect("mkdir");
+    let (file_v1, file_v2) = (staged.join("v1/oci-kit.wasm"), staged.join("v2/oci-kit.wasm"));
+    std::fs::copy(support::test_plugin("testkit"), &file_v1).expect("copy testkit");
+    std::fs::copy(support::test_plugin("testkit-v2"), &file_v2).expect("copy testkit-v2");
     let (v1, v2) = {
         let r = registry.lock().expect("registry");
-        (
-            push(&r, &support::test_plugin("testkit"), "oci-kit:v1"),
-            push(&r, &support::test_plugin("testkit-v2"), "oci-kit:v2"),
-        )
+        (push(&r, &file_v1, "oci-kit:v1"), push(&r, &file_v2, "oci-kit:v2"))
     };
     let registry_host = registry.lock().expect("registry").host();
     network_policy_allows(n, &registry_host).await;
@@ -1873,7 +1927,7 @@ async fn plugin_object(n: &'static Node) {
     // The operator's review: `kubewasm approve` prints the Plugin object and its RBAC.
     let settings = n.dir.path().join("oci-kit.yaml");
     std::fs::write(&settings, testkit_settings("oci-kit")).expect("settings");
-    let approved = approve(n, &support::test_plugin("testkit"), &settings, Some(&v1));
+    let approved = approve(n, &file_v1, &settings, Some(&v1));
     std::fs::write(&n.approved, &approved).expect("approved YAML");
     kubectl_ok(n, &["apply", "--server-side", "-f", &n.approved.to_string_lossy()]);
     let st = plugin_serving(n, "oci-kit", &digest(&v1), "1").await;
@@ -1961,16 +2015,31 @@ async fn handover(
     // During: one created, one deleted.
     trigger(n, "reloader", &format!("{tag}-new")).await;
     untrigger(n, &format!("{tag}-gone")).await;
-    let new_lease = eventually(
-        &format!("a pod other than {old} holds the Lease"),
-        bound + CONVERGE,
-        || async {
-            let l = lease(n, KUSTOMIZE_NS).await?;
-            let h = holder(&l);
-            (!h.is_empty() && !held_by(&h, &old)).then_some(l)
-        },
-    )
-    .await;
+    // The Lease with another holder, or, after the wait, why not.
+    let deadline = Instant::now() + bound + CONVERGE;
+    let new_lease = loop {
+        let l = lease(n, KUSTOMIZE_NS).await.expect("the Lease");
+        let h = holder(&l);
+        if !h.is_empty() && !held_by(&h, &old) {
+            break l;
+        }
+        if Instant::now() > deadline {
+            let pod = pods_api(n, KUSTOMIZE_NS).get_opt(&old).await.ok().flatten();
+            panic!(
+                "after {:?} the Lease is still held by {h:?} (transitions {:?}, renewed {:?}); pod {old}: {}",
+                started.elapsed(),
+                l.spec.as_ref().and_then(|s| s.lease_transitions),
+                l.spec.as_ref().and_then(|s| s.renew_time.as_ref()).map(|t| t.0.to_string()),
+                pod.map(|p| format!(
+                    "restarts {}, ready {} (its restarted container renews the Lease under the same identity)",
+                    restart_count(&p),
+                    is_ready(&p)
+                ))
+                .unwrap_or_else(|| "gone".into())
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let observed = started.elapsed();
     let new_holder = holder(&new_lease);
     let acquired = new_lease
@@ -1978,8 +2047,10 @@ async fn handover(
         .as_ref()
         .and_then(|s| s.acquire_time.as_ref())
         .map(|t| since(t0, t.0));
+    let to_follower = followers.iter().any(|f| held_by(&new_holder, &f.name_any()));
     println!(
-        "     {old} -> {new_holder} (Lease acquired {} after the {what}; observed after {:.1} s; transitions {} -> {:?})",
+        "     {old} -> {new_holder} ({}; Lease acquired {} after the {what}; observed after {:.1} s; transitions {} -> {:?})",
+        if to_follower { "the warm follower" } else { "NOT the warm follower" },
         acquired
             .map(|d| format!("{:.1} s", d.as_secs_f64()))
             .unwrap_or_else(|| "?".into()),
@@ -1989,20 +2060,15 @@ async fn handover(
     );
     let took = acquired.unwrap_or(observed);
     record(n, format!("handover after the {what}"), took);
-    assert!(
-        followers.iter().any(|f| held_by(&new_holder, &f.name_any())),
-        "the Lease went to {new_holder}, not to the follower {:?}",
-        followers.iter().map(|f| f.name_any()).collect::<Vec<_>>()
-    );
-    assert!(took <= bound, "handover took {took:?}, more than {bound:?}");
     // The changes made during the handover, handled by the new leader.
     let new_out = out_version(n, &format!("{tag}-new"), "2", CONVERGE).await;
     deletion_recorded(n, &format!("{tag}-gone"), CONVERGE).await;
-    let new_pod = followers
+    let new_pod = host_pods(n, KUSTOMIZE_NS)
+        .await
         .iter()
-        .find(|f| held_by(&new_holder, &f.name_any()))
-        .expect("the new leader pod")
-        .name_any();
+        .find(|p| held_by(&new_holder, &p.name_any()))
+        .map(|p| p.name_any())
+        .expect("the new leader's pod");
     resynced(n, &new_pod, "reloader").await;
     // Nothing written twice: the new leader's resync applied every copy again with the
     // same content, which the API server answers without a write.
@@ -2026,9 +2092,26 @@ async fn handover(
     );
     no_failed_events(n, "reloader").await;
     // The deployment heals: two Ready pods again.
-    let healed = Instant::now();
     wait_ready(n, KUSTOMIZE_NS, 2, READY).await;
-    record(n, format!("two Ready pods again after the {what}"), started.elapsed().max(healed.elapsed()));
+    record(n, format!("two Ready pods again after the {what}"), started.elapsed());
+    // Last, so that what happened is reported either way: the warm follower took over,
+    // within the bound.
+    if !to_follower {
+        let holder_pod = pods_api(n, KUSTOMIZE_NS).get_opt(&new_pod).await.ok().flatten();
+        let ready_at = holder_pod
+            .as_ref()
+            .and_then(|p| p.status.as_ref())
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready" && c.status == "True"))
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| since(t0, t.0));
+        panic!(
+            "the Lease went to {new_holder} (acquired {acquired:?} after the {what}; its pod Ready {ready_at:?} after), \
+             not to the warm follower {:?}",
+            followers.iter().map(|f| f.name_any()).collect::<Vec<_>>()
+        );
+    }
+    assert!(took <= bound, "handover took {took:?}, more than {bound:?}");
 }
 
 async fn leader_deleted(n: &'static Node) {

@@ -1351,7 +1351,7 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
     let docs = helm_template(
         &helm,
         &[
-            "plugins.image.repository=kubewasm-plugins",
+            "plugins.image.repository=localhost/kubewasm-plugins",
             "plugins.image.tag=0.1.0",
         ],
     );

@@ -965,7 +965,7 @@ fn kustomize_base_renders_a_hardened_host() {
     let d = only(&docs, "Deployment");
     assert_host_deployment(d);
     assert_eq!(d["spec"]["replicas"], 1);
-    assert_eq!(container(d, "kubewasm")["image"], "kubewasm:0.1.0");
+    assert_eq!(container(d, "kubewasm")["image"], "localhost/kubewasm:0.1.0");
     assert!(!args(container(d, "kubewasm")).contains(&"--leader-elect"));
     assert_eq!(projected_configmaps(d), ["kubewasm-plugins"]);
     let plugins_cm = find(&docs, "ConfigMap", "kubewasm-plugins");
@@ -1132,6 +1132,73 @@ fn helm_template(helm: &Path, set: &[&str]) -> Vec<Value> {
     parse_docs(&run(&mut cmd))
 }
 
+/// The images a rendered Deployment's containers and init containers run.
+fn images(docs: &[Value]) -> Vec<String> {
+    let d = only(docs, "Deployment");
+    let spec = &d["spec"]["template"]["spec"];
+    ["initContainers", "containers"]
+        .iter()
+        .flat_map(|k| spec[*k].as_array().cloned().unwrap_or_default())
+        .map(|c| c["image"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+/// Whether an image reference names its registry (`localhost/x`, `registry.example/x`,
+/// `host:5000/x`): a bare `kubewasm:0.1.0` is `docker.io/library/kubewasm:0.1.0` to a
+/// container runtime, a public name this project does not own.
+fn names_its_registry(image: &str) -> bool {
+    image.split_once('/').is_some_and(|(host, _)| {
+        host == "localhost" || host.contains('.') || host.contains(':')
+    })
+}
+
+/// Found on a real node: the example overlay's image `kubewasm:0.1.0` resolved to
+/// docker.io, where no such image exists (and anyone could publish one). Every image the
+/// kustomize base, the example overlay, the components and the chart's defaults run
+/// names a registry: the locally built `localhost/kubewasm` until an overlay or
+/// `image.repository` says which registry to pull from.
+#[test]
+fn every_default_image_names_its_registry() {
+    assert!(names_its_registry("localhost/kubewasm:0.1.0"));
+    assert!(names_its_registry("registry.example/kubewasm:0.1.0"));
+    assert!(names_its_registry("10.0.0.5:5000/kubewasm:0.1.0"));
+    assert!(!names_its_registry("kubewasm:0.1.0"));
+    assert!(!names_its_registry("team/kubewasm:0.1.0"));
+    let mut rendered = Vec::new();
+    if let Some(kubectl) = kubectl() {
+        let staged = staged_kubernetes();
+        let k = staged.path().join("kubernetes");
+        for overlay in ["base", "overlays/example", "overlays/all", "overlays/cache-key"] {
+            rendered.push((overlay.to_string(), images(&kustomize(&kubectl, &k.join(overlay)))));
+        }
+    }
+    if let Some(helm) = helm() {
+        rendered.push(("chart".into(), images(&helm_template(&helm, &[]))));
+        rendered.push((
+            "chart with leader election".into(),
+            images(&helm_template(
+                &helm,
+                &["replicas=2", "leaderElection.enabled=true"],
+            )),
+        ));
+    }
+    if rendered.is_empty() {
+        println!("SKIPPED: neither kubectl nor helm");
+        return;
+    }
+    for (what, images) in &rendered {
+        assert!(!images.is_empty(), "{what}: no image");
+        for image in images {
+            assert!(
+                names_its_registry(image),
+                "{what} runs {image}, which a runtime resolves to docker.io"
+            );
+        }
+    }
+    let all: BTreeSet<&String> = rendered.iter().flat_map(|(_, i)| i).collect();
+    assert!(all.contains(&"localhost/kubewasm:0.1.0".to_string()), "{all:?}");
+}
+
 #[test]
 fn helm_chart_renders_what_the_kustomize_base_does() {
     let Some(helm) = helm() else { return };
@@ -1142,7 +1209,7 @@ fn helm_chart_renders_what_the_kustomize_base_does() {
     let d = only(&chart, "Deployment");
     assert_host_deployment(d);
     assert_eq!(d["spec"]["replicas"], 1);
-    assert_eq!(container(d, "kubewasm")["image"], "kubewasm:0.1.0");
+    assert_eq!(container(d, "kubewasm")["image"], "localhost/kubewasm:0.1.0");
     assert_eq!(projected_configmaps(d), ["kubewasm-plugins"]);
     assert_example_rbac(&chart);
 
@@ -1295,7 +1362,7 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
     let docs = helm_template(
         &helm,
         &[
-            "plugins.image.repository=kubewasm-plugins",
+            "plugins.image.repository=localhost/kubewasm-plugins",
             "plugins.image.tag=0.1.0",
         ],
     );

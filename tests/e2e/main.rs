@@ -10,26 +10,29 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use common::{
+    BoxFuture, CONVERGE, HostLog, SELDON_CRD, Seed, api, apply, client_for, crd_names, create,
+    delete_crd, panic_message, rand_id, read_crds, site,
+};
 use support::registry::Registry;
 use support::{HostProcess, eventually, field, get, managers, root};
 
 /// How long the real controller-manager may take to garbage-collect (it rediscovers
 /// resources every 30 s, so a CRD created just before can take ~40 s).
 const GC: Duration = Duration::from_secs(120);
-/// How long the host may take to converge on a real cluster.
-const CONVERGE: Duration = Duration::from_secs(60);
 
 fn main() {
     let Some(kubeconfig) = std::env::var_os("KUBEWASM_E2E_KUBECONFIG").map(PathBuf::from) else {
@@ -157,63 +160,11 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
     failed
 }
 
-fn panic_message(e: tokio::task::JoinError) -> String {
-    match e.try_into_panic() {
-        Ok(p) => p
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-            .unwrap_or_else(|| "panic".into()),
-        Err(e) => e.to_string(),
-    }
-}
-
-async fn client_for(path: &Path) -> Client {
-    let kc = kube::config::Kubeconfig::read_from(path).expect("read kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("kubeconfig");
-    Client::try_from(config).expect("client")
-}
-
-fn api(
-    client: &Client,
-    api_version: &str,
-    kind: &str,
-    plural: &str,
-    ns: Option<&str>,
-) -> Api<DynamicObject> {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let ar = kube::api::ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk(group, version, kind),
-        plural,
-    );
-    match ns {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    }
-}
-
-async fn apply(client: &Client, docs: Vec<Value>) {
-    let docs: Vec<kubewasm::apply::manifests::Document> = docs
-        .into_iter()
-        .map(|object| kubewasm::apply::manifests::Document {
-            source: PathBuf::from("e2e"),
-            object,
-        })
-        .collect();
-    kubewasm::apply::manifests::apply_manifests(client, &docs, Duration::from_secs(60))
-        .await
-        .expect("apply as cluster-admin");
-}
-
 fn kubewasm() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args(["--log", "warn"]);
     cmd
 }
-
-const SELDON_CRD: &str = "seldondeployments.machinelearning.seldon.io";
 
 /// Namespaces, CRDs, the plugin directory, RBAC from `kubewasm rbac`, the ServiceAccount's
 /// token, and the host started under it (without the SeldonDeployment CRD, which a
@@ -232,22 +183,8 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
     }
 
     // The CRDs: ours, or the upstream ones when KUBEWASM_E2E_CRDS names a directory.
-    let crd_dir = std::env::var_os("KUBEWASM_E2E_CRDS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("examples/crds"));
-    let crds: Vec<Value> = kubewasm::apply::manifests::read_manifests(&[crd_dir])
-        .expect("read CRDs")
-        .into_iter()
-        .map(|d| d.object)
-        .filter(|o| o["kind"] == "CustomResourceDefinition")
-        .collect();
-    println!(
-        "CRDs: {}",
-        crds.iter()
-            .map(|c| c["metadata"]["name"].as_str().unwrap_or("?"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
+    let crds = read_crds();
+    println!("CRDs: {}", crd_names(&crds));
     apply(&admin, crds.clone()).await;
     // The Plugin kind (plugins.kubewasm.dev), which the host follows by default.
     let plugin_crd: Vec<Value> = kubewasm::apply::manifests::read_manifests(&[
@@ -464,13 +401,6 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
     suite
 }
 
-fn rand_id() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    t.subsec_nanos() ^ (std::process::id() << 8)
-}
-
 /// A kubeconfig for the same cluster as `admin` that authenticates with `token` only.
 fn write_token_kubeconfig(admin: &Path, token: &str, out: &Path) {
     let text = std::fs::read_to_string(admin).expect("admin kubeconfig");
@@ -540,175 +470,42 @@ async fn start_host(s: &Suite) -> HostProcess {
     host
 }
 
-async fn with_host<T>(s: &Suite, f: impl FnOnce(&HostProcess) -> T) -> T {
-    let guard = s.host.lock().await;
-    f(guard.as_ref().expect("host running"))
-}
-
-async fn delete_crd(admin: &Client, name: &str) {
-    let crds = api(
-        admin,
-        "apiextensions.k8s.io/v1",
-        "CustomResourceDefinition",
-        "customresourcedefinitions",
-        None,
-    );
-    if crds.get_opt(name).await.expect("get CRD").is_none() {
-        return;
-    }
-    let _ = crds.delete(name, &DeleteParams::default()).await;
-    eventually(&format!("CRD {name} gone"), CONVERGE, || {
-        let crds = crds.clone();
-        async move {
-            crds.get_opt(name)
+/// The seed scenarios read the host process's log.
+impl HostLog for Suite {
+    fn lines(&self) -> BoxFuture<'_, Vec<Value>> {
+        Box::pin(async move {
+            self.host
+                .lock()
                 .await
-                .ok()
-                .flatten()
-                .is_none()
-                .then_some(())
-        }
-    })
-    .await;
-}
-
-fn site(name: &str, ns: &str) -> Value {
-    json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"title": format!("Site {name}"), "database": {"members": 1}}})
-}
-
-async fn create(api: &Api<DynamicObject>, obj: Value) -> DynamicObject {
-    let obj: DynamicObject = serde_json::from_value(obj).expect("object");
-    api.create(&PostParams::default(), &obj)
-        .await
-        .expect("create as cluster-admin")
-}
-
-/// Wait for the site's MongoDB and Service, owned by it, written by the provisioner.
-async fn provisioned(s: &Suite, site: &DynamicObject) -> (DynamicObject, DynamicObject) {
-    let name = site.name_any();
-    let dbs = api(
-        &s.admin,
-        "mongodb.com/v1",
-        "MongoDB",
-        "mongodb",
-        Some(&s.ns),
-    );
-    let svcs = api(&s.admin, "v1", "Service", "services", Some(&s.ns));
-    let db = eventually(&format!("MongoDB {name}-db"), CONVERGE, || {
-        let (dbs, n) = (dbs.clone(), format!("{name}-db"));
-        async move { get(&dbs, &n).await }
-    })
-    .await;
-    let svc = eventually(&format!("Service {name}"), CONVERGE, || {
-        let (svcs, n) = (svcs.clone(), name.clone());
-        async move { get(&svcs, &n).await }
-    })
-    .await;
-    for (what, o) in [("MongoDB", &db), ("Service", &svc)] {
-        let owner = o
-            .owner_references()
-            .first()
-            .unwrap_or_else(|| panic!("{what} has no owner"));
-        assert_eq!(owner.uid, site.uid().unwrap(), "{what} owner");
-        assert_eq!(owner.controller, Some(true), "{what} controller");
-        assert!(
-            managers(o).contains(&"kubewasm-contentsite-provisioner".to_string()),
-            "{what} managers {:?}",
-            managers(o)
-        );
+                .as_ref()
+                .map(HostProcess::logs)
+                .unwrap_or_default()
+        })
     }
-    (db, svc)
+}
+
+fn seed(s: &Suite) -> Seed<'_> {
+    Seed {
+        admin: &s.admin,
+        ns: &s.ns,
+        log: s,
+    }
+}
+
+async fn provisioned(s: &Suite, site: &DynamicObject) -> (DynamicObject, DynamicObject) {
+    seed(s).provisioned(site).await
 }
 
 async fn provision_on_demand(s: &'static Suite) {
-    let sites = api(
-        &s.admin,
-        "sites.kubewasm.dev/v1alpha1",
-        "ContentSite",
-        "contentsites",
-        Some(&s.ns),
-    );
-    let blog = create(&sites, site("blog", &s.ns)).await;
-    let (db, _) = provisioned(s, &blog).await;
-    assert_eq!(db.data["spec"]["credentials"], json!("mongodb-credentials"));
-    assert_eq!(
-        db.data["spec"]["opsManager"]["configMapRef"]["name"],
-        json!("mongodb-project")
-    );
-    let with_status = eventually("ContentSite status", CONVERGE, || {
-        let sites = sites.clone();
-        async move {
-            get(&sites, "blog")
-                .await
-                .filter(|o| o.data["status"]["databaseRef"] == json!("blog-db"))
-        }
-    })
-    .await;
-    assert_eq!(with_status.data["status"]["serviceRef"], json!("blog"));
+    seed(s).provision_on_demand("blog").await;
 }
 
 async fn garbage_collection(s: &'static Suite) {
-    let sites = api(
-        &s.admin,
-        "sites.kubewasm.dev/v1alpha1",
-        "ContentSite",
-        "contentsites",
-        Some(&s.ns),
-    );
-    sites
-        .delete("blog", &DeleteParams::background())
-        .await
-        .expect("delete site");
-    let dbs = api(
-        &s.admin,
-        "mongodb.com/v1",
-        "MongoDB",
-        "mongodb",
-        Some(&s.ns),
-    );
-    let svcs = api(&s.admin, "v1", "Service", "services", Some(&s.ns));
-    eventually("the garbage collector removes blog-db and blog", GC, || {
-        let (dbs, svcs) = (dbs.clone(), svcs.clone());
-        async move {
-            (get(&dbs, "blog-db").await.is_none() && get(&svcs, "blog").await.is_none())
-                .then_some(())
-        }
-    })
-    .await;
+    seed(s).garbage_collection("blog").await;
 }
 
 async fn foreign_mongodb(s: &'static Suite) {
-    let dbs = api(
-        &s.admin,
-        "mongodb.com/v1",
-        "MongoDB",
-        "mongodb",
-        Some(&s.ns),
-    );
-    let orders = create(
-        &dbs,
-        json!({"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
-            "metadata": {"name": "orders-db", "namespace": s.ns, "labels": {"team": "shop"}},
-            "spec": {"type": "ReplicaSet", "members": 3, "version": "7.0.12",
-                     "credentials": "shop-om-credentials",
-                     "opsManager": {"configMapRef": {"name": "shop-project"}}}}),
-    )
-    .await;
-    let monitors = api(
-        &s.admin,
-        "monitoring.coreos.com/v1",
-        "ServiceMonitor",
-        "servicemonitors",
-        Some(&s.ns),
-    );
-    let monitor = eventually("ServiceMonitor orders-db-monitor", CONVERGE, || {
-        let monitors = monitors.clone();
-        async move { get(&monitors, "orders-db-monitor").await }
-    })
-    .await;
-    assert_eq!(monitor.owner_references()[0].uid, orders.uid().unwrap());
-    assert!(monitor.data["spec"]["endpoints"].is_array());
+    seed(s).foreign_mongodb().await;
 }
 
 async fn late_crd_and_readiness(s: &'static Suite) {
@@ -732,107 +529,12 @@ async fn late_crd_and_readiness(s: &'static Suite) {
         .await
     })
     .await;
-    let sdeps = api(
-        &s.admin,
-        "machinelearning.seldon.io/v1",
-        "SeldonDeployment",
-        "seldondeployments",
-        Some(&s.ns),
-    );
-    create(
-        &sdeps,
-        json!({"apiVersion": "machinelearning.seldon.io/v1", "kind": "SeldonDeployment",
-            "metadata": {"name": "iris", "namespace": s.ns},
-            "spec": {"name": "iris", "predictors": [{"name": "main", "replicas": 1,
-                "graph": {"name": "classifier", "type": "MODEL", "implementation": "SKLEARN_SERVER",
-                          "modelUri": "gs://seldon-models/v1.19.0/sklearn/iris"}}]}}),
-    )
-    .await;
-    let set_status = |state: &'static str, replicas: i64| {
-        let sdeps = sdeps.clone();
-        async move {
-            sdeps
-                .patch_status(
-                    "iris",
-                    &PatchParams::default(),
-                    &Patch::Merge(json!({"status": {"state": state, "replicas": replicas}})),
-                )
-                .await
-                .expect("status patch")
-        }
-    };
-    wait_events(s, "seldon-endpoint", "/iris", 1).await;
-    set_status("Creating", 1).await;
-    wait_events(s, "seldon-endpoint", "/iris", 2).await;
-    let ingresses = api(
-        &s.admin,
-        "networking.k8s.io/v1",
-        "Ingress",
-        "ingresses",
-        Some(&s.ns),
-    );
-    assert!(
-        get(&ingresses, "iris").await.is_none(),
-        "an Ingress before the model was Available"
-    );
-    set_status("Available", 1).await;
-    let ingress = eventually("Ingress iris", CONVERGE, || {
-        let ingresses = ingresses.clone();
-        async move { get(&ingresses, "iris").await }
-    })
-    .await;
-    let annotated = eventually("the public URL annotation", CONVERGE, || {
-        let sdeps = sdeps.clone();
-        async move {
-            get(&sdeps, "iris")
-                .await
-                .filter(|o| o.annotations().contains_key("kubewasm.dev/public-url"))
-        }
-    })
-    .await;
-    // An unrelated status change: handled, and nothing written.
-    let events_before = count_events(s, "seldon-endpoint", "/iris").await;
-    let changed = set_status("Available", 2).await;
-    wait_events(s, "seldon-endpoint", "/iris", events_before + 1).await;
-    let after = get(&ingresses, "iris").await.expect("Ingress still there");
-    assert_eq!(
-        after.resource_version(),
-        ingress.resource_version(),
-        "the Ingress was rewritten"
-    );
-    let sdep = get(&sdeps, "iris").await.unwrap();
-    assert_eq!(
-        sdep.resource_version(),
-        changed.resource_version(),
-        "the SeldonDeployment was rewritten"
-    );
-    assert!(annotated.annotations()["kubewasm.dev/public-url"].contains("iris"));
+    seed(s).seldon_available().await;
 }
 
-/// `event` log lines of `plugin` for objects whose name ends with `suffix`.
-async fn count_events(s: &Suite, plugin: &str, suffix: &str) -> usize {
-    with_host(s, |h| {
-        h.logs()
-            .iter()
-            .filter(|l| {
-                field(l, "message") == "event"
-                    && field(l, "plugin") == plugin
-                    && field(l, "object").ends_with(suffix)
-            })
-            .count()
-    })
-    .await
-}
-
-/// Wait until `plugin` handled at least `n` events of the object (the host logs `event`
-/// before calling the plugin and the outcome after, so the next log line is the outcome).
-async fn wait_events(s: &Suite, plugin: &str, suffix: &str, n: usize) {
-    eventually(
-        &format!("{plugin}: event #{n} of {suffix}"),
-        CONVERGE,
-        || async { (count_events(s, plugin, suffix).await >= n).then_some(()) },
-    )
-    .await;
+async fn with_host<T>(s: &Suite, f: impl FnOnce(&HostProcess) -> T) -> T {
+    let guard = s.host.lock().await;
+    f(guard.as_ref().expect("host running"))
 }
 
 /// Wait for the host's log line that it applied `what` (`create MongoDB ns/name`) and

@@ -25,6 +25,8 @@ const READY: Duration = Duration::from_secs(20);
 /// A running (or stopped) registry.
 pub struct Registry {
     dir: tempfile::TempDir,
+    /// The address it listens on (loopback unless [`Registry::start_on`]).
+    ip: String,
     port: u16,
     tls: Option<Tls>,
     basic_auth: bool,
@@ -43,6 +45,12 @@ impl Registry {
         Self::launch(false, false)
     }
 
+    /// A plain-HTTP registry without authentication on `ip:port` (e.g. a bridge address
+    /// that a node's pods reach), instead of a free loopback port.
+    pub fn start_on(ip: &str, port: u16) -> Registry {
+        Self::launch_on(ip, port, false, false)
+    }
+
     /// A plain-HTTP registry requiring HTTP basic authentication as
     /// [`REGISTRY_USER`]/[`REGISTRY_PASSWORD`].
     pub fn start_with_basic_auth() -> Registry {
@@ -56,15 +64,19 @@ impl Registry {
     }
 
     fn launch(tls: bool, basic_auth: bool) -> Registry {
+        Self::launch_on("127.0.0.1", free_port(), tls, basic_auth)
+    }
+
+    fn launch_on(ip: &str, port: u16, tls: bool, basic_auth: bool) -> Registry {
         assert!(
             Path::new(REGISTRY_BIN).is_file(),
             "{REGISTRY_BIN} is missing: run tests/tools/install-registry.sh (tests/run.sh does)"
         );
         let dir = tempfile::tempdir().expect("registry dir");
-        let port = free_port();
         let tls = tls.then(|| generate_tls(dir.path()));
         let mut registry = Registry {
             dir,
+            ip: ip.to_string(),
             port,
             tls,
             basic_auth,
@@ -83,8 +95,9 @@ impl Registry {
              log:\n  level: info\n  formatter: text\n  accesslog:\n    disabled: false\n\
              storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n  \
              maintenance:\n    uploadpurging:\n      enabled: false\n\
-             http:\n  addr: 127.0.0.1:{port}\n  secret: kubewasm-tests\n",
+             http:\n  addr: {ip}:{port}\n  secret: kubewasm-tests\n",
             storage = d.join("storage").display(),
+            ip = self.ip,
             port = self.port,
         );
         if self.tls.is_some() {
@@ -104,12 +117,13 @@ impl Registry {
         std::fs::write(d.join("config.yml"), config).expect("registry config");
     }
 
-    /// `127.0.0.1:PORT`, the registry part of references.
+    /// `IP:PORT` (loopback unless started on another address), the registry part of
+    /// references.
     pub fn host(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("{}:{}", self.ip, self.port)
     }
 
-    /// `oci://127.0.0.1:PORT/{path}` (`path` is `REPO:TAG` or `REPO@sha256:…`).
+    /// `oci://IP:PORT/{path}` (`path` is `REPO:TAG` or `REPO@sha256:…`).
     pub fn reference(&self, path: &str) -> String {
         format!("oci://{}/{path}", self.host())
     }
@@ -143,7 +157,7 @@ impl Registry {
             let _ = child.wait();
         }
         let deadline = Instant::now() + READY;
-        while TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+        while TcpStream::connect((self.ip.as_str(), self.port)).is_ok() {
             assert!(
                 Instant::now() < deadline,
                 "registry port {} still open",
@@ -196,7 +210,7 @@ impl Registry {
     }
 
     fn answers(&self) -> bool {
-        let Ok(mut stream) = TcpStream::connect(("127.0.0.1", self.port)) else {
+        let Ok(mut stream) = TcpStream::connect((self.ip.as_str(), self.port)) else {
             return false;
         };
         if self.tls.is_some() {

@@ -24,15 +24,11 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use common::{
-    BoxFuture, CONVERGE, HostLog, SELDON_CRD, Seed, api, apply, client_for, crd_names, create,
+    BoxFuture, CONVERGE, GC, HostLog, SELDON_CRD, Seed, api, apply, client_for, crd_names, create,
     delete_crd, panic_message, rand_id, read_crds, site,
 };
 use support::registry::Registry;
 use support::{HostProcess, eventually, field, get, managers, root};
-
-/// How long the real controller-manager may take to garbage-collect (it rediscovers
-/// resources every 30 s, so a CRD created just before can take ~40 s).
-const GC: Duration = Duration::from_secs(120);
 
 fn main() {
     let Some(kubeconfig) = std::env::var_os("KUBEWASM_E2E_KUBECONFIG").map(PathBuf::from) else {

@@ -24,7 +24,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use common::{
-    BoxFuture, CONVERGE, GC, HostLog, SELDON_CRD, Seed, api, apply, client_for, crd_names, create,
+    BoxFuture, CONVERGE, HostLog, SELDON_CRD, Seed, api, apply, client_for, crd_names, create,
     delete_crd, panic_message, rand_id, read_crds, site,
 };
 use support::registry::Registry;

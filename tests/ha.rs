@@ -257,7 +257,8 @@ async fn a_leader_cut_off_mid_apply_writes_nothing_after_its_deadline_and_exits_
             .filter(|h| !h.is_empty())
     };
     let first = eventually("a leader", CONVERGE, holder).await;
-    let (mut old, new, old_id, new_id) = if first == "replica-a" {
+    // The holder is the replica's name plus its process's suffix.
+    let (mut old, new, old_id, new_id) = if first.starts_with("replica-a_") {
         (a, b, "replica-a", "replica-b")
     } else {
         (b, a, "replica-b", "replica-a")
@@ -341,7 +342,9 @@ async fn a_leader_cut_off_mid_apply_writes_nothing_after_its_deadline_and_exits_
     // The follower takes over and handles what the old leader could not: the trigger
     // (resync) and the deletion in the window (`deleted`, replayed from its tombstones).
     eventually("the new leader holds the Lease", CONVERGE, || async {
-        holder().await.filter(|h| h == new_id)
+        holder()
+            .await
+            .filter(|h| h.starts_with(&format!("{new_id}_")))
     })
     .await;
     let out = eventually("trigger-out by the new leader", CONVERGE, || async {

@@ -105,10 +105,20 @@ fn find<'a>(objs: &'a [Value], kind: &str, ns: Option<&str>) -> &'a Value {
         .unwrap_or_else(|| panic!("no {kind} in {ns:?}: {objs:#?}"))
 }
 
-/// (group, resource) → verbs, flattened from a role's rules.
+/// The rule every host ClusterRole carries beside discovery: asking what it may do.
+fn is_self_review(rule: &Value) -> bool {
+    rule["apiGroups"] == serde_json::json!(["authorization.k8s.io"])
+        && rule["resources"] == serde_json::json!(["selfsubjectaccessreviews"])
+}
+
+/// (group, resource) → verbs, flattened from a role's rules (without the discovery and
+/// self-review rules of the host's ClusterRole, checked on their own).
 fn perms(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     for rule in role["rules"].as_array().unwrap() {
+        if is_self_review(rule) {
+            continue;
+        }
         let Some(groups) = rule["apiGroups"].as_array() else {
             continue;
         };
@@ -530,4 +540,34 @@ fn host_roles_per_plugin_are_each_plugin_s_own() {
         impersonate["resourceNames"],
         serde_json::json!(["kubewasm-provisioner"])
     );
+}
+
+/// The host asks whether it may do what it needs (SelfSubjectAccessReviews): its
+/// ClusterRole says so beside discovery; a plugin's role does not; a namespace-only setup
+/// has no ClusterRole and relies on the default `system:basic-user` binding.
+#[test]
+fn the_host_may_review_its_own_access_and_plugins_need_not() {
+    let m = provisioner();
+    let objs = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
+    let host = objs
+        .iter()
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
+        .expect("the host's ClusterRole");
+    let rules = host["rules"].as_array().unwrap();
+    assert!(rules.iter().any(is_self_review), "{host:#}");
+    let review = rules.iter().find(|r| is_self_review(r)).unwrap();
+    assert_eq!(review["verbs"], serde_json::json!(["create"]));
+    for plugin in objs
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] != "kubewasm")
+    {
+        assert!(
+            !plugin["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(is_self_review),
+            "{plugin:#}"
+        );
+    }
 }

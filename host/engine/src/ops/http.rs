@@ -490,6 +490,41 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_rule_is_named_and_only_a_blocking_one_holds_readiness() {
+        let mut r = report("x");
+        let missing = |blocking: bool| crate::ops::access::Missing {
+            rule: "list configmaps cluster-wide".into(),
+            group: String::new(),
+            plural: "configmaps".into(),
+            needed_for: "the watch of v1/ConfigMap".into(),
+            blocking,
+        };
+        r.missing = vec![missing(false)];
+        assert!(r.ready());
+        assert!(r.verbose().contains(
+            "[-]permission list configmaps cluster-wide: denied by the host's RBAC (needed for the watch of v1/ConfigMap); not blocking"
+        ));
+        r.missing = vec![missing(true)];
+        r.plugins[0].forbidden = vec!["list configmaps cluster-wide".into()];
+        assert!(!r.ready());
+        assert!(r.summary().contains("RBAC lacks rules"), "{}", r.summary());
+        let status = r.status();
+        assert_eq!(
+            status["permissions"]["missing"][0]["rule"],
+            "list configmaps cluster-wide"
+        );
+        assert_eq!(status["permissions"]["missing"][0]["blocking"], true);
+        assert_eq!(status["plugins"][0]["conditions"][0]["reason"], "Forbidden");
+        assert!(
+            r.verbose().contains(
+                "[-]plugin web 1: forbidden: the host may not list configmaps cluster-wide"
+            ),
+            "{}",
+            r.verbose()
+        );
+    }
+
+    #[test]
     fn a_plugin_that_cannot_write_is_not_ready_without_holding_the_host_back() {
         let mut r = report("x");
         r.plugins[0].not_ready =

@@ -211,6 +211,26 @@ impl WatchManager {
         }
     }
 
+    /// The namespaces a resource is watched in (`None`: cluster-wide).
+    fn scopes(&self, res: &Resolved) -> Vec<Option<String>> {
+        if res.namespaced && !self.config.namespaces.is_empty() {
+            self.config.namespaces.iter().cloned().map(Some).collect()
+        } else {
+            vec![None]
+        }
+    }
+
+    /// The RBAC rules the watch of `res` needs: list and watch in each of its scopes.
+    fn rules(&self, res: &Resolved) -> Vec<Rule> {
+        self.scopes(res)
+            .iter()
+            .flat_map(|scope| {
+                ["list", "watch"]
+                    .map(|verb| Rule::new(verb, &res.group, &res.plural, scope.as_deref()))
+            })
+            .collect()
+    }
+
     async fn reconcile(
         self: &Arc<Self>,
         desired: &BTreeMap<ResourceRef, Demand>,
@@ -298,11 +318,13 @@ impl WatchManager {
         // denied); the watches start anyway, and back off while forbidden.
         let needs = wanted
             .values()
-            .flat_map(|(res, _)| self.rules(res))
-            .map(|(rule, res)| Need {
-                purpose: format!("the watch of {}", res.key()),
-                rule,
-                blocking: true,
+            .flat_map(|(res, _)| {
+                let purpose = format!("the watch of {}", res.type_ref());
+                self.rules(res).into_iter().map(move |rule| Need {
+                    rule,
+                    purpose: purpose.clone(),
+                    blocking: true,
+                })
             })
             .collect();
         self.access.require(&self.client, "watches", needs).await;
@@ -333,7 +355,7 @@ impl WatchManager {
                     metrics: self.metrics.clone(),
                     scopes,
                     selector: selector.clone(),
-                    rules: self.rules(&res).into_iter().map(|(r, _)| r).collect(),
+                    rules: self.rules(&res),
                     access: self.access.clone(),
                     backoff: self.backoff,
                 }
@@ -355,32 +377,6 @@ impl WatchManager {
                 },
             );
         }
-    }
-}
-
-impl WatchManager {
-    /// The namespaces a resource is watched in (`None`: cluster-wide).
-    fn scopes(&self, res: &Resolved) -> Vec<Option<String>> {
-        if res.namespaced && !self.config.namespaces.is_empty() {
-            self.config.namespaces.iter().cloned().map(Some).collect()
-        } else {
-            vec![None]
-        }
-    }
-
-    /// The RBAC rules the watch of `res` needs: list and watch in each of its scopes.
-    fn rules<'a>(&self, res: &'a Arc<Resolved>) -> Vec<(Rule, &'a Arc<Resolved>)> {
-        self.scopes(res)
-            .iter()
-            .flat_map(|scope| {
-                ["list", "watch"].map(|verb| {
-                    (
-                        Rule::new(verb, &res.group, &res.plural, scope.as_deref()),
-                        res,
-                    )
-                })
-            })
-            .collect()
     }
 }
 

@@ -1447,10 +1447,13 @@ fn port_forward(n: &Node, ns: &str, pod: &str, port: u16) -> (std::process::Chil
         .spawn()
         .expect("kubectl port-forward");
     let stdout = child.stdout.take().expect("stdout");
+    let mut reader = BufReader::new(stdout);
     let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("port-forward output");
+    reader.read_line(&mut line).expect("port-forward output");
+    // kubectl prints a line per connection: keep reading, or it dies of SIGPIPE.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
     // "Forwarding from 127.0.0.1:41234 -> 9090"
     let addr = line
         .split_whitespace()

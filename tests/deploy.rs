@@ -954,7 +954,10 @@ fn kustomize_base_renders_a_hardened_host() {
     let d = only(&docs, "Deployment");
     assert_host_deployment(d);
     assert_eq!(d["spec"]["replicas"], 1);
-    assert_eq!(container(d, "kubewasm")["image"], "localhost/kubewasm:0.1.0");
+    assert_eq!(
+        container(d, "kubewasm")["image"],
+        "localhost/kubewasm:0.1.0"
+    );
     assert!(!args(container(d, "kubewasm")).contains(&"--leader-elect"));
     assert_eq!(projected_configmaps(d), ["kubewasm-plugins"]);
     let plugins_cm = find(&docs, "ConfigMap", "kubewasm-plugins");
@@ -1136,9 +1139,9 @@ fn images(docs: &[Value]) -> Vec<String> {
 /// `host:5000/x`): a bare `kubewasm:0.1.0` is `docker.io/library/kubewasm:0.1.0` to a
 /// container runtime, a public name this project does not own.
 fn names_its_registry(image: &str) -> bool {
-    image.split_once('/').is_some_and(|(host, _)| {
-        host == "localhost" || host.contains('.') || host.contains(':')
-    })
+    image
+        .split_once('/')
+        .is_some_and(|(host, _)| host == "localhost" || host.contains('.') || host.contains(':'))
 }
 
 /// Found on a real node: the example overlay's image `kubewasm:0.1.0` resolved to
@@ -1157,8 +1160,16 @@ fn every_default_image_names_its_registry() {
     if let Some(kubectl) = kubectl() {
         let staged = staged_kubernetes();
         let k = staged.path().join("kubernetes");
-        for overlay in ["base", "overlays/example", "overlays/all", "overlays/cache-key"] {
-            rendered.push((overlay.to_string(), images(&kustomize(&kubectl, &k.join(overlay)))));
+        for overlay in [
+            "base",
+            "overlays/example",
+            "overlays/all",
+            "overlays/cache-key",
+        ] {
+            rendered.push((
+                overlay.to_string(),
+                images(&kustomize(&kubectl, &k.join(overlay))),
+            ));
         }
     }
     if let Some(helm) = helm() {
@@ -1185,7 +1196,10 @@ fn every_default_image_names_its_registry() {
         }
     }
     let all: BTreeSet<&String> = rendered.iter().flat_map(|(_, i)| i).collect();
-    assert!(all.contains(&"localhost/kubewasm:0.1.0".to_string()), "{all:?}");
+    assert!(
+        all.contains(&"localhost/kubewasm:0.1.0".to_string()),
+        "{all:?}"
+    );
 }
 
 /// An overlay's `images:` entry as deploy/README.md writes it (`name: localhost/kubewasm`)
@@ -1224,7 +1238,10 @@ fn helm_chart_renders_what_the_kustomize_base_does() {
     let d = only(&chart, "Deployment");
     assert_host_deployment(d);
     assert_eq!(d["spec"]["replicas"], 1);
-    assert_eq!(container(d, "kubewasm")["image"], "localhost/kubewasm:0.1.0");
+    assert_eq!(
+        container(d, "kubewasm")["image"],
+        "localhost/kubewasm:0.1.0"
+    );
     assert_eq!(projected_configmaps(d), ["kubewasm-plugins"]);
     assert_example_rbac(&chart);
 

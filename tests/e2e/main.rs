@@ -18,15 +18,15 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::{Command, Stdio};
 
+use common::{
+    BoxFuture, CONVERGE, HostLog, SELDON_CRD, Seed, api, apply, client_for, crd_names, create,
+    delete_crd, panic_message, rand_id, read_crds, site,
+};
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use common::{
-    BoxFuture, CONVERGE, HostLog, SELDON_CRD, Seed, api, apply, client_for, crd_names, create,
-    delete_crd, panic_message, rand_id, read_crds, site,
-};
 use support::{HostProcess, eventually, field, get, root};
 
 fn main() {

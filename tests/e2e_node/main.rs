@@ -88,7 +88,11 @@ fn main() {
     // A failed check prints its message on its FAIL line; the panic itself only says where.
     std::panic::set_hook(Box::new(|info| {
         if let Some(at) = info.location() {
-            println!("     (panicked at {}:{})", at.file().rsplit('/').next().unwrap_or(""), at.line());
+            println!(
+                "     (panicked at {}:{})",
+                at.file().rsplit('/').next().unwrap_or(""),
+                at.line()
+            );
         }
     }));
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -172,9 +176,10 @@ async fn run(admin_kubeconfig: PathBuf, import: String) -> usize {
             "seed: a SeldonDeployment that becomes Available gets an Ingress",
             |n| Box::pin(seed_seldon(n, KUSTOMIZE_NS)),
         ),
-        ("kubectl logs: every line is a structured JSON record", |n| {
-            Box::pin(structured_logs(n, KUSTOMIZE_NS))
-        }),
+        (
+            "kubectl logs: every line is a structured JSON record",
+            |n| Box::pin(structured_logs(n, KUSTOMIZE_NS)),
+        ),
         (
             "JSON log values carry no Rust debug formatting (Some(..), [\"..\"], quoted strings)",
             |n| Box::pin(log_values_plain(n, KUSTOMIZE_NS)),
@@ -213,9 +218,10 @@ async fn run(admin_kubeconfig: PathBuf, import: String) -> usize {
         ("helm: exactly one pod holds the Lease", |n| {
             Box::pin(one_leader(n, HELM_NS))
         }),
-        ("helm: the in-cluster configuration is what the host uses", |n| {
-            Box::pin(in_cluster_config(n, HELM_NS))
-        }),
+        (
+            "helm: the in-cluster configuration is what the host uses",
+            |n| Box::pin(in_cluster_config(n, HELM_NS)),
+        ),
         ("helm: the securityContext as deployed runs", |n| {
             Box::pin(security_context(n, HELM_NS))
         }),
@@ -225,13 +231,16 @@ async fn run(admin_kubeconfig: PathBuf, import: String) -> usize {
         ("helm: seed: a foreign MongoDB gets a ServiceMonitor", |n| {
             Box::pin(seed_foreign(n, HELM_NS))
         }),
-        ("helm: seed: an Available SeldonDeployment gets an Ingress", |n| {
-            Box::pin(seed_seldon(n, HELM_NS))
-        }),
+        (
+            "helm: seed: an Available SeldonDeployment gets an Ingress",
+            |n| Box::pin(seed_seldon(n, HELM_NS)),
+        ),
         ("helm: kubectl logs are structured JSON", |n| {
             Box::pin(structured_logs(n, HELM_NS))
         }),
-        ("the Helm install is removed", |n| Box::pin(uninstall_helm(n))),
+        ("the Helm install is removed", |n| {
+            Box::pin(uninstall_helm(n))
+        }),
     ];
     let (mut passed, mut failed) = (0, 0);
     for (name, check) in checks {
@@ -255,10 +264,7 @@ async fn run(admin_kubeconfig: PathBuf, import: String) -> usize {
 fn record(n: &Node, what: impl Into<String>, took: Duration) {
     let what = what.into();
     println!("     {what}: {:.1} s", took.as_secs_f64());
-    n.timings
-        .lock()
-        .expect("timings")
-        .push((what, took));
+    n.timings.lock().expect("timings").push((what, took));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -275,15 +281,17 @@ async fn setup(admin: Client, admin_kubeconfig: PathBuf, import: String) -> Node
         None => build_image(dir.path()),
     };
     let image = image_name(&image_tar);
-    let registry = std::env::var("KUBEWASM_E2E_REGISTRY_ADDR").ok().map(|addr| {
-        let (ip, port) = addr
-            .rsplit_once(':')
-            .expect("KUBEWASM_E2E_REGISTRY_ADDR is IP:PORT");
-        Mutex::new(Registry::start_on(
-            ip,
-            port.parse().expect("KUBEWASM_E2E_REGISTRY_ADDR port"),
-        ))
-    });
+    let registry = std::env::var("KUBEWASM_E2E_REGISTRY_ADDR")
+        .ok()
+        .map(|addr| {
+            let (ip, port) = addr
+                .rsplit_once(':')
+                .expect("KUBEWASM_E2E_REGISTRY_ADDR is IP:PORT");
+            Mutex::new(Registry::start_on(
+                ip,
+                port.parse().expect("KUBEWASM_E2E_REGISTRY_ADDR port"),
+            ))
+        });
     let mut node = Node {
         admin,
         admin_kubeconfig,
@@ -364,7 +372,10 @@ fn image_name(tar: &Path) -> String {
     }
     if let Some(index) = read("index.json") {
         let a = &index["manifests"][0]["annotations"];
-        for key in ["io.containerd.image.name", "org.opencontainers.image.ref.name"] {
+        for key in [
+            "io.containerd.image.name",
+            "org.opencontainers.image.ref.name",
+        ] {
             if let Some(name) = a[key].as_str() {
                 return name.to_string();
             }
@@ -471,7 +482,10 @@ fn prepare_overlay(n: &Node) -> String {
     // The example overlay's image and plugin volume, as rendered.
     let rendered = kubectl_ok(
         n,
-        &["kustomize", &kube_dir.join("overlays/example").to_string_lossy()],
+        &[
+            "kustomize",
+            &kube_dir.join("overlays/example").to_string_lossy(),
+        ],
     );
     let docs = yaml_docs(&rendered);
     let deployment = docs
@@ -544,7 +558,9 @@ fn write_kustomization(n: &Node, extra_args: &[&str]) {
     }
     let ops: Vec<Value> = args
         .iter()
-        .map(|a| json!({"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": a}))
+        .map(
+            |a| json!({"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": a}),
+        )
         .collect();
     let mut patches = vec![json!({"path": "deployment-patch.yaml"})];
     if !ops.is_empty() {
@@ -679,7 +695,9 @@ async fn print_versions(n: &Node) {
             println!("helm: {}", String::from_utf8_lossy(&o.stdout).trim());
         }
     }
-    let size = std::fs::metadata(&n.image_tar).map(|m| m.len()).unwrap_or(0);
+    let size = std::fs::metadata(&n.image_tar)
+        .map(|m| m.len())
+        .unwrap_or(0);
     println!(
         "image: {} from {} ({:.1} MiB)",
         n.image,
@@ -775,7 +793,11 @@ async fn leader_and_followers(n: &Node, ns: &str) -> (Pod, Vec<Pod>) {
     eventually("a Ready pod holding the Lease", CONVERGE, || async {
         let l = lease(n, ns).await?;
         let h = holder(&l);
-        let pods: Vec<Pod> = host_pods(n, ns).await.into_iter().filter(is_ready).collect();
+        let pods: Vec<Pod> = host_pods(n, ns)
+            .await
+            .into_iter()
+            .filter(is_ready)
+            .collect();
         let leader = pods.iter().find(|p| held_by(&h, &p.name_any()))?.clone();
         let others = pods
             .into_iter()
@@ -885,7 +907,14 @@ async fn dump_pods(n: &Node) {
                 p.metadata.deletion_timestamp.is_some()
             );
             let log = pod_log(n, ns, &p.name_any()).await;
-            for l in log.iter().rev().take(15).collect::<Vec<_>>().into_iter().rev() {
+            for l in log
+                .iter()
+                .rev()
+                .take(15)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+            {
                 println!("    {l}");
             }
         }
@@ -934,20 +963,35 @@ async fn install_overlay(n: &'static Node) {
         indent(
             &kubectl_ok(n, &["apply", "--server-side", "-k", &overlay])
                 .lines()
-                .filter(|l| l.contains("Deployment") || l.contains("configmap") || l.contains("deployment"))
+                .filter(|l| l.contains("Deployment")
+                    || l.contains("configmap")
+                    || l.contains("deployment"))
                 .collect::<Vec<_>>()
                 .join("\n")
         )
     );
     let pods = wait_ready(n, KUSTOMIZE_NS, 2, READY).await;
-    record(n, "kustomize install: apply to 2 pods Ready", started.elapsed());
+    record(
+        n,
+        "kustomize install: apply to 2 pods Ready",
+        started.elapsed(),
+    );
     for p in &pods {
-        let image = p.spec.as_ref().map(|s| s.containers[0].image.clone().unwrap_or_default());
+        let image = p
+            .spec
+            .as_ref()
+            .map(|s| s.containers[0].image.clone().unwrap_or_default());
         println!(
             "     pod {} on {} ({}), image {}",
             p.name_any(),
-            p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default(),
-            p.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap_or_default(),
+            p.spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
+            p.status
+                .as_ref()
+                .and_then(|s| s.pod_ip.clone())
+                .unwrap_or_default(),
             image.unwrap_or_default()
         );
         assert_eq!(
@@ -962,18 +1006,38 @@ async fn remove_installs(n: &Node) {
     let overlay = n.overlay.to_string_lossy().into_owned();
     let _ = kubectl(
         n,
-        &["delete", "-k", &overlay, "--ignore-not-found", "--wait=true", "--timeout=180s"],
+        &[
+            "delete",
+            "-k",
+            &overlay,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=180s",
+        ],
     );
     if n.approved.is_file() {
         let _ = kubectl(
             n,
-            &["delete", "-f", &n.approved.to_string_lossy(), "--ignore-not-found", "--wait=true"],
+            &[
+                "delete",
+                "-f",
+                &n.approved.to_string_lossy(),
+                "--ignore-not-found",
+                "--wait=true",
+            ],
         );
     }
     for ns in [KUSTOMIZE_NS, HELM_NS] {
         let _ = kubectl(
             n,
-            &["delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=180s"],
+            &[
+                "delete",
+                "namespace",
+                ns,
+                "--ignore-not-found",
+                "--wait=true",
+                "--timeout=180s",
+            ],
         );
     }
     // What the chart creates outside its namespace: its ClusterRoles and bindings.
@@ -995,12 +1059,25 @@ async fn uninstall_overlay(n: &'static Node) {
     if n.approved.is_file() {
         kubectl_ok(
             n,
-            &["delete", "-f", &n.approved.to_string_lossy(), "--ignore-not-found", "--wait=true"],
+            &[
+                "delete",
+                "-f",
+                &n.approved.to_string_lossy(),
+                "--ignore-not-found",
+                "--wait=true",
+            ],
         );
     }
     kubectl_ok(
         n,
-        &["delete", "-k", &overlay, "--ignore-not-found", "--wait=true", "--timeout=180s"],
+        &[
+            "delete",
+            "-k",
+            &overlay,
+            "--ignore-not-found",
+            "--wait=true",
+            "--timeout=180s",
+        ],
     );
     assert!(host_pods(n, KUSTOMIZE_NS).await.is_empty(), "pods left");
     record(n, "kustomize uninstall", started.elapsed());
@@ -1049,7 +1126,8 @@ async fn one_leader(n: &'static Node, ns: &str) {
         "the follower handled events"
     );
     assert!(
-        flog.iter().any(|l| field(l, "message").starts_with("host running")),
+        flog.iter()
+            .any(|l| field(l, "message").starts_with("host running")),
         "the follower runs (warm)"
     );
 }
@@ -1093,7 +1171,9 @@ async fn in_cluster_config(n: &'static Node, ns: &str) {
             "the token volume mounted read-only at {sa_dir}"
         );
         let Some(pid) = container_pid(n, p) else {
-            println!("     (SKIPPED inside: KUBEWASM_E2E_CTR unset, the process's view is not read)");
+            println!(
+                "     (SKIPPED inside: KUBEWASM_E2E_CTR unset, the process's view is not read)"
+            );
             continue;
         };
         let rootfs = format!("/proc/{pid}/root{sa_dir}");
@@ -1135,7 +1215,10 @@ async fn in_cluster_config(n: &'static Node, ns: &str) {
             let cols: Vec<&str> = l.split_whitespace().collect();
             cols.len() > 3 && cols[2] == want && cols[3] == "01"
         });
-        assert!(established, "no ESTABLISHED connection to {host}:{port}:\n{tcp}");
+        assert!(
+            established,
+            "no ESTABLISHED connection to {host}:{port}:\n{tcp}"
+        );
         println!(
             "     {}: token of {} (bound to the pod, expires in {} s), CA = kube-root-ca.crt, namespace {}, connected to {host}:{port}",
             p.name_any(),
@@ -1169,15 +1252,25 @@ fn tcp_hex(ip: &str, port: u16) -> String {
         .split('.')
         .map(|x| x.parse().expect("an IPv4 address"))
         .collect();
-    format!("{:02X}{:02X}{:02X}{:02X}:{port:04X}", o[3], o[2], o[1], o[0])
+    format!(
+        "{:02X}{:02X}{:02X}{:02X}:{port:04X}",
+        o[3], o[2], o[1], o[0]
+    )
 }
 
 async fn security_context(n: &'static Node, ns: &str) {
     let ns = ns.to_string();
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(n.admin.clone());
-    let labels = namespaces.get(&ns).await.expect("namespace").labels().clone();
+    let labels = namespaces
+        .get(&ns)
+        .await
+        .expect("namespace")
+        .labels()
+        .clone();
     assert_eq!(
-        labels.get("pod-security.kubernetes.io/enforce").map(String::as_str),
+        labels
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str),
         Some("restricted"),
         "the namespace enforces the restricted Pod Security Standard"
     );
@@ -1222,7 +1315,10 @@ async fn security_context(n: &'static Node, ns: &str) {
             );
         }
         let c = &spec.containers[0];
-        let sc = c.security_context.clone().expect("container securityContext");
+        let sc = c
+            .security_context
+            .clone()
+            .expect("container securityContext");
         assert_eq!(sc.run_as_non_root, Some(true));
         assert_eq!(sc.read_only_root_filesystem, Some(true));
         assert_eq!(sc.allow_privilege_escalation, Some(false));
@@ -1237,10 +1333,7 @@ async fn security_context(n: &'static Node, ns: &str) {
         let status = proc_read(pid, "status");
         let uid = proc_status(&status, "Uid");
         let gid = proc_status(&status, "Gid");
-        assert!(
-            uid.split_whitespace().all(|u| u == "65532"),
-            "Uid: {uid}"
-        );
+        assert!(uid.split_whitespace().all(|u| u == "65532"), "Uid: {uid}");
         assert!(gid.split_whitespace().all(|g| g == "65532"), "Gid: {gid}");
         assert_eq!(proc_status(&status, "NoNewPrivs"), "1");
         // 2 = SECCOMP_MODE_FILTER (RuntimeDefault is a filter).
@@ -1337,8 +1430,8 @@ async fn structured_logs(n: &'static Node, ns: &str) {
         let text = kubectl_ok(n, &["logs", "-n", ns, &p.name_any(), "-c", CONTAINER]);
         let mut lines = 0;
         for l in text.lines().filter(|l| !l.trim().is_empty()) {
-            let v: Value = serde_json::from_str(l)
-                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+            let v: Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
             for key in ["timestamp", "level", "message"] {
                 assert!(v[key].is_string(), "no {key} in {l}");
             }
@@ -1397,7 +1490,10 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
         let n = s.read(&mut chunk)?;
         if n == 0 {
             return http_response(&buf).ok_or_else(|| {
-                std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "incomplete HTTP response")
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "incomplete HTTP response",
+                )
             });
         }
         buf.extend_from_slice(&chunk[..n]);
@@ -1412,7 +1508,9 @@ fn http_response(buf: &[u8]) -> Option<(u16, String)> {
     let header = |name: &str| {
         head.lines().skip(1).find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.trim().eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            k.trim()
+                .eq_ignore_ascii_case(name)
+                .then(|| v.trim().to_string())
         })
     };
     if let Some(len) = header("content-length").and_then(|l| l.parse::<usize>().ok()) {
@@ -1441,7 +1539,13 @@ fn http_response(buf: &[u8]) -> Option<(u16, String)> {
 /// and the local address.
 fn port_forward(n: &Node, ns: &str, pod: &str, port: u16) -> (std::process::Child, String) {
     let mut child = kubectl_cmd(n)
-        .args(["port-forward", "-n", ns, &format!("pod/{pod}"), &format!(":{port}")])
+        .args([
+            "port-forward",
+            "-n",
+            ns,
+            &format!("pod/{pod}"),
+            &format!(":{port}"),
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -1487,7 +1591,11 @@ async fn metrics(n: &'static Node) {
     ] {
         assert!(metrics.1.contains(want), "/metrics lacks {want}");
     }
-    let families = metrics.1.lines().filter(|l| l.starts_with("# TYPE")).count();
+    let families = metrics
+        .1
+        .lines()
+        .filter(|l| l.starts_with("# TYPE"))
+        .count();
     println!(
         "     /metrics of {} via port-forward: {} bytes, {families} metric families",
         leader.name_any(),
@@ -1529,7 +1637,10 @@ fn eventually_blocking<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < deadline, "timed out after {CONVERGE:?} waiting for: {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {CONVERGE:?} waiting for: {what}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -1624,20 +1735,24 @@ async fn triggers(n: &Node, route: &str) -> BTreeSet<String> {
 /// started: a new leader's resync is complete.
 async fn resynced(n: &Node, pod: &str, plugin: &str) {
     let apps = apps_ns(n, KUSTOMIZE_NS);
-    eventually(&format!("{pod} handled every {plugin} trigger"), CONVERGE, || async {
-        let live = triggers(n, plugin).await;
-        let seen: BTreeSet<String> = pod_log(n, KUSTOMIZE_NS, pod)
-            .await
-            .iter()
-            .filter(|l| field(l, "message") == "event" && field(l, "plugin") == plugin)
-            .filter_map(|l| {
-                field(l, "object")
-                    .rsplit_once(&format!("{apps}/"))
-                    .map(|(_, name)| name.to_string())
-            })
-            .collect();
-        live.is_subset(&seen).then_some(())
-    })
+    eventually(
+        &format!("{pod} handled every {plugin} trigger"),
+        CONVERGE,
+        || async {
+            let live = triggers(n, plugin).await;
+            let seen: BTreeSet<String> = pod_log(n, KUSTOMIZE_NS, pod)
+                .await
+                .iter()
+                .filter(|l| field(l, "message") == "event" && field(l, "plugin") == plugin)
+                .filter_map(|l| {
+                    field(l, "object")
+                        .rsplit_once(&format!("{apps}/"))
+                        .map(|(_, name)| name.to_string())
+                })
+                .collect();
+            live.is_subset(&seen).then_some(())
+        },
+    )
     .await;
 }
 
@@ -1746,7 +1861,13 @@ async fn hot_reload(n: &'static Node) {
         .collect();
     println!("     applied: {}", changed.join("; "));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = traffic(n, "reloader", "reload".into(), Duration::from_secs(2), stop.clone());
+    let load = traffic(
+        n,
+        "reloader",
+        "reload".into(),
+        Duration::from_secs(2),
+        stop.clone(),
+    );
     // Each pod's kubelet swaps ..data on its own sync; each host reloads then.
     let mut per_pod = Vec::new();
     for (pod, _) in &pods_before {
@@ -1780,10 +1901,18 @@ async fn hot_reload(n: &'static Node) {
             field(line, "took")
         );
         if let Some(d) = at {
-            record(n, format!("hot reload via kubelet, apply -> v2 serving on {pod}"), d);
+            record(
+                n,
+                format!("hot reload via kubelet, apply -> v2 serving on {pod}"),
+                d,
+            );
         }
     }
-    record(n, "hot reload: apply -> both pods serving v2 (observed)", started.elapsed());
+    record(
+        n,
+        "hot reload: apply -> both pods serving v2 (observed)",
+        started.elapsed(),
+    );
     // The replay: every trigger's copy is now from version 2, and nothing was lost.
     for i in 0..3 {
         out_version(n, &format!("before-{i}"), "2", CONVERGE).await;
@@ -1815,15 +1944,22 @@ async fn network_policy_allows(n: &Node, addr: &str) {
     );
     let policy = get(&policies, NAME).await.expect("NetworkPolicy kubewasm");
     let in_block = |cidr: &str, except: &[Value]| {
-        let Some((net, bits)) = cidr.split_once('/') else { return false };
+        let Some((net, bits)) = cidr.split_once('/') else {
+            return false;
+        };
         let (Ok(net), Ok(bits)) = (net.parse::<std::net::Ipv4Addr>(), bits.parse::<u32>()) else {
             return false;
         };
-        let mask = if bits == 0 { 0 } else { u32::MAX << (32 - bits) };
+        let mask = if bits == 0 {
+            0
+        } else {
+            u32::MAX << (32 - bits)
+        };
         (u32::from(ip) & mask) == (u32::from(net) & mask)
             && !except.iter().filter_map(Value::as_str).any(|e| {
                 e.split_once('/').is_some_and(|(en, eb)| {
-                    let (Ok(en), Ok(eb)) = (en.parse::<std::net::Ipv4Addr>(), eb.parse::<u32>()) else {
+                    let (Ok(en), Ok(eb)) = (en.parse::<std::net::Ipv4Addr>(), eb.parse::<u32>())
+                    else {
                         return false;
                     };
                     let m = if eb == 0 { 0 } else { u32::MAX << (32 - eb) };
@@ -1837,13 +1973,20 @@ async fn network_policy_allows(n: &Node, addr: &str) {
         .flatten()
         .find(|rule| {
             let port_ok = rule["ports"].as_array().is_none_or(|ps| {
-                ps.iter()
-                    .any(|p| p["port"] == json!(port) && p["protocol"].as_str().unwrap_or("TCP") == "TCP")
+                ps.iter().any(|p| {
+                    p["port"] == json!(port) && p["protocol"].as_str().unwrap_or("TCP") == "TCP"
+                })
             });
             let to_ok = rule["to"].as_array().is_none_or(|to| {
                 to.iter().any(|peer| {
                     peer["ipBlock"]["cidr"].as_str().is_some_and(|c| {
-                        in_block(c, peer["ipBlock"]["except"].as_array().map(Vec::as_slice).unwrap_or(&[]))
+                        in_block(
+                            c,
+                            peer["ipBlock"]["except"]
+                                .as_array()
+                                .map(Vec::as_slice)
+                                .unwrap_or(&[]),
+                        )
                     })
                 })
             });
@@ -1863,7 +2006,13 @@ async fn network_policy_allows(n: &Node, addr: &str) {
 fn push(registry: &Registry, file: &Path, path: &str) -> String {
     let empty = tempfile::tempdir().expect("docker config dir");
     let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(["--log", "warn", "push", &file.to_string_lossy(), &registry.reference(path)])
+        .args([
+            "--log",
+            "warn",
+            "push",
+            &file.to_string_lossy(),
+            &registry.reference(path),
+        ])
         .args(["--insecure-registry", &registry.host()])
         .env("DOCKER_CONFIG", empty.path())
         .output()
@@ -1904,7 +2053,9 @@ async fn plugin_serving(n: &Node, name: &str, digest: &str, version: &str) -> Va
 
 async fn plugin_object(n: &'static Node) {
     let Some(registry) = &n.registry else {
-        println!("     (SKIPPED inside: set KUBEWASM_E2E_REGISTRY_ADDR to an IP:PORT of this machine that pods reach)");
+        println!(
+            "     (SKIPPED inside: set KUBEWASM_E2E_REGISTRY_ADDR to an IP:PORT of this machine that pods reach)"
+        );
         return;
     };
     // The module as its author names it: oci-kit.wasm (a plugin's manifest name is its
@@ -1912,12 +2063,18 @@ async fn plugin_object(n: &'static Node) {
     let staged = n.dir.path().join("oci-kit");
     std::fs::create_dir_all(staged.join("v1")).expect("mkdir");
     std::fs::create_dir_all(staged.join("v2")).expect("mkdir");
-    let (file_v1, file_v2) = (staged.join("v1/oci-kit.wasm"), staged.join("v2/oci-kit.wasm"));
+    let (file_v1, file_v2) = (
+        staged.join("v1/oci-kit.wasm"),
+        staged.join("v2/oci-kit.wasm"),
+    );
     std::fs::copy(support::test_plugin("testkit"), &file_v1).expect("copy testkit");
     std::fs::copy(support::test_plugin("testkit-v2"), &file_v2).expect("copy testkit-v2");
     let (v1, v2) = {
         let r = registry.lock().expect("registry");
-        (push(&r, &file_v1, "oci-kit:v1"), push(&r, &file_v2, "oci-kit:v2"))
+        (
+            push(&r, &file_v1, "oci-kit:v1"),
+            push(&r, &file_v2, "oci-kit:v2"),
+        )
     };
     let registry_host = registry.lock().expect("registry").host();
     network_policy_allows(n, &registry_host).await;
@@ -1925,14 +2082,28 @@ async fn plugin_object(n: &'static Node) {
     let pods_before: Vec<(String, String, i32)> = wait_ready(n, KUSTOMIZE_NS, 2, CONVERGE)
         .await
         .iter()
-        .map(|p| (p.name_any(), container_id(p).unwrap_or_default(), restart_count(p)))
+        .map(|p| {
+            (
+                p.name_any(),
+                container_id(p).unwrap_or_default(),
+                restart_count(p),
+            )
+        })
         .collect();
     // The operator's review: `kubewasm approve` prints the Plugin object and its RBAC.
     let settings = n.dir.path().join("oci-kit.yaml");
     std::fs::write(&settings, testkit_settings("oci-kit")).expect("settings");
     let approved = approve(n, &file_v1, &settings, Some(&v1));
     std::fs::write(&n.approved, &approved).expect("approved YAML");
-    kubectl_ok(n, &["apply", "--server-side", "-f", &n.approved.to_string_lossy()]);
+    kubectl_ok(
+        n,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            &n.approved.to_string_lossy(),
+        ],
+    );
     let st = plugin_serving(n, "oci-kit", &digest(&v1), "1").await;
     println!("     Plugin oci-kit Ready: {}", st["digest"]);
     trigger(n, "oci-kit", "oci-a").await;
@@ -1944,13 +2115,19 @@ async fn plugin_object(n: &'static Node) {
         .patch(
             "oci-kit",
             &PatchParams::apply("e2e-node").force(),
-            &Patch::Apply(json!({"apiVersion": "kubewasm.dev/v1alpha1", "kind": "Plugin",
-                "metadata": {"name": "oci-kit"}, "spec": {"module": v2}})),
+            &Patch::Apply(
+                json!({"apiVersion": "kubewasm.dev/v1alpha1", "kind": "Plugin",
+                "metadata": {"name": "oci-kit"}, "spec": {"module": v2}}),
+            ),
         )
         .await
         .expect("patch spec.module");
     let st = plugin_serving(n, "oci-kit", &digest(&v2), "2").await;
-    record(n, "Plugin object: spec.module patched -> status Ready on v2", started.elapsed());
+    record(
+        n,
+        "Plugin object: spec.module patched -> status Ready on v2",
+        started.elapsed(),
+    );
     assert_eq!(st["module"], json!(v2), "{st}");
     out_version(n, "oci-a", "2", CONVERGE).await;
     trigger(n, "oci-kit", "oci-b").await;
@@ -1959,7 +2136,13 @@ async fn plugin_object(n: &'static Node) {
     let pods_after: Vec<(String, String, i32)> = wait_ready(n, KUSTOMIZE_NS, 2, CONVERGE)
         .await
         .iter()
-        .map(|p| (p.name_any(), container_id(p).unwrap_or_default(), restart_count(p)))
+        .map(|p| {
+            (
+                p.name_any(),
+                container_id(p).unwrap_or_default(),
+                restart_count(p),
+            )
+        })
         .collect();
     assert_eq!(pods_after, pods_before, "a pod or container was replaced");
     // Every replica pulled from the registry itself (the access log names pod addresses)
@@ -1967,9 +2150,14 @@ async fn plugin_object(n: &'static Node) {
     let pods = host_pods(n, KUSTOMIZE_NS).await;
     let log = registry.lock().expect("registry").log();
     for p in &pods {
-        let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone()).expect("pod IP");
+        let ip = p
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .expect("pod IP");
         assert!(
-            log.lines().any(|l| l.contains(&ip) && l.contains(&digest(&v2))),
+            log.lines()
+                .any(|l| l.contains(&ip) && l.contains(&digest(&v2))),
             "the registry did not serve {} ({ip}) the v2 digest:\n{}",
             p.name_any(),
             log.lines().rev().take(20).collect::<Vec<_>>().join("\n")
@@ -2050,10 +2238,16 @@ async fn handover(
         .as_ref()
         .and_then(|s| s.acquire_time.as_ref())
         .map(|t| since(t0, t.0));
-    let to_follower = followers.iter().any(|f| held_by(&new_holder, &f.name_any()));
+    let to_follower = followers
+        .iter()
+        .any(|f| held_by(&new_holder, &f.name_any()));
     println!(
         "     {old} -> {new_holder} ({}; Lease acquired {} after the {what}; observed after {:.1} s; transitions {} -> {:?})",
-        if to_follower { "the warm follower" } else { "NOT the warm follower" },
+        if to_follower {
+            "the warm follower"
+        } else {
+            "NOT the warm follower"
+        },
         acquired
             .map(|d| format!("{:.1} s", d.as_secs_f64()))
             .unwrap_or_else(|| "?".into()),
@@ -2096,11 +2290,19 @@ async fn handover(
     no_failed_events(n, "reloader").await;
     // The deployment heals: two Ready pods again.
     wait_ready(n, KUSTOMIZE_NS, 2, READY).await;
-    record(n, format!("two Ready pods again after the {what}"), started.elapsed());
+    record(
+        n,
+        format!("two Ready pods again after the {what}"),
+        started.elapsed(),
+    );
     // Last, so that what happened is reported either way: the warm follower took over,
     // within the bound.
     if !to_follower {
-        let holder_pod = pods_api(n, KUSTOMIZE_NS).get_opt(&new_pod).await.ok().flatten();
+        let holder_pod = pods_api(n, KUSTOMIZE_NS)
+            .get_opt(&new_pod)
+            .await
+            .ok()
+            .flatten();
         let ready_at = holder_pod
             .as_ref()
             .and_then(|p| p.status.as_ref())
@@ -2173,9 +2375,18 @@ async fn rolling_update(n: &'static Node) {
     // A flag change in the overlay: the pod template changes, the Deployment rolls.
     write_kustomization(n, &["--event-interval=61s"]);
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let load = traffic(n, "reloader", "roll".into(), Duration::from_secs(1), stop.clone());
+    let load = traffic(
+        n,
+        "reloader",
+        "roll".into(),
+        Duration::from_secs(1),
+        stop.clone(),
+    );
     let started = Instant::now();
-    kubectl_ok(n, &["apply", "--server-side", "-k", &n.overlay.to_string_lossy()]);
+    kubectl_ok(
+        n,
+        &["apply", "--server-side", "-k", &n.overlay.to_string_lossy()],
+    );
     // Watch the rollout: Ready pods never below 2 (maxUnavailable 0), an old pod goes
     // only after a new one is Ready.
     let mut min_ready = usize::MAX;
@@ -2208,19 +2419,29 @@ async fn rolling_update(n: &'static Node) {
         if done {
             break;
         }
-        assert!(Instant::now() < deadline, "the rollout did not complete in {READY:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the rollout did not complete in {READY:?}"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let took = started.elapsed();
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let (created, deleted) = load.await.expect("traffic");
-    record(n, "rolling update: apply -> 2 new pods Ready, old gone", took);
+    record(
+        n,
+        "rolling update: apply -> 2 new pods Ready, old gone",
+        took,
+    );
     println!(
         "     Ready pods never fewer than {min_ready}; first new pod Ready at {:.1} s, first old pod terminating at {:.1} s",
         first_new_ready.unwrap_or_default().as_secs_f64(),
         first_old_gone.unwrap_or_default().as_secs_f64()
     );
-    assert!(min_ready >= 2, "Ready pods fell to {min_ready} during the rollout");
+    assert!(
+        min_ready >= 2,
+        "Ready pods fell to {min_ready} during the rollout"
+    );
     assert!(
         first_new_ready <= first_old_gone,
         "an old pod went before a new one was Ready"
@@ -2256,13 +2477,24 @@ async fn install_helm(n: &'static Node) {
         .arg(&chart)
         .args(["--namespace", HELM_NS, "--include-crds"])
         .args(["--set", "namespace.create=true"])
-        .args(["--set", "replicas=2", "--set", "leaderElection.enabled=true"])
+        .args([
+            "--set",
+            "replicas=2",
+            "--set",
+            "leaderElection.enabled=true",
+        ])
         .args(["--set", &format!("image.repository={repo}")])
         .args(["--set", &format!("image.tag={tag}")])
-        .args(["--set", &format!("plugins.configMaps={{{}}}", plugin_cms.join(","))])
+        .args([
+            "--set",
+            &format!("plugins.configMaps={{{}}}", plugin_cms.join(",")),
+        ])
         .args(["--set", "extraArgs={--memory-mib=64}"])
         .arg("--set-file")
-        .arg(format!("approvals.data.approvals\\.yaml={}", approvals.display()))
+        .arg(format!(
+            "approvals.data.approvals\\.yaml={}",
+            approvals.display()
+        ))
         .output()
         .expect("helm template");
     assert!(
@@ -2302,10 +2534,21 @@ async fn install_helm(n: &'static Node) {
         );
         let file = n.dir.path().join(format!("{cm}.yaml"));
         std::fs::write(&file, yaml).expect("configmap YAML");
-        kubectl_ok(n, &["apply", "--server-side", "-f", &file.to_string_lossy()]);
+        kubectl_ok(
+            n,
+            &["apply", "--server-side", "-f", &file.to_string_lossy()],
+        );
     }
     let started = Instant::now();
-    kubectl_ok(n, &["apply", "--server-side", "-f", &n.helm_rendered.to_string_lossy()]);
+    kubectl_ok(
+        n,
+        &[
+            "apply",
+            "--server-side",
+            "-f",
+            &n.helm_rendered.to_string_lossy(),
+        ],
+    );
     let pods = wait_ready(n, HELM_NS, 2, READY).await;
     record(n, "helm install: apply to 2 pods Ready", started.elapsed());
     for p in &pods {

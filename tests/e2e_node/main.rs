@@ -2340,12 +2340,14 @@ async fn leader_killed(n: &'static Node) {
     };
     let (leader, _) = leader_and_followers(n, KUSTOMIZE_NS).await;
     let restarts = restart_count(&leader);
-    // SIGKILL: no release; the follower waits until the lease expires by its own clock
-    // (a lease duration after it last saw a renewal) and takes it at its next retry.
+    // SIGKILL: no release; the follower waits until the lease expires by its own clock:
+    // a lease duration after it saw the last renewal (which it sees at its next retry, at
+    // most a retry period after the renewal, itself before the kill), then takes it at its
+    // next retry: at most a lease duration and two retry periods after the kill.
     handover(
         n,
         "leader container kill",
-        LEASE_DURATION + RETRY_PERIOD,
+        LEASE_DURATION + 2 * RETRY_PERIOD,
         |leader| {
             Box::pin(async move {
                 let id = container_id(&leader).expect("container id");

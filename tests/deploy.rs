@@ -1213,6 +1213,32 @@ fn every_default_image_names_its_registry() {
     );
 }
 
+/// An overlay's `images:` entry as deploy/README.md writes it (`name: localhost/kubewasm`)
+/// replaces the base's image: kustomize matches the name the base rendered, registry
+/// included, so an entry naming a bare `kubewasm` would silently change nothing.
+#[test]
+fn an_overlay_sets_its_registry_as_the_readme_says() {
+    let readme = std::fs::read_to_string(root().join("deploy/README.md")).expect("README");
+    assert!(
+        readme.contains("  - name: localhost/kubewasm "),
+        "deploy/README.md's overlay names the base's image"
+    );
+    let Some(kubectl) = kubectl() else { return };
+    let staged = staged_kubernetes();
+    let mine = staged.path().join("kubernetes/overlays/mine");
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(
+        mine.join("kustomization.yaml"),
+        "resources: [../../base]\nimages:\n  - name: localhost/kubewasm\n    \
+         newName: registry.example/kubewasm\n    newTag: \"9\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        images(&kustomize(&kubectl, &mine)),
+        ["registry.example/kubewasm:9"]
+    );
+}
+
 #[test]
 fn helm_chart_renders_what_the_kustomize_base_does() {
     let Some(helm) = helm() else { return };

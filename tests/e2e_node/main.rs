@@ -1551,10 +1551,13 @@ fn port_forward(n: &Node, ns: &str, pod: &str, port: u16) -> (std::process::Chil
         .spawn()
         .expect("kubectl port-forward");
     let stdout = child.stdout.take().expect("stdout");
+    let mut reader = BufReader::new(stdout);
     let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .expect("port-forward output");
+    reader.read_line(&mut line).expect("port-forward output");
+    // kubectl prints a line per connection: keep reading, or it dies of SIGPIPE.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
     // "Forwarding from 127.0.0.1:41234 -> 9090"
     let addr = line
         .split_whitespace()
@@ -2337,12 +2340,14 @@ async fn leader_killed(n: &'static Node) {
     };
     let (leader, _) = leader_and_followers(n, KUSTOMIZE_NS).await;
     let restarts = restart_count(&leader);
-    // SIGKILL: no release; the follower waits until the lease expires by its own clock
-    // (a lease duration after it last saw a renewal) and takes it at its next retry.
+    // SIGKILL: no release; the follower waits until the lease expires by its own clock:
+    // a lease duration after it saw the last renewal (which it sees at its next retry, at
+    // most a retry period after the renewal, itself before the kill), then takes it at its
+    // next retry: at most a lease duration and two retry periods after the kill.
     handover(
         n,
         "leader container kill",
-        LEASE_DURATION + RETRY_PERIOD,
+        LEASE_DURATION + 2 * RETRY_PERIOD,
         |leader| {
             Box::pin(async move {
                 let id = container_id(&leader).expect("container id");

@@ -82,6 +82,13 @@ fn built() -> &'static Built {
     })
 }
 
+/// The host image as read from the first archive (read once: the test profile hashes
+/// slowly).
+fn host_image() -> &'static Image {
+    static IMAGE: OnceLock<Image> = OnceLock::new();
+    IMAGE.get_or_init(|| read_image(&built().first, &format!("localhost/kubewasm:{}", version())))
+}
+
 // ---------------------------------------------------------------------------------------
 // reading the archive
 
@@ -400,7 +407,7 @@ fn assert_config_matches(stage: &[(String, String)], config: &Value) {
 
 #[test]
 fn host_image_config_runs_kubewasm_as_nonroot() {
-    let image = read_image(&built().first, &format!("localhost/kubewasm:{}", version()));
+    let image = host_image();
     let c = &image.config["config"];
     assert_eq!(c["User"], USER);
     assert_eq!(c["Entrypoint"], json!(["/usr/local/bin/kubewasm"]));
@@ -448,7 +455,7 @@ fn host_image_config_runs_kubewasm_as_nonroot() {
 
 #[test]
 fn host_image_binary_is_static_and_runs() {
-    let image = read_image(&built().first, &format!("localhost/kubewasm:{}", version()));
+    let image = host_image();
     let binary = &image.layers[0][BINARY];
     assert_eq!(binary.mode, 0o755);
     if let Err(why) = elf_static(&binary.data) {
@@ -488,7 +495,7 @@ fn host_image_is_reproducible() {
     // Other bytes in, another archive out: the comparison can fail.
     let dir = tempfile::tempdir().unwrap();
     let other = dir.path().join("other.tar");
-    let image = read_image(&b.first, &format!("localhost/kubewasm:{}", version()));
+    let image = host_image();
     let binary = dir.path().join("kubewasm");
     extract(&image.layers[0][BINARY], &binary);
     build_image(
@@ -505,7 +512,7 @@ fn host_image_is_reproducible() {
 
 #[test]
 fn dockerfile_builds_the_same_image() {
-    let image = read_image(&built().first, &format!("localhost/kubewasm:{}", version()));
+    let image = host_image();
     let dockerfile = root().join("deploy/Dockerfile");
     let text = std::fs::read_to_string(&dockerfile).unwrap();
     assert!(
@@ -543,7 +550,7 @@ fn dockerfile_builds_the_same_image() {
 
 #[test]
 fn plugin_image_copies_its_plugins() {
-    let host = read_image(&built().first, &format!("localhost/kubewasm:{}", version()));
+    let host = host_image();
     let dir = tempfile::tempdir().unwrap();
     let binary = dir.path().join("kubewasm");
     extract(&host.layers[0][BINARY], &binary);

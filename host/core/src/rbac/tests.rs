@@ -67,11 +67,7 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
     );
     let text = serde_json::to_string(&off).unwrap_or_default();
     assert!(!text.contains("plugins/status"), "{text}");
-    assert!(
-        perms(find(&off, "Role", Some("kubewasm")))
-            .get(&key("", "secrets"))
-            .is_none()
-    );
+    assert!(!perms(find(&off, "Role", Some("kubewasm"))).contains_key(&key("", "secrets")));
 }
 
 fn provisioner() -> Manifest {

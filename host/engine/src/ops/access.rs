@@ -204,7 +204,7 @@ impl Access {
         }
         if !denied.is_empty() {
             let missing = self.describe(&denied);
-            tracing::error!(source, missing = %missing,
+            tracing::error!(needed_by = source, missing = %missing,
                 "the host's RBAC does not allow what it needs; apply the RBAC `kubewasm rbac` prints for these plugins (or the deploy/ manifests), or fix the roles bound to the host's ServiceAccount");
         }
     }
@@ -229,28 +229,23 @@ impl Access {
     /// The rules in `rules` were shown to work (a watch synced): no longer missing.
     pub fn allowed(&self, rules: &[Rule]) {
         let was_denied: Vec<Rule> = {
-            let entries = lock(&self.entries);
+            let mut entries = lock(&self.entries);
             rules
                 .iter()
                 .filter(|r| {
-                    entries
-                        .get(*r)
-                        .is_some_and(|e| e.verdict == Verdict::Denied)
+                    entries.get_mut(*r).is_some_and(|e| {
+                        let denied = e.verdict == Verdict::Denied;
+                        e.verdict = Verdict::Allowed;
+                        denied
+                    })
                 })
                 .cloned()
                 .collect()
         };
-        {
-            let mut entries = lock(&self.entries);
-            for r in rules {
-                if let Some(e) = entries.get_mut(r) {
-                    e.verdict = Verdict::Allowed;
-                }
-            }
-        }
         self.mark_granted(&was_denied);
     }
 
+    /// Mark `rules` granted: logged in one line, and [`Access::granted`] woken.
     fn mark_granted(&self, rules: &[Rule]) {
         if rules.is_empty() {
             return;

@@ -388,6 +388,32 @@ fn shard_field(line: &Value) -> Option<u32> {
     }
 }
 
+/// Every replica's shard moves (acquired, released, lost), with their times: for
+/// failure messages.
+fn moves(replicas: &[&Replica]) -> String {
+    replicas
+        .iter()
+        .map(|r| {
+            let lines: Vec<String> = r
+                .host
+                .matching(|l| field(l, "message").starts_with("shard "))
+                .iter()
+                .map(|l| {
+                    format!(
+                        "  {} {} {:?} members {}",
+                        field(l, "timestamp"),
+                        field(l, "message"),
+                        shard_field(l),
+                        l.get("members").unwrap_or(&Value::Null)
+                    )
+                })
+                .collect();
+            format!("{}:\n{}", r.id, lines.join("\n"))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Waits until every output in `outs` is logged as applied by some replica.
 async fn wait_applied(replicas: &[&Replica], outs: &[String]) {
     eventually("every output's apply logged", CONVERGE, || async {
@@ -424,8 +450,9 @@ fn assert_handled_once_by_holder(
         assert_eq!(
             applies.len(),
             1,
-            "{out} (shard {shard}, held by {holder}) applied {} times: {applies:?}",
-            applies.len()
+            "{out} (shard {shard}, held by {holder}) applied {} times: {applies:?}\nshard moves:\n{}",
+            applies.len(),
+            moves(replicas)
         );
         assert_eq!(
             applies[0].0, holder,
@@ -510,7 +537,7 @@ async fn replicas_split_the_shards_and_handle_each_object_once(n: usize) {
         );
         assert!(
             !r.host
-                .matching(|l| field(l, "message") == "standing for shards")
+                .matching(|l| field(l, "message").contains("standing for shards"))
                 .is_empty(),
             "{}",
             r.host.dump()
@@ -733,8 +760,10 @@ async fn a_replica_killed_mid_apply_loses_its_shards_to_the_survivors_and_nothin
     let survivors_ref: Vec<&Replica> = survivors.iter().collect();
     let after = settled(&env, &survivors_ref).await;
     let settled_at = Instant::now();
-    let samples = sampler.samples();
+    let mut samples = sampler.samples();
     drop(sampler);
+    // The sampler may not have seen the settled state yet.
+    samples.push(shard_leases(&api).await);
 
     // Each of its shards moved only after its lease expired: the new holder acquired it at
     // least a lease duration after the dead replica's last renewal.

@@ -454,10 +454,10 @@ fn assert_handled_only_while_held(replicas: &[&Replica]) {
         for line in r.host.logs() {
             held.extend(gained_by(&line));
             let m = field(&line, "message");
-            if m == "shard released" || m == "shard lost" {
-                if let Some(s) = shard_field(&line) {
-                    held.remove(&s);
-                }
+            if (m == "shard released" || m == "shard lost")
+                && let Some(s) = shard_field(&line)
+            {
+                held.remove(&s);
             }
             let Some(name) = handled_trigger(&line) else {
                 continue;

@@ -1538,7 +1538,7 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
 #[tokio::test]
 async fn helm_chart_shards_value() {
     let Some(helm) = helm() else { return };
-    let docs = helm_template(&helm, &["shards=32", "replicas=3"]);
+    let docs = helm_template(&helm, &["shards=32", "replicas=3", "namespace.create=true"]);
     assert_sharded(&docs, 3, Some("kubewasm"));
     // leaderElection.enabled is overridden: sharding replaces it.
     let with_election = helm_template(

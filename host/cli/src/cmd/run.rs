@@ -13,6 +13,8 @@ use kubewasm::host::{Host, HostConfig};
 use kubewasm::ops::http::{self, Readiness};
 use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
 use kubewasm::ops::metrics::Metrics;
+use kubewasm::ops::ownership::Ownership;
+use kubewasm::ops::shards::ShardConfig;
 use kubewasm::runtime::{Limits, LoadOptions};
 use kubewasm::watch::WatchConfig;
 
@@ -148,7 +150,15 @@ pub struct HostArgs {
     /// applies intents; the others keep warm caches and take over when it goes.
     #[arg(long)]
     leader_elect: bool,
-    /// Name of the Lease.
+    /// Run as one of several replicas that split the work: every object key (namespace/
+    /// name) hashes to one of S shards, each a Lease `<lease-name>-shard-<i>`; the replicas
+    /// balance the shards among themselves (about S/N each), and each handles, and caches,
+    /// only the objects of the shards it holds (kinds declared under a plugin's `reads`
+    /// are cached whole). S is fixed per installation: 32 suits up to a dozen replicas.
+    #[arg(long, value_name = "S", conflicts_with = "leader_elect",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(kubewasm::ops::shards::MAX_SHARDS)))]
+    shards: Option<u32>,
+    /// Name of the Lease (with --shards: the prefix of the shard and member Leases).
     #[arg(long, default_value = "kubewasm")]
     lease_name: String,
     /// Watch, cache and read only these namespaces (repeatable, or `WATCH_NAMESPACE`
@@ -280,7 +290,7 @@ impl HostArgs {
                 threshold: self.quarantine_after,
                 cooldown: self.quarantine_cooldown,
             },
-            leadership: Leadership::always(),
+            ownership: Ownership::always(),
             event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
             identity: self.identity(),
             record: self
@@ -502,10 +512,55 @@ pub async fn run_host(
         };
         let (leadership, task) =
             leader::spawn_when(client.clone(), lease, ready, background.clone());
-        config.leadership = leadership;
+        config.ownership = Ownership::Leader(leadership);
         election = Some(task);
     }
-    let leadership = config.leadership.clone();
+    if let Some(shards) = args.shards {
+        let namespace = args
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let sharding = ShardConfig {
+            lease: LeaderConfig {
+                lease_duration: args.lease_duration,
+                renew_deadline: args.renew_deadline,
+                retry_period: args.retry_period,
+                ..LeaderConfig::new(
+                    &args.lease_name,
+                    namespace,
+                    leader::process_identity(&config.identity),
+                )
+            },
+            shards,
+        };
+        sharding.validate()?;
+        tracing::info!(identity = %sharding.lease.identity, leases = %sharding.describe(), shards,
+            "sharding: standing for shards once ready to serve");
+        config
+            .access
+            .require(&client, "shard Leases", sharding.needs())
+            .await;
+        let gate = readiness.clone();
+        let ready = async move {
+            while !gate.ready() {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        };
+        let (set, task) = kubewasm::ops::shards::spawn_when(
+            client.clone(),
+            sharding,
+            ready,
+            metrics.shards.clone(),
+            background.clone(),
+        );
+        config.ownership = Ownership::Shards(set);
+        election = Some(task);
+    }
+    // Only a single leader exits when it loses its Lease; a shard lost is given up alone.
+    let leadership = match &config.ownership {
+        Ownership::Leader(l) => l.clone(),
+        Ownership::Shards(_) => Leadership::always(),
+    };
     let host = Host::start(client, config, metrics).await?;
     readiness.set(host.readiness_check());
     tracing::info!(plugins = %host.plugins().join(","), "host running; Ctrl-C to stop");

@@ -126,6 +126,14 @@ pub(crate) struct Environment {
 }
 
 impl Environment {
+    /// The targets some plugin declared under `reads`: cached whole even with shards.
+    pub(crate) fn read_whole(&self) -> BTreeSet<ResourceRef> {
+        self.plugins
+            .values()
+            .flat_map(|a| a.plugin().manifest.reads.iter().cloned())
+            .collect()
+    }
+
     /// Every resource some plugin watches or reads: what the watch manager must serve,
     /// each with the label selector all of its consumers share (sent to the server), or
     /// `None` when one of them needs every object (no selector, or a declared read).

@@ -13,7 +13,7 @@ use crate::Error;
 use crate::apply::{Applier, Outcome, preflight};
 use crate::dispatch::Delivery;
 use crate::host::environment::Version;
-use crate::ops::leader::Leadership;
+use crate::ops::ownership::Ownership;
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 
@@ -97,9 +97,10 @@ pub(crate) struct Pipeline {
     pub(crate) applier: Arc<Applier>,
     pub(crate) discovery: Arc<Discovery>,
     pub(crate) caches: Arc<Caches>,
-    /// Every plugin call and every write runs under the leadership guard: a call in flight
-    /// when the term ends is dropped, and no write starts after it.
-    pub(crate) leadership: Leadership,
+    /// Every plugin call and every write runs under the guard of the term over its key
+    /// (the leader's, or its shard's): a call in flight when the term ends is dropped, and
+    /// no write starts after it.
+    pub(crate) ownership: Ownership,
 }
 
 impl crate::host::layers::Handle for Pipeline {
@@ -111,13 +112,14 @@ impl crate::host::layers::Handle for Pipeline {
             plugin: name.to_string(),
         };
         let mut report = Report::skipped(Ok(()));
+        let key = d.object.key();
 
         // 1. Call.
         let event = plugin_event(d);
         let started = Instant::now();
         let called = self
-            .leadership
-            .guard(plugin.handle(&event, &d.object.describe(), req.view))
+            .ownership
+            .guard(&key, plugin.handle(&event, &d.object.describe(), req.view))
             .await;
         let raw = match called {
             Err(_) => return Report::skipped(Err(not_leader())),
@@ -158,14 +160,17 @@ impl crate::host::layers::Handle for Pipeline {
         // What only the cluster can tell (merge patches taking other managers' fields),
         // still before anything is written.
         let checked = self
-            .leadership
-            .guard(preflight::check_merges(
-                &self.applier,
-                name,
-                &plugin.manifest,
-                &manager,
-                &mut prepared,
-            ))
+            .ownership
+            .guard(
+                &key,
+                preflight::check_merges(
+                    &self.applier,
+                    name,
+                    &plugin.manifest,
+                    &manager,
+                    &mut prepared,
+                ),
+            )
             .await;
         match checked {
             Err(_) => {
@@ -182,8 +187,8 @@ impl crate::host::layers::Handle for Pipeline {
         // 3. Apply, in order; the first failure ends the event, and says what was applied.
         for (i, p) in prepared.iter().enumerate() {
             let Ok(result) = self
-                .leadership
-                .guard(self.applier.execute(&manager, p))
+                .ownership
+                .guard(&key, self.applier.execute(&manager, p))
                 .await
             else {
                 report.result = Err(not_leader());

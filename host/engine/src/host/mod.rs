@@ -49,8 +49,8 @@ use crate::apply::events::EventRecorder;
 use crate::dispatch::{QuarantinePolicy, Queue, QueueConfig};
 use crate::ops::access::{Access, Missing, Need, Rule};
 use crate::ops::http::{BlockedObject, PluginReport, ReadinessReport};
-use crate::ops::leader::Leadership;
 use crate::ops::metrics::{Metrics, PluginLabel};
+use crate::ops::ownership::Ownership;
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 use crate::watch::{WatchConfig, WatchManager, WatchSignal};
@@ -84,8 +84,9 @@ pub struct HostConfig {
     pub rescan_interval: Option<Duration>,
     /// When failing plugins are quarantined.
     pub quarantine: QuarantinePolicy,
-    /// Whether this replica may write (leader election); [`Leadership::always`] for one replica.
-    pub leadership: Leadership,
+    /// Which objects this replica handles: all while it leads ([`Ownership::always`] for
+    /// one replica), or those of the shards it holds.
+    pub ownership: Ownership,
     /// Record Kubernetes Events on objects whose events fail, at most one per object and
     /// reason per interval (None: do not).
     pub event_interval: Option<Duration>,
@@ -136,7 +137,7 @@ struct Parts {
     workers: Mutex<Vec<JoinSet<()>>>,
     /// Writes Plugin objects' status when this replica leads (None: no objects).
     status_writer: Option<StatusWriter>,
-    leadership: Leadership,
+    ownership: Ownership,
     /// A Plugin object changed, or their kind became served.
     objects_changed: tokio::sync::Notify,
     client: Client,
@@ -180,7 +181,7 @@ impl Parts {
                 env.resolve(&self.watches);
                 env
             });
-            self.watches.set_desired(self.desired(&env));
+            self.point_watches(&env);
             for active in &next.removed {
                 active.queue.close();
             }
@@ -193,7 +194,7 @@ impl Parts {
         self.reloader.took_effect(&env, changed);
         self.check_impersonation(&env).await;
         if let (Some(writer), Some(states)) = (&self.status_writer, &next.objects)
-            && self.leadership.is_leader()
+            && self.ownership.is_first()
         {
             writer.write(states).await;
         }
@@ -253,6 +254,17 @@ impl Parts {
                 lock(&self.cannot_write).insert(name, None);
             }
         }
+    }
+
+    /// Point the watch manager at what `env` needs: which targets, and which of them are
+    /// read whole (with shards, the others are cached by shard).
+    fn point_watches(&self, env: &environment::Environment) {
+        let mut whole = env.read_whole();
+        if self.reloader.follows_objects() {
+            whole.insert(plugin_kind());
+        }
+        self.watches.set_whole(whole);
+        self.watches.set_desired(self.desired(env));
     }
 
     /// What the watch manager must serve for `env`: its plugins' watches and reads, and
@@ -365,8 +377,11 @@ impl Host {
             metrics.clone(),
             access.clone(),
         );
+        if let Some(shards) = config.ownership.shards() {
+            watches.shard_caches(shards.clone());
+        }
         let current = Current::default();
-        let leadership = config.leadership.clone();
+        let ownership = config.ownership.clone();
         let pipeline = Pipeline {
             applier: Arc::new(Applier::with_identity(
                 client.clone(),
@@ -374,7 +389,7 @@ impl Host {
             )),
             discovery,
             caches: caches.clone(),
-            leadership: leadership.clone(),
+            ownership: ownership.clone(),
         };
         let recorder = match &config.record {
             Some(r) => Some(Arc::new(crate::cases::record::Recorder::new(r.clone())?)),
@@ -382,7 +397,7 @@ impl Host {
         };
         let handlers = Arc::new(Shared {
             current: current.clone(),
-            stack: layers::stack(pipeline, leadership.clone(), metrics.clone(), recorder),
+            stack: layers::stack(pipeline, ownership.clone(), metrics.clone(), recorder),
             caches: caches.clone(),
             warnings: config.event_interval.map(|interval| {
                 Arc::new(EventRecorder::new(
@@ -391,17 +406,18 @@ impl Host {
                     interval,
                 ))
             }),
-            leadership: leadership.clone(),
+            ownership: ownership.clone(),
         });
         let parts = Arc::new(Parts {
             router: Router {
                 current: current.clone(),
+                ownership: ownership.clone(),
             },
             replayer: Replayer::new(
                 current.clone(),
                 watches.clone(),
                 caches.clone(),
-                leadership.clone(),
+                ownership.clone(),
                 config.tombstone_retention,
             ),
             status_writer: objects.as_ref().map(|_| StatusWriter::new(client.clone())),
@@ -413,7 +429,7 @@ impl Host {
                 config.quarantine,
                 metrics.clone(),
             ),
-            leadership: leadership.clone(),
+            ownership: ownership.clone(),
             objects_changed: tokio::sync::Notify::new(),
             client: client.clone(),
             access,
@@ -437,9 +453,7 @@ impl Host {
             _ => (None, None),
         };
         // Ask for the Plugin objects from the start: they load once their cache syncs.
-        parts
-            .watches
-            .set_desired(parts.desired(&parts.current.get()));
+        parts.point_watches(&parts.current.get());
         parts.reload().await;
         if let Some(dir) = &config.plugins_dir
             && parts.current.get().plugins.is_empty()
@@ -452,15 +466,16 @@ impl Host {
         let cancel = CancellationToken::new();
         let mut tasks = vec![
             tokio::spawn(route_events(parts.clone(), rx, cancel.clone())),
-            tokio::spawn(follow_leadership(
+            tokio::spawn(follow_ownership(
                 parts.clone(),
-                leadership,
+                ownership,
                 metrics.clone(),
                 cancel.clone(),
             )),
             tokio::spawn(recheck_permissions(parts.clone(), cancel.clone())),
             tokio::spawn(report_queue_depths(
                 parts.current.clone(),
+                parts.caches.clone(),
                 metrics,
                 cancel.clone(),
             )),
@@ -542,6 +557,15 @@ impl Host {
                 plugins,
                 rejected,
                 missing,
+                shards: parts
+                    .ownership
+                    .shards()
+                    .map(|s| crate::ops::http::ShardsReport {
+                        total: s.total(),
+                        held: s.held().into_iter().collect(),
+                        members: s.members(),
+                        identity: s.identity().to_string(),
+                    }),
             }
         }
     }
@@ -641,13 +665,18 @@ async fn route_events(
     }
 }
 
-/// Task: on becoming leader, replay every cached object to every plugin.
-async fn follow_leadership(
+/// Task: on becoming leader, replay every cached object to every plugin; on gaining
+/// shards, replay theirs.
+async fn follow_ownership(
     parts: Arc<Parts>,
-    leadership: Leadership,
+    ownership: Ownership,
     metrics: Arc<Metrics>,
     cancel: CancellationToken,
 ) {
+    let leadership = match ownership {
+        Ownership::Leader(l) => l,
+        Ownership::Shards(s) => return follow_shards(parts, s, metrics, cancel).await,
+    };
     let mut leader_rx = leadership.subscribe();
     let mut was = *leader_rx.borrow_and_update();
     metrics.leader.set(i64::from(was));
@@ -671,6 +700,39 @@ async fn follow_leadership(
     }
 }
 
+/// Task (with shards): on gaining shards, deliver their tombstones and replay their
+/// cached objects; the holder of shard 0 writes the Plugin objects' status.
+async fn follow_shards(
+    parts: Arc<Parts>,
+    shards: crate::ops::shards::ShardSet,
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+) {
+    let mut rx = shards.subscribe();
+    let mut was = rx.borrow_and_update().clone();
+    metrics.leader.set(i64::from(!was.is_empty()));
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            changed = rx.changed() => if changed.is_err() { break },
+        }
+        let now = rx.borrow_and_update().clone();
+        metrics.leader.set(i64::from(!now.is_empty()));
+        let gained: std::collections::BTreeSet<u32> = now.difference(&was).copied().collect();
+        if !gained.is_empty() {
+            tracing::debug!(shards = ?gained, "shards gained: delivering their deletions, replaying their objects");
+            parts.replayer.gain(&gained);
+            if gained.contains(&0)
+                && let Some(writer) = &parts.status_writer
+            {
+                writer.forget();
+                writer.write(&parts.reloader.object_states()).await;
+            }
+        }
+        was = now;
+    }
+}
+
 /// Task: ask again, now and then, about the permissions found missing.
 async fn recheck_permissions(parts: Arc<Parts>, cancel: CancellationToken) {
     loop {
@@ -682,8 +744,13 @@ async fn recheck_permissions(parts: Arc<Parts>, cancel: CancellationToken) {
     }
 }
 
-/// Task: publish each plugin's queue depth once a second.
-async fn report_queue_depths(current: Current, metrics: Arc<Metrics>, cancel: CancellationToken) {
+/// Task: publish each plugin's queue depth, and each cache's size, once a second.
+async fn report_queue_depths(
+    current: Current,
+    caches: Arc<Caches>,
+    metrics: Arc<Metrics>,
+    cancel: CancellationToken,
+) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         tokio::select! {
@@ -702,6 +769,14 @@ async fn report_queue_depths(current: Current, metrics: Arc<Metrics>, cancel: Ca
                 .blocked
                 .get_or_create(&label)
                 .set(active.queue.blocked().len() as i64);
+        }
+        for cache in caches.all() {
+            metrics
+                .cached_objects
+                .get_or_create(&crate::ops::metrics::ResourceLabel {
+                    resource: cache.resource.to_string(),
+                })
+                .set(cache.len() as i64);
         }
     }
 }

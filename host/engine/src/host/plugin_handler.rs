@@ -12,7 +12,7 @@ use crate::dispatch::{Delivery, Handler};
 use crate::host::environment::Current;
 use crate::host::handler::Request;
 use crate::host::layers::{Handle, Stack};
-use crate::ops::leader::Leadership;
+use crate::ops::ownership::Ownership;
 use crate::watch::cache::{Caches, PluginView};
 
 /// What every plugin's handler shares.
@@ -22,7 +22,7 @@ pub(crate) struct Shared {
     pub(crate) caches: Arc<Caches>,
     /// Warning Events on objects whose events fail.
     pub(crate) warnings: Option<Arc<EventRecorder>>,
-    pub(crate) leadership: Leadership,
+    pub(crate) ownership: Ownership,
 }
 
 /// Handles one plugin's deliveries.
@@ -85,8 +85,11 @@ impl Handler for PluginHandler {
             // An Event is a write too: none after the write deadline.
             let _ = self
                 .shared
-                .leadership
-                .guard(warnings.warning(&d.object.object, reason, &failure_message(e)))
+                .ownership
+                .guard(
+                    &d.object.key(),
+                    warnings.warning(&d.object.object, reason, &failure_message(e)),
+                )
                 .await;
         }
     }

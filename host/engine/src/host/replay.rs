@@ -7,11 +7,14 @@
 //!   of the same resource may already be cached).
 //! - A follower remembers deletions (tombstones, kept at least the lease duration); a
 //!   replica that becomes leader delivers `deleted` for those and `resync` for the rest.
+//!   With shards, a replica remembers the deletions of keys in shards it does not hold,
+//!   and on gaining shards delivers `deleted` for theirs and `resync` for their objects
+//!   (those of caches kept whole from here; the watchers relist the others).
 //!
 //! Replays only enqueue keys; the queue hands on the latest cached object when a key is
 //! taken.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,7 +23,7 @@ use kubewasm_core::resource::ResourceRef;
 use tokio::time::Instant;
 
 use crate::host::environment::{Active, Current, Environment};
-use crate::ops::leader::Leadership;
+use crate::ops::ownership::Ownership;
 use crate::watch::cache::Caches;
 use crate::watch::{WatchEvent, WatchManager};
 use kubewasm_core::sync::lock;
@@ -54,14 +57,16 @@ impl Tombstones {
         e.push_back((now, ev.clone()));
     }
 
-    /// Every deletion still remembered, forgetting them.
-    fn take(&self, retention: Duration) -> Vec<WatchEvent> {
+    /// Every deletion still remembered that `pick` picks, forgetting them.
+    fn take(&self, retention: Duration, pick: impl Fn(&WatchEvent) -> bool) -> Vec<WatchEvent> {
         let now = Instant::now();
-        std::mem::take(&mut *lock(&self.entries))
+        let mut e = lock(&self.entries);
+        e.retain(|(at, _)| now.duration_since(*at) <= retention);
+        let (picked, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut *e)
             .into_iter()
-            .filter(|(at, _)| now.duration_since(*at) <= retention)
-            .map(|(_, ev)| ev)
-            .collect()
+            .partition(|(_, ev)| pick(ev));
+        *e = kept;
+        picked.into_iter().map(|(_, ev)| ev).collect()
     }
 }
 
@@ -73,7 +78,7 @@ pub(crate) struct Replayer {
     pub(crate) current: Current,
     pub(crate) watches: Arc<WatchManager>,
     pub(crate) caches: Arc<Caches>,
-    pub(crate) leadership: Leadership,
+    pub(crate) ownership: Ownership,
     /// How long a tombstone is kept (at least the lease duration).
     pub(crate) retention: Duration,
     tombstones: Tombstones,
@@ -85,23 +90,24 @@ impl Replayer {
         current: Current,
         watches: Arc<WatchManager>,
         caches: Arc<Caches>,
-        leadership: Leadership,
+        ownership: Ownership,
         retention: Duration,
     ) -> Self {
         Replayer {
             current,
             watches,
             caches,
-            leadership,
+            ownership,
             retention,
             tombstones: Tombstones::default(),
             pending: Mutex::new(Pending::new()),
         }
     }
 
-    /// See a watch event: a follower remembers deletions, for when it leads.
+    /// See a watch event: a follower remembers deletions, for when it leads (with shards:
+    /// the deletions of keys in shards it does not hold, for when it gains them).
     pub(crate) fn observe(&self, ev: &WatchEvent) {
-        if ev.event_type == EventType::Deleted && !self.leadership.is_leader() {
+        if ev.event_type == EventType::Deleted && !self.ownership.owns(&ev.object.key()) {
             self.tombstones.record(ev, self.retention);
         }
     }
@@ -152,7 +158,9 @@ impl Replayer {
             p.retain(|_, (_, targets)| !targets.is_empty());
             waiting
         };
-        if !self.leadership.is_leader() {
+        if let Ownership::Leader(l) = &self.ownership
+            && !l.is_leader()
+        {
             return;
         }
         let env = self.current.get();
@@ -166,8 +174,40 @@ impl Replayer {
     /// This replica now leads: deliver `deleted` for what was deleted while it followed,
     /// then every cached object to every plugin, so whatever changed meanwhile is handled.
     pub(crate) fn lead(&self) {
+        self.deliver_tombstones(|_| true);
         let env = self.current.get();
-        for ev in self.tombstones.take(self.retention) {
+        let replays: Vec<Replay> = env.plugins.keys().cloned().map(Replay::Replaced).collect();
+        self.replay(&env, &replays);
+    }
+
+    /// This replica gained `shards`: deliver `deleted` for their keys deleted while
+    /// another replica held them, then their cached objects as `resync` (those of caches
+    /// kept whole; the watchers of the caches by shard relist theirs as `resync`).
+    pub(crate) fn gain(&self, shards: &BTreeSet<u32>) {
+        let Some(set) = self.ownership.shards() else {
+            return;
+        };
+        let in_gained =
+            |key: &kubewasm_core::resource::ObjectKey| shards.contains(&set.shard_of(key));
+        self.deliver_tombstones(|ev| in_gained(&ev.object.key()));
+        let env = self.current.get();
+        for active in env.plugins.values() {
+            let mut targets: Vec<&ResourceRef> = Vec::new();
+            for route in active.routes.iter() {
+                if !targets.contains(&route.resource()) {
+                    targets.push(route.resource());
+                }
+            }
+            for target in targets {
+                self.push_cached_if(active, target, EventType::Resync, |o| in_gained(&o.key()));
+            }
+        }
+    }
+
+    /// `deleted` for every tombstone `pick` picks, to the plugins whose routes select it.
+    fn deliver_tombstones(&self, pick: impl Fn(&WatchEvent) -> bool) {
+        let env = self.current.get();
+        for ev in self.tombstones.take(self.retention, pick) {
             for (active, route) in env.routes(&ev.resource) {
                 if route.selects(&ev.object) {
                     active.push(
@@ -180,12 +220,25 @@ impl Replayer {
                 }
             }
         }
-        let replays: Vec<Replay> = env.plugins.keys().cloned().map(Replay::Replaced).collect();
-        self.replay(&env, &replays);
     }
 
-    /// Every cached object of `target` that a route of `active` naming it selects.
+    /// Every cached object of `target` that a route of `active` naming it selects (with
+    /// shards: of the shards held).
     fn push_cached(&self, active: &Active, target: &ResourceRef, event_type: EventType) {
+        let set = self.ownership.shards();
+        self.push_cached_if(active, target, event_type, |o| {
+            set.is_none_or(|s| s.owns(&o.key()))
+        });
+    }
+
+    /// [`Replayer::push_cached`], of the objects `pick` picks.
+    fn push_cached_if(
+        &self,
+        active: &Active,
+        target: &ResourceRef,
+        event_type: EventType,
+        pick: impl Fn(&crate::watch::cache::CachedObject) -> bool,
+    ) {
         let Some(res) = self.watches.resolved(target) else {
             return;
         };
@@ -199,7 +252,7 @@ impl Replayer {
         let objects = cache.snapshot();
         for route in active.routes.iter().filter(|r| r.resource() == target) {
             for obj in &objects {
-                if route.selects(obj) {
+                if pick(obj) && route.selects(obj) {
                     active.push(&resource, route, event_type, obj.clone(), None);
                 }
             }

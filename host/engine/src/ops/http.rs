@@ -43,6 +43,23 @@ pub struct ReadinessReport {
     /// RBAC rules the host needs and the API server says it lacks
     /// ([`crate::ops::access`]); a blocking one holds readiness back.
     pub missing: Vec<crate::ops::access::Missing>,
+    /// With `--shards`: the shards this replica holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shards: Option<ShardsReport>,
+}
+
+/// The shards of one replica, in `/status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ShardsReport {
+    /// S.
+    pub total: u32,
+    /// The shards this replica holds.
+    pub held: Vec<u32>,
+    /// Replicas sharing them, this one included, as last seen.
+    pub members: usize,
+    /// This process's identity in the Leases.
+    pub identity: String,
 }
 
 /// Where one plugin stands.
@@ -209,7 +226,7 @@ impl ReadinessReport {
                 v
             })
             .collect();
-        serde_json::json!({
+        let mut doc = serde_json::json!({
             "ready": self.ready(),
             "pluginsLoaded": self.plugins_loaded,
             "resources": {
@@ -222,7 +239,11 @@ impl ReadinessReport {
                 .map(|(file, _)| serde_json::json!({"file": file, "reason": REJECTED}))
                 .collect::<Vec<_>>(),
             "permissions": {"missing": self.missing},
-        })
+        });
+        if let Some(shards) = &self.shards {
+            doc["shards"] = serde_json::to_value(shards).unwrap_or_default();
+        }
+        doc
     }
 
     /// The `?verbose` text, one check a line, as kube-apiserver's `/readyz?verbose`.

@@ -46,10 +46,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, PostParams};
+use super::lease::{Attempt, LeaseLock};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -287,15 +284,20 @@ pub fn spawn_when(
     let (term_tx, term) = watch::channel(Term::ended());
     let lost = CancellationToken::new();
     let elector = Elector {
-        api: Api::namespaced(client, &config.namespace),
+        lock: LeaseLock::new(
+            client,
+            &config.namespace,
+            &config.lease_name,
+            &config.identity,
+            config.lease_seconds(),
+            Default::default(),
+        ),
         lease: format!("{}/{}", config.namespace, config.lease_name),
         config,
         tx,
         term: term_tx,
         lost: lost.clone(),
         cancel,
-        cached: None,
-        observed: Observer::default(),
     };
     let handle = tokio::spawn(elector.run(ready));
     (
@@ -309,80 +311,14 @@ pub fn spawn_when(
     )
 }
 
-/// What of a Lease counts as a change: any of these differing from the last sight
-/// restarts the observer's clock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Record {
-    holder: Option<String>,
-    renew_time: Option<Timestamp>,
-    acquire_time: Option<Timestamp>,
-    duration_seconds: Option<i32>,
-    transitions: Option<i32>,
-    resource_version: Option<String>,
-}
-
-impl Record {
-    fn of(lease: &Lease) -> Record {
-        let spec = lease.spec.clone().unwrap_or_default();
-        Record {
-            holder: spec.holder_identity.filter(|h| !h.is_empty()),
-            renew_time: spec.renew_time.map(|t| t.0),
-            acquire_time: spec.acquire_time.map(|t| t.0),
-            duration_seconds: spec.lease_duration_seconds,
-            transitions: spec.lease_transitions,
-            resource_version: lease.metadata.resource_version.clone(),
-        }
-    }
-}
-
-/// The last Lease record seen and the local instant it was first seen as such.
-#[derive(Debug, Default)]
-struct Observer {
-    last: Option<(Record, Instant)>,
-}
-
-impl Observer {
-    /// Records a sight of `record` at `now`; the clock restarts only when it changed.
-    fn observe(&mut self, record: Record, now: Instant) {
-        match &self.last {
-            Some((seen, _)) if *seen == record => {}
-            _ => self.last = Some((record, now)),
-        }
-    }
-
-    /// The holder of a lease still valid at `now` by this observer's clock: held, and
-    /// changed less than its duration (`default_seconds` when unset) ago.
-    fn valid_holder(&self, now: Instant, default_seconds: i32) -> Option<&str> {
-        let (record, at) = self.last.as_ref()?;
-        let holder = record.holder.as_deref()?;
-        let secs = record.duration_seconds.unwrap_or(default_seconds).max(0);
-        let until = *at + Duration::from_secs(u64::try_from(secs).unwrap_or(0));
-        (until > now).then_some(holder)
-    }
-}
-
-/// Outcome of one acquire-or-renew round.
-enum Attempt {
-    /// We hold the lease (acquired or renewed).
-    Held,
-    /// Someone else holds a valid lease.
-    Other(String),
-    /// Our update lost a race (`409`): read again next round.
-    Conflict,
-}
-
 struct Elector {
-    api: Api<Lease>,
+    lock: LeaseLock,
     config: LeaderConfig,
     lease: String,
     tx: watch::Sender<bool>,
     term: watch::Sender<Term>,
     lost: CancellationToken,
     cancel: CancellationToken,
-    /// The Lease as we last wrote it while holding it (saves a GET per renewal).
-    cached: Option<Lease>,
-    /// When the Lease record last changed, by our clock.
-    observed: Observer,
 }
 
 impl Elector {
@@ -438,7 +374,7 @@ impl Elector {
             let renew_deadline = self.config.renew_deadline;
             let attempt = tokio::select! {
                 _ = cancel.cancelled() => return None,
-                r = tokio::time::timeout(renew_deadline, self.try_acquire_or_renew()) => r,
+                r = tokio::time::timeout(renew_deadline, self.lock.try_acquire_or_renew()) => r,
             };
             match attempt {
                 Ok(Ok(Attempt::Held)) => return Some(start),
@@ -484,7 +420,7 @@ impl Elector {
                 let cancel = self.cancel.clone();
                 let attempt = tokio::select! {
                     _ = cancel.cancelled() => return true,
-                    r = tokio::time::timeout_at(deadline, self.try_acquire_or_renew()) => r,
+                    r = tokio::time::timeout_at(deadline, self.lock.try_acquire_or_renew()) => r,
                 };
                 match attempt {
                     Ok(Ok(Attempt::Held)) => {
@@ -515,119 +451,22 @@ impl Elector {
         }
     }
 
-    /// One round: create the lease, renew ours, or take over a released/expired one.
-    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
-        let now = Timestamp::now();
-        let current = match self.cached.take() {
-            Some(lease) => Some(lease),
-            None => {
-                let read = self.api.get_opt(&self.config.lease_name).await?;
-                if let Some(lease) = &read {
-                    self.observed.observe(Record::of(lease), Instant::now());
-                }
-                read
-            }
-        };
-        let Some(lease) = current else {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.config.lease_name.clone()),
-                    namespace: Some(self.config.namespace.clone()),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.config.identity.clone()),
-                    lease_duration_seconds: Some(self.config.lease_seconds()),
-                    acquire_time: Some(MicroTime(now)),
-                    renew_time: Some(MicroTime(now)),
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
-            };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(created) => {
-                    self.observed.observe(Record::of(&created), Instant::now());
-                    self.cached = Some(created);
-                    Ok(Attempt::Held)
-                }
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Conflict),
-                Err(e) => Err(e),
-            };
-        };
-        let spec = lease.spec.clone().unwrap_or_default();
-        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
-        let mine = holder.as_deref() == Some(self.config.identity.as_str());
-        if !mine
-            && let Some(holder) = self
-                .observed
-                .valid_holder(Instant::now(), self.config.lease_seconds())
-        {
-            return Ok(Attempt::Other(holder.to_string()));
-        }
-        let mut next = lease;
-        let s = next.spec.get_or_insert_with(Default::default);
-        s.holder_identity = Some(self.config.identity.clone());
-        s.lease_duration_seconds = Some(self.config.lease_seconds());
-        s.renew_time = Some(MicroTime(now));
-        if !mine {
-            s.acquire_time = Some(MicroTime(now));
-            s.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
-        }
-        // `next` carries the resourceVersion we read: a concurrent writer makes this 409.
-        match self
-            .api
-            .replace(&self.config.lease_name, &PostParams::default(), &next)
-            .await
-        {
-            Ok(written) => {
-                self.observed.observe(Record::of(&written), Instant::now());
-                self.cached = Some(written);
-                Ok(Attempt::Held)
-            }
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Attempt::Conflict),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Gives the lease up if we hold it, so another replica can take it at once.
     async fn release(&mut self) {
-        self.cached = None;
-        let name = self.config.lease_name.clone();
-        let identity = self.config.identity.clone();
-        let api = self.api.clone();
-        let work = async move {
-            let Some(mut lease) = api.get_opt(&name).await? else {
-                return Ok::<bool, kube::Error>(false);
-            };
-            let Some(spec) = lease.spec.as_mut() else {
-                return Ok(false);
-            };
-            if spec.holder_identity.as_deref() != Some(identity.as_str()) {
-                return Ok(false);
-            }
-            let now = Timestamp::now();
-            spec.holder_identity = None;
-            spec.lease_duration_seconds = Some(1);
-            spec.renew_time = Some(MicroTime(now));
-            spec.acquire_time = Some(MicroTime(now));
-            api.replace(&name, &PostParams::default(), &lease).await?;
-            Ok(true)
-        };
-        match tokio::time::timeout(self.config.renew_deadline, work).await {
-            Ok(Ok(true)) => tracing::debug!(lease = %self.lease, "lease released"),
-            Ok(Ok(false)) => {}
-            Ok(Err(e)) => {
-                tracing::debug!(lease = %self.lease, error = %e, "could not release the lease")
-            }
-            Err(_) => tracing::debug!(lease = %self.lease, "releasing the lease timed out"),
-        }
+        self.lock
+            .release(self.config.renew_deadline, &self.lease)
+            .await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::lease::{Observer, Record};
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use k8s_openapi::jiff::SignedDuration;
+    use k8s_openapi::jiff::Timestamp;
 
     const LEASE_SECONDS: i32 = 15;
 

@@ -92,6 +92,10 @@ pub struct Metrics {
     pub rejected_files: Gauge,
     /// 1 while this replica is the leader (or runs without leader election).
     pub leader: Gauge,
+    /// Objects in this replica's caches, per resource.
+    pub cached_objects: Family<ResourceLabel, Gauge>,
+    /// Shards held, shard moves and members (`--shards`).
+    pub shards: crate::ops::shards::ShardMetrics,
 }
 
 impl Default for Metrics {
@@ -122,6 +126,8 @@ impl Metrics {
             reloads: Counter::default(),
             rejected_files: Gauge::default(),
             leader: Gauge::default(),
+            cached_objects: Family::default(),
+            shards: Default::default(),
         };
         registry.register("events", "Events handed to plugins", m.events.clone());
         registry.register(
@@ -180,6 +186,26 @@ impl Metrics {
             "leader",
             "1 while this replica applies intents",
             m.leader.clone(),
+        );
+        registry.register(
+            "cached_objects",
+            "Objects in this replica's caches, per resource (with --shards: only its shards' objects of resources no plugin reads whole)",
+            m.cached_objects.clone(),
+        );
+        registry.register(
+            "shards_held",
+            "Shards this replica holds (--shards)",
+            m.shards.held.clone(),
+        );
+        registry.register(
+            "shard_moves",
+            "Shards this replica acquired, released or lost (--shards)",
+            m.shards.moves.clone(),
+        );
+        registry.register(
+            "shard_members",
+            "Replicas sharing the shards, this one included, as last seen (--shards)",
+            m.shards.members.clone(),
         );
         {
             let mut r = kubewasm_core::sync::lock(&m.registry);

@@ -5,7 +5,10 @@ pub mod access;
 pub mod http;
 pub mod incluster;
 pub mod leader;
+pub(crate) mod lease;
 pub mod metrics;
+pub mod ownership;
+pub mod shards;
 
 /// A duration as a log field's plain value: milliseconds, to the microsecond (Rust's
 /// debug form, `1.234567ms` or `2s`, changes unit with the value).

@@ -99,6 +99,8 @@ pub struct ResourceCache {
     pub namespaced: bool,
     objects: RwLock<HashMap<ObjectKey, Arc<CachedObject>>>,
     synced: AtomicBool,
+    /// Some while it holds only these shards' objects (`kubewasm run --shards`).
+    by_shard: RwLock<Option<crate::ops::shards::ShardSet>>,
 }
 
 impl ResourceCache {
@@ -110,7 +112,31 @@ impl ResourceCache {
             namespaced,
             objects: RwLock::new(HashMap::new()),
             synced: AtomicBool::new(false),
+            by_shard: RwLock::new(None),
         }
+    }
+
+    /// Hold only the objects of `shards`' held shards (Some), or every object (None); the
+    /// watcher keeps it so.
+    pub(crate) fn set_by_shard(&self, shards: Option<crate::ops::shards::ShardSet>) {
+        *kubewasm_core::sync::write(&self.by_shard) = shards;
+    }
+
+    /// Whether a read of `key` (None: a list) can be answered: always, unless the cache
+    /// holds only some shards and the key is not in one of them.
+    fn answers(&self, key: Option<&ObjectKey>) -> bool {
+        match &*kubewasm_core::sync::read(&self.by_shard) {
+            None => true,
+            Some(shards) => key.is_some_and(|k| shards.owns(k)),
+        }
+    }
+
+    /// Keep only the objects whose key passes `keep`; how many were dropped.
+    pub(crate) fn retain(&self, keep: impl Fn(&ObjectKey) -> bool) -> usize {
+        let mut m = kubewasm_core::sync::write(&self.objects);
+        let before = m.len();
+        m.retain(|k, _| keep(k));
+        before - m.len()
     }
 
     /// Whether the first list has completed.
@@ -198,6 +224,14 @@ impl Caches {
             let mut m = kubewasm_core::sync::write(&self.by_kind);
             m.remove(kind);
         }
+    }
+
+    /// Every cache.
+    pub fn all(&self) -> Vec<Arc<ResourceCache>> {
+        kubewasm_core::sync::read(&self.by_kind)
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// The cache of a kind.
@@ -298,6 +332,12 @@ impl ClusterView for PluginView {
             namespace,
             name: name.to_string(),
         };
+        if !cache.answers(Some(&key)) {
+            return Err(ReadError::OtherShard {
+                kind: format!("{api_version}/{kind}"),
+                what: format!("object {key}"),
+            });
+        }
         Ok(cache.get(&key).map(|o| o.json_string()))
     }
 
@@ -317,6 +357,12 @@ impl ClusterView for PluginView {
         } else {
             None
         };
+        if !cache.answers(None) {
+            return Err(ReadError::OtherShard {
+                kind: what,
+                what: "a list".into(),
+            });
+        }
         let selector = match label_selector {
             Some(s) => LabelSelector::parse(s).map_err(ReadError::Selector)?,
             None => LabelSelector::default(),

@@ -27,6 +27,7 @@ use kubewasm_core::resource::ResourceRef;
 
 use crate::ops::access::{Access, Need, Rule};
 use crate::ops::metrics::{Metrics, ResourceLabel};
+use crate::ops::shards::ShardSet;
 use crate::watch::backoff::{self, Class, Policy};
 use crate::watch::cache::{CachedObject, Caches, ObjectKey, ResourceCache, ResourceKey};
 use crate::watch::discovery::{Discovery, api_resource};
@@ -111,6 +112,8 @@ struct Running {
     task: tokio::task::JoinHandle<()>,
     /// The label selector sent to the server.
     selector: Demand,
+    /// Whether its cache keeps only the held shards' objects.
+    sharded: bool,
     cache: Arc<ResourceCache>,
 }
 
@@ -128,6 +131,11 @@ pub struct WatchManager {
     access: Arc<Access>,
     /// How failing watches back off.
     backoff: Policy,
+    /// With `--shards`: the held shards, which the caches of resources not read whole follow.
+    shards: std::sync::OnceLock<ShardSet>,
+    /// Targets some plugin reads whole (declared `reads`, the Plugin objects): their
+    /// resources are cached whole even with shards.
+    whole: RwLock<BTreeSet<ResourceRef>>,
 }
 
 impl WatchManager {
@@ -152,7 +160,22 @@ impl WatchManager {
             metrics,
             access,
             backoff: Policy::default(),
+            shards: std::sync::OnceLock::new(),
+            whole: RwLock::new(BTreeSet::new()),
         })
+    }
+
+    /// Cache by shard: the caches of resources no plugin reads whole keep only the objects
+    /// of the shards `shards` holds, refilled (relisted) when it gains some. Set before
+    /// [`WatchManager::run`].
+    pub(crate) fn shard_caches(&self, shards: ShardSet) {
+        let _ = self.shards.set(shards);
+    }
+
+    /// The targets read whole (see [`WatchManager::shard_caches`]); takes effect with the
+    /// next [`WatchManager::set_desired`].
+    pub(crate) fn set_whole(&self, whole: BTreeSet<ResourceRef>) {
+        *kubewasm_core::sync::write(&self.whole) = whole;
     }
 
     /// Set what must be watched, each target with its [`Demand`]; the manager converges to
@@ -289,15 +312,33 @@ impl WatchManager {
                     .insert(demand);
             }
         }
-        // Stop watchers no longer needed, or whose server-side selector changed (the
-        // cache is kept: the new watcher's first list is diffed against it).
+        // Resources some plugin reads whole are cached whole; with shards, the others by shard.
+        let sharded_keys: HashSet<ResourceKey> = match self.shards.get() {
+            None => HashSet::new(),
+            Some(_) => {
+                let whole = kubewasm_core::sync::read(&self.whole);
+                let m = kubewasm_core::sync::read(&self.resolved);
+                let whole_keys: HashSet<ResourceKey> = m
+                    .iter()
+                    .filter(|(r, _)| whole.contains(*r))
+                    .map(|(_, res)| res.key())
+                    .collect();
+                wanted
+                    .keys()
+                    .filter(|k| !whole_keys.contains(*k))
+                    .cloned()
+                    .collect()
+            }
+        };
+        // Stop watchers no longer needed, or whose server-side selector or sharding changed
+        // (the cache is kept: the new watcher's first list is diffed against it).
         let mut kept: HashMap<ResourceKey, Arc<ResourceCache>> = HashMap::new();
         let stale: Vec<ResourceKey> = running
             .iter()
             .filter(|(k, r)| {
-                wanted
-                    .get(*k)
-                    .is_none_or(|(_, demands)| shared_demand(demands) != r.selector)
+                wanted.get(*k).is_none_or(|(_, demands)| {
+                    shared_demand(demands) != r.selector || sharded_keys.contains(*k) != r.sharded
+                })
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -306,7 +347,7 @@ impl WatchManager {
                 r.cancel.cancel();
                 let _ = r.task.await;
                 if wanted.contains_key(&key) {
-                    tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector changed");
+                    tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, or whether it is read whole, changed");
                     kept.insert(key, r.cache);
                 } else {
                     tracing::info!(resource = %key, "watch stopped: no plugin needs it");
@@ -334,6 +375,7 @@ impl WatchManager {
                 continue;
             }
             let selector = shared_demand(&demands);
+            let sharded = sharded_keys.contains(&key);
             let cache = kept.remove(&key).unwrap_or_else(|| {
                 Arc::new(ResourceCache::new(
                     res.key(),
@@ -341,6 +383,7 @@ impl WatchManager {
                     res.namespaced,
                 ))
             });
+            cache.set_by_shard(sharded.then(|| self.shards.get().cloned()).flatten());
             self.caches.insert(cache.clone());
             let scopes = self.scopes(&res);
             let cancel = CancellationToken::new();
@@ -358,6 +401,7 @@ impl WatchManager {
                     rules: self.rules(&res),
                     access: self.access.clone(),
                     backoff: self.backoff,
+                    shards: sharded.then(|| self.shards.get().cloned()).flatten(),
                 }
                 .run(cancel.clone()),
             );
@@ -373,6 +417,7 @@ impl WatchManager {
                     cancel,
                     task,
                     selector,
+                    sharded,
                     cache,
                 },
             );
@@ -414,43 +459,34 @@ struct WatchTask {
     rules: Vec<Rule>,
     access: Arc<Access>,
     backoff: Policy,
+    /// Some: the cache keeps only the objects of these held shards.
+    shards: Option<ShardSet>,
 }
 
 impl WatchTask {
-    /// Watch until cancelled, keeping the cache current and emitting events.
-    async fn run(self, cancel: CancellationToken) {
-        let WatchTask {
-            client,
-            res,
-            cache,
-            tx,
-            resync,
-            caches,
-            metrics,
-            scopes,
-            selector,
-            rules,
-            access,
-            backoff,
-        } = self;
-        let key = res.key();
-        // A clone shares the value: no registry lock is held across awaits.
-        let restarts = metrics
-            .watch_restarts
-            .get_or_create(&ResourceLabel {
-                resource: key.to_string(),
-            })
-            .clone();
-        let ar = api_resource(&res);
+    /// The merged stream of the watchers of every scope (one per namespace, or one
+    /// cluster-wide); each item says which scope it is from.
+    fn streams(
+        &self,
+    ) -> futures::stream::SelectAll<
+        futures::stream::BoxStream<
+            'static,
+            (
+                Option<String>,
+                Result<Event<DynamicObject>, backoff::Failed>,
+            ),
+        >,
+    > {
+        let key = self.res.key();
+        let ar = api_resource(&self.res);
         let mut config = watcher::Config::default();
-        if let Some(s) = &selector {
+        if let Some(s) = &self.selector {
             config = config.labels(s);
         }
-        // One watcher per namespace (or one cluster-wide), merged; each item says which.
-        let streams = scopes.iter().map(|scope| {
+        let streams = self.scopes.iter().map(|scope| {
             let api: Api<DynamicObject> = match scope {
-                Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-                None => Api::all_with(client.clone(), &ar),
+                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                None => Api::all_with(self.client.clone(), &ar),
             };
             let scope = scope.clone();
             // managedFields are the server's bookkeeping, often larger than the object:
@@ -462,29 +498,93 @@ impl WatchTask {
                 Some(ns) => format!("{key} in namespace {ns}"),
                 None => key.to_string(),
             };
-            backoff::with_backoff(stream, target, backoff, access.granted())
+            backoff::with_backoff(stream, target, self.backoff, self.access.granted())
                 .map(move |item| (scope.clone(), item))
                 .boxed()
         });
-        let mut stream = futures::stream::select_all(streams);
+        futures::stream::select_all(streams)
+    }
+
+    /// Whether the cache keeps `key` (always, unless it is cached by shard).
+    fn keeps(&self, key: &ObjectKey) -> bool {
+        self.shards.as_ref().is_none_or(|s| s.owns(key))
+    }
+
+    /// Watch until cancelled, keeping the cache current and emitting events.
+    async fn run(self, cancel: CancellationToken) {
+        let key = self.res.key();
+        let (tx, cache) = (self.tx.clone(), self.cache.clone());
+        // A clone shares the value: no registry lock is held across awaits.
+        let restarts = self
+            .metrics
+            .watch_restarts
+            .get_or_create(&ResourceLabel {
+                resource: key.to_string(),
+            })
+            .clone();
+        let mut stream = self.streams();
+        // Cached by shard: the held shards as last seen, and those gained whose objects a
+        // relist still has to bring (they arrive as `resync`: not new, new here).
+        let mut held_rx = self.shards.as_ref().map(ShardSet::subscribe);
+        let mut held: BTreeSet<u32> = held_rx
+            .as_mut()
+            .map(|rx| rx.borrow_and_update().clone())
+            .unwrap_or_default();
+        let mut refilling: BTreeSet<u32> = BTreeSet::new();
         // A relist in progress, per scope.
         let mut relist: HashMap<Option<String>, HashMap<ObjectKey, Arc<CachedObject>>> =
             HashMap::new();
         let mut listed: HashSet<Option<String>> = HashSet::new();
+        // Scopes still to list since the last refill started.
+        let mut to_refill: HashSet<Option<String>> = HashSet::new();
         // Per scope, the failure last logged (class, message): logged again only when it
         // changes, and its end once.
         let mut failing: HashMap<Option<String>, (Class, String)> = HashMap::new();
-        let resync_every = resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
+        let resync_every = self.resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
         let mut resync_timer =
             tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
         loop {
             let item = tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = resync_timer.tick() => {
-                    if resync.is_some() && cache.is_synced() {
+                    if self.resync.is_some() && cache.is_synced() {
                         for obj in cache.snapshot() {
                             emit(&tx, &key, EventType::Resync, obj, None).await;
                         }
+                    }
+                    continue;
+                }
+                changed = async {
+                    match held_rx.as_mut() {
+                        Some(rx) => rx.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    let Some(rx) = held_rx.as_mut() else { continue };
+                    if changed.is_err() {
+                        held_rx = None;
+                        continue;
+                    }
+                    let now = rx.borrow_and_update().clone();
+                    // Lost shards' objects leave the cache (their new holder handles them).
+                    let lost: BTreeSet<u32> = held.difference(&now).copied().collect();
+                    if !lost.is_empty()
+                        && let Some(shards) = &self.shards
+                    {
+                        let dropped = cache.retain(|k| !lost.contains(&shards.shard_of(k)));
+                        refilling.retain(|s| !lost.contains(s));
+                        tracing::debug!(resource = %key, shards = ?lost, dropped, "shards lost: their objects dropped from the cache");
+                    }
+                    // Gained shards' objects are listed again (a fresh list of every scope,
+                    // diffed against the cache as any relist is).
+                    let gained: BTreeSet<u32> = now.difference(&held).copied().collect();
+                    held = now;
+                    if !gained.is_empty() {
+                        refilling.extend(gained.iter().copied());
+                        to_refill = self.scopes.iter().cloned().collect();
+                        relist.clear();
+                        stream = self.streams();
+                        tracing::debug!(resource = %key, shards = ?gained, "shards gained: relisting their objects");
                     }
                     continue;
                 }
@@ -502,19 +602,35 @@ impl WatchTask {
                     relist.insert(scope, HashMap::new());
                 }
                 Ok(Event::InitApply(obj)) => {
-                    let o = with_types(obj, &res);
-                    if let Some(buf) = relist.get_mut(&scope) {
+                    let o = with_types(obj, &self.res);
+                    if let Some(buf) = relist.get_mut(&scope)
+                        && self.keeps(&o.key())
+                    {
                         buf.insert(o.key(), o);
                     }
                 }
                 Ok(Event::InitDone) => {
-                    let fresh = relist.remove(&scope).unwrap_or_default();
+                    let mut fresh = relist.remove(&scope).unwrap_or_default();
+                    // A shard may have been lost while the list ran.
+                    fresh.retain(|k, _| self.keeps(k));
                     let first = !listed.contains(&scope);
                     let before = cache.replace_scope(scope.as_deref(), fresh.clone());
+                    let refill = to_refill.remove(&scope);
+                    let gained = |k: &ObjectKey| {
+                        refill
+                            && self
+                                .shards
+                                .as_ref()
+                                .is_some_and(|s| refilling.contains(&s.shard_of(k)))
+                    };
                     // Diff the relist against what we had: this is how changes made while the
                     // watch was broken (410 Gone, disconnects) still become events.
                     for (k, obj) in &fresh {
                         match before.get(k) {
+                            // An object of a shard just gained is not new: new here.
+                            None if gained(k) => {
+                                emit(&tx, &key, EventType::Resync, obj.clone(), None).await
+                            }
                             None => emit(&tx, &key, EventType::Added, obj.clone(), None).await,
                             Some(old) if old.resource_version() != obj.resource_version() => {
                                 emit(
@@ -530,25 +646,35 @@ impl WatchTask {
                         }
                     }
                     for (k, old) in before {
-                        if !fresh.contains_key(&k) {
+                        if !fresh.contains_key(&k) && self.keeps(&k) {
                             emit(&tx, &key, EventType::Deleted, old, None).await;
                         }
                     }
+                    if refill && to_refill.is_empty() {
+                        refilling.clear();
+                    }
                     listed.insert(scope);
                     if first {
-                        if listed.len() == scopes.len() && !cache.is_synced() {
+                        if listed.len() == self.scopes.len() && !cache.is_synced() {
                             // Listed and watching: the RBAC it needs is there.
-                            access.allowed(&rules);
+                            self.access.allowed(&self.rules);
                             cache.mark_synced();
                             tracing::info!(resource = %key, objects = cache.len(), "cache synced");
                         }
+                    } else if refill {
+                        tracing::info!(resource = %key, objects = cache.len(), "refilled for the shards gained");
                     } else {
                         restarts.inc();
                         tracing::info!(resource = %key, objects = cache.len(), "relisted");
                     }
                 }
                 Ok(Event::Apply(obj)) => {
-                    let o = with_types(obj, &res);
+                    let o = with_types(obj, &self.res);
+                    if !self.keeps(&o.key()) {
+                        // Another replica's shard: not cached, not routed.
+                        cache.remove(&o.key());
+                        continue;
+                    }
                     match cache.insert(o.clone()) {
                         None => emit(&tx, &key, EventType::Added, o, None).await,
                         Some(old) if old.resource_version() == o.resource_version() => {}
@@ -556,8 +682,10 @@ impl WatchTask {
                     }
                 }
                 Ok(Event::Delete(obj)) => {
-                    let o = with_types(obj, &res);
+                    let o = with_types(obj, &self.res);
                     cache.remove(&o.key());
+                    // Also another replica's: kept as a tombstone, for when this one gains
+                    // the shard during a move.
                     emit(&tx, &key, EventType::Deleted, o, None).await;
                 }
                 Err(failed) => {
@@ -579,7 +707,7 @@ impl WatchTask {
                 }
             }
         }
-        caches.remove(&res.type_ref());
+        self.caches.remove(&self.res.type_ref());
     }
 }
 

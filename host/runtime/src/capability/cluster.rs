@@ -249,6 +249,17 @@ pub enum ReadError {
         /// The limit that was reached, e.g. `5000 objects` or `67108864 bytes (what this call may still read)`.
         limit: String,
     },
+    /// With `kubewasm run --shards`, a kind that plugins only watch is cached by shard:
+    /// this replica holds only its shards' objects, so it cannot answer for the others.
+    #[error(
+        "{kind}: {what} is outside this replica's shards (with --shards, a kind only watched is cached by shard); declare {kind} under `reads` to read it whole"
+    )]
+    OtherShard {
+        /// The kind read.
+        kind: String,
+        /// What was asked: `object ns/name`, or `a list`.
+        what: String,
+    },
 }
 
 /// The namespaces a plugin may read namespaced kinds in. Cluster-scoped kinds it may read

@@ -1,22 +1,23 @@
-//! The leadership gate: followers keep their caches warm but leave events to the leader,
-//! which replays everything when it takes over. This is the one place a handler asks
-//! whether it leads; the pipeline's guard drops any call or write still running when the
-//! term ends.
+//! The ownership gate: followers keep their caches warm but leave events to the leader,
+//! which replays everything when it takes over; with shards, a replica handles only the
+//! keys of the shards it holds, and replays a shard's objects when it gains it. This is
+//! the one place a handler asks whether the event is its own; the pipeline's guard drops
+//! any call or write still running when the term ends.
 
 use super::Handle;
 use crate::Error;
 use crate::host::handler::{Report, Request};
-use crate::ops::leader::Leadership;
+use crate::ops::ownership::Ownership;
 
-/// Lets events through only while this replica leads.
+/// Lets an event through only while this replica handles its key.
 pub(crate) struct Gate<S> {
     inner: S,
-    leadership: Leadership,
+    ownership: Ownership,
 }
 
 impl<S> Gate<S> {
-    pub(crate) fn new(inner: S, leadership: Leadership) -> Self {
-        Gate { inner, leadership }
+    pub(crate) fn new(inner: S, ownership: Ownership) -> Self {
+        Gate { inner, ownership }
     }
 }
 
@@ -24,8 +25,12 @@ impl<S: Handle> Handle for Gate<S> {
     async fn handle(&self, req: Request<'_>) -> Report {
         let plugin = req.version.plugin.name().to_string();
         let object = req.delivery.object.describe();
-        if !self.leadership.is_leader() {
-            tracing::debug!(plugin, object, "not the leader; event left to the leader");
+        if !self.ownership.owns(&req.delivery.object.key()) {
+            tracing::debug!(
+                plugin,
+                object,
+                "not this replica's (not the leader, or not its shard); event left to its owner"
+            );
             return Report::skipped(Ok(()));
         }
         let report = self.inner.handle(req).await;
@@ -35,7 +40,7 @@ impl<S: Handle> Handle for Gate<S> {
             tracing::warn!(
                 plugin,
                 object,
-                "leadership ended while handling the event; abandoned, left to the new leader"
+                "leadership ended while handling the event; abandoned, left to the new leader (or the shard's new holder)"
             );
         }
         report

@@ -4,7 +4,7 @@
 //!
 //! | layer | file | what it does |
 //! | --- | --- | --- |
-//! | [`Gate`] | `gate.rs` | only the leader handles events; says when a term ended mid-event |
+//! | [`Gate`] | `gate.rs` | only the leader (the shard's holder) handles events; says when a term ended mid-event |
 //! | [`Quarantine`] | `quarantine.rs` | defers events of a quarantined plugin; keeps its health |
 //! | [`Observe`] | `observe.rs` | metrics, the event's span and log lines |
 //! | [`Record`] | `record.rs` | `--record DIR`: the event written as a test case |
@@ -31,8 +31,8 @@ pub(crate) use self::observe::Observe;
 pub(crate) use self::quarantine::Quarantine;
 pub(crate) use self::record::Record;
 use crate::host::handler::{Pipeline, Report, Request};
-use crate::ops::leader::Leadership;
 use crate::ops::metrics::Metrics;
+use crate::ops::ownership::Ownership;
 
 /// Handles one event: the pipeline, or a layer around it.
 pub(crate) trait Handle: Send + Sync + 'static {
@@ -46,12 +46,12 @@ pub(crate) type Stack = Gate<Quarantine<Observe<Record<Pipeline>>>>;
 /// Wrap `pipeline` in the layers, outermost first.
 pub(crate) fn stack(
     pipeline: Pipeline,
-    leadership: Leadership,
+    ownership: Ownership,
     metrics: Arc<Metrics>,
     recorder: Option<Arc<crate::cases::record::Recorder>>,
 ) -> Stack {
     let recorded = Record::new(pipeline, recorder);
     let observed = Observe::new(recorded, metrics.clone());
     let quarantined = Quarantine::new(observed, metrics);
-    Gate::new(quarantined, leadership)
+    Gate::new(quarantined, ownership)
 }

@@ -1695,9 +1695,9 @@ async fn base_rbac_matches_kubewasm_rbac() {
     );
 }
 
-/// Every flag the manifests pass to `kubewasm run` exists in the binary. The leader
-/// election and sharding flags (`--leader-elect`, `--lease-name`, `--shards`) are only
-/// reported until the host has them.
+/// Every flag the manifests pass to `kubewasm run` exists in the binary (`--shards` of the
+/// sharded renderings included). The leader election flags (`--leader-elect`,
+/// `--lease-name`) are only reported until the host has them.
 #[test]
 fn deployment_args_are_flags_of_kubewasm_run() {
     let Some(kubectl) = kubectl() else { return };
@@ -1727,7 +1727,7 @@ fn deployment_args_are_flags_of_kubewasm_run() {
             }
         }
     }
-    let pending: BTreeSet<&str> = ["--leader-elect", "--lease-name", "--shards"].into();
+    let pending: BTreeSet<&str> = ["--leader-elect", "--lease-name"].into();
     assert!(
         missing.is_subset(&pending),
         "the manifests pass flags `kubewasm run` lacks: {missing:?}"

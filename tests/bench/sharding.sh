@@ -11,9 +11,9 @@
 # so with --shards its ConfigMaps are cached per shard). For each configuration:
 #   1. the replicas start; once every one is ready and the shards are balanced (all S
 #      held, each replica floor(S/N) or ceil(S/N)), each replica's RSS is read (idle);
-#   2. the OBJECTS ConfigMaps are created (CREATE_PARALLEL kubectl processes) and the clock
-#      runs until every `-out` ConfigMap exists (the replicas' applied creates, then one
-#      list to confirm): "provision s";
+#   2. the OBJECTS ConfigMaps are created (POSTs on CREATE_PARALLEL connections) and the
+#      clock runs until every `-out` ConfigMap exists (the replicas' applied creates, then
+#      one list to confirm): "provision s";
 #   3. per replica: keys cached (kubewasm_cached_objects, summed over resources), RSS and
 #      peak RSS (VmRSS, VmHWM of /proc/PID/status), RSS growth over idle, CPU of the
 #      process during provisioning (utime+stime of /proc/PID/stat) and the plugin's call
@@ -200,22 +200,34 @@ wait_ready() {
     done
 }
 
-write_objects() {
-    local files=() f i
-    for f in $(seq 0 $(( parallel - 1 ))); do
-        files+=("$work/run/objects-$f.yaml")
-        : >"$work/run/objects-$f.yaml"
-    done
-    python3 - "$objects" "$parallel" "$ns" "$work/run" <<'PY'
-import sys
-n, p, ns, d = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
-outs = [open(f"{d}/objects-{k}.yaml", "w") for k in range(p)]
-for i in range(n):
-    outs[i % p].write(
-        f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: obj-{i}\n  namespace: {ns}\n"
-        f"  labels: {{kubewasm.dev/testkit: testkit}}\ndata: {{value: \"{i}\"}}\n")
-for o in outs:
-    o.close()
+# Create OBJECTS ConfigMaps obj-0 … through CREATE_PARALLEL keep-alive connections (POSTs
+# to the embedded server's plain-HTTP port: kubectl, one process creating one object at a
+# time, would be the bottleneck and the figure its own).
+create_objects() {
+    python3 - "$objects" "$parallel" "$ns" "$(kc config view -o jsonpath='{.clusters[0].cluster.server}')" <<'PY'
+import http.client, json, sys, threading, urllib.parse
+n, p, ns, server = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+url = urllib.parse.urlsplit(server)
+assert url.scheme == "http", f"the embedded server's plain HTTP port, not {server}"
+failed = []
+def worker(k):
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+    for i in range(k, n, p):
+        body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": f"obj-{i}", "namespace": ns,
+                                        "labels": {"kubewasm.dev/testkit": "testkit"}},
+                           "data": {"value": str(i)}})
+        conn.request("POST", f"/api/v1/namespaces/{ns}/configmaps", body,
+                     {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        r.read()
+        if r.status != 201:
+            failed.append(f"obj-{i}: {r.status}")
+threads = [threading.Thread(target=worker, args=(k,)) for k in range(p)]
+for t in threads: t.start()
+for t in threads: t.join()
+if failed:
+    sys.exit(f"{len(failed)} creations failed, e.g. {failed[:3]}")
 PY
 }
 
@@ -248,17 +260,9 @@ bench() {
         idle[i]=$(proc_kib "${pids[i]}" VmRSS)
         cpu0[i]=$(proc_cpu "${pids[i]}")
     done
-    write_objects
     local started
     started=$(now)
-    local creators=()
-    for f in "$work"/run/objects-*.yaml; do
-        kc create -f "$f" >/dev/null &
-        creators+=($!)
-    done
-    for p in "${creators[@]}"; do
-        wait "$p" || { echo "kubectl create failed" >&2; exit 1; }
-    done
+    create_objects
     local created_s
     created_s=$(since "$started")
     local deadline=$(( $(date +%s) + 1800 ))

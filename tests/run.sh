@@ -3,6 +3,14 @@
 # (installing toolchains at pinned versions when missing), runs the SDKs' native tests,
 # every workspace test, and the cross-language conformance suite.
 set -euo pipefail
+# Disk: the suite links some fifty test and tool binaries against wasmtime and kube; with
+# debug info and incremental caches they took 13.5 GB of target/ (12 GB of it debug/), more
+# than some CI machines have free. A test run needs neither: no incremental cache (a run
+# from a clean tree gains nothing from it) and no debug info (panics still name their
+# place; set RUST_BACKTRACE for symbol names, which stay).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-false}"
+export CARGO_PROFILE_DEV_STRIP="${CARGO_PROFILE_DEV_STRIP:-debuginfo}"
 export KUBEWASM_CACHE_DIR="${KUBEWASM_CACHE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/target/kubewasm-cache}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"

@@ -444,6 +444,15 @@ impl HostProcess {
         Some(status.code())
     }
 
+    /// SIGKILL (no clean shutdown: nothing released) and wait; the logs stay readable.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
+        }
+    }
+
     /// SIGTERM and wait; returns the exit code.
     pub fn stop(mut self) -> Option<i32> {
         let _ = Command::new("kill")

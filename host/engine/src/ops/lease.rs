@@ -64,6 +64,11 @@ impl Observer {
         (until > now).then_some(holder)
     }
 
+    /// The holder last seen, valid or not.
+    pub(crate) fn holder(&self) -> Option<&str> {
+        self.last.as_ref().and_then(|(r, _)| r.holder.as_deref())
+    }
+
     /// How long the record has not changed, at `now` (None: never seen).
     pub(crate) fn unchanged_for(&self, now: Instant) -> Option<Duration> {
         self.last.as_ref().map(|(_, at)| now.duration_since(*at))
@@ -142,6 +147,11 @@ impl LeaseLock {
     pub(crate) fn absent(&mut self) {
         self.current = None;
         self.observed = Observer::default();
+    }
+
+    /// The holder last seen in the Lease, valid or not (None: released or never seen).
+    pub(crate) fn last_holder(&self) -> Option<&str> {
+        self.observed.holder()
     }
 
     /// The holder of the Lease, valid by our clock at `now`.

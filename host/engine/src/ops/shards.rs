@@ -501,8 +501,10 @@ impl Coordinator {
         if let Some(items) = listed {
             self.observe(items);
         }
-        self.renew_member().await;
+        // Shards first: a replica that dies between the two leaves its member Lease older
+        // than its shard Leases, never the other way round (see `balance`).
         self.renew_held().await;
+        self.renew_member().await;
         // A replica takes nothing in its first round (the others must see its member Lease
         // first), nor on a stale view of the set.
         if !first && complete {
@@ -615,6 +617,15 @@ impl Coordinator {
     async fn balance(&mut self) {
         let now = Instant::now();
         let me = self.config.lease.identity.clone();
+        // A member that let a shard Lease of its own expire without releasing it is gone,
+        // whatever its member Lease still says: counted as holding nothing it would make
+        // the others release shards for it.
+        let gone: BTreeSet<String> = self
+            .shards
+            .iter()
+            .filter(|l| l.valid_holder(now).is_none())
+            .filter_map(|l| l.last_holder().map(str::to_string))
+            .collect();
         // Live members other than this one, with what they hold.
         let mut counts: BTreeMap<String, usize> = self
             .others
@@ -623,7 +634,7 @@ impl Coordinator {
                 let seconds = lease_seconds(&self.config.lease);
                 obs.valid_holder(now, seconds).and(holder.clone())
             })
-            .filter(|h| *h != me)
+            .filter(|h| *h != me && !gone.contains(h))
             .map(|h| (h, 0))
             .collect();
         let mut free = Vec::new();
@@ -746,8 +757,15 @@ impl Coordinator {
         }
     }
 
-    /// Shutdown: end every term, release every held shard, delete the member Lease.
+    /// Shutdown: delete the member Lease (so no one makes room for this replica), end
+    /// every term, release every held shard.
     async fn shutdown(&mut self) {
+        let name = self.member.name().to_string();
+        let _ = tokio::time::timeout(
+            self.config.lease.renew_deadline,
+            self.api.delete(&name, &DeleteParams::default()),
+        )
+        .await;
         let held = self.set.held();
         for shard in &held {
             self.set.end_term(*shard);
@@ -758,12 +776,6 @@ impl Coordinator {
                     .await;
             }
         }
-        let name = self.member.name().to_string();
-        let _ = tokio::time::timeout(
-            self.config.lease.renew_deadline,
-            self.api.delete(&name, &DeleteParams::default()),
-        )
-        .await;
         tracing::info!(identity = %self.config.lease.identity, "released every shard on shutdown");
     }
 }

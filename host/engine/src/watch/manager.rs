@@ -442,6 +442,17 @@ async fn emit(
         .await;
 }
 
+/// The watchers of one resource's scopes, merged: each item says its scope.
+type Streams = futures::stream::SelectAll<
+    futures::stream::BoxStream<
+        'static,
+        (
+            Option<String>,
+            Result<Event<DynamicObject>, backoff::Failed>,
+        ),
+    >,
+>;
+
 /// The watcher of one resource.
 struct WatchTask {
     client: Client,
@@ -466,17 +477,7 @@ struct WatchTask {
 impl WatchTask {
     /// The merged stream of the watchers of every scope (one per namespace, or one
     /// cluster-wide); each item says which scope it is from.
-    fn streams(
-        &self,
-    ) -> futures::stream::SelectAll<
-        futures::stream::BoxStream<
-            'static,
-            (
-                Option<String>,
-                Result<Event<DynamicObject>, backoff::Failed>,
-            ),
-        >,
-    > {
+    fn streams(&self) -> Streams {
         let key = self.res.key();
         let ar = api_resource(&self.res);
         let mut config = watcher::Config::default();

@@ -93,8 +93,9 @@ fn kustomize(kubectl: &Path, dir: &Path) -> Vec<Value> {
 
 /// `deploy/kubernetes` copied into a temporary folder, with the built example plugins in
 /// `overlays/example/plugins/` (where the overlay's configMapGenerator reads them; kustomize
-/// loads files only from inside a kustomization) and one extra overlay, `overlays/all`,
-/// that adds both components to the base.
+/// loads files only from inside a kustomization) and extra overlays: `overlays/all` adds the
+/// servicemonitor and plugin-image components to the base, `overlays/sharded-base` the
+/// sharding component, `overlays/cache-key` the cache-key component.
 fn staged_kubernetes() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().expect("tempdir");
     copy_dir(
@@ -124,6 +125,15 @@ fn staged_kubernetes() -> tempfile::TempDir {
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
          resources: [../../base]\n\
          components: [../../components/servicemonitor, ../../components/plugin-image]\n",
+    )
+    .unwrap();
+    // The sharding component on the base, as deploy/README.md adds it to an overlay.
+    let sharded = tmp.path().join("kubernetes/overlays/sharded-base");
+    std::fs::create_dir_all(&sharded).unwrap();
+    std::fs::write(
+        sharded.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../../base]\ncomponents: [../../components/sharding]\n",
     )
     .unwrap();
     let key = tmp.path().join("kubernetes/overlays/cache-key");
@@ -1082,6 +1092,100 @@ fn kustomize_example_overlay_and_components_render() {
     );
 }
 
+/// The verbs of the host's Role on Leases.
+fn lease_verbs(docs: &[Value]) -> BTreeSet<String> {
+    rbac_rules(docs, "Role")
+        .remove(&("coordination.k8s.io".to_string(), "leases".to_string()))
+        .expect("a Lease rule in the host's Role")
+}
+
+/// A sharded Deployment: `replicas` replicas of `kubewasm run --shards=32` (its Leases named
+/// after `--lease-name`), no leader election, a PodDisruptionBudget of one at a time, and the
+/// Lease verbs sharding needs; the rest of the RBAC as the example's.
+fn assert_sharded(docs: &[Value], replicas: u64, lease_name: Option<&str>) {
+    let d = only(docs, "Deployment");
+    assert_host_deployment(d);
+    assert_eq!(d["spec"]["replicas"], replicas);
+    let a = args(container(d, "kubewasm"));
+    assert!(a.contains(&"--shards=32"), "{a:?}");
+    assert!(
+        !a.iter().any(|x| x.starts_with("--leader-elect")),
+        "--shards and --leader-elect exclude each other: {a:?}"
+    );
+    assert_eq!(
+        a.iter().filter(|x| x.starts_with("--shards")).count(),
+        1,
+        "{a:?}"
+    );
+    match lease_name {
+        Some(name) => assert!(
+            a.contains(&format!("--lease-name={name}").as_str()),
+            "{a:?}"
+        ),
+        None => assert!(!a.iter().any(|x| x.starts_with("--lease-name")), "{a:?}"),
+    }
+    assert_eq!(
+        lease_verbs(docs),
+        verbs(&["get", "list", "create", "update", "delete"]),
+        "shards: list the shard and member Leases, delete the member Lease on shutdown"
+    );
+    let pdb = only(docs, "PodDisruptionBudget");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    for (k, v) in pdb["spec"]["selector"]["matchLabels"].as_object().unwrap() {
+        assert_eq!(
+            &d["spec"]["template"]["metadata"]["labels"][k], v,
+            "the PodDisruptionBudget selects the host's pods"
+        );
+    }
+    assert_network_policy(docs, d, false);
+}
+
+#[test]
+fn kustomize_sharded_overlay_and_component_render() {
+    let Some(kubectl) = kubectl() else { return };
+    let staged = staged_kubernetes();
+    let k = staged.path().join("kubernetes");
+
+    // The example plugins on three sharded replicas: the example minus its leader election.
+    let example = kustomize(&kubectl, &k.join("overlays/example"));
+    let docs = kustomize(&kubectl, &k.join("overlays/sharded"));
+    assert_namespaced_in_host_namespace(&docs);
+    assert_sharded(&docs, 3, Some("kubewasm"));
+    let d = only(&docs, "Deployment");
+    assert_memory_covers_the_flags(d, EXAMPLE_PLUGINS.len() as u64);
+    // Spread across nodes: one node lost takes a third of the shards, not all.
+    let spread = &d["spec"]["template"]["spec"]["topologySpreadConstraints"];
+    assert_eq!(spread.as_array().map(Vec::len), Some(1), "{spread}");
+    assert_eq!(spread[0]["topologyKey"], "kubernetes.io/hostname");
+    // Everything but the Deployment's replicas and flags and the Lease verbs is the example's.
+    let mut sharded_args: Vec<&str> = args(container(d, "kubewasm"));
+    sharded_args.retain(|a| *a != "--shards=32");
+    let mut example_args = args(container(only(&example, "Deployment"), "kubewasm"));
+    example_args.retain(|a| *a != "--leader-elect");
+    assert_eq!(sharded_args, example_args);
+    assert_eq!(
+        projected_configmaps(d),
+        projected_configmaps(only(&example, "Deployment"))
+    );
+    assert_eq!(kinds(&docs), kinds(&example));
+    assert_eq!(
+        rbac_rules(&docs, "ClusterRole"),
+        rbac_rules(&example, "ClusterRole")
+    );
+    let mut role = rbac_rules(&docs, "Role");
+    let mut example_role = rbac_rules(&example, "Role");
+    let lease = ("coordination.k8s.io".to_string(), "leases".to_string());
+    role.remove(&lease);
+    example_role.remove(&lease);
+    assert_eq!(role, example_role);
+
+    // The component on the base: the base's flags plus --shards.
+    let docs = kustomize(&kubectl, &k.join("overlays/sharded-base"));
+    assert_namespaced_in_host_namespace(&docs);
+    assert_sharded(&docs, 3, None);
+    assert_memory_covers_the_flags(only(&docs, "Deployment"), 1);
+}
+
 #[tokio::test]
 async fn rendered_manifests_are_accepted_by_the_api_server() {
     let Some(kubectl) = kubectl() else { return };
@@ -1090,7 +1194,12 @@ async fn rendered_manifests_are_accepted_by_the_api_server() {
     let mut not_served = BTreeSet::new();
     let mut last = None;
     // Each rendering is an install of its own, on a fresh server; the example stays.
-    for dir in ["base", "overlays/all", "overlays/example"] {
+    for dir in [
+        "base",
+        "overlays/all",
+        "overlays/sharded",
+        "overlays/example",
+    ] {
         let (server, client) = api_server().await;
         let docs = kustomize(&kubectl, &k.join(dir));
         not_served.extend(apply_rendered(&client, &docs, dir).await);
@@ -1423,6 +1532,69 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
     }
 }
 
+/// `shards: S` runs `--shards S` instead of leader election, lets replicas be more than one,
+/// gives the host's Role the Lease verbs sharding needs (as the kustomize component does),
+/// and is refused out of 1..=1024; `shards: 0` (the default) changes nothing.
+#[tokio::test]
+async fn helm_chart_shards_value() {
+    let Some(helm) = helm() else { return };
+    let docs = helm_template(&helm, &["shards=32", "replicas=3", "namespace.create=true"]);
+    assert_sharded(&docs, 3, Some("kubewasm"));
+    // leaderElection.enabled is overridden: sharding replaces it.
+    let with_election = helm_template(
+        &helm,
+        &[
+            "shards=32",
+            "replicas=3",
+            "leaderElection.enabled=true",
+            "leaderElection.leaseName=kw",
+        ],
+    );
+    assert_sharded(&with_election, 3, Some("kw"));
+    // The default: leader-election verbs only.
+    let plain = helm_template(&helm, &[]);
+    assert_eq!(lease_verbs(&plain), verbs(&["get", "create", "update"]));
+    assert!(
+        !args(container(only(&plain, "Deployment"), "kubewasm"))
+            .iter()
+            .any(|a| a.starts_with("--shards"))
+    );
+    // The same RBAC as the kustomize component on the base.
+    if let Some(kubectl) = kubectl() {
+        let staged = staged_kubernetes();
+        let sharded = kustomize(
+            &kubectl,
+            &staged.path().join("kubernetes/overlays/sharded-base"),
+        );
+        assert_eq!(rbac_rules(&docs, "Role"), rbac_rules(&sharded, "Role"));
+        assert_eq!(
+            rbac_rules(&docs, "ClusterRole"),
+            rbac_rules(&sharded, "ClusterRole")
+        );
+    }
+    for bad in ["shards=1025", "shards=-1"] {
+        let refused = Command::new(&helm)
+            .args(["template", "kubewasm"])
+            .arg(root().join("deploy/helm/kubewasm"))
+            .args(["--set", bad])
+            .output()
+            .unwrap();
+        assert!(!refused.status.success(), "{bad} rendered");
+        assert!(
+            String::from_utf8_lossy(&refused.stderr).contains("1..1024"),
+            "{}",
+            String::from_utf8_lossy(&refused.stderr)
+        );
+    }
+    // Accepted by the API server.
+    let (_server, client) = api_server().await;
+    let not_served = apply_rendered(&client, &docs, "helm shards").await;
+    assert!(
+        not_served.iter().all(|k| k == "PodDisruptionBudget"),
+        "{not_served:?}"
+    );
+}
+
 /// The base's RBAC is what `kubewasm rbac --kubeconfig` derives for the example plugins on
 /// a server with the example CRDs (same rules; objects, names, bindings), so regenerating
 /// it is a drop-in replacement.
@@ -1480,11 +1652,52 @@ async fn base_rbac_matches_kubewasm_rbac() {
         rbac_rules(&base, "ClusterRole")
     );
     assert_eq!(rbac_rules(&generated, "Role"), rbac_rules(&base, "Role"));
+
+    // `--sharded` is what the sharding component makes of the base's RBAC: the same
+    // objects, the Lease rule with list and delete.
+    let Some(kubectl) = kubectl() else { return };
+    let sharded_generated = parse_docs(&run(Command::new(kubewasm)
+        .args(["--log", "warn", "rbac", "--sharded", "--plugins"])
+        .arg(plugins.path())
+        .arg("--approvals")
+        .arg(root().join("plugins/approvals.yaml"))
+        .arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .args(["--service-account-namespace", NAMESPACE])));
+    let staged = staged_kubernetes();
+    let rendered = kustomize(
+        &kubectl,
+        &staged.path().join("kubernetes/overlays/sharded-base"),
+    );
+    let rbac_kinds = [
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
+    ];
+    let rendered: Vec<Value> = rendered
+        .into_iter()
+        .filter(|d| rbac_kinds.contains(&kind_of(d)))
+        .collect();
+    assert_eq!(identity(&sharded_generated), identity(&rendered));
+    assert_eq!(
+        rbac_rules(&sharded_generated, "ClusterRole"),
+        rbac_rules(&rendered, "ClusterRole")
+    );
+    assert_eq!(
+        rbac_rules(&sharded_generated, "Role"),
+        rbac_rules(&rendered, "Role")
+    );
+    assert_eq!(
+        lease_verbs(&sharded_generated),
+        verbs(&["get", "list", "create", "update", "delete"])
+    );
 }
 
-/// Every flag the manifests pass to `kubewasm run` exists in the binary. The leader
-/// election flags (`--leader-elect`, `--lease-name`) are only reported until the host has
-/// them.
+/// Every flag the manifests pass to `kubewasm run` exists in the binary (`--shards` of the
+/// sharded renderings included). The leader election flags (`--leader-elect`,
+/// `--lease-name`) are only reported until the host has them.
 #[test]
 fn deployment_args_are_flags_of_kubewasm_run() {
     let Some(kubectl) = kubectl() else { return };
@@ -1496,8 +1709,13 @@ fn deployment_args_are_flags_of_kubewasm_run() {
     let staged = staged_kubernetes();
     let mut rendered = kustomize(&kubectl, &staged.path().join("kubernetes/overlays/example"));
     rendered.extend(kustomize(&kubectl, &root().join("deploy/kubernetes/base")));
+    rendered.extend(kustomize(
+        &kubectl,
+        &staged.path().join("kubernetes/overlays/sharded"),
+    ));
     if let Some(helm) = helm() {
         rendered.extend(helm_template(&helm, &["leaderElection.enabled=true"]));
+        rendered.extend(helm_template(&helm, &["shards=32", "replicas=3"]));
     }
     let mut missing = BTreeSet::new();
     for d in rendered.iter().filter(|d| kind_of(d) == "Deployment") {
@@ -1515,7 +1733,9 @@ fn deployment_args_are_flags_of_kubewasm_run() {
         "the manifests pass flags `kubewasm run` lacks: {missing:?}"
     );
     if !missing.is_empty() {
-        eprintln!("NOTE: `kubewasm run` has no {missing:?} yet (leader election pending)");
+        eprintln!(
+            "NOTE: `kubewasm run` has no {missing:?} yet (leader election or sharding pending)"
+        );
     }
 }
 

@@ -11,6 +11,7 @@
 mod support;
 
 mod common;
+mod sharded;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -128,6 +129,10 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
             "the host restarts: nothing lost, nothing written twice",
             |s| Box::pin(host_restart(s)),
         ),
+        (
+            "two sharded hosts: the seed scenarios pass, one SIGKILLed mid-run loses nothing",
+            |s| Box::pin(sharded::two_sharded_hosts(s)),
+        ),
     ];
     let (mut passed, mut failed) = (0, 0);
     for (name, scenario) in scenarios {
@@ -230,9 +235,12 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         ("narrow", ""),
         // Server-side applies a label on its trigger (with the trigger's uid).
         ("labeller", "patchSelf: true\n"),
+        // The sharded hosts' scenario: `<cm>-out`, and `<cm>-deleted` once a deletion is
+        // handled (the trackers say `action: track-deletion`).
+        ("tracker", ""),
     ] {
         let selector = match name {
-            "narrow" | "labeller" => name,
+            "narrow" | "labeller" | "tracker" => name,
             _ => "writer",
         };
         // The operator's approval of exactly what testkit then asks for.
@@ -423,6 +431,11 @@ fn write_token_kubeconfig(admin: &Path, token: &str, out: &Path) {
 }
 
 async fn start_host(s: &Suite) -> HostProcess {
+    start_host_with(s, &[]).await
+}
+
+/// `kubewasm run` as the suite's ServiceAccount with `extra` flags (the sharded hosts').
+async fn start_host_with(s: &Suite, extra: &[&str]) -> HostProcess {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args([
         "--log-format",
@@ -458,6 +471,7 @@ async fn start_host(s: &Suite) -> HostProcess {
     if let Ok(cache) = std::env::var("KUBEWASM_CACHE_DIR") {
         cmd.args(["--cache-dir", &cache]);
     }
+    cmd.args(extra);
     let host = HostProcess::spawn_command(cmd);
     host.wait_log_for("the host to run", CONVERGE, |l| {
         field(l, "message").starts_with("host running")
@@ -777,7 +791,8 @@ async fn cleanup(s: &Suite) {
             .await;
     }
     let namespaces = api(&s.admin, "v1", "Namespace", "namespaces", None);
-    for ns in [&s.ns, &s.host_ns] {
+    let sharded_ns = format!("{}-sharded", s.ns);
+    for ns in [&s.ns, &s.host_ns, &sharded_ns] {
         let _ = namespaces.delete(ns, &DeleteParams::background()).await;
     }
     for (kind, name) in &s.cluster_rbac {
@@ -794,8 +809,8 @@ async fn cleanup(s: &Suite) {
             .await;
     }
     println!(
-        "cleaned up: namespaces {} and {}, {} cluster RBAC objects, {} objects of scenarios, \
-         the registry (CRDs stay installed)",
+        "cleaned up: namespaces {}, {} and {sharded_ns}, {} cluster RBAC objects, {} objects of \
+         scenarios, the registry (CRDs stay installed)",
         s.ns,
         s.host_ns,
         s.cluster_rbac.len(),

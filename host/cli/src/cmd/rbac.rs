@@ -70,6 +70,10 @@ pub struct RbacFlags {
     /// pull secrets in its namespace.
     #[arg(long)]
     no_plugin_objects: bool,
+    /// The host runs with `kubewasm run --shards S`: it also lists its Leases (the shard
+    /// and member Leases, by label) and deletes its member Lease when it stops.
+    #[arg(long)]
+    sharded: bool,
 }
 
 /// Flags of `kubewasm rbac`.
@@ -245,6 +249,7 @@ pub async fn render(
         impersonation: !flags.no_impersonation,
         host_roles_per_plugin,
         plugin_objects: !flags.no_plugin_objects,
+        sharded: flags.sharded,
     };
     let objects = rbac::render(&manifests, |r| resolved.get(r).cloned(), &opts);
     Ok(rbac::to_yaml(&objects))

@@ -14,6 +14,7 @@
 //! | `owned-by-trigger` (a controller ownerReference with `blockOwnerDeletion`) | `update` on `<plural>/finalizers` of the watched kinds, when the plugin may create (the `OwnerReferencesPermissionEnforcement` admission plugin checks it) |
 //! | Kubernetes Events about handled objects | `create`, `patch` on `events` (core and `events.k8s.io`) |
 //! | leader election | `get`, `create`, `update` on `leases` in the host's own namespace |
+//! | shards (`kubewasm run --shards S`, [`RbacOptions::sharded`]) | also `list` (the shard and member Leases, by label) and `delete` (its member Lease, on a clean shutdown) on `leases` there |
 //! | checking its own permissions at start (SelfSubjectAccessReviews) | `create` on `selfsubjectaccessreviews.authorization.k8s.io` (ClusterRole only, beside discovery; a namespace-only setup relies on the default `system:basic-user` binding, which gives it to every authenticated user) |
 //! | Plugin objects: their cache, their status | `get`, `list`, `watch` on `plugins.kubewasm.dev`; `patch` on `plugins/status` |
 //! | a Plugin's pull secret | `get` on `secrets` in the host's own namespace |
@@ -68,6 +69,10 @@ pub struct RbacOptions {
     /// `--no-plugin-objects`): it reads them, writes their status and reads pull secrets
     /// in its own namespace.
     pub plugin_objects: bool,
+    /// The host runs with `kubewasm run --shards S`: besides get/create/update on its
+    /// Leases it lists them (shard and member Leases, by label) and deletes its member
+    /// Lease when it stops.
+    pub sharded: bool,
 }
 
 impl Default for RbacOptions {
@@ -80,6 +85,7 @@ impl Default for RbacOptions {
             impersonation: true,
             host_roles_per_plugin: false,
             plugin_objects: true,
+            sharded: false,
         }
     }
 }

@@ -114,12 +114,12 @@ fn render_with(
         }
     }
     let home = Scope::Namespace(opts.service_account_namespace.clone());
-    host.add(
-        &home,
-        "coordination.k8s.io",
-        "leases",
-        &["get", "create", "update"],
-    );
+    let lease_verbs: &[&str] = if opts.sharded {
+        &["get", "list", "create", "update", "delete"]
+    } else {
+        &["get", "create", "update"]
+    };
+    host.add(&home, "coordination.k8s.io", "leases", lease_verbs);
     // Plugin objects, which `run` follows unless --no-plugin-objects: read them, write
     // their status; their pull secrets live in the host's own namespace.
     if opts.plugin_objects {

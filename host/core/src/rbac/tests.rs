@@ -240,6 +240,52 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
     assert_eq!(binding["subjects"][0]["namespace"], "kubewasm");
 }
 
+/// `kubewasm run --shards S` lists the shard and member Leases and deletes its member
+/// Lease on a clean shutdown: `sharded` adds exactly `list` and `delete` on leases in the
+/// host's namespace, nothing elsewhere.
+#[test]
+fn sharded_hosts_also_list_and_delete_their_leases() {
+    let m = provisioner();
+    let plain = render(&[&m], |r| Some(guess(r)), &host_only());
+    let sharded = render(
+        &[&m],
+        |r| Some(guess(r)),
+        &RbacOptions {
+            sharded: true,
+            ..host_only()
+        },
+    );
+    let home = |objs: &[Value]| perms(find(objs, "Role", Some("kubewasm")));
+    assert_eq!(
+        home(&plain)[&key("coordination.k8s.io", "leases")],
+        set(&["get", "create", "update"])
+    );
+    let mut want = home(&plain);
+    want.insert(
+        key("coordination.k8s.io", "leases"),
+        set(&["get", "list", "create", "update", "delete"]),
+    );
+    assert_eq!(home(&sharded), want);
+    let lease_rule = find(&sharded, "Role", Some("kubewasm"))["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resources"] == json!(["leases"]))
+        .unwrap()
+        .clone();
+    assert_eq!(
+        lease_rule["verbs"],
+        json!(["get", "list", "create", "update", "delete"]),
+        "verbs in canonical order"
+    );
+    // Everything else is the same.
+    assert_eq!(
+        perms(find(&sharded, "ClusterRole", None)),
+        perms(find(&plain, "ClusterRole", None))
+    );
+    assert_eq!(sharded.len(), plain.len());
+}
+
 #[test]
 fn namespace_option_uses_a_role_when_everything_is_namespaced() {
     let m = provisioner();

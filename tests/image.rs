@@ -663,8 +663,8 @@ fn example_overlay_runs_the_built_image() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|i| i["name"] == "kubewasm")
-        .unwrap();
+        .find(|i| i["name"] == "localhost/kubewasm")
+        .expect("the overlay replaces the base's image, localhost/kubewasm");
     assert_eq!(
         format!(
             "{}:{}",

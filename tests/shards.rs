@@ -213,7 +213,7 @@ async fn three_replicas_split_the_shards_and_a_stopped_one_hands_over_at_once() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_replicas_terms_end_at_their_deadlines_before_anyone_takes_its_shards() {
-    let (server, client) = server().await;
+    let (server, _) = server().await;
     let a = replica(&client_as(&server, "a").await, "a");
     let b = replica(&client_as(&server, "b").await, "b");
     wait_until("8/8", Duration::from_secs(30), || {
@@ -273,7 +273,7 @@ async fn a_dead_replicas_terms_end_at_their_deadlines_before_anyone_takes_its_sh
 #[test]
 fn the_shard_of_a_key_is_stable_across_builds() {
     // Fixed values: a change of hash would move every object of every installation.
-    let key = |ns: &str, name: &str| kubewasm_core::resource::ObjectKey {
+    let key = |ns: &str, name: &str| kubewasm::core::resource::ObjectKey {
         namespace: Some(ns.to_string()),
         name: name.to_string(),
     };

@@ -331,7 +331,12 @@ impl ShardSet {
     fn start_term(&self, shard: u32, deadline: Instant) {
         let end = CancellationToken::new();
         let (tx, rx) = watch::channel(deadline);
-        tokio::spawn(watchdog(end.clone(), rx));
+        tokio::spawn(watchdog(
+            Arc::downgrade(&self.inner),
+            shard,
+            end.clone(),
+            rx,
+        ));
         lock(&self.inner.terms).insert(shard, Term { end, deadline: tx });
         self.inner.held.send_modify(|h| {
             h.insert(shard);
@@ -363,20 +368,31 @@ impl ShardSet {
     }
 }
 
-/// Ends a term when its deadline passes without having moved on.
-async fn watchdog(end: CancellationToken, mut deadline: watch::Receiver<Instant>) {
+/// Ends a term when its deadline passes without having moved on: the guards drop their
+/// work, then the flag goes down, even when the task that renews is stuck or gone.
+async fn watchdog(
+    set: std::sync::Weak<Inner>,
+    shard: u32,
+    end: CancellationToken,
+    mut deadline: watch::Receiver<Instant>,
+) {
     loop {
         let at = *deadline.borrow_and_update();
         tokio::select! {
             _ = end.cancelled() => return,
-            changed = deadline.changed() => if changed.is_err() { end.cancel(); return },
+            changed = deadline.changed() => if changed.is_err() { break },
             _ = tokio::time::sleep_until(at) => {
                 if *deadline.borrow() <= Instant::now() {
-                    end.cancel();
-                    return;
+                    break;
                 }
             }
         }
+    }
+    end.cancel();
+    if let Some(inner) = set.upgrade() {
+        inner.held.send_modify(|h| {
+            h.remove(&shard);
+        });
     }
 }
 
@@ -568,10 +584,10 @@ impl Coordinator {
 
     /// Renews every held shard; a shard not renewed by its deadline, or taken, is lost.
     async fn renew_held(&mut self) {
-        for shard in self.set.held() {
-            let Some(&last_ok) = self.last_ok.get(&shard) else {
-                continue;
-            };
+        // What this task holds: a term the watchdog ended is still here, to be reported.
+        let mut held: Vec<(u32, Instant)> = self.last_ok.iter().map(|(s, t)| (*s, *t)).collect();
+        held.sort();
+        for (shard, last_ok) in held {
             let deadline = last_ok + self.config.lease.renew_deadline;
             let start = Instant::now();
             if start >= deadline || self.set.term_ended(shard) {

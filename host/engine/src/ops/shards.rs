@@ -263,15 +263,6 @@ impl ShardSet {
         }
     }
 
-    /// A set holding `held` of `total` shards for good, with no Leases (tests).
-    pub fn fixed(total: u32, held: impl IntoIterator<Item = u32>) -> ShardSet {
-        let set = ShardSet::new(total, "fixed");
-        for s in held {
-            set.start_term(s, Instant::now() + Duration::from_secs(86_400 * 365));
-        }
-        set
-    }
-
     /// S.
     pub fn total(&self) -> u32 {
         self.inner.total

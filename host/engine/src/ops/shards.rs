@@ -32,8 +32,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use futures::future::join_all;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use kubewasm_core::resource::ObjectKey;
@@ -175,29 +175,23 @@ pub(crate) struct Plan {
     pub(crate) acquire: usize,
 }
 
-/// The balancing rule: `total` shards among `counts` (shards held by each live member,
-/// this replica's `mine` included, members holding none counted as 0).
-pub(crate) fn plan(total: usize, mine: usize, others: &[usize]) -> Plan {
-    let n = others.len() + 1;
-    let lo = total / n;
-    let hi = total.div_ceil(n);
-    let needy = others.iter().any(|c| *c < lo);
-    if mine > hi {
-        return Plan {
-            release: mine - hi,
-            acquire: 0,
-        };
-    }
-    if needy && mine > lo {
-        return Plan {
-            release: 1,
-            acquire: 0,
-        };
-    }
-    let cap = if needy { lo } else { hi };
+/// The share of the member ranked `rank` (by identity) of `n` live members: ⌊S/N⌋, one
+/// more for the first S mod N. The shares add up to `total`, and every member that sees
+/// the same members computes the same shares, so free shards are taken in one round
+/// without anyone taking another's share (a replica whose view is stale corrects itself
+/// the round it sees the set as it is).
+pub(crate) fn share(total: usize, n: usize, rank: usize) -> usize {
+    let n = n.max(1);
+    total / n + usize::from(rank < total % n)
+}
+
+/// The balancing rule: this replica, ranked `rank` of `n` live members and holding
+/// `mine`, gives up what it holds above its share and takes free shards up to it.
+pub(crate) fn plan(total: usize, n: usize, rank: usize, mine: usize) -> Plan {
+    let share = share(total, n, rank);
     Plan {
-        release: 0,
-        acquire: cap.saturating_sub(mine),
+        release: mine.saturating_sub(share),
+        acquire: share.saturating_sub(mine),
     }
 }
 
@@ -573,26 +567,43 @@ impl Coordinator {
         }
     }
 
-    /// Renews every held shard; a shard not renewed by its deadline, or taken, is lost.
+    /// Renews every held shard, all at once; a shard not renewed by its deadline, or
+    /// taken, is lost.
     async fn renew_held(&mut self) {
         // What this task holds: a term the watchdog ended is still here, to be reported.
-        let mut held: Vec<(u32, Instant)> = self.last_ok.iter().map(|(s, t)| (*s, *t)).collect();
-        held.sort();
-        for (shard, last_ok) in held {
-            let deadline = last_ok + self.config.lease.renew_deadline;
-            let start = Instant::now();
-            if start >= deadline || self.set.term_ended(shard) {
-                self.lose(shard, "not renewed within the renew deadline");
-                continue;
+        let renew_deadline = self.config.lease.renew_deadline;
+        let now = Instant::now();
+        let mut due: HashMap<u32, Instant> = HashMap::new();
+        let mut late = Vec::new();
+        for (shard, last_ok) in &self.last_ok {
+            let deadline = *last_ok + renew_deadline;
+            if now >= deadline || self.set.term_ended(*shard) {
+                late.push(*shard);
+            } else {
+                due.insert(*shard, deadline);
             }
-            let Some(lock) = self.shards.get_mut(shard as usize) else {
-                continue;
-            };
-            match tokio::time::timeout_at(deadline, lock.try_acquire_or_renew()).await {
+        }
+        for shard in late {
+            self.lose(shard, "not renewed within the renew deadline");
+        }
+        let attempts = join_all(
+            self.shards
+                .iter_mut()
+                .enumerate()
+                .filter_map(|(i, lock)| due.get(&(i as u32)).map(|d| (i as u32, *d, lock)))
+                .map(|(shard, deadline, lock)| async move {
+                    let start = Instant::now();
+                    let attempt =
+                        tokio::time::timeout_at(deadline, lock.try_acquire_or_renew()).await;
+                    (shard, start, attempt)
+                }),
+        )
+        .await;
+        for (shard, start, attempt) in attempts {
+            match attempt {
                 Ok(Ok(Attempt::Held)) => {
                     self.last_ok.insert(shard, start);
-                    self.set
-                        .renewed(shard, start + self.config.lease.renew_deadline);
+                    self.set.renewed(shard, start + renew_deadline);
                 }
                 Ok(Ok(Attempt::Other(holder))) => {
                     self.lose(shard, &format!("taken by {holder}"));
@@ -606,6 +617,20 @@ impl Coordinator {
                 Err(_) => self.lose(shard, "not renewed within the renew deadline"),
             }
         }
+    }
+
+    /// Releases the Leases of `shards` (their terms already ended), all at once.
+    async fn release_all(&mut self, shards: &[u32]) {
+        let timeout = self.config.lease.renew_deadline;
+        let what = &self.what;
+        join_all(
+            self.shards
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| shards.contains(&(*i as u32)))
+                .map(|(_, lock)| lock.release(timeout, what)),
+        )
+        .await;
     }
 
     fn lose(&mut self, shard: u32, why: &str) {
@@ -633,99 +658,88 @@ impl Coordinator {
             .filter(|l| l.valid_holder(now).is_none())
             .filter_map(|l| l.last_holder().map(str::to_string))
             .collect();
-        // Live members other than this one, with what they hold.
-        let mut counts: BTreeMap<String, usize> = self
+        // Live members other than this one.
+        let seconds = lease_seconds(&self.config.lease);
+        let others: BTreeSet<String> = self
             .others
             .values()
-            .filter_map(|(holder, obs)| {
-                let seconds = lease_seconds(&self.config.lease);
-                obs.valid_holder(now, seconds).and(holder.clone())
-            })
+            .filter_map(|(holder, obs)| obs.valid_holder(now, seconds).and(holder.clone()))
             .filter(|h| *h != me && !gone.contains(h))
-            .map(|h| (h, 0))
             .collect();
-        let mut free = Vec::new();
-        for (i, lock) in self.shards.iter().enumerate() {
-            match lock.valid_holder(now) {
-                Some(h) if h == me => {}
-                Some(h) => {
-                    if let Some(c) = counts.get_mut(h) {
-                        *c += 1;
-                    }
-                }
-                None => {
-                    if !self.set.holds(i as u32) {
-                        free.push(i as u32);
-                    }
-                }
-            }
-        }
-        self.set
-            .inner
-            .members
-            .store(counts.len() + 1, Ordering::Relaxed);
-        self.metrics.members.set((counts.len() + 1) as i64);
-        let others: Vec<usize> = counts.values().copied().collect();
+        let mut free: Vec<u32> = (0..self.shards.len() as u32)
+            .filter(|i| self.shards[*i as usize].valid_holder(now).is_none() && !self.set.holds(*i))
+            .collect();
+        let n = others.len() + 1;
+        self.set.inner.members.store(n, Ordering::Relaxed);
+        self.metrics.members.set(n as i64);
+        // Ranked by identity, as every member ranks them.
+        let rank = others.iter().filter(|h| **h < me).count();
         let held = self.set.held();
-        let p = plan(self.shards.len(), held.len(), &others);
+        let p = plan(self.shards.len(), n, rank, held.len());
         // Give up the highest-numbered shards first: a stable, predictable choice.
-        for shard in held
-            .iter()
-            .rev()
-            .take(p.release)
-            .copied()
-            .collect::<Vec<_>>()
-        {
-            self.set.end_term(shard);
-            self.last_ok.remove(&shard);
-            if let Some(lock) = self.shards.get_mut(shard as usize) {
-                lock.release(self.config.lease.renew_deadline, &self.what)
-                    .await;
-            }
+        let releasing: Vec<u32> = held.iter().rev().take(p.release).copied().collect();
+        for shard in &releasing {
+            self.set.end_term(*shard);
+            self.last_ok.remove(shard);
+        }
+        self.release_all(&releasing).await;
+        for shard in releasing {
             self.metrics
                 .moves
                 .get_or_create(&MoveLabel {
                     change: "released".into(),
                 })
                 .inc();
-            tracing::info!(shard, identity = %me, members = counts.len() + 1, "shard released");
+            tracing::info!(shard, identity = %me, members = n, "shard released");
         }
         // Start the free ones at a random place, so replicas racing for them spread out.
         if p.acquire > 0 && !free.is_empty() {
             let offset = rand::random_range(0..free.len());
             free.rotate_left(offset);
         }
+        // Free shards are tried together, as many as wanted at a time; those lost to a
+        // faster replica are made up from the rest of the list.
+        let mut free = free.into_iter();
         let mut taken = 0;
-        for shard in free {
-            if taken >= p.acquire || self.cancel.is_cancelled() {
+        while taken < p.acquire && !self.cancel.is_cancelled() {
+            let batch: Vec<u32> = free.by_ref().take(p.acquire - taken).collect();
+            if batch.is_empty() {
                 break;
             }
-            let Some(lock) = self.shards.get_mut(shard as usize) else {
-                continue;
-            };
-            let start = Instant::now();
-            let attempt = tokio::time::timeout(
-                self.config.lease.renew_deadline,
-                lock.try_acquire_or_renew(),
+            let timeout = self.config.lease.renew_deadline;
+            let attempts = join_all(
+                self.shards
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(i, _)| batch.contains(&(*i as u32)))
+                    .map(|(i, lock)| async move {
+                        let start = Instant::now();
+                        let attempt =
+                            tokio::time::timeout(timeout, lock.try_acquire_or_renew()).await;
+                        (i as u32, start, attempt)
+                    }),
             )
             .await;
-            match attempt {
-                Ok(Ok(Attempt::Held)) => {
-                    taken += 1;
-                    self.last_ok.insert(shard, start);
-                    self.set
-                        .start_term(shard, start + self.config.lease.renew_deadline);
-                    self.metrics
-                        .moves
-                        .get_or_create(&MoveLabel {
-                            change: "acquired".into(),
-                        })
-                        .inc();
-                    tracing::info!(shard, identity = %me, members = counts.len() + 1, "shard acquired");
+            for (shard, start, attempt) in attempts {
+                match attempt {
+                    Ok(Ok(Attempt::Held)) => {
+                        taken += 1;
+                        self.last_ok.insert(shard, start);
+                        self.set.start_term(shard, start + timeout);
+                        self.metrics
+                            .moves
+                            .get_or_create(&MoveLabel {
+                                change: "acquired".into(),
+                            })
+                            .inc();
+                        tracing::info!(shard, identity = %me, members = n, "shard acquired");
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!(shard, error = %e, "cannot acquire the shard Lease")
+                    }
+                    Err(_) => tracing::debug!(shard, "acquiring the shard Lease timed out"),
                 }
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::debug!(shard, error = %e, "cannot acquire the shard Lease"),
-                Err(_) => tracing::debug!(shard, "acquiring the shard Lease timed out"),
             }
         }
         self.collect_members(now).await;
@@ -777,12 +791,8 @@ impl Coordinator {
         for shard in &held {
             self.set.end_term(*shard);
         }
-        for shard in held {
-            if let Some(lock) = self.shards.get_mut(shard as usize) {
-                lock.release(self.config.lease.renew_deadline, &self.what)
-                    .await;
-            }
-        }
+        let held: Vec<u32> = held.into_iter().collect();
+        self.release_all(&held).await;
         tracing::info!(identity = %self.config.lease.identity, "released every shard on shutdown");
     }
 }
@@ -790,6 +800,7 @@ impl Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn key(ns: Option<&str>, name: &str) -> ObjectKey {
         ObjectKey {
@@ -824,25 +835,17 @@ mod tests {
         assert_eq!(shard_of(&key(Some("a"), "b"), 1), 0);
     }
 
-    /// Runs the balancing rule, round by round, for replicas holding `start` of `total`
-    /// shards, until nothing moves; the counts at the end and the rounds taken. Each round
-    /// every replica plans on the counts as they stand, then releases, then takes free
-    /// shards in order (as racing replicas would: a free shard goes to one of them).
+    /// Runs the balancing rule, round by round, for replicas (ranked in order) holding
+    /// `start` of `total` shards, until nothing moves; the counts at the end and the rounds
+    /// taken. Each round every replica plans on the counts as they stand, then releases,
+    /// then takes free shards in order (as racing replicas would: a free shard goes to one
+    /// of them).
     fn settle(total: usize, start: &[usize]) -> (Vec<usize>, usize) {
+        let n = start.len();
         let mut counts = start.to_vec();
         for round in 0..10 * total + 10 {
             let before = counts.clone();
-            let plans: Vec<Plan> = (0..counts.len())
-                .map(|i| {
-                    let others: Vec<usize> = counts
-                        .iter()
-                        .enumerate()
-                        .filter(|(j, _)| *j != i)
-                        .map(|(_, c)| *c)
-                        .collect();
-                    plan(total, counts[i], &others)
-                })
-                .collect();
+            let plans: Vec<Plan> = (0..n).map(|i| plan(total, n, i, counts[i])).collect();
             for (c, p) in counts.iter_mut().zip(&plans) {
                 *c -= p.release;
             }
@@ -860,7 +863,7 @@ mod tests {
     }
 
     #[test]
-    fn replicas_settle_within_one_of_s_over_n() {
+    fn replicas_settle_within_one_of_s_over_n_in_one_round() {
         for total in [1, 2, 4, 7, 8, 32, 33, 100] {
             for n in 1..=6usize {
                 for start in [
@@ -870,7 +873,7 @@ mod tests {
                         .chain(std::iter::repeat_n(0, n - 1))
                         .collect(),
                 ] {
-                    let (end, _) = settle(total, &start);
+                    let (end, rounds) = settle(total, &start);
                     let lo = total / n;
                     let hi = total.div_ceil(n);
                     assert_eq!(
@@ -882,6 +885,11 @@ mod tests {
                         end.iter().all(|c| (lo..=hi).contains(c)),
                         "{total} among {n} from {start:?}: {end:?}"
                     );
+                    // One round moves everything; the next finds nothing to do.
+                    assert!(
+                        rounds <= 1,
+                        "{total} among {n} from {start:?}: {rounds} rounds"
+                    );
                 }
             }
         }
@@ -889,50 +897,46 @@ mod tests {
 
     #[test]
     fn a_replica_gone_leaves_its_shards_to_the_others() {
-        // Three replicas held 11, 11, 10 of 32; the third is gone: its 10 are free.
-        let (end, _) = settle(32, &[11, 11]);
+        // Three replicas held 11, 11, 10 of 32; the third is gone: its 10 are taken at once.
+        let (end, rounds) = settle(32, &[11, 11]);
         assert_eq!(end, vec![16, 16]);
+        assert_eq!(rounds, 1);
     }
 
     #[test]
-    fn the_plan_releases_surplus_and_makes_room_for_the_needy() {
+    fn shares_add_up_and_the_plan_moves_a_replica_to_its_share() {
+        for total in [0, 1, 7, 32, 33] {
+            for n in 1..=5 {
+                let shares: Vec<usize> = (0..n).map(|r| share(total, n, r)).collect();
+                assert_eq!(shares.iter().sum::<usize>(), total, "{total} among {n}");
+                assert!(shares.windows(2).all(|w| w[0] >= w[1]), "{shares:?}");
+            }
+        }
+        // 33 among 2: the first ranked takes 17.
+        assert_eq!(share(33, 2, 0), 17);
+        assert_eq!(share(33, 2, 1), 16);
         assert_eq!(
-            plan(32, 32, &[0]),
+            plan(32, 2, 0, 32),
             Plan {
                 release: 16,
                 acquire: 0
             }
         );
-        // 4 shards, three replicas: lo 1, hi 2; one holding none makes a holder of 2 give one.
         assert_eq!(
-            plan(4, 2, &[2, 0]),
-            Plan {
-                release: 1,
-                acquire: 0
-            }
-        );
-        // While someone is needy, no one takes beyond lo.
-        assert_eq!(
-            plan(4, 1, &[1, 0]),
-            Plan {
-                release: 0,
-                acquire: 0
-            }
-        );
-        assert_eq!(
-            plan(4, 0, &[1, 1]),
+            plan(32, 3, 2, 8),
             Plan {
                 release: 0,
                 acquire: 2
             }
         );
         assert_eq!(
-            plan(8, 0, &[]),
+            plan(8, 1, 0, 0),
             Plan {
                 release: 0,
                 acquire: 8
             }
         );
+        assert_eq!(plan(4, 3, 0, 2), Plan::default());
     }
 
     #[tokio::test(start_paused = true)]

@@ -84,7 +84,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         reload_debounce: Some(Duration::from_millis(50)),
         rescan_interval: None,
         quarantine: QuarantinePolicy::default(),
-        leadership: kubewasm::ops::leader::Leadership::always(),
+        ownership: kubewasm::ops::ownership::Ownership::always(),
         event_interval: None,
         identity: "bench".into(),
         record: None,

@@ -15,12 +15,14 @@
 //! - **Members**: each replica process holds a member Lease `<name>-member-<identity>`, so
 //!   the replicas know how many they are (N) even when one holds no shard yet. A member
 //!   Lease expired for three lease durations is deleted by whoever sees it.
-//! - **Balance**: with lo = ⌊S/N⌋ and hi = ⌈S/N⌉, a replica takes free shards up to hi (up
-//!   to lo while another member holds fewer than lo), releases what it holds above hi,
-//!   and, holding more than lo while another member holds fewer than lo, releases one
-//!   shard a round; so every replica ends within one of S/N ([`plan`]). A release ends
-//!   the shard's term before the Lease is given up. A replica takes no shard in its first
-//!   round: its member Lease must be seen by the others first.
+//! - **Balance**: the live members ranked by identity, the member ranked r has the share
+//!   ⌊S/N⌋, plus one if r < S mod N ([`share`]); a replica releases what it holds above
+//!   its share and takes free shards up to it ([`plan`]). The shares add up to S and every
+//!   replica seeing the same members computes the same ones, so a move settles in one
+//!   round, each replica within one of S/N. A release ends the shard's term before the
+//!   Lease is given up. A replica takes no shard in its first round: its member Lease must
+//!   be seen by the others first. A round's Lease calls (renewals, acquisitions, releases)
+//!   run together.
 //! - All Leases carry `kubewasm.dev/lease-set=<name>` and `kubewasm.dev/lease-role`
 //!   (`shard`, with `kubewasm.dev/shard=<i>`, or `member`); one list a round reads them.
 //!

@@ -713,10 +713,13 @@ fn a_go_plugin_panicking_in_init_shows_its_panic_and_argv0() {
     );
     // inspect prints the load error in its report (stdout) and exits 1.
     assert!(!ok, "{stdout}");
-    let all = format!("{stdout}{stderr}");
+    // The report is YAML: read its `error` as a string, whatever quoting YAML chose.
+    let report: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}{stderr}"));
+    let error = report["error"].as_str().unwrap_or_default();
     assert!(
-        all.contains("the plugin's stderr: \"panic: boom in init, argv[0]=demo-panic"),
-        "{all}"
+        error.contains("the plugin's stderr: \"panic: boom in init, argv[0]=demo-panic"),
+        "{stdout}{stderr}"
     );
 }
 

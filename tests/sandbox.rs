@@ -788,6 +788,11 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     known.insert(("".into(), "events".into()));
     known.insert(("events.k8s.io".into(), "events".into()));
     known.insert(("coordination.k8s.io".into(), "leases".into()));
+    // The host checks its own RBAC at start (SelfSubjectAccessReviews).
+    known.insert((
+        "authorization.k8s.io".into(),
+        "selfsubjectaccessreviews".into(),
+    ));
     // Plugin objects: the host loads them, writes their status, reads their pull secrets.
     known.insert(("kubewasm.dev".into(), "plugins".into()));
     known.insert(("".into(), "secrets".into()));

@@ -41,6 +41,28 @@ fn line(ty: &str, object: Value) -> Bytes {
     Bytes::from(s)
 }
 
+/// An event's watch lines, by event type and apiVersion: watchers of one resource send the
+/// same bytes, so the first to send a line serialises it and the others reuse it.
+#[derive(Debug, Default)]
+pub(crate) struct Lines(std::sync::Mutex<Vec<(&'static str, String, Bytes)>>);
+
+impl Lines {
+    fn get_or_make(
+        &self,
+        ty: &'static str,
+        api_version: &str,
+        make: impl FnOnce() -> Bytes,
+    ) -> Bytes {
+        let mut lines = kubewasm_core::sync::lock(&self.0);
+        if let Some((_, _, b)) = lines.iter().find(|(t, v, _)| *t == ty && v == api_version) {
+            return b.clone();
+        }
+        let b = make();
+        lines.push((ty, api_version.to_string(), b.clone()));
+        b
+    }
+}
+
 struct Ctx {
     req: WatchRequest,
     tx: Tx,
@@ -90,6 +112,19 @@ impl Ctx {
         self.tx.send(Ok(line(ty, rendered))).await.is_ok()
     }
 
+    /// Sends `ev`'s object as a `ty` event: in full, the line its other watchers sent.
+    async fn send_event(&mut self, ty: &'static str, ev: &Event) -> bool {
+        let line = match self.req.output {
+            Output::Full => {
+                let av = self.req.target.info.api_version(&self.req.target.version);
+                ev.lines
+                    .get_or_make(ty, &av, || line(ty, self.render(&ev.object)))
+            }
+            _ => line(ty, self.render(&ev.object)),
+        };
+        self.tx.send(Ok(line)).await.is_ok()
+    }
+
     async fn bookmark(&mut self, rv: u64, initial_end: bool) -> bool {
         let mut meta = json!({"resourceVersion": rv.to_string()});
         if initial_end && let Some(m) = meta.as_object_mut() {
@@ -114,20 +149,20 @@ impl Ctx {
         match ev.ty {
             EventType::Added => {
                 if self.passes(&ev.object) {
-                    return self.send("ADDED", &ev.object.clone()).await;
+                    return self.send_event("ADDED", ev).await;
                 }
             }
             EventType::Deleted => {
                 if self.passes(&ev.object) {
-                    return self.send("DELETED", &ev.object.clone()).await;
+                    return self.send_event("DELETED", ev).await;
                 }
             }
             EventType::Modified => {
                 let was = ev.prev.as_ref().is_some_and(|p| self.passes(p));
                 let is = self.passes(&ev.object);
                 match (was, is) {
-                    (true, true) => return self.send("MODIFIED", &ev.object.clone()).await,
-                    (false, true) => return self.send("ADDED", &ev.object.clone()).await,
+                    (true, true) => return self.send_event("MODIFIED", ev).await,
+                    (false, true) => return self.send_event("ADDED", ev).await,
                     (true, false) => {
                         let mut last = ev.prev.as_deref().cloned().unwrap_or(Value::Null);
                         crate::meta::set_meta(
@@ -215,4 +250,24 @@ pub(crate) async fn run(
 /// Creates the channel a watch writes into; the receiver is the response body stream.
 pub(crate) fn channel() -> (Tx, mpsc::Receiver<Result<Bytes, std::io::Error>>) {
     mpsc::channel(64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_events_line_is_made_once_per_type_and_api_version() {
+        let lines = Lines::default();
+        let mut made = 0;
+        let mut make = |s: &'static str| {
+            made += 1;
+            Bytes::from_static(s.as_bytes())
+        };
+        assert_eq!(lines.get_or_make("ADDED", "v1", || make("a")), "a");
+        assert_eq!(lines.get_or_make("ADDED", "v1", || make("b")), "a");
+        assert_eq!(lines.get_or_make("DELETED", "v1", || make("c")), "c");
+        assert_eq!(lines.get_or_make("ADDED", "v2", || make("d")), "d");
+        assert_eq!(made, 3);
+    }
 }

@@ -31,6 +31,7 @@ impl State {
             ty,
             object,
             prev,
+            lines: Default::default(),
         });
         self.history.push_back(ev.clone());
         while self.history.len() > self.history_limit {

@@ -55,6 +55,9 @@ pub(crate) struct Event {
     pub(crate) object: Arc<Value>,
     /// The object before the change.
     pub(crate) prev: Option<Arc<Value>>,
+    /// Its watch lines as sent in full, serialised once for every watcher (as
+    /// kube-apiserver's watch cache does): filled by the watch streams.
+    pub(crate) lines: crate::watch::Lines,
 }
 
 /// How a write records field ownership.

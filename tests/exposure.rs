@@ -207,7 +207,13 @@ async fn metrics_and_status_are_on_loopback_and_the_probe_listener_serves_only_p
     // The probe listener, reachable from anywhere: the probes, and nothing else.
     let probe = format!("127.0.0.1:{}", probes.port());
     assert_eq!(http_get(&probe, "/healthz").0, 200);
-    assert_eq!(http_get(&probe, "/readyz").0, 200);
+    let (code, body) = http_get(&probe, "/readyz?verbose");
+    assert_eq!(
+        code,
+        200,
+        "/readyz on the probe listener: {body}\n{}",
+        host.dump()
+    );
     for path in ["/metrics", "/status"] {
         let (code, body) = http_get(&probe, path);
         assert_eq!(code, 404, "{path} on the probe listener: {body}");

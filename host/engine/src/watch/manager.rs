@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use kubewasm_core::event::EventType;
 use kubewasm_core::kind::{KindInfo, ResolveError};
-use kubewasm_core::resource::ResourceRef;
+use kubewasm_core::resource::{ResourceRef, TypeRef};
 
 use crate::ops::access::{Access, Need, Rule};
 use crate::ops::metrics::{Metrics, ResourceLabel};
@@ -115,6 +115,8 @@ struct Running {
     /// Whether its cache keeps only the held shards' objects.
     sharded: bool,
     cache: Arc<ResourceCache>,
+    /// The kind its cache is registered under in [`Caches`].
+    kind: TypeRef,
 }
 
 /// Owns the watchers. Cheap to share.
@@ -126,6 +128,10 @@ pub struct WatchManager {
     events: mpsc::Sender<WatchSignal>,
     desired: tokio_watch::Sender<BTreeMap<ResourceRef, Demand>>,
     resolved: RwLock<HashMap<ResourceRef, Arc<Resolved>>>,
+    /// Desired resources discovery was asked about and did not resolve (not served, or
+    /// discovery failed). One not asked about yet is neither served nor unserved: until
+    /// its first lookup it holds readiness back like a cache still syncing.
+    looked_up: RwLock<HashSet<ResourceRef>>,
     metrics: Arc<Metrics>,
     /// The host's own permissions: each watch's list and watch are asked before it starts.
     access: Arc<Access>,
@@ -157,6 +163,7 @@ impl WatchManager {
             events,
             desired: tokio_watch::Sender::new(BTreeMap::new()),
             resolved: RwLock::new(HashMap::new()),
+            looked_up: RwLock::new(HashSet::new()),
             metrics,
             access,
             backoff: Policy::default(),
@@ -196,9 +203,11 @@ impl WatchManager {
         let desired = self.desired.borrow().clone();
         let mut report = WatchReadiness::default();
         let resolved = kubewasm_core::sync::read(&self.resolved);
+        let looked_up = kubewasm_core::sync::read(&self.looked_up);
         for r in desired.keys() {
             match resolved.get(r) {
-                None => report.unserved.push(r.to_string()),
+                None if looked_up.contains(r) => report.unserved.push(r.to_string()),
+                None => report.syncing.push(r.to_string()),
                 Some(k)
                     if self
                         .caches
@@ -231,6 +240,7 @@ impl WatchManager {
         for (_, r) in running.drain() {
             r.cancel.cancel();
             let _ = r.task.await;
+            self.caches.remove(&r.kind);
         }
     }
 
@@ -265,7 +275,16 @@ impl WatchManager {
             if self.resolved(r).is_some() {
                 continue;
             }
-            match self.discovery.resolve(r).await {
+            let lookup = self.discovery.resolve(r).await;
+            {
+                let mut looked_up = kubewasm_core::sync::write(&self.looked_up);
+                if lookup.is_ok() {
+                    looked_up.remove(r);
+                } else {
+                    looked_up.insert(r.clone());
+                }
+            }
+            match lookup {
                 Ok(res) => {
                     self.metrics.unserved.remove(&ResourceLabel {
                         resource: r.to_string(),
@@ -297,6 +316,7 @@ impl WatchManager {
         {
             let mut m = kubewasm_core::sync::write(&self.resolved);
             m.retain(|r, _| desired.contains_key(r));
+            kubewasm_core::sync::write(&self.looked_up).retain(|r| desired.contains_key(r));
         }
         // Per served resource: what it resolves from, and the selector every consumer of
         // every spelling shares (sent to the server), if any.
@@ -350,6 +370,7 @@ impl WatchManager {
                     tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, or whether it is read whole, changed");
                     kept.insert(key, r.cache);
                 } else {
+                    self.caches.remove(&r.kind);
                     tracing::info!(resource = %key, "watch stopped: no plugin needs it");
                 }
             }
@@ -394,7 +415,6 @@ impl WatchManager {
                     cache: cache.clone(),
                     tx: self.events.clone(),
                     resync: self.config.resync,
-                    caches: self.caches.clone(),
                     metrics: self.metrics.clone(),
                     scopes,
                     selector: selector.clone(),
@@ -419,6 +439,7 @@ impl WatchManager {
                     selector,
                     sharded,
                     cache,
+                    kind: res.type_ref(),
                 },
             );
         }
@@ -460,7 +481,6 @@ struct WatchTask {
     cache: Arc<ResourceCache>,
     tx: mpsc::Sender<WatchSignal>,
     resync: Option<Duration>,
-    caches: Arc<Caches>,
     metrics: Arc<Metrics>,
     /// Namespaces to watch (`None`: cluster-wide), one watcher each.
     scopes: Vec<Option<String>>,
@@ -708,7 +728,8 @@ impl WatchTask {
                 }
             }
         }
-        self.caches.remove(&self.res.type_ref());
+        // The manager takes the cache out of `caches` when the watch stops for good; a
+        // restarted watch keeps it there, so readers and readiness see no gap.
     }
 }
 

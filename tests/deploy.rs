@@ -288,9 +288,11 @@ fn millicores(q: &str) -> u64 {
 const HOST_MIB: u64 = 512;
 
 /// The host container's memory limit covers what its flags let `plugins` plugins hold at
-/// once (deploy/README.md, "Memory and CPU"): per plugin, live instances (`--max-instances`,
-/// else `--concurrency` (4) capped at two per CPU of the CPU limit) of at most
-/// `--memory-mib` (256) each, plus [`HOST_MIB`].
+/// once (deploy/README.md, "Memory and CPU"): the call budget (`--call-memory-budget`,
+/// else half the limit) holds, per plugin, live instances (`--max-instances`, else
+/// `--concurrency` (4) capped at two per CPU of the CPU limit) of at most `--memory-mib`
+/// (256) each, so calls never wait; and [`HOST_MIB`] plus the budget is less than the
+/// limit.
 fn assert_memory_covers_the_flags(d: &Value, plugins: u64) {
     let c = container(d, "kubewasm");
     let a = args(c);
@@ -308,14 +310,23 @@ fn assert_memory_covers_the_flags(d: &Value, plugins: u64) {
     } else {
         concurrency.min(2 * cpus.max(1))
     };
-    let need = HOST_MIB + plugins * instances * memory;
+    let calls = plugins * instances * memory;
     let limit = mebibytes(c["resources"]["limits"]["memory"].as_str().unwrap());
+    let budget = a
+        .iter()
+        .find_map(|x| x.strip_prefix("--call-memory-budget="))
+        .filter(|v| *v != "auto")
+        .map_or(limit / 2, |v| v.parse().unwrap());
     assert!(
-        limit >= need,
-        "memory limit {limit} MiB < {HOST_MIB} + {plugins} plugins × {instances} instances × {memory} MiB = {need} MiB"
+        budget >= calls,
+        "call budget {budget} MiB < {plugins} plugins × {instances} instances × {memory} MiB = {calls} MiB (limit {limit} MiB)"
+    );
+    assert!(
+        HOST_MIB + budget < limit,
+        "{HOST_MIB} MiB for the host + a budget of {budget} MiB is not below the limit {limit} MiB"
     );
     eprintln!(
-        "memory: {HOST_MIB} + {plugins} × {instances} × {memory} = {need} MiB <= limit {limit} MiB"
+        "memory: budget {budget} MiB >= {plugins} × {instances} × {memory} = {calls} MiB; {HOST_MIB} + {budget} < limit {limit} MiB"
     );
 }
 

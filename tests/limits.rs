@@ -6,7 +6,12 @@
 //!   and the host's peak resident memory stays below the budget;
 //! - a manifest of 100,000 watches is refused at load, on its count;
 //! - a compile bomb (a component that takes long to compile) is stopped at the compile
-//!   timeout with an error naming the file, by `run`, `inspect` and `rbac` alike.
+//!   timeout with an error naming the file, by `run`, `inspect` and `rbac` alike, and
+//!   while it compiles another file's new version loads and serves;
+//! - a settings file that links outside the plugin directory (to a token, say) is
+//!   refused, not read. (The race of a link swapped between a check and the open is
+//!   closed by one `openat2(RESOLVE_BENEATH)`; its deterministic test, a hook in that
+//!   window, is `loader::tests::a_link_swapped_before_the_open_is_refused`.)
 
 mod support;
 
@@ -232,6 +237,24 @@ fn compile_bomb() -> Vec<u8> {
     component
 }
 
+/// [`compile_bomb`] unlike any before (a custom section with the time and the process
+/// id): never a hit in a code cache a previous run filled, so it is compiled.
+fn fresh_compile_bomb() -> Vec<u8> {
+    let mut component = compile_bomb();
+    let mut custom = vec![4u8];
+    custom.extend_from_slice(b"salt");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_nanos();
+    custom.extend_from_slice(&now.to_le_bytes());
+    custom.extend_from_slice(&std::process::id().to_le_bytes());
+    component.push(0);
+    component.push(custom.len() as u8);
+    component.extend_from_slice(&custom);
+    component
+}
+
 /// Functions of the compile bomb.
 const BOMB_FUNCTIONS: u64 = 2;
 /// Locals of each (wasmparser allows 50,000).
@@ -239,13 +262,75 @@ const BOMB_LOCALS: u64 = 30_000;
 /// The compile timeout of the bomb tests: the bomb takes many times longer.
 const BOMB_TIMEOUT: &str = "2s";
 
+/// The processes whose parent is `pid` (a host's compile workers), from /proc.
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let child: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+        // pid (comm) state ppid ...: comm may hold spaces and parentheses.
+        let ppid: u32 = stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()?;
+        (ppid == pid).then_some(child)
+    })
+    .collect()
+}
+
+/// A compile bomb in one file does not delay another file's reload: with a timeout far
+/// beyond the test, the bomb's worker is still compiling when the good plugin's new
+/// version has been loaded and serves, and nothing about the bomb has been said yet.
+/// (When a reconcile compiled its files one after another, the good file waited for the
+/// bomb's compile to end.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compile_bomb_does_not_delay_another_files_reload() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "good", Some(GOOD));
+    let host = env.start_host(&["--compile-timeout", "10m"]);
+    good_keeps_working(&env, "before").await;
+    assert!(
+        children(host.pid()).is_empty(),
+        "a worker runs before the bomb"
+    );
+    // Renamed into place: the host never reads half a bomb (which would fail at once).
+    let staged = env.plugins.join("bomb.wasm.part");
+    std::fs::write(&staged, fresh_compile_bomb()).expect("bomb");
+    std::fs::rename(&staged, env.plugins.join("bomb.wasm")).expect("bomb in place");
+    eventually("the bomb's compile worker", CONVERGE, || async {
+        (!children(host.pid()).is_empty()).then_some(())
+    })
+    .await;
+    // A new version of the good plugin (its settings say version 2) while the bomb
+    // compiles.
+    std::fs::write(
+        env.plugins.join("good.yaml"),
+        format!("{GOOD}version: \"2\"\n"),
+    )
+    .expect("settings");
+    host.wait_log("the good plugin replaced by version 2", |l| {
+        field(l, "message") == "plugin replaced"
+            && field(l, "plugin") == "good"
+            && field(l, "to") == "2"
+    })
+    .await;
+    let workers = children(host.pid());
+    let about_the_bomb =
+        host.matching(|l| field(l, "level") != "DEBUG" && l.to_string().contains("bomb.wasm"));
+    assert!(
+        !workers.is_empty() && about_the_bomb.is_empty(),
+        "the good plugin's reload waited for the bomb: workers {workers:?}, lines {about_the_bomb:?}"
+    );
+    good_keeps_working(&env, "while-the-bomb-compiles").await;
+    assert_eq!(host.stop(), Some(0));
+}
+
 /// `run` stops the worker compiling the bomb at the timeout, names the file, and serves
 /// the plugin beside it; no compile worker is left running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compile_bomb_is_stopped_at_the_timeout_and_named() {
     let env = Env::with_crds(false).await;
     env.add_plugin(&test_plugin("testkit"), "good", Some(GOOD));
-    std::fs::write(env.plugins.join("bomb.wasm"), compile_bomb()).expect("bomb");
+    std::fs::write(env.plugins.join("bomb.wasm"), fresh_compile_bomb()).expect("bomb");
     let started = Instant::now();
     // A refused file is never cached: the bomb is compiled every time.
     let host = env.start_host(&["--compile-timeout", BOMB_TIMEOUT]);
@@ -270,7 +355,7 @@ async fn a_compile_bomb_is_stopped_at_the_timeout_and_named() {
 fn inspect_and_rbac_compile_in_the_worker_under_the_timeout() {
     let dir = tempfile::tempdir().expect("dir");
     let bomb = dir.path().join("bomb.wasm");
-    std::fs::write(&bomb, compile_bomb()).expect("bomb");
+    std::fs::write(&bomb, fresh_compile_bomb()).expect("bomb");
     // No approvals: the compile is refused before any approval is looked at.
     let approvals_file = dir.path().join("approvals.yaml");
     std::fs::write(&approvals_file, "").expect("approvals");
@@ -374,5 +459,43 @@ async fn a_compile_over_the_workers_address_space_fails_in_the_worker() {
         "{error}"
     );
     good_keeps_working(&env, "after").await;
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A settings file that is a link to a file outside the plugin directory (the host's
+/// token, say) is refused, never read: the plugin is rejected naming its settings, the
+/// secret appears nowhere in the log, and the good plugin serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_settings_file_linked_outside_the_plugin_directory_is_refused() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "good", Some(GOOD));
+    let outside = tempfile::tempdir().expect("tempdir");
+    let secret = outside.path().join("token");
+    std::fs::write(
+        &secret,
+        "selector: kubewasm.dev/leaked=eyJhbGciOiJSUzI1NiJ9\n",
+    )
+    .expect("secret");
+    std::fs::copy(test_plugin("testkit"), env.plugins.join("linked.wasm")).expect("copy");
+    std::os::unix::fs::symlink(&secret, env.plugins.join("linked.yaml")).expect("link");
+    let host = env.start_host(&[]);
+    let line = host
+        .wait_log("linked.wasm refused", |l| {
+            field(l, "message") == "plugin rejected" && l.to_string().contains("linked")
+        })
+        .await;
+    let error = field(&line, "error");
+    eprintln!("refused: {error}");
+    assert!(error.contains("outside the plugin directory"), "{error}");
+    good_keeps_working(&env, "beside-the-link").await;
+    let leaked = host.matching(|l| l.to_string().contains("eyJhbGciOiJSUzI1NiJ9"));
+    assert!(leaked.is_empty(), "the linked file was read: {leaked:?}");
+    let loaded = host.matching(|l| {
+        field(l, "message") == "plugin loaded" && field(l, "source").contains("linked")
+    });
+    assert!(
+        loaded.is_empty(),
+        "the linked plugin was loaded: {loaded:?}"
+    );
     assert_eq!(host.stop(), Some(0));
 }

@@ -29,15 +29,6 @@ fn install(src: &Path, dest: &Path) {
     std::fs::rename(&tmp, dest).unwrap();
 }
 
-fn write_atomic(dest: &Path, text: &str) {
-    let tmp = dest.with_file_name(format!(
-        ".{}.tmp",
-        dest.file_name().unwrap().to_string_lossy()
-    ));
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, dest).unwrap();
-}
-
 /// Wait until `<name>-out` carries `version` (and `value`, when given).
 async fn out_has(
     cms: &Api<DynamicObject>,
@@ -173,8 +164,17 @@ async fn configmap_volume_symlink_swap_and_settings_change() {
     std::fs::remove_dir_all(&v1).unwrap();
     out_has(&cms, "a", "2-from-settings", None).await;
 
-    // A settings change alone reloads the plugin with the new settings.
-    write_atomic(&v2.join("testkit.yaml"), "version: \"3\"\n");
+    // A settings change alone reloads the plugin with the new settings. The kubelet's way
+    // again: the same module and new settings in a new dir, `..data` swapped. (A write into
+    // the dir `..data` points at is not an event of the plugin directory, which is watched
+    // without recursion; the periodic rescan, `--rescan-interval`, finds it.)
+    let v3 = dir.join("..2026_11_30_00_02_00.000000003");
+    std::fs::create_dir(&v3).unwrap();
+    std::fs::copy(test_plugin("testkit-v2"), v3.join("testkit.wasm")).unwrap();
+    std::fs::write(v3.join("testkit.yaml"), "version: \"3\"\n").unwrap();
+    std::os::unix::fs::symlink(v3.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(&v2).unwrap();
     let line = host
         .wait_log("reload on settings change", |l| {
             field(l, "message") == "plugin replaced" && field(l, "to") == "3"

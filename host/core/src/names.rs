@@ -126,18 +126,10 @@ pub fn is_kind(kind: &str) -> bool {
         && b.iter().all(u8::is_ascii_alphanumeric)
 }
 
-/// A plugin-supplied string as it may appear in an error message: at most `max` bytes
-/// (cut at a character boundary), control characters escaped by the caller's `{:?}`,
-/// and marked `…` when cut.
+/// A plugin-supplied string as it may appear in an error message: the one
+/// [`crate::excerpt::excerpt`] (bounded, inert, marked when cut), owned.
 pub fn excerpt(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut cut = max;
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    format!("{}…", &s[..cut])
+    crate::excerpt::excerpt(s, max).into_owned()
 }
 
 #[cfg(test)]
@@ -236,7 +228,8 @@ mod tests {
             assert!(!is_kind(bad), "{bad:?}");
         }
         assert_eq!(excerpt("short", 10), "short");
-        assert_eq!(excerpt("abcdef", 3), "abc…");
-        assert_eq!(excerpt("ééé", 3), "é…");
+        assert_eq!(excerpt("abcdef", 3), "abc… (3 bytes truncated)");
+        assert_eq!(excerpt("ééé", 3), "é… (4 bytes truncated)");
+        assert_eq!(excerpt("a\nb", 10), "a\\nb");
     }
 }

@@ -208,16 +208,14 @@ fn event_message(message: &str, suppressed: u32) -> String {
     } else {
         String::new()
     };
+    use kubewasm_core::excerpt::{NOTE_BYTES, excerpt};
     let room = MAX_MESSAGE_BYTES - suffix.len();
-    let mut out = if message.len() > room {
-        let mut cut = room.saturating_sub('…'.len_utf8());
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        format!("{}…", &message[..cut])
-    } else {
-        message.to_string()
-    };
+    let mut out = excerpt(message, room);
+    if out.len() > room {
+        // Cut: room for the note that says so.
+        out = excerpt(message, room - NOTE_BYTES);
+    }
+    let mut out = out.into_owned();
     out.push_str(&suffix);
     out
 }
@@ -370,10 +368,14 @@ mod tests {
         let long = "é".repeat(1000); // 2000 bytes
         let m = event_message(&long, 0);
         assert!(m.len() <= MAX_MESSAGE_BYTES, "{}", m.len());
-        assert!(m.ends_with('…'));
+        assert!(m.ends_with("bytes truncated)"), "{m}");
         let m = event_message(&long, 7);
         assert!(m.len() <= MAX_MESSAGE_BYTES);
-        assert!(m.ends_with("… (7 similar suppressed)"));
+        assert!(
+            m.ends_with("bytes truncated) (7 similar suppressed)"),
+            "{m}"
+        );
+        assert_eq!(event_message("a\nb", 0), "a\\nb");
         let exact = "x".repeat(MAX_MESSAGE_BYTES);
         assert_eq!(event_message(&exact, 0), exact);
     }

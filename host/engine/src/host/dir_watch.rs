@@ -14,6 +14,19 @@ use tokio::sync::mpsc;
 
 use crate::Error;
 
+/// Whether an event can mean new content. Opening and reading do not: every reconcile
+/// opens and reads the files it hashes, and counting those made each reconcile schedule
+/// the next, one per debounce period for as long as the host ran.
+fn changes(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    !matches!(
+        kind,
+        notify::EventKind::Access(
+            AccessKind::Open(_) | AccessKind::Read | AccessKind::Close(AccessMode::Read)
+        )
+    )
+}
+
 /// Keeps the directory watch alive; dropping it stops watching.
 pub struct DirWatch {
     _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
@@ -31,7 +44,7 @@ pub fn watch_dir(
     let (tx, rx) = mpsc::channel(1);
     let mut debouncer = new_debouncer(debounce, None, move |res: DebounceEventResult| match res {
         // A full channel already holds a pending "look again": nothing is lost.
-        Ok(events) if !events.is_empty() => {
+        Ok(events) if events.iter().any(|e| changes(&e.kind)) => {
             let _ = tx.try_send(());
         }
         Ok(_) => {}
@@ -75,4 +88,31 @@ pub fn watch_dir(
         },
         rx,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::changes;
+    use notify::EventKind;
+    use notify::event::{AccessKind, AccessMode, CreateKind, DataChange, ModifyKind};
+
+    #[test]
+    fn opening_and_reading_are_not_changes() {
+        for quiet in [
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Read),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        ] {
+            assert!(!changes(&quiet), "{quiet:?}");
+        }
+        for change in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Modify(ModifyKind::Data(DataChange::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Write)),
+            EventKind::Remove(notify::event::RemoveKind::Any),
+            EventKind::Any,
+        ] {
+            assert!(changes(&change), "{change:?}");
+        }
+    }
 }

@@ -14,6 +14,7 @@
 //! | [`plugin_objects`] | Plugin objects: modules pulled from registries, status written |
 //! | [`dir_watch`] | notify watcher on the plugin directory |
 
+pub(crate) mod compiles;
 pub(crate) mod dir_watch;
 pub(crate) mod environment;
 pub(crate) mod handler;
@@ -163,8 +164,9 @@ impl Parts {
 
     /// Bring the plugin set in line with the plugin directory: swap in the next
     /// environment (routes resolved), point the watches at it, close the queues of
-    /// removed plugins, replay what new and replaced plugins must see.
-    async fn reload(&self) {
+    /// removed plugins, replay what new and replaced plugins must see. Says which loads
+    /// it left running.
+    async fn reload(&self) -> reload::Loading {
         let _one = self.reloading.lock().await;
         let mut next = self
             .reloader
@@ -191,12 +193,21 @@ impl Parts {
             self.current.get()
         };
         next.announce();
-        self.reloader.took_effect(&env, changed);
+        self.reloader.took_effect(&env, changed, next.loading);
         self.check_impersonation(&env).await;
         if let (Some(writer), Some(states)) = (&self.status_writer, &next.objects)
             && self.ownership.is_first()
         {
             writer.write(states).await;
+        }
+        next.loading
+    }
+
+    /// The first reload: the directory's files load (in parallel, [`compiles`]) before the
+    /// host starts, so it starts with its plugins.
+    async fn load_first(&self) {
+        while self.reload().await.files {
+            self.reloader.load_finished().await;
         }
     }
 
@@ -454,7 +465,7 @@ impl Host {
         };
         // Ask for the Plugin objects from the start: they load once their cache syncs.
         parts.point_watches(&parts.current.get());
-        parts.reload().await;
+        parts.load_first().await;
         if let Some(dir) = &config.plugins_dir
             && parts.current.get().plugins.is_empty()
         {
@@ -473,6 +484,7 @@ impl Host {
                 cancel.clone(),
             )),
             tokio::spawn(recheck_permissions(parts.clone(), cancel.clone())),
+            tokio::spawn(follow_loads(parts.clone(), cancel.clone())),
             tokio::spawn(report_queue_depths(
                 parts.current.clone(),
                 parts.caches.clone(),
@@ -778,6 +790,17 @@ async fn report_queue_depths(
                 })
                 .set(cache.len() as i64);
         }
+    }
+}
+
+/// Task: reconcile when a plugin's load ends, so its result takes effect.
+async fn follow_loads(parts: Arc<Parts>, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = parts.reloader.load_finished() => {}
+        }
+        parts.reload().await;
     }
 }
 

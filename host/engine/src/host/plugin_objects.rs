@@ -460,15 +460,7 @@ impl ObjectState {
 
 /// Messages in conditions stay short: a plugin's refusal lists can be long.
 fn kubewasm_core_excerpt(message: &str) -> String {
-    const MAX: usize = 1024;
-    if message.len() <= MAX {
-        return message.to_string();
-    }
-    let mut end = MAX;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes cut)", &message[..end], message.len() - end)
+    kubewasm_core::excerpt::excerpt(message, 1024).into_owned()
 }
 
 /// Writes Plugin objects' status (the leader only), skipping what it already wrote.
@@ -634,6 +626,6 @@ mod tests {
     #[test]
     fn long_messages_are_cut() {
         let m = kubewasm_core_excerpt(&"é".repeat(4000));
-        assert!(m.len() < 1100 && m.ends_with("bytes cut)"), "{m}");
+        assert!(m.len() < 1100 && m.ends_with("bytes truncated)"), "{m}");
     }
 }

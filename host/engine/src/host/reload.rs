@@ -7,6 +7,10 @@
 //! The directory's plugins are approved by the operator's approvals (`--approvals`), read
 //! on every reconcile: a plugin is looked at again when its file or its approval changes.
 //! A Plugin object's approval is its own `spec.permissions`.
+//!
+//! Loads run apart from reconciles ([`Compiles`]): a reconcile starts the load of a changed
+//! source and goes on; the reconcile after the load ends takes its result. A source whose
+//! load runs keeps its running version meanwhile.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -22,6 +26,7 @@ use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
 use crate::dispatch::{Health, QuarantinePolicy};
+use crate::host::compiles::{COMPILE_SLOTS, Compiles, Outcome};
 use crate::host::environment::{Active, Environment, PluginStatus, Version};
 use crate::host::plugin_objects::{Candidate, Failure, ObjectSource, ObjectState, Pulled};
 use crate::host::replay::Replay;
@@ -157,6 +162,17 @@ pub(crate) struct Reconciled {
     announced: Vec<Announcement>,
     /// Where each Plugin object stands (None: objects were not reconciled this time).
     pub(crate) objects: Option<BTreeMap<String, ObjectState>>,
+    /// Loads the reconcile left running.
+    pub(crate) loading: Loading,
+}
+
+/// Which sources' loads a reconcile left running.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Loading {
+    /// A file of the plugin directory.
+    pub(crate) files: bool,
+    /// A Plugin object.
+    pub(crate) objects: bool,
 }
 
 impl Reconciled {
@@ -182,7 +198,8 @@ pub(crate) struct Reloader {
     /// the error that says so.
     approvals: tokio::sync::Mutex<(Approvals, Option<String>)>,
     objects: Option<ObjectSource>,
-    loader: Loader,
+    loader: Arc<Loader>,
+    compiles: Compiles,
     quarantine: QuarantinePolicy,
     metrics: Arc<Metrics>,
     sources: tokio::sync::Mutex<BTreeMap<Origin, SourceState>>,
@@ -240,11 +257,13 @@ impl Reloader {
         quarantine: QuarantinePolicy,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let loader = Arc::new(loader);
         Reloader {
             dir,
             approvals_path,
             approvals: tokio::sync::Mutex::new((Approvals::none(), None)),
             objects,
+            compiles: Compiles::new(loader.clone(), COMPILE_SLOTS),
             loader,
             quarantine,
             metrics,
@@ -290,6 +309,11 @@ impl Reloader {
     /// When a failed pull is to be tried again (None: none is).
     pub(crate) fn next_retry(&self) -> Option<tokio::time::Instant> {
         *kubewasm_core::sync::read(&self.next_retry)
+    }
+
+    /// Wait until a load has ended since the last wait: a reconcile takes its result.
+    pub(crate) async fn load_finished(&self) {
+        self.compiles.finished().await
     }
 
     /// Forget resolved tags: the next reconcile asks the registries again.
@@ -473,9 +497,14 @@ impl Reloader {
             removed: Vec::new(),
             announced: Vec::new(),
             objects: None,
+            loading: Loading::default(),
         };
         let (approvals, approvals_error) = self.approvals().await;
         let files = self.file_items(&sources, &approvals);
+        tracing::debug!(
+            files = files.as_ref().map(|f| f.len()),
+            "reconciling the plugin sources"
+        );
         let objects = match (&self.objects, &objects) {
             (Some(source), Some(list)) => Some(self.object_items(source, list, &sources).await),
             _ => None,
@@ -492,8 +521,13 @@ impl Reloader {
         items.extend(objects.unwrap_or_default());
         for item in items {
             listed.insert(item.origin.clone());
-            self.consider(item, &mut sources, &mut next, &activate)
-                .await;
+            let origin = item.origin.clone();
+            if self.consider(item, &mut sources, &mut next, &activate) {
+                match origin {
+                    Origin::File(_) => next.loading.files = true,
+                    Origin::Object(_) => next.loading.objects = true,
+                }
+            }
         }
 
         // Sources that disappeared take their plugin with them.
@@ -507,6 +541,7 @@ impl Reloader {
             .cloned()
             .collect();
         for origin in gone {
+            self.compiles.discard(&origin);
             if let Some(state) = sources.remove(&origin)
                 && let Some(name) = state.serving
                 && let Some(active) = next.env.plugins.remove(&name)
@@ -536,20 +571,23 @@ impl Reloader {
                 .collect();
             *write(&self.object_states) = states.clone();
             next.objects = Some(states);
-            self.objects_loaded_once.store(true, Ordering::Release);
+            if !next.loading.objects {
+                self.objects_loaded_once.store(true, Ordering::Release);
+            }
         }
         next
     }
 
     /// Look at one source's newest version: load it when it changed, and put it to work
-    /// when it is good; unload what runs when its approval no longer covers it.
-    async fn consider(
+    /// when it is good; unload what runs when its approval no longer covers it. True
+    /// while its load runs (the reconcile after it ends takes the result).
+    fn consider(
         &self,
         item: Item,
         sources: &mut BTreeMap<Origin, SourceState>,
         next: &mut Reconciled,
         activate: &(dyn Fn(Arc<Version>) -> Active + Sync),
-    ) {
+    ) -> bool {
         let Item {
             origin,
             fingerprint,
@@ -558,12 +596,16 @@ impl Reloader {
             object,
         } = item;
         let state = sources.entry(origin.clone()).or_default();
+        // A generation is observed once its load has ended (status says so then).
+        let observed = state.object_generation;
         if let Some((generation, _, _, previous)) = &object {
             state.object_generation = *generation;
             state.object_previous = previous.clone();
         }
         if let Newest::Unchanged = newest {
-            return;
+            // Back to the version it serves: a load of another one is not wanted.
+            self.compiles.discard(&origin);
+            return false;
         }
         // The approval in force now bounds what may keep running, whatever becomes of the
         // newest version: narrowing it unloads a version that uses more.
@@ -580,8 +622,9 @@ impl Reloader {
             state.object.serving_module = None;
         }
         let (file, approval) = match newest {
-            Newest::Unchanged => return,
+            Newest::Unchanged => return false,
             Newest::Failed { failure, retry } => {
+                self.compiles.discard(&origin);
                 // Said once per failure, not at every retry of the same one.
                 if state.object.failure.as_ref() != Some(&failure) {
                     tracing::error!(source = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
@@ -601,15 +644,23 @@ impl Reloader {
                 state.object.pulled = failure.is_pull().then_some(false);
                 state.object.approved = None;
                 state.object.failure = Some(failure);
-                return;
+                return false;
             }
             Newest::Read(file, approval) => (file, approval),
+        };
+        state.object.pulled = Some(true);
+        // The fingerprint is recorded only with the load's result: until then every
+        // reconcile sees the source as changed, and asks again.
+        let loaded = match self.compiles.poll(&origin, &fingerprint, *file) {
+            Outcome::Running => {
+                state.object_generation = observed;
+                return true;
+            }
+            Outcome::Done(result) => *result,
         };
         state.fingerprint = fingerprint;
         state.retries = 0;
         state.retry_at = None;
-        state.object.pulled = Some(true);
-        let loaded = self.loader.load(*file).await;
         let mut loaded = match loaded {
             Ok(l) => l,
             Err(e) => {
@@ -617,7 +668,7 @@ impl Reloader {
                 state.rejected = Some(e.to_string());
                 state.object.failure = Some(Failure::new("LoadFailed", e.to_string()));
                 state.object.approved = None;
-                return;
+                return false;
             }
         };
         state.object.requested = Some(Permissions::requested_by(&loaded.plugin.manifest));
@@ -629,7 +680,7 @@ impl Reloader {
             state.rejected = Some(e.to_string());
             state.object.approved = Some(Err(e.to_string()));
             state.object.failure = Some(Failure::new("NotApproved", e.to_string()));
-            return;
+            return false;
         }
         state.object.approved = Some(Ok(()));
         let name = loaded.plugin.name().to_string();
@@ -642,7 +693,7 @@ impl Reloader {
             tracing::error!(source = %origin, error = %why, "plugin rejected");
             state.rejected = Some(why.clone());
             state.object.failure = Some(Failure::new("NameMismatch", why));
-            return;
+            return false;
         }
         let env = &mut next.env;
         if let Some(owner) = env.plugins.get(&name)
@@ -656,7 +707,7 @@ impl Reloader {
             tracing::error!(error = %e, "plugin rejected");
             state.rejected = Some(e.to_string());
             state.object.failure = Some(Failure::new("NameInUse", e.to_string()));
-            return;
+            return false;
         }
         state.rejected = None;
         state.object.failure = None;
@@ -704,9 +755,12 @@ impl Reloader {
             }
         }
         state.serving = Some(name);
+        false
     }
     /// After `env` took effect: drop compiled code no plugin uses, and publish the status.
-    pub(crate) fn took_effect(&self, env: &Environment, changed: bool) {
+    /// `loading`: what the reconcile left loading (the directory counts as loaded once
+    /// none of its files' loads runs).
+    pub(crate) fn took_effect(&self, env: &Environment, changed: bool, loading: Loading) {
         if changed {
             let digests: HashSet<String> = env
                 .plugins
@@ -746,7 +800,9 @@ impl Reloader {
                 .set(1);
         }
         drop(st);
-        self.loaded_once.store(true, Ordering::Release);
+        if !loading.files {
+            self.loaded_once.store(true, Ordering::Release);
+        }
     }
 }
 

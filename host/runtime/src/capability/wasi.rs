@@ -182,18 +182,9 @@ impl StderrTail {
 /// `line` inside double quotes: control characters (terminal escapes, carriage returns)
 /// as `\t` or `\u{1b}`, quotes and backslashes escaped; the rest as written.
 fn escape(line: &str) -> String {
-    let mut out = String::with_capacity(line.len());
-    for c in line.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
+    let quoted = line.replace('\\', "\\\\").replace('"', "\\\"");
+    // Control and display-changing characters: as every plugin text is made inert.
+    kubewasm_core::excerpt::excerpt(&quoted, usize::MAX).into_owned()
 }
 
 /// Longest excerpt an error carries: escaping can make a control character ten (`\u{1b}`).

@@ -1895,10 +1895,12 @@ async fn hot_reload(n: &'static Node) {
             "the reload came from the mounted volume: {line}"
         );
         println!(
-            "     {pod}: {} (reload itself took {})",
+            "     {pod}: {} (the load itself took {} ms)",
             at.map(|d| format!("v2 serving {:.1} s after the apply", d.as_secs_f64()))
                 .unwrap_or_else(|| "no timestamp".into()),
-            field(line, "took")
+            line.get("took_ms")
+                .map(|v| v.to_string())
+                .unwrap_or_default()
         );
         if let Some(d) = at {
             record(

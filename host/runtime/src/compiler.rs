@@ -555,6 +555,43 @@ mod tests {
         assert!(left.is_empty(), "worker still running: {left:?}");
     }
 
+    /// The worker process runs under its limits: the address space and CPU time set by
+    /// `setrlimit`, and the OOM killer's first choice. Read by the worker itself from
+    /// /proc, as a stand-in worker that prints them.
+    #[tokio::test]
+    async fn the_worker_runs_under_its_rlimits_and_first_for_the_oom_killer() {
+        let worker = Worker::new(
+            "/bin/sh",
+            ["-c", "cat /proc/self/limits /proc/self/oom_score_adj"],
+        )
+        .with_timeout(std::time::Duration::from_secs(7))
+        .with_address_space(512 << 20);
+        let mut command = tokio::process::Command::new(&worker.program);
+        worker.limit(&mut command);
+        let out = command.args(&worker.args).output().await.unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let row = |name: &str| -> Vec<String> {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("no {name} in {text}"));
+            line[name.len()..]
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        let bytes = (512u64 << 20).to_string();
+        assert_eq!(row("Max address space")[..2], [bytes.clone(), bytes]);
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        let cpu = row("Max cpu time");
+        assert_eq!(
+            cpu[..2],
+            [(7 * cpus).to_string(), (7 * cpus + 1).to_string()]
+        );
+        assert_eq!(text.lines().last(), Some("1000"), "{text}");
+    }
+
     #[tokio::test]
     async fn worker_failures_are_classified_and_never_hang() {
         let dir = tempfile::tempdir().unwrap();

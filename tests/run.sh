@@ -51,4 +51,6 @@ echo "== conformance: every language's plugins against the reference cases"
 bash plugins/conformance/run.sh "$root/target/debug/kubewasm"
 
 echo "== host, embedded API server, integration tests"
-cargo test --workspace --quiet
+# Every test binary runs even after one fails: a CI failure reports all failing tests at
+# once, not only the first binary's.
+cargo test --workspace --quiet --no-fail-fast

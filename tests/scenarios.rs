@@ -198,8 +198,16 @@ async fn know_when_ready_opens_an_endpoint_once_when_available() {
         "url {url} vs ingress host {host_rule}"
     );
 
-    // Later unrelated updates cause no further writes.
+    // Later unrelated updates cause no further writes. Counted once the annotation's
+    // write is logged: the test can read the annotation before the host logs its write.
     let ingress_rv = ingress.metadata.resource_version.clone();
+    let annotated_rv = sd.metadata.resource_version.clone().unwrap_or_default();
+    host.wait_log("the annotation's write logged", |l| {
+        field(l, "plugin") == "seldon-endpoint"
+            && field(l, "message").starts_with("applied")
+            && field(l, "resource_version") == annotated_rv
+    })
+    .await;
     let applied_before = host
         .matching(|l| {
             field(l, "plugin") == "seldon-endpoint" && field(l, "message").starts_with("applied")

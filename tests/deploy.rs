@@ -699,10 +699,9 @@ fn assert_example_rbac(docs: &[Value]) {
                 ("".to_string(), "serviceaccounts".to_string()),
                 verbs(&["impersonate"])
             ),
-            // A Plugin's pull secret.
-            (("".to_string(), "secrets".to_string()), verbs(&["get"])),
         ]),
-        "the namespaced Role holds the Lease, pull secrets and the impersonation of the plugins"
+        "the namespaced Role holds the Lease and the impersonation of the plugins, and no \
+         Secret (no pull secret is allowed by default)"
     );
     // Each example plugin writes as its own ServiceAccount, bound to its own ClusterRole,
     // and the host may impersonate exactly those.

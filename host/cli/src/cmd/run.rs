@@ -39,6 +39,17 @@ pub struct HostArgs {
     /// manifest before any byte of the module is downloaded.
     #[arg(long, default_value_t = 128, value_parser = mebibytes)]
     max_module_mib: usize,
+    /// Longest one pull of a Plugin object's module may take, all of it (pull secret,
+    /// tag, manifest, module). Pulls run beside reloads, the previous version serving
+    /// meanwhile; a pull that takes longer fails (`PullTimeout`) and is retried with
+    /// backoff.
+    #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
+    pull_timeout: Duration,
+    /// A Secret of the host's namespace that Plugin objects may name as
+    /// `spec.pullSecretRef` (repeatable). A Plugin naming any other is refused
+    /// (`PullSecretNotAllowed`) before any Secret is read; without this flag, none may.
+    #[arg(long = "allowed-pull-secret", value_name = "NAME")]
+    allowed_pull_secret: Vec<String>,
     #[command(flatten)]
     registry: super::registry_args::RegistryArgs,
     /// The operator's approvals of the --plugins DIR plugins: a YAML stream, or a directory
@@ -462,6 +473,8 @@ pub async fn run_host(
             store_dir,
             namespace: host_namespace.clone(),
             max_module_bytes: (args.max_module_mib as u64) << 20,
+            pull_timeout: args.pull_timeout,
+            allowed_pull_secrets: args.allowed_pull_secret.clone(),
         });
     }
     if !args.no_impersonation {

@@ -354,11 +354,10 @@ impl Host {
             config.cache_dir.as_deref(),
         )?;
         let access = config.access.clone();
-        // Plugin objects' status and pull secrets (their list and watch are the watch
-        // manager's, once their kind is served).
+        // Plugin objects' status and the allowed pull secrets (their list and watch are the
+        // watch manager's, once their kind is served).
         if let Some(o) = &config.objects {
-            let needs = vec![
-                Need {
+            let mut needs = vec![Need {
                     rule: Rule::new(
                         "patch",
                         kubewasm_core::plugin_object::GROUP,
@@ -367,13 +366,13 @@ impl Host {
                     ),
                     purpose: "writing Plugin objects' status".into(),
                     blocking: false,
-                },
-                Need {
-                    rule: Rule::new("get", "", "secrets", Some(&o.namespace)),
-                    purpose: "Plugin objects' pull secrets".into(),
-                    blocking: false,
-                },
-            ];
+            }];
+            // Only the secrets the operator allowed: the host reads no other.
+            needs.extend(o.allowed_pull_secrets.iter().map(|name| Need {
+                rule: Rule::new("get", "", "secrets", Some(&o.namespace)).named(name),
+                purpose: "a pull secret Plugin objects may name (--allowed-pull-secret)".into(),
+                blocking: false,
+            }));
             access.require(&client, "plugin objects", needs).await;
         }
         let discovery = Arc::new(Discovery::new(client.clone()));

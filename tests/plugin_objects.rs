@@ -460,6 +460,134 @@ async fn permissions_bound_what_loads_and_narrowing_them_unloads() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// A tag is resolved again at every rescan: found where it was, nothing is pulled, loaded
+/// or reloaded; moved, the move is logged at INFO (plugin, reference, both digests), said in
+/// the Ready condition, and the digest it names now serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_tag_reloads_nothing_and_a_moved_tag_is_said() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:live");
+    let tag = w.registry.reference("testkit:live");
+    let host = w.start_host(&["--rescan-interval", "300ms"]);
+    w.apply_plugin(plugin("testkit", &tag, testkit_permissions()))
+        .await;
+    let st = w
+        .condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+    assert_eq!(st["digest"], json!(digest_of(&v1)), "{st}");
+    w.env.create(&w.cms, cm("a", "1")).await;
+    w.out_has("a", "1", "1").await;
+
+    // Rescans find the tag where it was: nothing pulled, loaded, replaced or said.
+    let resolved = |host: &HostProcess| {
+        host.matching(|l| field(l, "message") == "tag resolved" && field(l, "plugin") == "testkit")
+            .len()
+    };
+    let before = resolved(&host);
+    eventually("three more rescans", CONVERGE, || async {
+        (resolved(&host) >= before + 3).then_some(())
+    })
+    .await;
+    let count = |message: &str| host.matching(|l| field(l, "message") == message).len();
+    assert_eq!(count("module pulled"), 1, "{}", host.dump());
+    assert_eq!(count("plugin loaded"), 1, "{}", host.dump());
+    assert_eq!(count("plugin replaced"), 0, "{}", host.dump());
+    assert_eq!(count("tag moved"), 0, "{}", host.dump());
+    let st = get(&w.plugins, "testkit").await.expect("the Plugin").data["status"].clone();
+    assert_eq!(condition(&st, "Ready")["reason"], json!("Serving"), "{st}");
+
+    // The tag moved: said once, in the log and in status, and the new digest serves.
+    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:live");
+    let moved = host
+        .wait_log("tag moved", |l| field(l, "message") == "tag moved")
+        .await;
+    assert_eq!(field(&moved, "level"), "INFO", "{moved}");
+    assert_eq!(field(&moved, "plugin"), "testkit", "{moved}");
+    assert_eq!(field(&moved, "reference"), tag, "{moved}");
+    assert_eq!(field(&moved, "from"), digest_of(&v1), "{moved}");
+    assert_eq!(field(&moved, "to"), digest_of(&v2), "{moved}");
+    let st = eventually("version 2 serving", CONVERGE, || async {
+        get(&w.plugins, "testkit")
+            .await
+            .map(|o| o.data["status"].clone())
+            .filter(|st| st["digest"] == json!(digest_of(&v2)))
+    })
+    .await;
+    assert_eq!(st["version"], json!("2"), "{st}");
+    let ready = condition(&st, "Ready");
+    assert_eq!(ready["reason"], json!("Serving"), "{st}");
+    assert!(
+        ready["message"].as_str().unwrap_or("").contains(&format!(
+            "tag {tag} moved from {} to {}",
+            digest_of(&v1),
+            digest_of(&v2)
+        )),
+        "{st}"
+    );
+    w.out_has("a", "2", "1").await;
+    assert_eq!(count("plugin replaced"), 1, "{}", host.dump());
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A Plugin may name only the pull secrets the operator allowed: another is refused
+/// before any Secret is read (the API server sees no request for it); an allowed one is
+/// read and used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_allowed_pull_secrets_are_read() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let secrets = w.env.api("v1", "Secret", "secrets", Some("default"));
+    let config = json!({"auths": {w.registry.host(): {"auth": "dXNlcjpwYXNz"}}}).to_string();
+    for name in ["regcred", "database-password"] {
+        w.env
+            .create(
+                &secrets,
+                json!({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": name, "namespace": "default"},
+                       "type": "kubernetes.io/dockerconfigjson",
+                       "stringData": {".dockerconfigjson": config}}),
+            )
+            .await;
+    }
+    w.env.server.record_requests();
+    let host = w.start_host_as_token(&["--allowed-pull-secret", "regcred"]);
+    let with_secret = |name: &str, secret: &str| {
+        let mut p = plugin(name, &v1, testkit_permissions());
+        p["spec"]["pullSecretRef"] = json!({"name": secret});
+        p
+    };
+    w.apply_plugin(with_secret("testkit", "database-password"))
+        .await;
+    let st = w
+        .condition(&host, "testkit", "Ready", "False", "PullSecretNotAllowed")
+        .await;
+    let message = condition(&st, "Ready")["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("database-password")
+            && message.contains("--allowed-pull-secret")
+            && message.contains("regcred"),
+        "{st}"
+    );
+    let read = |name: &str| {
+        w.env
+            .server
+            .requests()
+            .iter()
+            .filter(|r| r.client == HOST_TOKEN && r.path.contains(&format!("/secrets/{name}")))
+            .count()
+    };
+    assert_eq!(read("database-password"), 0, "a Secret not allowed was read");
+
+    // The allowed one is read, and the module pulled with it.
+    w.apply_plugin(with_secret("testkit", "regcred")).await;
+    w.condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+    assert!(read("regcred") >= 1, "the allowed pull secret was not read");
+    assert_eq!(read("database-password"), 0);
+    assert_eq!(host.stop(), Some(0));
+}
+
 /// Across a swap, every change is handled, by exactly one version, and none by the old
 /// version once the new one serves. Deterministic: the host's writes are held by the API
 /// server while the swap happens, so changes handled before it have their applies in

@@ -454,6 +454,10 @@ pub async fn run_host(
     // Kept alive while the host runs: the default module store when none is given.
     let mut _private_store = None;
     if !args.no_plugin_objects {
+        anyhow::ensure!(
+            !args.pull_timeout.is_zero(),
+            "--pull-timeout must be more than 0"
+        );
         let store_dir = match (&args.module_store, &args.cache_dir) {
             (Some(dir), _) => dir.clone(),
             (None, Some(cache)) => cache.join("modules"),

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kubewasm_core::sync::lock;
@@ -30,23 +30,23 @@ pub(crate) const PULL_SLOTS: usize = 4;
 pub(crate) enum Outcome<T> {
     /// The job of this version finished (taken: the next poll starts a new one).
     Done(Box<T>),
-    /// It runs (started now, or earlier), past its first stage when true; the reloader is
-    /// woken when it ends.
-    Running(bool),
+    /// It runs (started now, or earlier), at the stage it said last ([`Progress::stage`],
+    /// 0 at first); the reloader is woken when it ends.
+    Running(u8),
 }
 
-/// What a job tells the reloader while it runs: that its first stage is over (a Plugin
-/// object's pull: its status then says the module is loading).
+/// What a job tells the reloader while it runs: the stage it is at (a Plugin object's
+/// job: resolving its tag, pulling, loading), which its status says.
 #[derive(Clone)]
 pub(crate) struct Progress {
-    next_stage: Arc<AtomicBool>,
+    stage: Arc<AtomicU8>,
     finished: Arc<Notify>,
 }
 
 impl Progress {
-    /// The first stage is over; the reloader is woken, so status can say so.
-    pub(crate) fn next_stage(&self) {
-        self.next_stage.store(true, Ordering::Release);
+    /// The job is at `stage` now; the reloader is woken, so status can say so.
+    pub(crate) fn stage(&self, stage: u8) {
+        self.stage.store(stage, Ordering::Release);
         self.finished.notify_one();
     }
 }
@@ -55,7 +55,7 @@ impl Progress {
 struct Job<T> {
     fingerprint: String,
     state: JobState<T>,
-    next_stage: Arc<AtomicBool>,
+    stage: Arc<AtomicU8>,
 }
 
 enum JobState<T> {
@@ -96,7 +96,7 @@ impl<T: Send + 'static> Jobs<T> {
         if let Some(job) = jobs.get(origin) {
             if job.fingerprint == fingerprint {
                 if matches!(job.state, JobState::Running(_)) {
-                    return Outcome::Running(job.next_stage.load(Ordering::Acquire));
+                    return Outcome::Running(job.stage.load(Ordering::Acquire));
                 }
                 if let Some(Job {
                     state: JobState::Done(result),
@@ -114,9 +114,9 @@ impl<T: Send + 'static> Jobs<T> {
                 task.abort();
             }
         }
-        let next_stage = Arc::new(AtomicBool::new(false));
+        let stage = Arc::new(AtomicU8::new(0));
         let work = work(Progress {
-            next_stage: next_stage.clone(),
+            stage: stage.clone(),
             finished: self.finished.clone(),
         });
         let (all, finished) = (self.jobs.clone(), self.finished.clone());
@@ -138,10 +138,10 @@ impl<T: Send + 'static> Jobs<T> {
             Job {
                 fingerprint: fingerprint.to_string(),
                 state: JobState::Running(task.abort_handle()),
-                next_stage,
+                stage,
             },
         );
-        Outcome::Running(false)
+        Outcome::Running(0)
     }
 
     /// Forget `origin`'s job (the source is gone, unchanged again or unreadable): a

@@ -26,7 +26,13 @@ use kubewasm_runtime::{LimitOverrides, PluginFile};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::host::compiles::PULL_SLOTS;
+use crate::host::compiles::{PULL_SLOTS, Progress};
+
+/// Stages of a Plugin object's job, as [`Progress`] reports them: 0 is its start (the
+/// tag resolved, when it has one).
+pub(crate) const STAGE_PULLING: u8 = 1;
+/// Pulled; the module is being loaded.
+pub(crate) const STAGE_LOADING: u8 = 2;
 
 use crate::watch::cache::CachedObject;
 
@@ -155,6 +161,9 @@ pub(crate) struct Fetch {
     /// The fingerprint the object was last looked at with: a tag found at the same digest
     /// again is unchanged, and nothing is pulled or reloaded.
     known: String,
+    /// A rescan's look at a tag already resolved for this spec: status says nothing
+    /// unless it moved (the job then reaches [`STAGE_PULLING`]).
+    recheck: bool,
 }
 
 impl Fetch {
@@ -166,6 +175,11 @@ impl Fetch {
     /// `spec.module`, as written.
     pub(crate) fn module(&self) -> &str {
         &self.module
+    }
+
+    /// Whether this is a rescan's look at a tag already resolved for this spec.
+    pub(crate) fn recheck(&self) -> bool {
+        self.recheck
     }
 }
 
@@ -203,12 +217,13 @@ pub(crate) struct ObjectSource {
     oci: kubewasm_oci::Client,
     store: Store,
     config: ObjectsConfig,
-    /// Tag references resolved: (reference, spec fingerprint) → digest. A tag is resolved
-    /// again when the object changes or on a rescan, not on every reload.
-    resolved: Mutex<BTreeMap<String, String>>,
-    /// The digest each Plugin's tag was last found at, (plugin, reference) → digest: kept
-    /// across rescans, so a tag that moved is said.
-    tags: Mutex<BTreeMap<(String, String), String>>,
+    /// Tag references resolved: (reference, spec fingerprint) → digest, and whether since
+    /// the last rescan. A tag is resolved again when the object changes or on a rescan,
+    /// not on every reload.
+    resolved: Mutex<BTreeMap<String, (String, bool)>>,
+    /// The digest each Plugin's tag was last found at, (plugin, reference) → digest, and
+    /// whether since the last rescan: kept across a rescan, so a tag that moved is said.
+    tags: Mutex<BTreeMap<(String, String), (String, bool)>>,
     /// Pulls running at once ([`PULL_SLOTS`]).
     slots: Arc<Semaphore>,
 }
@@ -234,9 +249,12 @@ impl ObjectSource {
         })
     }
 
-    /// Forget resolved tags, so the next reload asks the registry again (a rescan).
+    /// Mark resolved tags stale, so the next reload asks the registry again (a rescan).
+    /// What was not resolved again since the rescan before is forgotten (a spec changed
+    /// or deleted), so both maps stay as large as the Plugins' tags.
     pub(crate) fn forget_tags(&self) {
-        lock(&self.resolved).clear();
+        stale(&mut lock(&self.resolved));
+        stale(&mut lock(&self.tags));
     }
 
     /// `--pull-timeout`.
@@ -341,13 +359,15 @@ impl ObjectSource {
         if let Some(secret) = &pull_secret {
             self.check_pull_secret(secret)?;
         }
-        let digest = match reference.digest() {
-            Some(d) => Some(d.to_string()),
+        let (digest, recheck) = match reference.digest() {
+            Some(d) => (Some(d.to_string()), false),
             // A tag that failed to resolve is not asked again before its retry is due.
             None if unchanged(&c.name, spec_fp) => return Ok(Pulled::Unchanged),
-            None => lock(&self.resolved)
-                .get(&format!("{module} {spec_fp}"))
-                .cloned(),
+            None => match lock(&self.resolved).get(&format!("{module} {spec_fp}")) {
+                Some((d, true)) => (Some(d.clone()), false),
+                Some((_, false)) => (None, true),
+                None => (None, false),
+            },
         };
         if let Some(d) = &digest {
             c.fingerprint = fingerprint(spec_fp, d);
@@ -365,6 +385,7 @@ impl ObjectSource {
             settings: spec.settings.as_ref().map(|s| s.to_string()),
             overrides,
             known: known(&c.name),
+            recheck,
         })))
     }
 
@@ -391,12 +412,13 @@ impl ObjectSource {
     /// Pull `f`'s module (from the store when it is there), within `--pull-timeout` once
     /// a pull slot is free. The fingerprint returned is the one to record, failed or not:
     /// a tag resolved before the deadline counts, so the retry waits its backoff.
-    pub(crate) async fn fetch(self: Arc<Self>, f: Fetch) -> Fetched {
+    pub(crate) async fn fetch(self: Arc<Self>, f: Fetch, progress: Progress) -> Fetched {
         // Never closed: a closed semaphore would only lift the bound.
         let _slot = self.slots.clone().acquire_owned().await.ok();
         let mut digest = f.digest.clone();
         let deadline = self.config.pull_timeout;
-        let result = tokio::time::timeout(deadline, self.fetch_within(&f, &mut digest)).await;
+        let result =
+            tokio::time::timeout(deadline, self.fetch_within(&f, &mut digest, &progress)).await;
         let fingerprint = match &digest {
             Some(d) => fingerprint(&f.spec_fp, d),
             None => f.spec_fp.clone(),
@@ -420,6 +442,7 @@ impl ObjectSource {
         &self,
         f: &Fetch,
         digest: &mut Option<String>,
+        progress: &Progress,
     ) -> Result<Option<FetchedModule>, Failure> {
         let creds = self
             .credentials(f.pull_secret.as_deref(), &f.reference)
@@ -433,8 +456,10 @@ impl ObjectSource {
                     .resolve(&f.reference, &creds)
                     .await
                     .map_err(|e| Failure::new(e.reason(), e.to_string()))?;
-                lock(&self.resolved).insert(format!("{} {}", f.module, f.spec_fp), d.clone());
-                let before = lock(&self.tags).insert((f.name.clone(), f.module.clone()), d.clone());
+                lock(&self.resolved).insert(format!("{} {}", f.module, f.spec_fp), (d.clone(), true));
+                let before = lock(&self.tags)
+                    .insert((f.name.clone(), f.module.clone()), (d.clone(), true))
+                    .map(|(before, _)| before);
                 tracing::debug!(plugin = %f.name, reference = %f.module, digest = %d, "tag resolved");
                 if let Some(before) = before
                     && before != d
@@ -454,6 +479,7 @@ impl ObjectSource {
         if fingerprint(&f.spec_fp, &d) == f.known {
             return Ok(None);
         }
+        progress.stage(STAGE_PULLING);
         let pinned = f.reference.pinned(&d);
         let pulled = self
             .oci
@@ -529,6 +555,14 @@ impl ObjectSource {
             .ok_or_else(|| bad("no .dockerconfigjson key"))?;
         let auths = Auths::from_docker_config_json(&data.0).map_err(|e| bad(&e.to_string()))?;
         Ok(auths.for_registry(reference.registry()))
+    }
+}
+
+/// Forget the entries not resolved since the last call, and mark the rest stale.
+fn stale<K: Ord>(map: &mut BTreeMap<K, (String, bool)>) {
+    map.retain(|_, (_, fresh)| *fresh);
+    for (_, fresh) in map.values_mut() {
+        *fresh = false;
     }
 }
 

@@ -33,7 +33,8 @@ use crate::dispatch::{Health, QuarantinePolicy};
 use crate::host::compiles::{COMPILE_SLOTS, Jobs, Outcome, Progress};
 use crate::host::environment::{Active, Environment, PluginStatus, Version};
 use crate::host::plugin_objects::{
-    Busy, Candidate, Failure, Fetch, ObjectSource, ObjectState, Pulled, TagMove,
+    Busy, Candidate, Failure, Fetch, ObjectSource, ObjectState, Pulled, STAGE_LOADING,
+    STAGE_PULLING, TagMove,
 };
 use crate::host::replay::Replay;
 use crate::ops::metrics::{InfoLabels, Metrics};
@@ -79,6 +80,9 @@ struct SourceState {
     /// many tries so far. Until then the source counts as unchanged.
     retry_at: Option<tokio::time::Instant>,
     retries: u32,
+    /// A job (load, or pull and load) runs for its newest version: a retry due is being
+    /// made, so it does not wake the reloader again before the job ends.
+    running: bool,
 }
 
 /// First retry of a failed pull, doubling per try up to [`RETRY_MAX`]: registry trouble
@@ -595,7 +599,11 @@ impl Reloader {
             .chain(approvals_error)
             .collect();
         write(&self.status).rejected = rejected;
-        *write(&self.next_retry) = sources.values().filter_map(|s| s.retry_at).min();
+        *write(&self.next_retry) = sources
+            .values()
+            .filter(|s| !s.running)
+            .filter_map(|s| s.retry_at)
+            .min();
         *write(&self.serving_from) = sources
             .iter()
             .filter_map(|(o, s)| Some((s.serving.clone()?, o.to_string())))
@@ -635,6 +643,7 @@ impl Reloader {
             object,
         } = item;
         let state = sources.entry(origin.clone()).or_default();
+        state.running = false;
         // A generation is observed once its job has ended (status says so then; while a
         // Plugin's job runs, status reports the generation it works on).
         let observed = state.object_generation;
@@ -686,6 +695,7 @@ impl Reloader {
                 match self.compiles.poll(&origin, &fingerprint, job) {
                     Outcome::Running(_) => {
                         state.object_generation = observed;
+                        state.running = true;
                         return true;
                     }
                     Outcome::Done(result) => (*result, approval, fingerprint, None),
@@ -697,18 +707,22 @@ impl Reloader {
                 };
                 let key = fetch.key().to_string();
                 let module = fetch.module().to_string();
+                let recheck = fetch.recheck();
                 let deadline = source.pull_timeout();
                 let (loader, slots) = (self.loader.clone(), self.compile_slots.clone());
                 let job = |progress: Progress| object_job(source, *fetch, loader, slots, progress);
                 match self.fetches.poll(&origin, &key, job) {
-                    Outcome::Running(loading) => {
+                    Outcome::Running(stage) => {
                         state.object_generation = observed;
-                        let busy = if loading {
-                            Busy::Loading { module }
-                        } else {
-                            Busy::Pulling { module, deadline }
-                        };
-                        state.object.busy = Some((generation, busy));
+                        // A rescan's look at a tag says nothing until the tag moved.
+                        state.object.busy = match stage {
+                            STAGE_LOADING.. => Some(Busy::Loading { module }),
+                            STAGE_PULLING => Some(Busy::Pulling { module, deadline }),
+                            _ if recheck => None,
+                            _ => Some(Busy::Pulling { module, deadline }),
+                        }
+                        .map(|busy| (generation, busy));
+                        state.running = true;
                         return true;
                     }
                     Outcome::Done(job) => {
@@ -929,12 +943,12 @@ async fn object_job(
     slots: Arc<Semaphore>,
     progress: Progress,
 ) -> ObjectJob {
-    let fetched = source.fetch(fetch).await;
+    let fetched = source.fetch(fetch, progress.clone()).await;
     let result = match fetched.result {
         Err(failure) => Err(failure),
         Ok(None) => Ok(None),
         Ok(Some(module)) => {
-            progress.next_stage();
+            progress.stage(STAGE_LOADING);
             // Never closed: a closed semaphore would only lift the bound.
             let _slot = slots.acquire_owned().await.ok();
             let loaded = loader.load(module.file).await;

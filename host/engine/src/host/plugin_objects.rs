@@ -896,6 +896,72 @@ mod tests {
     }
 
     #[test]
+    fn a_running_pull_reads_pulling_at_its_generation_and_a_moved_tag_is_said() {
+        let mut pulling = state();
+        pulling.generation = 3;
+        pulling.busy = Some(Busy::Pulling {
+            module: "oci://r/p@sha256:bb".into(),
+            deadline: Duration::from_secs(180),
+        });
+        let s = pulling.status("t1");
+        let ready = &s.conditions[0];
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Pulling")
+        );
+        assert!(
+            ready.message.contains("keeps serving; pulling oci://r/p@sha256:bb")
+                && ready.message.contains("--pull-timeout"),
+            "{}",
+            ready.message
+        );
+        assert_eq!(ready.observed_generation, Some(3));
+        let pulled = s.conditions.iter().find(|c| c.type_ == "Pulled").unwrap();
+        assert_eq!(
+            (pulled.status.as_str(), pulled.reason.as_str()),
+            ("Unknown", "Pulling")
+        );
+        // What serves is still said.
+        assert_eq!(s.digest.as_deref(), Some("sha256:aa"));
+
+        let mut first = pulling.clone();
+        first.serving = None;
+        first.busy = Some(Busy::Loading {
+            module: "oci://r/p@sha256:bb".into(),
+        });
+        let s = first.status("t1");
+        assert_eq!(
+            (s.conditions[0].status.as_str(), s.conditions[0].reason.as_str()),
+            ("False", "Loading")
+        );
+
+        let mut moved = state();
+        moved.moved = Some(TagMove {
+            reference: "oci://r/p:live".into(),
+            from: "sha256:00".into(),
+            to: "sha256:aa".into(),
+        });
+        let s = moved.status("t1");
+        assert_eq!(s.conditions[0].reason, "Serving");
+        assert!(
+            s.conditions[0]
+                .message
+                .ends_with("; tag oci://r/p:live moved from sha256:00 to sha256:aa"),
+            "{}",
+            s.conditions[0].message
+        );
+    }
+
+    #[test]
+    fn stale_tags_are_forgotten_after_a_rescan_without_a_look() {
+        let mut m = BTreeMap::from([("a", ("d1".to_string(), true))]);
+        stale(&mut m);
+        assert_eq!(m.get("a"), Some(&("d1".to_string(), false)));
+        stale(&mut m);
+        assert!(m.is_empty());
+    }
+
+    #[test]
     fn long_messages_are_cut() {
         let m = kubewasm_core_excerpt(&"é".repeat(4000));
         assert!(m.len() < 1100 && m.ends_with("bytes truncated)"), "{m}");

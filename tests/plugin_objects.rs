@@ -12,6 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use base64::Engine as _;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use support::registry::Registry;
@@ -539,6 +540,7 @@ async fn only_allowed_pull_secrets_are_read() {
     let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let secrets = w.env.api("v1", "Secret", "secrets", Some("default"));
     let config = json!({"auths": {w.registry.host(): {"auth": "dXNlcjpwYXNz"}}}).to_string();
+    let config = base64::engine::general_purpose::STANDARD.encode(config);
     for name in ["regcred", "database-password"] {
         w.env
             .create(
@@ -546,7 +548,7 @@ async fn only_allowed_pull_secrets_are_read() {
                 json!({"apiVersion": "v1", "kind": "Secret",
                        "metadata": {"name": name, "namespace": "default"},
                        "type": "kubernetes.io/dockerconfigjson",
-                       "stringData": {".dockerconfigjson": config}}),
+                       "data": {".dockerconfigjson": config}}),
             )
             .await;
     }

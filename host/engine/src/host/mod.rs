@@ -138,6 +138,9 @@ struct Parts {
     workers: Mutex<Vec<JoinSet<()>>>,
     /// Writes Plugin objects' status when this replica leads (None: no objects).
     status_writer: Option<StatusWriter>,
+    /// A reconcile of the Plugin objects ended: their status is to be written (by its own
+    /// task, so a slow status write never holds back the next reconcile).
+    status_due: tokio::sync::Notify,
     ownership: Ownership,
     /// A Plugin object changed, or their kind became served.
     objects_changed: tokio::sync::Notify,
@@ -195,10 +198,8 @@ impl Parts {
         next.announce();
         self.reloader.took_effect(&env, changed, next.loading);
         self.check_impersonation(&env).await;
-        if let (Some(writer), Some(states)) = (&self.status_writer, &next.objects)
-            && self.ownership.is_first()
-        {
-            writer.write(states).await;
+        if self.status_writer.is_some() && next.objects.is_some() && self.ownership.is_first() {
+            self.status_due.notify_one();
         }
         next.loading
     }
@@ -441,6 +442,7 @@ impl Host {
             ),
             ownership: ownership.clone(),
             objects_changed: tokio::sync::Notify::new(),
+            status_due: tokio::sync::Notify::new(),
             client: client.clone(),
             access,
             write_identity: config.write_identity.clone(),
@@ -492,6 +494,7 @@ impl Host {
             )),
         ];
         if parts.reloader.follows_objects() {
+            tasks.push(tokio::spawn(write_object_status(parts.clone(), cancel.clone())));
             tasks.push(tokio::spawn(follow_plugin_objects(
                 parts.clone(),
                 config.reload_debounce.unwrap_or(Duration::from_millis(300)),
@@ -788,6 +791,23 @@ async fn report_queue_depths(
                     resource: cache.resource.to_string(),
                 })
                 .set(cache.len() as i64);
+        }
+    }
+}
+
+/// Task: write the Plugin objects' status as the last reconcile left it, after each
+/// reconcile of them (a burst of reconciles makes one write of the latest states).
+async fn write_object_status(parts: Arc<Parts>, cancel: CancellationToken) {
+    let Some(writer) = &parts.status_writer else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = parts.status_due.notified() => {}
+        }
+        if parts.ownership.is_first() {
+            writer.write(&parts.reloader.object_states()).await;
         }
     }
 }

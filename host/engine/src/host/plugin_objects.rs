@@ -465,7 +465,7 @@ impl ObjectSource {
                     && before != d
                 {
                     tracing::info!(plugin = %f.name, reference = %f.module, from = %before, to = %d,
-                        "tag moved: loading the digest it names now");
+                        "tag moved");
                     moved = Some(TagMove {
                         reference: f.module.clone(),
                         from: before,

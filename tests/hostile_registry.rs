@@ -352,17 +352,21 @@ async fn a_dripping_registry_holds_back_no_reload() {
 
     // The spec changed during its pull: that pull stops, the new spec's starts.
     w.apply_hostile("hostile", "ef").await;
-    eventually("the old pull stopped, the new one dripping", CONVERGE, || async {
-        let drips = w.registry.drips();
-        let old_closed = drips
-            .iter()
-            .filter(|d| d.path.ends_with(&"ab".repeat(32)))
-            .all(|d| d.closed.is_some());
-        let new_open = drips
-            .iter()
-            .any(|d| d.path.ends_with(&"ef".repeat(32)) && d.closed.is_none());
-        (old_closed && new_open).then_some(())
-    })
+    eventually(
+        "the old pull stopped, the new one dripping",
+        CONVERGE,
+        || async {
+            let drips = w.registry.drips();
+            let old_closed = drips
+                .iter()
+                .filter(|d| d.path.ends_with(&"ab".repeat(32)))
+                .all(|d| d.closed.is_some());
+            let new_open = drips
+                .iter()
+                .any(|d| d.path.ends_with(&"ef".repeat(32)) && d.closed.is_none());
+            (old_closed && new_open).then_some(())
+        },
+    )
     .await;
     assert_eq!(w.registry.open(), 1, "{:?}", w.registry.drips());
 
@@ -377,9 +381,10 @@ async fn a_dripping_registry_holds_back_no_reload() {
     .await;
     w.handled_by(&host, "after", "steady").await;
     assert!(
-        host.matching(|l| field(l, "message") == "plugin rejected"
-            && field(l, "source").contains("hostile"))
-            .is_empty(),
+        host.matching(
+            |l| field(l, "message") == "plugin rejected" && field(l, "source").contains("hostile")
+        )
+        .is_empty(),
         "a pull stopped by a change or a deletion is no failure\n{}",
         host.dump()
     );
@@ -414,13 +419,20 @@ async fn a_pull_that_outlasts_the_pull_timeout_fails_and_waits_its_backoff() {
     );
     assert!(message.contains(&w.registry.host()), "{st}");
     assert_eq!(condition(&st, "Pulled")["status"], json!("False"), "{st}");
-    assert_eq!(condition(&st, "Pulled")["reason"], json!("PullTimeout"), "{st}");
+    assert_eq!(
+        condition(&st, "Pulled")["reason"],
+        json!("PullTimeout"),
+        "{st}"
+    );
     let failed = host
         .wait_log("the failure said", |l| {
             field(l, "message") == "plugin rejected" && field(l, "source").contains("hostile")
         })
         .await;
-    assert!(field(&failed, "error").contains("--pull-timeout"), "{failed}");
+    assert!(
+        field(&failed, "error").contains("--pull-timeout"),
+        "{failed}"
+    );
     w.handled_by(&host, "timed-out", "steady").await;
 
     // Tried again, after the backoff: never hot.

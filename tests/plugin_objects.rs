@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use base64::Engine as _;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 use support::registry::Registry;
@@ -579,7 +579,11 @@ async fn only_allowed_pull_secrets_are_read() {
             .filter(|r| r.client == HOST_TOKEN && r.path.contains(&format!("/secrets/{name}")))
             .count()
     };
-    assert_eq!(read("database-password"), 0, "a Secret not allowed was read");
+    assert_eq!(
+        read("database-password"),
+        0,
+        "a Secret not allowed was read"
+    );
 
     // The allowed one is read, and the module pulled with it.
     w.apply_plugin(with_secret("testkit", "regcred")).await;

@@ -57,7 +57,11 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
         Some(&set(&["patch"]))
     );
     let home = perms(find(&on, "Role", Some("kubewasm")));
-    assert_eq!(home.get(&key("", "secrets")), None, "no pull secret allowed");
+    assert_eq!(
+        home.get(&key("", "secrets")),
+        None,
+        "no pull secret allowed"
+    );
     let allowed = render(
         &[&m],
         |r| Some(guess(r)),

@@ -359,14 +359,14 @@ impl Host {
         // watch manager's, once their kind is served).
         if let Some(o) = &config.objects {
             let mut needs = vec![Need {
-                    rule: Rule::new(
-                        "patch",
-                        kubewasm_core::plugin_object::GROUP,
-                        &format!("{}/status", kubewasm_core::plugin_object::PLURAL),
-                        None,
-                    ),
-                    purpose: "writing Plugin objects' status".into(),
-                    blocking: false,
+                rule: Rule::new(
+                    "patch",
+                    kubewasm_core::plugin_object::GROUP,
+                    &format!("{}/status", kubewasm_core::plugin_object::PLURAL),
+                    None,
+                ),
+                purpose: "writing Plugin objects' status".into(),
+                blocking: false,
             }];
             // Only the secrets the operator allowed: the host reads no other.
             needs.extend(o.allowed_pull_secrets.iter().map(|name| Need {
@@ -494,7 +494,10 @@ impl Host {
             )),
         ];
         if parts.reloader.follows_objects() {
-            tasks.push(tokio::spawn(write_object_status(parts.clone(), cancel.clone())));
+            tasks.push(tokio::spawn(write_object_status(
+                parts.clone(),
+                cancel.clone(),
+            )));
             tasks.push(tokio::spawn(follow_plugin_objects(
                 parts.clone(),
                 config.reload_debounce.unwrap_or(Duration::from_millis(300)),

@@ -456,7 +456,8 @@ impl ObjectSource {
                     .resolve(&f.reference, &creds)
                     .await
                     .map_err(|e| Failure::new(e.reason(), e.to_string()))?;
-                lock(&self.resolved).insert(format!("{} {}", f.module, f.spec_fp), (d.clone(), true));
+                lock(&self.resolved)
+                    .insert(format!("{} {}", f.module, f.spec_fp), (d.clone(), true));
                 let before = lock(&self.tags)
                     .insert((f.name.clone(), f.module.clone()), (d.clone(), true))
                     .map(|(before, _)| before);
@@ -711,7 +712,9 @@ impl ObjectState {
             (Some(busy @ Busy::Pulling { .. }), _, _) => {
                 conditions.push(cond("Pulled", "Unknown", "Pulling", busy.describe()))
             }
-            (Some(Busy::Loading { .. }), _, _) | (None, Some(true), _) => conditions.push(cond("Pulled", "True", "Pulled", String::new())),
+            (Some(Busy::Loading { .. }), _, _) | (None, Some(true), _) => {
+                conditions.push(cond("Pulled", "True", "Pulled", String::new()))
+            }
             (None, Some(false), Some(f)) => {
                 conditions.push(cond("Pulled", "False", f.reason, f.message.clone()))
             }
@@ -910,7 +913,9 @@ mod tests {
             ("True", "Pulling")
         );
         assert!(
-            ready.message.contains("keeps serving; pulling oci://r/p@sha256:bb")
+            ready
+                .message
+                .contains("keeps serving; pulling oci://r/p@sha256:bb")
                 && ready.message.contains("--pull-timeout"),
             "{}",
             ready.message
@@ -931,7 +936,10 @@ mod tests {
         });
         let s = first.status("t1");
         assert_eq!(
-            (s.conditions[0].status.as_str(), s.conditions[0].reason.as_str()),
+            (
+                s.conditions[0].status.as_str(),
+                s.conditions[0].reason.as_str()
+            ),
             ("False", "Loading")
         );
 

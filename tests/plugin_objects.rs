@@ -292,7 +292,7 @@ async fn a_pushed_module_serves_as_a_plugin_object_and_swaps_in_place() {
         .delete("testkit", &DeleteParams::default())
         .await
         .expect("delete the Plugin");
-    host.wait_log("testkit removed", |l| {
+    wait_or_dump(&host, "testkit removed", |l| {
         field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit"
     })
     .await;
@@ -456,6 +456,147 @@ async fn permissions_bound_what_loads_and_narrowing_them_unloads() {
     assert!(
         get(&w.cms, "b-out").await.is_none(),
         "an unloaded plugin handled an event"
+    );
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// Wait for a log line; on timeout, say what the host logged.
+async fn wait_or_dump(host: &HostProcess, what: &str, pred: impl Fn(&Value) -> bool) {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    while host.matching(&pred).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}; host log:\n{}",
+            host.dump()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A host that cannot see Plugin objects any more (its RBAC for them revoked) does not keep
+/// serving what it last saw: once the watch has failed for `--plugin-watch-grace`, the
+/// plugins of Plugin objects are unloaded; when it works again, they load again and handle
+/// what changed meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_objects_stop_serving_when_their_watch_fails_past_the_grace() {
+    let registry = Registry::start();
+    let env = Env::with_rbac(false, &[(HOST_TOKEN, "kubewasm-host")]).await;
+    env.apply_path(&root().join("deploy/kubernetes/base/crd-plugins.yaml"))
+        .await;
+    let roles = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "clusterroles",
+        None,
+    );
+    let bindings = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        None,
+    );
+    let role = |name: &str, groups: &[&str]| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name},
+               "rules": [{"apiGroups": groups, "resources": ["*"], "verbs": ["*"]}]})
+    };
+    let binding = |name: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "User", "name": "kubewasm-host"}]})
+    };
+    env.create(
+        &roles,
+        role(
+            "host-core",
+            &[
+                "",
+                "authorization.k8s.io",
+                "events.k8s.io",
+                "apiextensions.k8s.io",
+            ],
+        ),
+    )
+    .await;
+    env.create(&bindings, binding("host-core")).await;
+    env.create(&roles, role("host-plugins", &["kubewasm.dev"]))
+        .await;
+    env.create(&bindings, binding("host-plugins")).await;
+    let w = World {
+        plugins: env.api("kubewasm.dev/v1alpha1", "Plugin", "plugins", None),
+        cms: env.api("v1", "ConfigMap", "configmaps", Some("default")),
+        env,
+        registry,
+    };
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let host = w.start_host_as_token(&["--no-impersonation", "--plugin-watch-grace", "2s"]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    w.condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+    w.env.create(&w.cms, cm("a", "1")).await;
+    w.out_has("a", "1", "1").await;
+
+    // The host loses its rights on Plugin objects; its open watch is cut, so it watches
+    // again and is refused.
+    bindings
+        .delete("host-plugins", &DeleteParams::default())
+        .await
+        .expect("delete the binding");
+    w.env.server.record_requests();
+    let cut = std::time::Instant::now();
+    w.env.server.pause_watches();
+    eventually(
+        "the host's Plugin watch cut and sent again",
+        CONVERGE,
+        || async {
+            w.env
+                .server
+                .requests()
+                .iter()
+                .any(|r| {
+                    r.client == HOST_TOKEN
+                        && r.arrived > cut
+                        && r.path.contains("/plugins")
+                        && r.path.contains("watch=true")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    w.env.server.resume_watches();
+    wait_or_dump(&host, "Plugin objects withheld", |l| {
+        field(l, "message").starts_with("the watch of Plugin objects has been failing")
+    })
+    .await;
+    wait_or_dump(&host, "testkit removed", |l| {
+        field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit"
+    })
+    .await;
+    w.env.create(&w.cms, cm("b", "1")).await;
+
+    // Its rights back: it loads again and handles what it missed.
+    w.env.create(&bindings, binding("host-plugins")).await;
+    wait_or_dump(&host, "Plugin objects back", |l| {
+        field(l, "message").starts_with("the watch of Plugin objects works again")
+    })
+    .await;
+    w.out_has("b", "1", "1").await;
+    let lines = host.logs();
+    let at = |pred: &dyn Fn(&Value) -> bool| lines.iter().position(pred);
+    let removed =
+        at(&|l| field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit")
+            .expect("removed");
+    let handled_b =
+        at(&|l| field(l, "message") == "event" && field(l, "object").ends_with("default/b"))
+            .expect("b handled");
+    let back = at(&|l| field(l, "message").starts_with("the watch of Plugin objects works again"))
+        .expect("back");
+    assert!(
+        removed < back && back < handled_b,
+        "b was handled while the Plugin watch was failing:\n{}",
+        host.dump()
     );
     assert_eq!(host.stop(), Some(0));
 }

@@ -39,6 +39,12 @@ pub struct HostArgs {
     /// manifest before any byte of the module is downloaded.
     #[arg(long, default_value_t = 128, value_parser = mebibytes)]
     max_module_mib: usize,
+    /// How long the watch of Plugin objects may fail (403, unreachable API server) before
+    /// the plugins of Plugin objects are unloaded until it works again: a Plugin deleted or
+    /// narrowed while the host cannot see it must not keep serving. Plugin files are not
+    /// affected.
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    plugin_watch_grace: Duration,
     #[command(flatten)]
     registry: super::registry_args::RegistryArgs,
     /// The operator's approvals of the --plugins DIR plugins: a YAML stream, or a directory
@@ -462,6 +468,7 @@ pub async fn run_host(
             store_dir,
             namespace: host_namespace.clone(),
             max_module_bytes: (args.max_module_mib as u64) << 20,
+            watch_grace: args.plugin_watch_grace,
         });
     }
     if !args.no_impersonation {

@@ -24,6 +24,7 @@ use kubewasm_oci::{Auths, Credentials, Reference, RegistryConfig, Store};
 use kubewasm_runtime::{LimitOverrides, PluginFile};
 use sha2::{Digest, Sha256};
 
+use crate::ops::ownership::Ownership;
 use crate::watch::cache::CachedObject;
 
 /// Field manager of the host's status writes.
@@ -43,6 +44,9 @@ pub struct ObjectsConfig {
     pub namespace: String,
     /// Largest module pulled, checked against the manifest before any layer byte.
     pub max_module_bytes: u64,
+    /// How long the watch of Plugin objects may fail before their plugins are unloaded
+    /// (until it works again): what the host cannot see, it must not keep serving.
+    pub watch_grace: std::time::Duration,
 }
 
 /// The Plugin kind, as a watch target.
@@ -463,16 +467,20 @@ fn kubewasm_core_excerpt(message: &str) -> String {
     kubewasm_core::excerpt::excerpt(message, 1024).into_owned()
 }
 
-/// Writes Plugin objects' status (the leader only), skipping what it already wrote.
+/// Writes Plugin objects' status (the leader, or the holder of shard 0, only), skipping
+/// what it already wrote. Each write is fenced by that term: a replica whose term ends
+/// while a write is in flight abandons it, so two replicas never both write status.
 pub(crate) struct StatusWriter {
     client: Client,
+    ownership: Ownership,
     written: Mutex<BTreeMap<String, PluginObjectStatus>>,
 }
 
 impl StatusWriter {
-    pub(crate) fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client, ownership: Ownership) -> Self {
         StatusWriter {
             client,
+            ownership,
             written: Mutex::new(BTreeMap::new()),
         }
     }
@@ -512,14 +520,17 @@ impl StatusWriter {
                 "metadata": {"name": name},
                 "status": status,
             });
-            match api
-                .patch_status(
-                    name,
-                    &PatchParams::apply(STATUS_MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-            {
+            let params = PatchParams::apply(STATUS_MANAGER).force();
+            let written = self
+                .ownership
+                .guard_first(api.patch_status(name, &params, &Patch::Apply(&body)))
+                .await;
+            let Ok(written) = written else {
+                // Not (or no longer) this replica's to write: the next holder writes all.
+                tracing::debug!(plugin = %name, "Plugin status not written: this replica's term ended");
+                return;
+            };
+            match written {
                 Ok(_) => {
                     lock(&self.written).insert(name.clone(), status);
                 }

@@ -55,3 +55,15 @@ fn host_port(s: &str) -> Result<String, String> {
     }
     Ok(s.to_string())
 }
+
+/// An `--allowed-registry` pattern: `HOST[:PORT]` or `*.DOMAIN[:PORT]`.
+pub(crate) fn allowed_pattern(s: &str) -> Result<String, String> {
+    let host = s.strip_prefix("*.").unwrap_or(s);
+    if host.is_empty() || host.starts_with('.') || host.contains('*') {
+        return Err(format!(
+            "{s:?}: give HOST[:PORT] exactly, or *.DOMAIN[:PORT] for any host under DOMAIN"
+        ));
+    }
+    host_port(host)?;
+    Ok(s.to_string())
+}

@@ -250,7 +250,11 @@ impl<'a> Session<'a> {
     /// A pull token from `realm`, which must be HTTPS (plain HTTP only for a registry
     /// named by `--insecure-registry`) and on the registry's host or one the policy
     /// allows; its body is read at most 64 KiB.
-    async fn token(&self, realm: &str, service: Option<String>) -> Result<HeaderValue, Error> {
+    pub(crate) async fn token(
+        &self,
+        realm: &str,
+        service: Option<String>,
+    ) -> Result<HeaderValue, Error> {
         let registry = self.reference.registry();
         let mut url = Url::parse(realm).map_err(|_| {
             self.registry_error(format!(

@@ -22,6 +22,8 @@
 mod artifact;
 mod auth;
 mod client;
+#[cfg(test)]
+mod hostile_tests;
 mod http;
 mod policy;
 mod reference;

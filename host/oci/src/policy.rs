@@ -435,7 +435,7 @@ mod tests {
         // A pattern does not name private addresses.
         let wild = Policy::new(&["*.corp.example".into()], &[]).expect("policy");
         assert!(wild.check("a.corp.example", &url("https://a.corp.example/")).is_ok());
-        assert!(wild.host_named("localhost") == false);
+        assert!(!wild.host_named("localhost"));
         assert!(named.host_named("localhost") && named.host_named("127.0.0.1"));
     }
 

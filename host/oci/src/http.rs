@@ -91,10 +91,6 @@ impl Http {
             policy,
         })
     }
-
-    pub(crate) fn policy(&self) -> &Policy {
-        &self.policy
-    }
 }
 
 /// One operation on one repository: its base URL and the authorization found for it.
@@ -544,7 +540,9 @@ pub(crate) fn excerpt(bytes: &[u8]) -> String {
 }
 
 /// The first cause of type `T` in `e`'s chain (io::Errors looked into).
-fn find<T: std::error::Error + 'static>(e: &(dyn std::error::Error + 'static)) -> Option<&T> {
+fn find<'e, T: std::error::Error + 'static>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> Option<&'e T> {
     let mut cur = Some(e);
     while let Some(err) = cur {
         let mut inner: Option<&(dyn std::error::Error + 'static)> = Some(err);

@@ -32,6 +32,8 @@ impl RegistryArgs {
         RegistryConfig {
             insecure: self.insecure_registry.clone(),
             ca_files: self.registry_ca.clone(),
+            // `run` and `dev` add their --allowed-registry and --require-digest.
+            ..RegistryConfig::default()
         }
     }
 

@@ -147,7 +147,10 @@ async fn push_then_pull_by_digest_then_serve_from_the_store_with_the_registry_do
         .await
         .expect("pull");
     assert!(!pulled.from_store);
-    assert_eq!(pulled.bytes, bytes, "the verified bytes are what pull returns");
+    assert_eq!(
+        pulled.bytes, bytes,
+        "the verified bytes are what pull returns"
+    );
     assert_eq!(std::fs::read(&pulled.path).expect("pulled file"), bytes);
     assert_eq!(pulled.layer_digest, sha256(&bytes));
     assert_eq!(pulled.manifest_digest, digest);

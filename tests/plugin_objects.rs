@@ -418,7 +418,13 @@ async fn registries_the_operator_did_not_allow_are_refused() {
 
     // The same registry, by a name the operator did not give (`--insecure-registry`
     // names 127.0.0.1:PORT), and the cloud metadata address.
-    let port = w.registry.host().rsplit_once(':').expect("port").1.to_string();
+    let port = w
+        .registry
+        .host()
+        .rsplit_once(':')
+        .expect("port")
+        .1
+        .to_string();
     let digest = digest_of(&v1).to_string();
     let before = w.registry.log().matches("GET /v2/").count();
     for (i, registry) in [format!("localhost:{port}"), "169.254.169.254".to_string()]

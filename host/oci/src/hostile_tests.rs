@@ -62,7 +62,10 @@ struct Server {
 
 impl Server {
     /// A server on `ip` answering `METHOD PATH` (query included) with `handler`.
-    async fn start(ip: &str, handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static) -> Server {
+    async fn start(
+        ip: &str,
+        handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static,
+    ) -> Server {
         let listener = TcpListener::bind((ip, 0)).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let handler: Handler = Arc::new(handler);
@@ -215,7 +218,11 @@ async fn registry(ip: &str, repo: &'static str, tail: &[u8]) -> (Server, String,
         } else if path == format!("/v2/{repo}/blobs/{}", sha256_digest(&l)) {
             full(200, &[], &l)
         } else {
-            full(404, &[], br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"no"}]}"#)
+            full(
+                404,
+                &[],
+                br#"{"errors":[{"code":"MANIFEST_UNKNOWN","message":"no"}]}"#,
+            )
         }
     })
     .await;
@@ -239,9 +246,12 @@ async fn an_endless_manifest_is_cut_at_the_cap() {
     .await
     .expect_err("an endless manifest");
     assert_eq!(err.reason(), "NotAWasmArtifact", "{err}");
-    assert!(err.to_string().contains("a manifest over 4194304 bytes"), "{err}");
+    assert!(
+        err.to_string().contains("a manifest over 4194304 bytes"),
+        "{err}"
+    );
     let sent = server.sent();
-    assert!(sent >= 4 << 20 && sent < BOUND, "sent {sent} bytes");
+    assert!((4 << 20..BOUND).contains(&sent), "sent {sent} bytes");
 }
 
 #[tokio::test]
@@ -335,7 +345,11 @@ async fn an_endless_token_body_is_cut_at_64_kib() {
     .await
     .expect_err("an endless token");
     assert_eq!(err.reason(), "PullFailed", "{err}");
-    assert!(err.to_string().contains("a token response over 65536 bytes"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("a token response over 65536 bytes"),
+        "{err}"
+    );
     assert!(server.sent() < BOUND, "sent {} bytes", server.sent());
     let requests = server.requests();
     assert!(
@@ -377,7 +391,7 @@ async fn a_plain_http_realm_only_for_an_insecure_registry() {
     // its 401 names a plain-HTTP realm.
     let registry = format!("127.0.0.1:{}", realm_server.addr.port());
     let http = crate::http::Http::new(
-        Arc::new(crate::policy::Policy::new(&[registry.clone()], &[]).expect("policy")),
+        Arc::new(crate::policy::Policy::new(std::slice::from_ref(&registry), &[]).expect("policy")),
         &[],
     )
     .expect("http");
@@ -396,7 +410,7 @@ async fn a_plain_http_realm_only_for_an_insecure_registry() {
 
     // The same realm for a registry named by --insecure-registry is fetched.
     let http = crate::http::Http::new(
-        Arc::new(crate::policy::Policy::new(&[], &[registry.clone()]).expect("policy")),
+        Arc::new(crate::policy::Policy::new(&[], std::slice::from_ref(&registry)).expect("policy")),
         &[],
     )
     .expect("http");
@@ -432,7 +446,10 @@ async fn a_redirect_to_another_host_is_refused() {
         .await
         .expect_err("cross-host redirect");
     assert_eq!(err.reason(), "RegistryNotAllowed", "{err}");
-    assert!(err.to_string().contains("redirect to another host"), "{err}");
+    assert!(
+        err.to_string().contains("redirect to another host"),
+        "{err}"
+    );
     assert_eq!(other.connections(), 0);
 
     // A blob may go to a CDN, but never over plain HTTP.
@@ -522,7 +539,9 @@ async fn the_resolver_refuses_private_addresses_of_names_not_named() {
     };
     assert!(err.contains("loopback"), "{err}");
     let named = crate::policy::GuardedResolver {
-        policy: Arc::new(crate::policy::Policy::new(&["localhost:5000".into()], &[]).expect("policy")),
+        policy: Arc::new(
+            crate::policy::Policy::new(&["localhost:5000".into()], &[]).expect("policy"),
+        ),
     };
     let addrs: Vec<_> = named
         .resolve("localhost".parse().expect("name"))

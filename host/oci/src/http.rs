@@ -54,7 +54,8 @@ impl Http {
         let build = |cross_host: bool| -> Result<reqwest::Client, String> {
             let mut certs = Vec::new();
             for pem in pem_files {
-                certs.extend(reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?);
+                certs
+                    .extend(reqwest::Certificate::from_pem_bundle(pem).map_err(|e| e.to_string())?);
             }
             let redirect_policy = policy.clone();
             reqwest::Client::builder()
@@ -230,7 +231,10 @@ impl<'a> Session<'a> {
                 .ok_or_else(|| unauthorized("a Bearer challenge without a realm".into()))?;
             return self.token(&realm, param(bearer, "service")).await;
         }
-        if parsed.iter().any(|c| c.scheme.eq_ignore_ascii_case("basic")) {
+        if parsed
+            .iter()
+            .any(|c| c.scheme.eq_ignore_ascii_case("basic"))
+        {
             return match basic(self.creds) {
                 Some(v) => Ok(v),
                 None => Err(unauthorized(
@@ -304,7 +308,11 @@ impl<'a> Session<'a> {
         let body = read_bounded(&mut resp, MAX_SMALL_BODY).await;
         if !status.is_success() {
             let said = body.map(|b| excerpt(&b)).unwrap_or_default();
-            let reason = format!("the token service answered HTTP {}{}", status.as_u16(), said_suffix(&said));
+            let reason = format!(
+                "the token service answered HTTP {}{}",
+                status.as_u16(),
+                said_suffix(&said)
+            );
             return Err(match status.as_u16() {
                 401 | 403 => Error::Unauthorized {
                     registry: registry.into(),
@@ -387,7 +395,9 @@ impl<'a> Session<'a> {
                 Target::Manifest => Error::NotFound {
                     reference: self.reference.to_string(),
                 },
-                Target::Blob => self.registry_error(format!("a layer the manifest names: {reason}")),
+                Target::Blob => {
+                    self.registry_error(format!("a layer the manifest names: {reason}"))
+                }
             };
         }
         if matches!(status, 401 | 403) || has(&["UNAUTHORIZED", "DENIED"]) {
@@ -587,7 +597,10 @@ mod tests {
 
     #[test]
     fn excerpts_are_short_and_printable() {
-        assert_eq!(excerpt(b"  not\tfound\r\n\x1b[31mred  "), "not found [31mred");
+        assert_eq!(
+            excerpt(b"  not\tfound\r\n\x1b[31mred  "),
+            "not found [31mred"
+        );
         let long = excerpt(&vec![b'a'; 100_000]);
         assert_eq!(long.chars().count(), EXCERPT_CHARS + 1);
         assert!(long.ends_with('…'));

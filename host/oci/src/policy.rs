@@ -126,8 +126,7 @@ impl Policy {
 
     /// Whether `registry` (`HOST[:PORT]` as in a reference) is reached over plain HTTP.
     pub(crate) fn is_insecure(&self, registry: &str) -> bool {
-        let registry = registry.to_ascii_lowercase();
-        self.insecure.iter().any(|i| *i == registry)
+        self.insecure.contains(&registry.to_ascii_lowercase())
     }
 
     /// Whether `registry` is named exactly by the operator (so its address may be private).
@@ -333,9 +332,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
         let policy = self.policy.clone();
         let host = name.as_str().to_string();
         Box::pin(async move {
-            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
-                .await?
-                .collect();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
             if policy.host_named(&host) {
                 return Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs);
             }
@@ -354,7 +352,8 @@ impl reqwest::dns::Resolve for GuardedResolver {
                 let why = refused.unwrap_or_else(|| "no address".into());
                 return Err(Box::new(Refused(format!(
                     "{host} resolves to {why}; a registry there must be named explicitly (--allowed-registry)"
-                ))) as Box<dyn std::error::Error + Send + Sync>);
+                )))
+                    as Box<dyn std::error::Error + Send + Sync>);
             }
             Ok(Box::new(kept.into_iter()) as reqwest::dns::Addrs)
         })
@@ -372,23 +371,38 @@ mod tests {
     #[test]
     fn patterns() {
         let p = Policy::new(
-            &["ghcr.io".into(), "*.example.com".into(), "reg.io:5000".into()],
+            &[
+                "ghcr.io".into(),
+                "*.example.com".into(),
+                "reg.io:5000".into(),
+            ],
             &[],
         )
         .expect("policy");
         assert!(p.check("ghcr.io", &url("https://ghcr.io/v2/")).is_ok());
         assert!(p.check("GHCR.io", &url("https://ghcr.io/v2/")).is_ok());
-        assert!(p.check("a.example.com", &url("https://a.example.com/")).is_ok());
+        assert!(
+            p.check("a.example.com", &url("https://a.example.com/"))
+                .is_ok()
+        );
         assert!(
             p.check("a.b.example.com:444", &url("https://a.b.example.com:444/"))
                 .is_err(),
             "the port is part of the match"
         );
-        assert!(p.check("example.com", &url("https://example.com/")).is_err());
-        assert!(p.check("evilexample.com", &url("https://evilexample.com/")).is_err());
+        assert!(
+            p.check("example.com", &url("https://example.com/"))
+                .is_err()
+        );
+        assert!(
+            p.check("evilexample.com", &url("https://evilexample.com/"))
+                .is_err()
+        );
         assert!(p.check("reg.io:5000", &url("https://reg.io:5000/")).is_ok());
         assert!(p.check("reg.io", &url("https://reg.io/")).is_err());
-        let err = p.check("docker.io", &url("https://docker.io/")).unwrap_err();
+        let err = p
+            .check("docker.io", &url("https://docker.io/"))
+            .unwrap_err();
         assert!(err.contains("ghcr.io, *.example.com, reg.io:5000"), "{err}");
         for bad in ["", "https://x", "x/y", "*", "*.", "a.*.b", "x:0", "x:port"] {
             assert!(Policy::new(&[bad.into()], &[]).is_err(), "{bad:?}");
@@ -414,18 +428,33 @@ mod tests {
             ("localhost:5000", "https://localhost:5000/"),
             ("registry:5000", "https://registry:5000/"),
             ("reg.kube-system.svc", "https://reg.kube-system.svc/"),
-            ("reg.ns.svc.cluster.local", "https://reg.ns.svc.cluster.local/"),
+            (
+                "reg.ns.svc.cluster.local",
+                "https://reg.ns.svc.cluster.local/",
+            ),
         ] {
             assert!(open.check(registry, &url(u)).is_err(), "{registry}");
         }
         assert!(open.check("ghcr.io", &url("https://ghcr.io/")).is_ok());
         assert!(open.check("8.8.8.8", &url("https://8.8.8.8/")).is_ok());
 
-        let named = Policy::new(&["127.0.0.1:5000".into()], &["localhost:5001".into()])
-            .expect("policy");
-        assert!(named.check("127.0.0.1:5000", &url("http://127.0.0.1:5000/")).is_ok());
-        assert!(named.check("localhost:5001", &url("http://localhost:5001/")).is_ok());
-        assert!(named.check("127.0.0.1:5002", &url("http://127.0.0.1:5002/")).is_err());
+        let named =
+            Policy::new(&["127.0.0.1:5000".into()], &["localhost:5001".into()]).expect("policy");
+        assert!(
+            named
+                .check("127.0.0.1:5000", &url("http://127.0.0.1:5000/"))
+                .is_ok()
+        );
+        assert!(
+            named
+                .check("localhost:5001", &url("http://localhost:5001/"))
+                .is_ok()
+        );
+        assert!(
+            named
+                .check("127.0.0.1:5002", &url("http://127.0.0.1:5002/"))
+                .is_err()
+        );
         // Named exactly as written: another spelling of the same address is not named.
         assert!(
             named
@@ -434,7 +463,10 @@ mod tests {
         );
         // A pattern does not name private addresses.
         let wild = Policy::new(&["*.corp.example".into()], &[]).expect("policy");
-        assert!(wild.check("a.corp.example", &url("https://a.corp.example/")).is_ok());
+        assert!(
+            wild.check("a.corp.example", &url("https://a.corp.example/"))
+                .is_ok()
+        );
         assert!(!wild.host_named("localhost"));
         assert!(named.host_named("localhost") && named.host_named("127.0.0.1"));
     }
@@ -444,21 +476,46 @@ mod tests {
         let p = Policy::new(&[], &[]).expect("policy");
         let from = url("https://reg.example.com/v2/x/blobs/sha256:1");
         // Same host, same scheme.
-        assert!(p.check_redirect(&from, &url("https://reg.example.com/other"), false).is_ok());
+        assert!(
+            p.check_redirect(&from, &url("https://reg.example.com/other"), false)
+                .is_ok()
+        );
         // HTTPS to HTTP, even on the same host.
         let err = p
             .check_redirect(&from, &url("http://reg.example.com/v2/"), true)
             .unwrap_err();
         assert!(err.contains("HTTPS to HTTP"), "{err}");
         // Another host: only for blobs, only HTTPS, only an allowed public host.
-        assert!(p.check_redirect(&from, &url("https://cdn.example.net/b"), false).is_err());
-        assert!(p.check_redirect(&from, &url("https://cdn.example.net/b"), true).is_ok());
-        assert!(p.check_redirect(&from, &url("https://127.0.0.1/b"), true).is_err());
-        assert!(p.check_redirect(&from, &url("https://169.254.169.254/b"), true).is_err());
+        assert!(
+            p.check_redirect(&from, &url("https://cdn.example.net/b"), false)
+                .is_err()
+        );
+        assert!(
+            p.check_redirect(&from, &url("https://cdn.example.net/b"), true)
+                .is_ok()
+        );
+        assert!(
+            p.check_redirect(&from, &url("https://127.0.0.1/b"), true)
+                .is_err()
+        );
+        assert!(
+            p.check_redirect(&from, &url("https://169.254.169.254/b"), true)
+                .is_err()
+        );
         let insecure = url("http://127.0.0.1:5000/v2/");
-        assert!(p.check_redirect(&insecure, &url("http://127.0.0.2:5000/"), true).is_err());
+        assert!(
+            p.check_redirect(&insecure, &url("http://127.0.0.2:5000/"), true)
+                .is_err()
+        );
         let allow = Policy::new(&["reg.example.com".into()], &[]).expect("policy");
-        assert!(allow.check_redirect(&from, &url("https://cdn.example.net/b"), true).is_err());
-        assert!(p.check_redirect(&from, &url("file:///etc/passwd"), true).is_err());
+        assert!(
+            allow
+                .check_redirect(&from, &url("https://cdn.example.net/b"), true)
+                .is_err()
+        );
+        assert!(
+            p.check_redirect(&from, &url("file:///etc/passwd"), true)
+                .is_err()
+        );
     }
 }

@@ -79,7 +79,9 @@ impl Store {
     /// Where blob `digest` (`sha256:HEX`, already validated) of `reference`'s
     /// repository lives.
     pub(crate) fn blob_path(&self, reference: &Reference, digest: &str) -> PathBuf {
-        self.repo(reference).join("blobs/sha256").join(hex_of(digest))
+        self.repo(reference)
+            .join("blobs/sha256")
+            .join(hex_of(digest))
     }
 
     /// Where manifest `digest` (`sha256:HEX`, already validated) of `reference`'s

@@ -157,6 +157,14 @@ impl Policy {
         }
         let lower = registry.to_ascii_lowercase();
         let (host, port) = split_host_port(&lower);
+        // The resolver lets a named host's private addresses through whatever the port
+        // (it sees no port): another port of that host is refused here.
+        if self.host_named(host) {
+            return Err(format!(
+                "registry {registry}: its host is named (--allowed-registry or \
+                 --insecure-registry) only with another port"
+            ));
+        }
         if !self.allowed.is_empty() && !self.allowed.iter().any(|p| p.matches(host, port)) {
             return Err(format!(
                 "registry {registry} is not allowed: the host allows only {} (--allowed-registry)",
@@ -455,6 +463,14 @@ mod tests {
                 .check("127.0.0.1:5002", &url("http://127.0.0.1:5002/"))
                 .is_err()
         );
+        let internal = Policy::new(&[], &["reg.corp.example:5000".into()]).expect("policy");
+        let err = internal
+            .check(
+                "reg.corp.example:6000",
+                &url("https://reg.corp.example:6000/"),
+            )
+            .unwrap_err();
+        assert!(err.contains("only with another port"), "{err}");
         // Named exactly as written: another spelling of the same address is not named.
         assert!(
             named

@@ -37,6 +37,21 @@ impl Store {
         for sub in [store.dir.join("repos"), store.tmp()] {
             std::fs::create_dir_all(&sub).map_err(Error::io("creating the store folder", &sub))?;
         }
+        // The layout before the store was keyed by repository: never read again, so its
+        // files would only take space (best effort: the next open tries again).
+        for old in ["blobs", "manifests"] {
+            let path = store.dir.join(old);
+            if path.is_dir() {
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => {
+                        tracing::info!(path = %path.display(), "removed the OCI store's old layout (not keyed by repository)")
+                    }
+                    Err(e) => {
+                        tracing::warn!(path = %path.display(), error = %e, "could not remove the OCI store's old layout")
+                    }
+                }
+            }
+        }
         // Only old ones: another handle on the same folder may be writing right now, and a
         // download writes its file continuously.
         if let Ok(entries) = std::fs::read_dir(store.tmp()) {
@@ -259,5 +274,17 @@ mod tests {
         assert!(!old_path.exists(), "a stale leftover is removed");
         assert!(fresh_path.exists(), "a file being written is kept");
         assert_eq!(files_under(store.dir()), vec![fresh_path]);
+    }
+
+    #[test]
+    fn open_removes_the_layout_not_keyed_by_repository() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for old in ["blobs/sha256", "manifests/sha256"] {
+            std::fs::create_dir_all(dir.path().join(old)).expect("mkdir");
+            std::fs::write(dir.path().join(old).join("ab"), b"x").expect("write");
+        }
+        let store = Store::open(dir.path()).expect("open");
+        assert!(files_under(store.dir()).is_empty());
+        assert!(!dir.path().join("blobs").exists() && !dir.path().join("manifests").exists());
     }
 }

@@ -61,9 +61,26 @@ struct Server {
 }
 
 impl Server {
-    /// A server on `ip` answering `METHOD PATH` (query included) with `handler`.
+    /// A plain-HTTP server on `ip` answering `METHOD PATH` (query included) with `handler`.
     async fn start(
         ip: &str,
+        handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static,
+    ) -> Server {
+        Server::start_with(ip, None, handler).await
+    }
+
+    /// The same over TLS, with a certificate for 127.0.0.1 that `tls`'s CA signed.
+    async fn start_tls(
+        ip: &str,
+        tls: &TestTls,
+        handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static,
+    ) -> Server {
+        Server::start_with(ip, Some(tls.acceptor.clone()), handler).await
+    }
+
+    async fn start_with(
+        ip: &str,
+        tls: Option<tokio_rustls::TlsAcceptor>,
         handler: impl Fn(&str, &str) -> Reply + Send + Sync + 'static,
     ) -> Server {
         let listener = TcpListener::bind((ip, 0)).await.expect("bind");
@@ -74,64 +91,19 @@ impl Server {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let (c, s, r) = (connections.clone(), sent.clone(), requests.clone());
         tokio::spawn(async move {
-            while let Ok((mut sock, _)) = listener.accept().await {
+            while let Ok((sock, _)) = listener.accept().await {
                 c.fetch_add(1, Ordering::SeqCst);
                 let (handler, sent, requests) = (handler.clone(), s.clone(), r.clone());
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buf = [0u8; 4096];
-                    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
-                        match sock.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => head.extend_from_slice(&buf[..n]),
-                        }
-                        // A TLS ClientHello: this server speaks plain HTTP only.
-                        if head.first() == Some(&0x16) {
-                            return;
-                        }
-                    }
-                    let text = String::from_utf8_lossy(&head).to_string();
-                    let mut first = text.lines().next().unwrap_or("").split(' ');
-                    let method = first.next().unwrap_or("").to_string();
-                    let path = first.next().unwrap_or("").to_string();
-                    requests
-                        .lock()
-                        .expect("lock")
-                        .push(format!("{method} {path}"));
-                    let reply = handler(&method, &path);
-                    let (status, headers, body) = match &reply {
-                        Reply::Full {
-                            status,
-                            headers,
-                            body,
-                        } => (*status, headers.clone(), Some(body.clone())),
-                        Reply::Endless { status, headers } => (*status, headers.clone(), None),
-                    };
-                    let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
-                    for (k, v) in &headers {
-                        out.push_str(&format!("{k}: {v}\r\n"));
-                    }
-                    if let Some(b) = &body {
-                        out.push_str(&format!("Content-Length: {}\r\n", b.len()));
-                    }
-                    out.push_str("\r\n");
-                    if sock.write_all(out.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    match body {
-                        Some(b) => {
-                            if method != "HEAD" && sock.write_all(&b).await.is_ok() {
-                                sent.fetch_add(b.len() as u64, Ordering::SeqCst);
-                            }
-                        }
-                        None => {
-                            let chunk = vec![b'a'; 64 << 10];
-                            while sock.write_all(&chunk).await.is_ok() {
-                                sent.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+                    match tls {
+                        None => serve(sock, handler, sent, requests).await,
+                        Some(acceptor) => {
+                            if let Ok(sock) = acceptor.accept(sock).await {
+                                serve(sock, handler, sent, requests).await;
                             }
                         }
                     }
-                    let _ = sock.shutdown().await;
                 });
             }
         });
@@ -157,6 +129,109 @@ impl Server {
 
     fn connections(&self) -> u64 {
         self.connections.load(Ordering::SeqCst)
+    }
+}
+
+/// One request on `sock`, answered by `handler`; the connection is then closed.
+async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut sock: S,
+    handler: Handler,
+    sent: Arc<AtomicU64>,
+    requests: Arc<Mutex<Vec<String>>>,
+) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 65536 {
+        match sock.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => head.extend_from_slice(&buf[..n]),
+        }
+        // A TLS ClientHello to a plain-HTTP server: hang up.
+        if head.first() == Some(&0x16) {
+            return;
+        }
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let mut first = text.lines().next().unwrap_or("").split(' ');
+    let method = first.next().unwrap_or("").to_string();
+    let path = first.next().unwrap_or("").to_string();
+    requests
+        .lock()
+        .expect("lock")
+        .push(format!("{method} {path}"));
+    let (status, headers, body) = match handler(&method, &path) {
+        Reply::Full {
+            status,
+            headers,
+            body,
+        } => (status, headers, Some(body)),
+        Reply::Endless { status, headers } => (status, headers, None),
+    };
+    let mut out = format!("HTTP/1.1 {status} X\r\nConnection: close\r\n");
+    for (k, v) in &headers {
+        out.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if let Some(b) = &body {
+        out.push_str(&format!("Content-Length: {}\r\n", b.len()));
+    }
+    out.push_str("\r\n");
+    if sock.write_all(out.as_bytes()).await.is_err() {
+        return;
+    }
+    match body {
+        Some(b) => {
+            if method != "HEAD" && sock.write_all(&b).await.is_ok() {
+                sent.fetch_add(b.len() as u64, Ordering::SeqCst);
+            }
+        }
+        None => {
+            let chunk = vec![b'a'; 64 << 10];
+            while sock.write_all(&chunk).await.is_ok() {
+                sent.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+            }
+        }
+    }
+    let _ = sock.shutdown().await;
+}
+
+/// A CA (its PEM file, for `RegistryConfig::ca_files`) and a TLS acceptor serving a
+/// certificate for 127.0.0.1 it signed.
+struct TestTls {
+    _dir: tempfile::TempDir,
+    ca_file: std::path::PathBuf,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+fn test_tls() -> TestTls {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca_params.self_signed(&ca_key).expect("CA certificate");
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().expect("server key");
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("server params")
+        .signed_by(&key, &issuer)
+        .expect("server certificate");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, ca_cert.pem()).expect("ca.pem");
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("protocols")
+    .with_no_client_auth()
+    .with_single_cert(
+        vec![cert.der().clone()],
+        rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+    )
+    .expect("server config");
+    TestTls {
+        _dir: dir,
+        ca_file,
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
     }
 }
 
@@ -642,4 +717,89 @@ async fn a_blob_longer_than_declared_is_cut() {
     assert_eq!(err.reason(), "DigestMismatch", "{err}");
     assert!(server.sent() < BOUND, "sent {} bytes", server.sent());
     assert!(layer.len() < 64);
+}
+
+#[tokio::test]
+async fn no_redirect_from_https_to_http_even_for_blobs() {
+    let tls = test_tls();
+    let plain = Server::start("127.0.0.1", |_, _| full(200, &[], b"{}")).await;
+    let (manifest, _) = artifact(b"tls");
+    let digest = sha256_digest(&manifest);
+    let target = format!("http://{}/x", plain.host());
+    let registry = Server::start_tls("127.0.0.1", &tls, move |_, path| {
+        if path.contains("/manifests/") && path.contains("sha256:1111") {
+            full(307, &[("Location", &target)], b"")
+        } else if path.contains("/manifests/") {
+            full(200, &[("Content-Type", OCI_MANIFEST)], &manifest)
+        } else {
+            full(307, &[("Location", &target)], b"")
+        }
+    })
+    .await;
+    // Both named, the plain one as insecure: only the HTTPS → HTTP rule refuses.
+    let c = client(RegistryConfig {
+        ca_files: vec![tls.ca_file.clone()],
+        allowed: vec![registry.host()],
+        insecure: vec![plain.host()],
+        ..RegistryConfig::default()
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("store");
+    for r in [
+        reference(&registry, "p", ANY_DIGEST),
+        reference(&registry, "p", &digest),
+    ] {
+        let err = c
+            .pull_wasm(&r, &Credentials::Anonymous, &store, 1 << 20)
+            .await
+            .expect_err("redirect to plain HTTP");
+        assert_eq!(err.reason(), "RegistryNotAllowed", "{err}");
+        assert!(err.to_string().contains("from HTTPS to HTTP"), "{err}");
+    }
+    assert_eq!(plain.connections(), 0);
+    assert!(
+        registry
+            .requests()
+            .iter()
+            .any(|r| r.starts_with("GET /v2/p/blobs/")),
+        "the blob request was made: {:?}",
+        registry.requests()
+    );
+}
+
+#[tokio::test]
+async fn an_https_registry_naming_a_plain_http_realm_is_refused() {
+    let tls = test_tls();
+    let realm = Server::start("127.0.0.1", |_, _| full(200, &[], br#"{"token":"t"}"#)).await;
+    let challenge = format!("Bearer realm=\"http://{}/token\"", realm.host());
+    let registry = Server::start_tls("127.0.0.1", &tls, move |_, _| {
+        full(401, &[("WWW-Authenticate", &challenge)], b"")
+    })
+    .await;
+    let c = client(RegistryConfig {
+        ca_files: vec![tls.ca_file.clone()],
+        allowed: vec![registry.host(), realm.host()],
+        ..RegistryConfig::default()
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path()).expect("store");
+    let err = c
+        .pull_wasm(
+            &reference(&registry, "p", ANY_DIGEST),
+            &Credentials::Basic {
+                username: "u".into(),
+                password: "secret".into(),
+            },
+            &store,
+            1 << 20,
+        )
+        .await
+        .expect_err("plain-HTTP realm");
+    assert_eq!(err.reason(), "RegistryNotAllowed", "{err}");
+    assert!(err.to_string().contains("plain HTTP"), "{err}");
+    assert_eq!(
+        realm.connections(),
+        0,
+        "the credentials never went out in clear"
+    );
 }

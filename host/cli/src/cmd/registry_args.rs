@@ -61,7 +61,10 @@ fn host_port(s: &str) -> Result<String, String> {
 /// An `--allowed-registry` pattern: `HOST[:PORT]` or `*.DOMAIN[:PORT]`.
 pub(crate) fn allowed_pattern(s: &str) -> Result<String, String> {
     let host = s.strip_prefix("*.").unwrap_or(s);
-    if host.is_empty() || host.starts_with('.') || host.contains('*') {
+    let chars_ok = host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-.[]:".contains(c));
+    if host.is_empty() || host.starts_with('.') || !chars_ok {
         return Err(format!(
             "{s:?}: give HOST[:PORT] exactly, or *.DOMAIN[:PORT] for any host under DOMAIN"
         ));

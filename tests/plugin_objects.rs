@@ -392,6 +392,69 @@ async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// The operator's registry rules hold for what a Plugin names: under `--require-digest` a
+/// tag is refused; a registry at a loopback or link-local address that the operator did
+/// not name is refused before any connection, even the test registry itself under another
+/// name. The version serving keeps serving throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registries_the_operator_did_not_allow_are_refused() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let host = w.start_host(&["--require-digest"]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    w.condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+
+    w.set_module("testkit", &w.registry.reference("testkit:v1"))
+        .await;
+    let st = w
+        .condition(&host, "testkit", "Ready", "True", "DigestRequired")
+        .await;
+    let message = condition(&st, "Ready")["message"].as_str().unwrap_or("");
+    assert!(message.contains("--require-digest"), "{st}");
+    w.env.create(&w.cms, cm("tag", "1")).await;
+    w.out_has("tag", "1", "1").await;
+
+    // The same registry, by a name the operator did not give (`--insecure-registry`
+    // names 127.0.0.1:PORT), and the cloud metadata address.
+    let port = w
+        .registry
+        .host()
+        .rsplit_once(':')
+        .expect("port")
+        .1
+        .to_string();
+    let digest = digest_of(&v1).to_string();
+    let before = w.registry.log().matches("GET /v2/").count();
+    for (i, registry) in [format!("localhost:{port}"), "169.254.169.254".to_string()]
+        .iter()
+        .enumerate()
+    {
+        w.set_module("testkit", &format!("oci://{registry}/testkit@{digest}"))
+            .await;
+        let st = w
+            .condition(&host, "testkit", "Ready", "True", "RegistryNotAllowed")
+            .await;
+        let message = condition(&st, "Ready")["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(registry.as_str()) && message.contains("named explicitly"),
+            "{st}"
+        );
+        assert_eq!(st["digest"], json!(digest), "{st}");
+        let name = format!("refused-{i}");
+        w.env.create(&w.cms, cm(&name, "1")).await;
+        w.out_has(&name, "1", "1").await;
+    }
+    assert_eq!(
+        w.registry.log().matches("GET /v2/").count(),
+        before,
+        "no request reached the registry under a name not allowed"
+    );
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
 /// `spec.permissions` bound what loads: a module asking for more is refused naming each
 /// extra rule; narrowing them under a running version unloads it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

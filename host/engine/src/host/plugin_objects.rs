@@ -293,12 +293,8 @@ impl ObjectSource {
         if !pulled.from_store {
             tracing::info!(plugin = %c.name, module = %pinned, bytes = pulled.size, "module pulled");
         }
-        let bytes = tokio::fs::read(&pulled.path).await.map_err(|e| {
-            Failure::new(
-                "StoreError",
-                format!("reading {}: {e}", pulled.path.display()),
-            )
-        })?;
+        // The bytes the pull verified, never read again from the store.
+        let bytes = pulled.bytes;
         let file = PluginFile {
             // Named after the object: a plugin must call itself what its source is named
             // (its bytes come from the store; the path only names it in messages).

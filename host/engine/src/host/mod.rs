@@ -111,6 +111,10 @@ pub struct HostConfig {
 /// account) are asked again, so a fix to RBAC is noticed without a restart.
 const RECHECK_PERMISSIONS: Duration = Duration::from_secs(10);
 
+/// How often the health of the Plugin watch is looked at (see
+/// [`HostConfig::objects`]'s grace): a few atomic reads.
+const PLUGIN_WATCH_POLL: Duration = Duration::from_secs(1);
+
 /// A running host. Build with [`Host::start`], stop with [`Host::shutdown`].
 pub struct Host {
     parts: Arc<Parts>,
@@ -144,6 +148,10 @@ struct Parts {
     ownership: Ownership,
     /// A Plugin object changed, or their kind became served.
     objects_changed: tokio::sync::Notify,
+    /// How long the watch of Plugin objects may fail before their plugins are unloaded.
+    plugin_watch_grace: Duration,
+    /// Their plugins are unloaded for that: the watch has failed past the grace.
+    objects_withheld: std::sync::atomic::AtomicBool,
     client: Client,
     access: Arc<Access>,
     write_identity: crate::apply::WriteIdentity,
@@ -296,14 +304,55 @@ impl Parts {
     }
 
     /// The Plugin objects, when they are a source and their cache is synced (a partial
-    /// list would unload the plugins not listed yet).
+    /// list would unload the plugins not listed yet); none at all while their watch has
+    /// failed for longer than the grace, so that a Plugin deleted or narrowed while the
+    /// host cannot see it (its RBAC revoked, the API server unreachable) does not keep
+    /// serving.
     fn plugin_objects(&self) -> Option<Vec<Arc<crate::watch::cache::CachedObject>>> {
+        use std::sync::atomic::Ordering;
         if !self.reloader.follows_objects() {
             return None;
         }
         let resolved = self.watches.resolved(&plugin_kind())?;
         let cache = self.caches.get(&resolved.type_ref())?;
-        cache.is_synced().then(|| cache.snapshot())
+        if !cache.is_synced() {
+            return None;
+        }
+        match cache.failing_for() {
+            Some(failing) if failing >= self.plugin_watch_grace => {
+                if !self.objects_withheld.swap(true, Ordering::SeqCst) {
+                    tracing::error!(
+                        failing_for_s = failing.as_secs(),
+                        grace_s = self.plugin_watch_grace.as_secs(),
+                        "the watch of Plugin objects has been failing for longer than --plugin-watch-grace: the plugins of Plugin objects are unloaded until it works again (a Plugin deleted or narrowed meanwhile must not keep serving)"
+                    );
+                }
+                Some(Vec::new())
+            }
+            _ => {
+                if self.objects_withheld.swap(false, Ordering::SeqCst) {
+                    tracing::info!(
+                        "the watch of Plugin objects works again: their plugins load again"
+                    );
+                }
+                Some(cache.snapshot())
+            }
+        }
+    }
+
+    /// Whether the Plugin watch crossed its grace either way since the last reconcile:
+    /// failing past it with the objects' plugins still loaded, or working again with them
+    /// withheld. A failure or a recovery sends no event (a relist that finds nothing
+    /// changed sends none), so this is polled.
+    fn plugin_watch_turned(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let failing = self
+            .watches
+            .resolved(&plugin_kind())
+            .and_then(|r| self.caches.get(&r.type_ref()))
+            .and_then(|c| c.failing_for());
+        let past_grace = failing.is_some_and(|f| f >= self.plugin_watch_grace);
+        past_grace != self.objects_withheld.load(Ordering::SeqCst)
     }
 
     /// Whether a watch event is about a Plugin object.
@@ -431,7 +480,9 @@ impl Host {
                 ownership.clone(),
                 config.tombstone_retention,
             ),
-            status_writer: objects.as_ref().map(|_| StatusWriter::new(client.clone())),
+            status_writer: objects
+                .as_ref()
+                .map(|_| StatusWriter::new(client.clone(), ownership.clone())),
             reloader: Reloader::new(
                 config.plugins_dir.clone(),
                 config.approvals.clone(),
@@ -443,6 +494,11 @@ impl Host {
             ownership: ownership.clone(),
             objects_changed: tokio::sync::Notify::new(),
             status_due: tokio::sync::Notify::new(),
+            plugin_watch_grace: config
+                .objects
+                .as_ref()
+                .map_or(Duration::MAX, |o| o.watch_grace),
+            objects_withheld: std::sync::atomic::AtomicBool::new(false),
             client: client.clone(),
             access,
             write_identity: config.write_identity.clone(),
@@ -861,6 +917,15 @@ async fn follow_plugin_objects(parts: Arc<Parts>, debounce: Duration, cancel: Ca
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = parts.objects_changed.notified() => {}
+            // The Plugin watch failed past its grace, or works again.
+            _ = async {
+                loop {
+                    tokio::time::sleep(PLUGIN_WATCH_POLL).await;
+                    if parts.plugin_watch_turned() {
+                        break;
+                    }
+                }
+            } => {}
             // A failed pull's retry is due.
             _ = async {
                 match retry {

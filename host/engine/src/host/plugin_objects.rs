@@ -34,6 +34,7 @@ pub(crate) const STAGE_PULLING: u8 = 1;
 /// Pulled; the module is being loaded.
 pub(crate) const STAGE_LOADING: u8 = 2;
 
+use crate::ops::ownership::Ownership;
 use crate::watch::cache::CachedObject;
 
 /// Field manager of the host's status writes.
@@ -60,6 +61,9 @@ pub struct ObjectsConfig {
     /// other is refused before any Secret is read. Empty: none, the host's own
     /// credentials only.
     pub allowed_pull_secrets: Vec<String>,
+    /// How long the watch of Plugin objects may fail before their plugins are unloaded
+    /// (until it works again): what the host cannot see, it must not keep serving.
+    pub watch_grace: std::time::Duration,
 }
 
 /// The Plugin kind, as a watch target.
@@ -490,12 +494,8 @@ impl ObjectSource {
         if !pulled.from_store {
             tracing::info!(plugin = %f.name, module = %pinned, bytes = pulled.size, "module pulled");
         }
-        let bytes = tokio::fs::read(&pulled.path).await.map_err(|e| {
-            Failure::new(
-                "StoreError",
-                format!("reading {}: {e}", pulled.path.display()),
-            )
-        })?;
+        // The bytes the pull verified, never read again from the store.
+        let bytes = pulled.bytes;
         let file = PluginFile {
             // Named after the object: a plugin must call itself what its source is named
             // (its bytes come from the store; the path only names it in messages).
@@ -736,16 +736,20 @@ fn kubewasm_core_excerpt(message: &str) -> String {
     kubewasm_core::excerpt::excerpt(message, 1024).into_owned()
 }
 
-/// Writes Plugin objects' status (the leader only), skipping what it already wrote.
+/// Writes Plugin objects' status (the leader, or the holder of shard 0, only), skipping
+/// what it already wrote. Each write is fenced by that term: a replica whose term ends
+/// while a write is in flight abandons it, so two replicas never both write status.
 pub(crate) struct StatusWriter {
     client: Client,
+    ownership: Ownership,
     written: Mutex<BTreeMap<String, PluginObjectStatus>>,
 }
 
 impl StatusWriter {
-    pub(crate) fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client, ownership: Ownership) -> Self {
         StatusWriter {
             client,
+            ownership,
             written: Mutex::new(BTreeMap::new()),
         }
     }
@@ -785,14 +789,17 @@ impl StatusWriter {
                 "metadata": {"name": name},
                 "status": status,
             });
-            match api
-                .patch_status(
-                    name,
-                    &PatchParams::apply(STATUS_MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-            {
+            let params = PatchParams::apply(STATUS_MANAGER).force();
+            let written = self
+                .ownership
+                .guard_first(api.patch_status(name, &params, &Patch::Apply(&body)))
+                .await;
+            let Ok(written) = written else {
+                // Not (or no longer) this replica's to write: the next holder writes all.
+                tracing::debug!(plugin = %name, "Plugin status not written: this replica's term ended");
+                return;
+            };
+            match written {
                 Ok(_) => {
                     lock(&self.written).insert(name.clone(), status);
                 }

@@ -5,6 +5,9 @@
 //! plugin keeps handling its objects, the Plugin's status says `Pulling`, and with a short
 //! `--pull-timeout` the pull fails with `PullTimeout` and is retried only after its backoff.
 //! A Plugin deleted during its pull stops it: the registry sees its connection closed.
+//! Another registry sends endless bodies, a redirect to another host and a token realm on
+//! another host: each Plugin is refused with a short reason, the host reads a bounded part
+//! of each body (its peak RSS and longest log line are printed), and reloads go on.
 
 mod support;
 
@@ -448,6 +451,289 @@ async fn a_pull_that_outlasts_the_pull_timeout_fails_and_waits_its_backoff() {
         "retried {gap:?} after the timeout, before the 5 s backoff: {drips:?}"
     );
     w.handled_by(&host, "end", "steady").await;
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// What the other hostile registry saw.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Bytes of endless bodies sent, per request (the client cut each).
+    endless: Vec<usize>,
+    /// Connections made to the address only a redirect or a token realm names.
+    elsewhere: usize,
+}
+
+/// A registry on loopback whose answers depend on the repository: `endless-404` and
+/// `endless-manifest` send a body that never ends (as fast as the client reads),
+/// `redirect` sends the client to another host (127.0.0.2), and every request to
+/// `realm` is challenged with a Bearer realm on that other host. The listener on
+/// 127.0.0.2 counts who comes: nobody should.
+struct HostileRegistry {
+    port: u16,
+    seen: Arc<Mutex<Seen>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl HostileRegistry {
+    async fn start() -> HostileRegistry {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let port = listener.local_addr().expect("local addr").port();
+        let elsewhere = TcpListener::bind("127.0.0.2:0")
+            .await
+            .expect("bind 127.0.0.2");
+        let other = elsewhere.local_addr().expect("local addr").port();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let counted = seen.clone();
+        let lure = tokio::spawn(async move {
+            while let Ok((conn, _)) = elsewhere.accept().await {
+                counted.lock().expect("seen").elsewhere += 1;
+                drop(conn);
+            }
+        });
+        let served = seen.clone();
+        let main = tokio::spawn(async move {
+            while let Ok((conn, _)) = listener.accept().await {
+                tokio::spawn(serve_hostile(conn, other, served.clone()));
+            }
+        });
+        HostileRegistry {
+            port,
+            seen,
+            tasks: vec![lure, main],
+        }
+    }
+
+    fn host(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for HostileRegistry {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// One connection of [`HostileRegistry`].
+async fn serve_hostile(conn: TcpStream, other: u16, seen: Arc<Mutex<Seen>>) {
+    let (mut rd, mut wr) = conn.into_split();
+    let mut buf = Vec::new();
+    loop {
+        let head = loop {
+            if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                buf.drain(..end + 4);
+                break head;
+            }
+            let mut chunk = [0u8; 4096];
+            match rd.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let path = head.split_whitespace().nth(1).unwrap_or("").to_string();
+        let plain = |status: &str, extra: &str| {
+            format!("HTTP/1.1 {status}\r\n{extra}Content-Length: 0\r\n\r\n")
+        };
+        let answer = if path == "/v2/" || path == "/v2" {
+            plain(
+                "200 OK",
+                "Docker-Distribution-API-Version: registry/2.0\r\n",
+            )
+        } else if path.starts_with("/v2/realm/") {
+            plain(
+                "401 Unauthorized",
+                &format!(
+                    "WWW-Authenticate: Bearer realm=\"http://127.0.0.2:{other}/token\",service=\"x\",scope=\"repository:realm/m:pull\"\r\n"
+                ),
+            )
+        } else if path.starts_with("/v2/redirect/") {
+            plain(
+                "307 Temporary Redirect",
+                &format!("Location: http://127.0.0.2:{other}{path}\r\n"),
+            )
+        } else if path.starts_with("/v2/endless-") {
+            let status = if path.starts_with("/v2/endless-404/") {
+                "404 Not Found"
+            } else {
+                "200 OK"
+            };
+            let head = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            );
+            if wr.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            // 64 KiB chunks of printable text, until the client hangs up.
+            let body = vec![b'A'; 64 << 10];
+            let chunk = [
+                format!("{:x}\r\n", body.len()).into_bytes(),
+                body,
+                b"\r\n".to_vec(),
+            ]
+            .concat();
+            let index = {
+                let mut s = seen.lock().expect("seen");
+                s.endless.push(0);
+                s.endless.len() - 1
+            };
+            while wr.write_all(&chunk).await.is_ok() {
+                seen.lock().expect("seen").endless[index] += 64 << 10;
+            }
+            return;
+        } else {
+            plain("404 Not Found", "")
+        };
+        if wr.write_all(answer.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Endless bodies (a manifest, a 404's error), a redirect to another host and a token
+/// realm on another host: each Plugin fails with a short reason; the host reads a bounded
+/// part of each body (its peak RSS stays far from the 4.1 GiB an endless 404 took before
+/// bodies were bounded), connects nowhere it was not told to, and a plugin file added
+/// meanwhile loads and serves while a well-behaved plugin keeps handling its objects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endless_bodies_foreign_redirects_and_realms_cost_nothing_and_hold_back_nothing() {
+    let registry = HostileRegistry::start().await;
+    let env = Env::with_crds(false).await;
+    env.apply_path(&root().join("deploy/kubernetes/base/crd-plugins.yaml"))
+        .await;
+    env.add_plugin(&test_plugin("testkit"), "steady", Some("name: steady\n"));
+    let plugins = env.api("kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
+    let w = World {
+        registry: DripRegistry::start(Duration::from_secs(1)).await,
+        cms: env.api("v1", "ConfigMap", "configmaps", Some("default")),
+        plugins: plugins.clone(),
+        env,
+    };
+    let hostile_host = registry.host();
+    let host = w.env.start_host_with_env(
+        &[
+            "--insecure-registry",
+            &hostile_host,
+            "--reload-debounce",
+            "100ms",
+        ],
+        &[("DOCKER_CONFIG", &empty_docker_config())],
+    );
+    host.wait_log("steady loaded", |l| {
+        field(l, "message") == "plugin loaded" && field(l, "plugin") == "steady"
+    })
+    .await;
+    let attacks = ["endless-404", "endless-manifest", "redirect", "realm"];
+    for (i, attack) in attacks.iter().enumerate() {
+        let module = format!(
+            "oci://{hostile_host}/{attack}/m@sha256:{}",
+            format!("{i:x}{i:x}").repeat(32)
+        );
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "kubewasm.dev/v1alpha1",
+            "kind": "Plugin",
+            "metadata": {"name": attack},
+            "spec": {"module": module, "permissions": {
+                "watches": [{"apiVersion": "v1", "kind": "ConfigMap"}]}},
+        }))
+        .expect("a Plugin object");
+        plugins
+            .patch(
+                attack,
+                &PatchParams::apply("hostile-registry-test").force(),
+                &Patch::Apply(&obj),
+            )
+            .await
+            .expect("apply the Plugin");
+    }
+    w.env
+        .add_plugin(&test_plugin("testkit"), "late", Some("name: late\n"));
+    host.wait_log("late loaded", |l| {
+        field(l, "message") == "plugin loaded" && field(l, "plugin") == "late"
+    })
+    .await;
+    w.handled_by(&host, "late-1", "late").await;
+
+    let mut reasons = Vec::new();
+    for attack in attacks {
+        let deadline = Instant::now() + CONVERGE;
+        let st = loop {
+            let o = get(&plugins, attack).await;
+            let st = o.as_ref().and_then(|o| o.data.get("status")).cloned();
+            // A registry failure is `Pulled=False`; a refusal by the operator's registry
+            // rules is permanent until the spec changes: `Ready=False` with its reason.
+            let refused = |st: &Value| {
+                let ready = condition(st, "Ready");
+                if condition(st, "Pulled")["status"] == json!("False") {
+                    Some(condition(st, "Pulled").clone())
+                } else if ready["status"] == json!("False")
+                    && !["Pulling", "Loading"].contains(&ready["reason"].as_str().unwrap_or(""))
+                {
+                    Some(ready.clone())
+                } else {
+                    None
+                }
+            };
+            if let Some(c) = st.as_ref().and_then(refused) {
+                break c;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{attack} not refused; its status: {st:?}\nhost log:\n{}",
+                host.dump()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let pulled = &st;
+        let message = pulled["message"].as_str().unwrap_or("").to_string();
+        assert!(
+            message.len() <= 1024 && !message.contains("AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+            "{attack}: the body reached the status: {st}"
+        );
+        println!("{attack}: {} {message}", pulled["reason"]);
+        reasons.push((attack, pulled["reason"].as_str().unwrap_or("").to_string()));
+    }
+    w.handled_by(&host, "steady-1", "steady").await;
+    let reason = |a: &str| {
+        reasons
+            .iter()
+            .find(|(x, _)| *x == a)
+            .map(|(_, r)| r.as_str())
+            .unwrap_or("")
+    };
+    assert_eq!(reason("redirect"), "RegistryNotAllowed", "{reasons:?}");
+    assert_eq!(reason("realm"), "RegistryNotAllowed", "{reasons:?}");
+    assert_eq!(reason("endless-404"), "ManifestNotFound", "{reasons:?}");
+    assert!(!reason("endless-manifest").is_empty(), "{reasons:?}");
+
+    let seen = registry.seen.lock().expect("seen");
+    assert_eq!(
+        seen.elsewhere, 0,
+        "the host connected to the host only a redirect or a realm named"
+    );
+    assert!(
+        seen.endless.len() >= 2,
+        "both endless bodies were asked for: {seen:?}"
+    );
+    // Each endless body is cut by the client within its bound (4 MiB for a manifest, 64 KiB
+    // for an error) plus what loopback socket buffers hold.
+    assert!(
+        seen.endless.iter().all(|sent| *sent < 32 << 20),
+        "an endless body was read past its bound: {seen:?}"
+    );
+    drop(seen);
+    let peak_mib = peak_rss_kib(host.pid()) / 1024;
+    println!("host peak RSS under the attacks: {peak_mib} MiB; reasons: {reasons:?}");
+    assert!(
+        peak_mib < 512,
+        "the host's peak RSS reached {peak_mib} MiB under endless registry bodies"
+    );
+    let longest = host.dump().lines().map(str::len).max().unwrap_or(0);
+    println!("longest host log line: {longest} bytes");
+    assert!(longest < 8192, "a log line of {longest} bytes");
     host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }

@@ -43,6 +43,9 @@ pub struct ObjectsConfig {
     pub namespace: String,
     /// Largest module pulled, checked against the manifest before any layer byte.
     pub max_module_bytes: u64,
+    /// The operator's ceilings on `spec.limits`: a Plugin asking above one is refused
+    /// (`InvalidLimits`) before its module is pulled.
+    pub ceilings: kubewasm_runtime::LimitCeilings,
 }
 
 /// The Plugin kind, as a watch target.
@@ -231,6 +234,7 @@ impl ObjectSource {
                 let o: LimitOverrides = serde_json::from_value(v.clone())
                     .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
                 o.validate()
+                    .and_then(|()| self.config.ceilings.check(&o))
                     .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
                 o
             }

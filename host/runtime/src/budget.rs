@@ -600,12 +600,9 @@ mod tests {
     fn two_pooled_instances_topping_up_both_complete() {
         let b = CallBudget::new(300 << 20);
         let pool = registered(&b);
-        let idle = || {
-            let mut s = now(&b, 256 << 20);
-            s.shrink_to(101 << 20);
-            s
-        };
-        let (mut one, mut two) = (idle(), idle());
+        // Two pooled instances, each holding the 101 MiB its last call left it.
+        let mut one = now(&b, 101 << 20);
+        let mut two = now(&b, 101 << 20);
         assert_eq!(b.available_mib(), Some(98));
         // Both calls find 98 MiB free: neither top-up fits.
         assert!(!b.top_up(256 << 20, &mut one));

@@ -328,7 +328,7 @@ async fn a_plugin_object_asking_above_a_ceiling_is_invalid() {
         "10s",
     ]);
     let plugins = env.api("kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
-    let module = format!("127.0.0.1:1/greedy@sha256:{}", "0".repeat(64));
+    let module = format!("oci://127.0.0.1:1/greedy@sha256:{}", "0".repeat(64));
     for (name, limits, message) in [
         (
             "greedy",

@@ -60,10 +60,7 @@ async fn poke_good(env: &Env, tag: &str) {
 async fn good_handled(env: &Env, host: &HostProcess, tag: &str, within: Duration) {
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
     let name = format!("good-{tag}-out");
-    let out = eventually_or_dump(host, &name, within, || async {
-        get(&cms, &name).await
-    })
-    .await;
+    let out = eventually_or_dump(host, &name, within, || async { get(&cms, &name).await }).await;
     assert_eq!(out.data["data"]["value"], json!(tag));
 }
 
@@ -168,9 +165,8 @@ async fn pooled_instances_topping_up_never_deadlock_the_budget() {
         .matching(|l| field(l, "message") == "plugin call memory budget")
         .remove(0);
     assert_eq!(field(&start, "wait"), "30s", "{start}");
-    let waits = host.matching(|l| {
-        field(l, "message") == "plugin call waited for the call memory budget"
-    });
+    let waits =
+        host.matching(|l| field(l, "message") == "plugin call waited for the call memory budget");
     assert!(!waits.is_empty(), "no call waited:\n{}", host.dump());
     let longest = waits
         .iter()
@@ -187,8 +183,9 @@ async fn pooled_instances_topping_up_never_deadlock_the_budget() {
         longest < WAIT_LIMIT.as_millis() as u64,
         "a wait of {longest} ms"
     );
-    let budget_failures =
-        host.matching(|l| field(l, "message") == "event failed" && field(l, "error").contains("call memory budget"));
+    let budget_failures = host.matching(|l| {
+        field(l, "message") == "event failed" && field(l, "error").contains("call memory budget")
+    });
     assert!(budget_failures.is_empty(), "{budget_failures:?}");
     let ops = host
         .wait_log("the metrics address", |l| {
@@ -349,13 +346,18 @@ async fn a_plugin_object_asking_above_a_ceiling_is_invalid() {
                             "permissions": {"watches": [{"apiVersion": "v1", "kind": "ConfigMap"}]}}}),
         )
         .await;
-        let ready = eventually_or_dump(&host, &format!("{name} InvalidLimits"), CONVERGE, || async {
-            let o = get(&plugins, name).await?;
-            let conditions = o.data["status"]["conditions"].as_array()?.clone();
-            conditions
-                .into_iter()
-                .find(|c| c["type"] == "Ready" && c["reason"] == "InvalidLimits")
-        })
+        let ready = eventually_or_dump(
+            &host,
+            &format!("{name} InvalidLimits"),
+            CONVERGE,
+            || async {
+                let o = get(&plugins, name).await?;
+                let conditions = o.data["status"]["conditions"].as_array()?.clone();
+                conditions
+                    .into_iter()
+                    .find(|c| c["type"] == "Ready" && c["reason"] == "InvalidLimits")
+            },
+        )
         .await;
         assert_eq!(ready["status"], json!("False"), "{ready}");
         assert_eq!(ready["message"], json!(message), "{ready}");

@@ -479,8 +479,7 @@ pub fn default_budget() -> (CallBudget, Option<MemoryLimit>) {
     let limit = cgroup_memory_limit().or_else(|| {
         physical_memory().map(|bytes| MemoryLimit {
             bytes,
-            source: "the machine's memory (/proc/meminfo MemTotal): no cgroup memory limit"
-                .into(),
+            source: "the machine's memory (/proc/meminfo MemTotal): no cgroup memory limit".into(),
         })
     });
     match limit {
@@ -522,7 +521,10 @@ mod tests {
         let Poll::Ready(Ok((s, Some(w)))) = poll(third.as_mut()) else {
             panic!("a share was given back")
         };
-        assert_eq!((w.wanted_mib, w.available_mib, w.timed_out), (256, 88, false));
+        assert_eq!(
+            (w.wanted_mib, w.available_mib, w.timed_out),
+            (256, 88, false)
+        );
         assert_eq!(s.mib(), 256);
         assert!(!b.has_waiters());
         drop((c, s));

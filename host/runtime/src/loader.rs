@@ -1009,9 +1009,13 @@ mod tests {
         ] {
             assert_eq!(ceilings.check(&asks(body)).err().as_deref(), Some(needle));
         }
-        let within = asks("memoryMiB: 512\ncallDeadline: 10s\nmaxInstances: 4\npoolMemoryMiB: 4096");
+        let within =
+            asks("memoryMiB: 512\ncallDeadline: 10s\nmaxInstances: 4\npoolMemoryMiB: 4096");
         assert_eq!(ceilings.check(&within), Ok(()));
-        assert_eq!(LimitCeilings::default().check(&asks("memoryMiB: 65536")), Ok(()));
+        assert_eq!(
+            LimitCeilings::default().check(&asks("memoryMiB: 65536")),
+            Ok(())
+        );
 
         // From a settings file, through the loader: refused before the bytes (not even a
         // component) are compiled.

@@ -39,8 +39,38 @@ pub struct HostArgs {
     /// manifest before any byte of the module is downloaded.
     #[arg(long, default_value_t = 128, value_parser = mebibytes)]
     max_module_mib: usize,
+    /// Longest one pull of a Plugin object's module may take, all of it (pull secret,
+    /// tag, manifest, module). Pulls run beside reloads, the previous version serving
+    /// meanwhile; a pull that takes longer fails (`PullTimeout`) and is retried with
+    /// backoff.
+    #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
+    pull_timeout: Duration,
+    /// A Secret of the host's namespace that Plugin objects may name as
+    /// `spec.pullSecretRef` (repeatable). A Plugin naming any other is refused
+    /// (`PullSecretNotAllowed`) before any Secret is read; without this flag, none may.
+    #[arg(long = "allowed-pull-secret", value_name = "NAME")]
+    allowed_pull_secret: Vec<String>,
+    /// How long the watch of Plugin objects may fail (403, unreachable API server) before
+    /// the plugins of Plugin objects are unloaded until it works again: a Plugin deleted or
+    /// narrowed while the host cannot see it must not keep serving. Plugin files are not
+    /// affected.
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    plugin_watch_grace: Duration,
     #[command(flatten)]
     registry: super::registry_args::RegistryArgs,
+    /// A registry Plugin objects may pull from (repeatable): HOST[:PORT] exactly, or
+    /// *.DOMAIN[:PORT] for any host under DOMAIN; the port is part of the match. With
+    /// none, any registry at a public address. Either way, a registry at a loopback,
+    /// link-local, private or cluster-internal address (or named localhost, *.svc,
+    /// *.cluster.local, a single label) is refused unless named exactly here or by
+    /// --insecure-registry; resolved addresses are checked when connecting. Blob
+    /// redirects to another host (a CDN) must go to an HTTPS host these rules allow.
+    #[arg(long = "allowed-registry", value_name = "PATTERN", value_parser = super::registry_args::allowed_pattern)]
+    allowed_registry: Vec<String>,
+    /// Refuse Plugin objects whose spec.module names a tag: only REPO@sha256:HEX
+    /// (`kubewasm push` prints it) is pulled (reason DigestRequired).
+    #[arg(long)]
+    require_digest: bool,
     /// The operator's approvals of the --plugins DIR plugins: a YAML stream, or a directory
     /// of YAML files, of kubewasm.dev/v1alpha1 Plugin objects (as `kubewasm approve`
     /// prints them; their metadata.name, spec.permissions and spec.limits are used).
@@ -487,6 +517,10 @@ pub async fn run_host(
     // Kept alive while the host runs: the default module store when none is given.
     let mut _private_store = None;
     if !args.no_plugin_objects {
+        anyhow::ensure!(
+            !args.pull_timeout.is_zero(),
+            "--pull-timeout must be more than 0"
+        );
         let store_dir = match (&args.module_store, &args.cache_dir) {
             (Some(dir), _) => dir.clone(),
             (None, Some(cache)) => cache.join("modules"),
@@ -501,12 +535,19 @@ pub async fn run_host(
             }
         };
         config.objects = Some(kubewasm::host::ObjectsConfig {
-            registry: args.registry.config(),
+            registry: kubewasm_oci::RegistryConfig {
+                allowed: args.allowed_registry.clone(),
+                require_digest: args.require_digest,
+                ..args.registry.config()
+            },
             auths: Arc::new(args.registry.auths()?),
             store_dir,
             namespace: host_namespace.clone(),
             max_module_bytes: (args.max_module_mib as u64) << 20,
             ceilings: config.load.ceilings,
+            pull_timeout: args.pull_timeout,
+            allowed_pull_secrets: args.allowed_pull_secret.clone(),
+            watch_grace: args.plugin_watch_grace,
         });
     }
     if !args.no_impersonation {

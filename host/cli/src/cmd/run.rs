@@ -15,7 +15,7 @@ use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
 use kubewasm::ops::metrics::Metrics;
 use kubewasm::ops::ownership::Ownership;
 use kubewasm::ops::shards::ShardConfig;
-use kubewasm::runtime::{Limits, LoadOptions};
+use kubewasm::runtime::{LimitCeilings, LimitOverrides, Limits, LoadOptions};
 use kubewasm::watch::WatchConfig;
 
 /// Flags of the host, shared by `run` and `dev`.
@@ -101,10 +101,30 @@ pub struct HostArgs {
     pool_memory_mib: usize,
     /// Memory all plugins' calls in flight and idle instances may hold together, in MiB:
     /// each call holds its plugin's --memory-mib from start to end and waits while the
-    /// budget is spent. `auto`: half the container's memory limit (cgroup v2 memory.max),
-    /// or of the machine's memory without one; `off`: unbounded.
+    /// budget is spent (a cap over the whole budget is clamped to it). `auto`: half the
+    /// container's memory limit (cgroup v2 memory.max, or cgroup v1
+    /// memory.limit_in_bytes), or of the machine's memory without one; `off`: unbounded.
     #[arg(long, default_value = "auto", value_parser = call_budget)]
     call_memory_budget: CallBudgetArg,
+    /// Longest a plugin call waits for its share of --call-memory-budget; past it the
+    /// call is not run and its event is retried with backoff (counted in
+    /// kubewasm_call_budget_wait_timeouts_total). Every call that waited is logged (WARN).
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
+    call_budget_wait: Duration,
+    /// Largest memoryMiB a plugin's limits may ask for (its settings file's `kubewasm`
+    /// key, or spec.limits of its Plugin object): a plugin asking more is refused at load.
+    /// Default: no ceiling but --call-memory-budget, to which every cap is clamped.
+    #[arg(long, value_name = "MIB", value_parser = mebibytes)]
+    max_plugin_memory_mib: Option<usize>,
+    /// Longest callDeadline a plugin's limits may ask for; a plugin asking longer is
+    /// refused at load. Default: no ceiling but the most any plugin may ask (1h).
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    max_plugin_call_deadline: Option<Duration>,
+    /// Largest maxInstances a plugin's limits may ask for; a plugin asking more is
+    /// refused at load. Default: no ceiling (a derived count, maxInstances 0, is at most
+    /// --concurrency and two per CPU).
+    #[arg(long, value_name = "N")]
+    max_plugin_instances: Option<usize>,
     /// Instances of one plugin alive at once (running or pooled); further calls wait for
     /// a free one. 0 derives it: as many as --pool-memory-mib holds at the instances'
     /// memory, at most two per CPU (calls only compute) and --concurrency.
@@ -268,6 +288,7 @@ impl HostArgs {
         {
             anyhow::bail!("--approvals {}: no such file or directory", path.display());
         }
+        let ceilings = self.ceilings()?;
         if self.plugins.is_some() && self.approvals.is_none() {
             tracing::warn!(
                 "no --approvals: nothing is approved for the plugin directory, so every plugin \
@@ -298,7 +319,8 @@ impl HostArgs {
                     self.compile_timeout,
                     (self.compile_memory_mib as u64) << 20,
                 )?,
-                call_budget: self.call_memory_budget.budget(),
+                call_budget: self.call_memory_budget.budget(self.call_budget_wait),
+                ceilings,
             },
             watch: WatchConfig {
                 resync: (!self.resync.is_zero()).then_some(self.resync),
@@ -337,6 +359,28 @@ impl HostArgs {
             tombstone_retention: self.lease_duration.saturating_mul(2),
             access: Default::default(),
         })
+    }
+
+    /// The ceilings on plugins' limits, which the host's own defaults must respect too.
+    fn ceilings(&self) -> Result<LimitCeilings> {
+        let ceilings = LimitCeilings {
+            memory_mib: self.max_plugin_memory_mib,
+            call_deadline: self.max_plugin_call_deadline,
+            instances: self.max_plugin_instances,
+        };
+        let defaults = LimitOverrides {
+            memory_mib: Some(self.memory_mib),
+            call_deadline: Some(self.call_deadline),
+            max_instances: Some(self.max_instances),
+            ..LimitOverrides::default()
+        };
+        ceilings.check(&defaults).map_err(|e| {
+            anyhow::anyhow!(
+                "the host's defaults for every plugin (--memory-mib, --call-deadline, \
+                 --max-instances) must be within the ceilings: {e}"
+            )
+        })?;
+        Ok(ceilings)
     }
 
     /// `--namespace` values, checked as Kubernetes names namespaces (DNS-1123 labels).
@@ -500,6 +544,7 @@ pub async fn run_host(
             store_dir,
             namespace: host_namespace.clone(),
             max_module_bytes: (args.max_module_mib as u64) << 20,
+            ceilings: config.load.ceilings,
             pull_timeout: args.pull_timeout,
             allowed_pull_secrets: args.allowed_pull_secret.clone(),
             watch_grace: args.plugin_watch_grace,
@@ -511,6 +556,7 @@ pub async fn run_host(
         config.write_identity = WriteIdentity::PluginServiceAccounts { namespace };
     }
     let metrics = Arc::new(Metrics::new());
+    config.load.call_budget.observe(metrics.clone());
     let readiness = Readiness::default();
     let background = tokio_util::sync::CancellationToken::new();
     if let Some(addr) = args.metrics_addr()? {
@@ -675,25 +721,59 @@ fn call_budget(text: &str) -> Result<CallBudgetArg, String> {
 }
 
 impl CallBudgetArg {
-    /// The budget, said once in the log with where its figure came from.
-    fn budget(self) -> kubewasm::runtime::CallBudget {
+    /// The budget, calls waiting at most `wait` for their share; said once in the log
+    /// with where its figure came from (for `auto`, the memory limit found and its file).
+    fn budget(self, wait: Duration) -> kubewasm::runtime::CallBudget {
         use kubewasm::runtime::{CallBudget, budget};
-        let (b, from) = match self {
-            CallBudgetArg::Auto => {
-                let (b, from) = budget::default_budget();
-                (b, format!("half of {from}"))
-            }
-            CallBudgetArg::Off => (CallBudget::unbounded(), "--call-memory-budget off".into()),
+        let (b, from, limit_mib) = match self {
+            CallBudgetArg::Auto => match budget::default_budget() {
+                (b, Some(limit)) => (
+                    b,
+                    format!("half of {}", limit.source),
+                    Some(limit.bytes >> 20),
+                ),
+                (b, None) => (
+                    b,
+                    "nothing (no cgroup memory limit, no /proc/meminfo)".into(),
+                    None,
+                ),
+            },
+            CallBudgetArg::Off => (
+                CallBudget::unbounded(),
+                "--call-memory-budget off".into(),
+                None,
+            ),
             CallBudgetArg::Mib(m) => (
                 CallBudget::new((m as u64) << 20),
                 "--call-memory-budget".into(),
+                None,
             ),
         };
-        match b.bytes() {
-            Some(bytes) => tracing::info!(mib = bytes >> 20, from, "plugin call memory budget"),
-            None => tracing::info!(from, "plugin call memory budget: unbounded"),
+        let b = b.with_wait(wait);
+        let wait = humantime::format_duration(wait).to_string();
+        match (b.bytes(), limit_mib) {
+            (Some(bytes), Some(limit_mib)) => tracing::info!(
+                mib = bytes >> 20,
+                memory_limit_mib = limit_mib,
+                from,
+                wait,
+                "plugin call memory budget"
+            ),
+            (Some(bytes), None) => {
+                tracing::info!(mib = bytes >> 20, from, wait, "plugin call memory budget")
+            }
+            (None, _) => tracing::info!(from, "plugin call memory budget: unbounded"),
         }
         b
+    }
+}
+
+/// A duration longer than zero.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be longer than 0s".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
     }
 }
 

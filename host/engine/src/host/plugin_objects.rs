@@ -54,6 +54,9 @@ pub struct ObjectsConfig {
     pub namespace: String,
     /// Largest module pulled, checked against the manifest before any layer byte.
     pub max_module_bytes: u64,
+    /// The operator's ceilings on `spec.limits`: a Plugin asking above one is refused
+    /// (`InvalidLimits`) before its module is pulled.
+    pub ceilings: kubewasm_runtime::LimitCeilings,
     /// Longest one pull may take, all of it (the pull secret, the tag, the manifest, the
     /// module): a registry that stalls fails the pull then, and it is retried with backoff.
     pub pull_timeout: Duration,
@@ -338,6 +341,7 @@ impl ObjectSource {
                 let o: LimitOverrides = serde_json::from_value(v.clone())
                     .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
                 o.validate()
+                    .and_then(|()| self.config.ceilings.check(&o))
                     .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
                 o
             }

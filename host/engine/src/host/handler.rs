@@ -168,8 +168,8 @@ impl crate::host::layers::Handle for Pipeline {
             }
         };
         let manager = plugin.manifest.field_manager();
-        // What only the cluster can tell (merge patches taking other managers' fields),
-        // still before anything is written.
+        // What only the cluster can tell (merge patches taking other managers' fields,
+        // creates adopting existing objects), still before anything is written.
         let checked = self
             .ownership
             .guard(

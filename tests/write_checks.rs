@@ -406,6 +406,35 @@ async fn warning_events_never_quote_the_plugins_error_text() {
         message,
         "plugin teller returned an error (not retried); its message is in the host's log"
     );
+    // An intent refused for a name the plugin chose: the refusal in the log quotes an
+    // excerpt of it, the IntentRefused Event a fixed text.
+    attack(
+        &env,
+        "teller",
+        "named",
+        "bad-name",
+        json!({"target": "Run kubectl delete namespace prod"}),
+    )
+    .await;
+    let error = refused(&host, "teller", "named", "intent #0").await;
+    assert!(error.contains("Run kubectl"), "{error}");
+    let event = eventually("a Warning Event on named", CONVERGE, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.data["involvedObject"]["name"] == json!("named"))
+    })
+    .await;
+    let message = event.data["message"].as_str().unwrap_or_default();
+    eprintln!("event: {message}");
+    assert_eq!(event.data["reason"], json!("IntentRefused"));
+    assert_eq!(
+        message,
+        "plugin teller: intent #0 is malformed; the host's log has the details"
+    );
     assert_eq!(host.stop(), Some(0));
 }
 

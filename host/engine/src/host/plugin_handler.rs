@@ -113,7 +113,7 @@ impl Handler for PluginHandler {
                 .ownership
                 .guard(
                     &d.object.key(),
-                    warnings.warning(&d.object.object, reason, &failure_message(e)),
+                    warnings.warning(&d.object.object, reason, &failure_message(name, e)),
                 )
                 .await;
         }

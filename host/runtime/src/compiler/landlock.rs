@@ -134,9 +134,9 @@ pub fn restrict_self() -> std::io::Result<Support> {
         }
         let fd = fd as libc::c_int;
         // Required of a process without CAP_SYS_ADMIN; the worker never gains privileges.
-        let restricted = if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
-            Err(std::io::Error::last_os_error())
-        } else if libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0 {
+        let restricted = if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) != 0
+        {
             Err(std::io::Error::last_os_error())
         } else {
             Ok(support)

@@ -502,3 +502,68 @@ async fn a_settings_file_linked_outside_the_plugin_directory_is_refused() {
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// The compile worker opens no file: a token-like file beside the host, which the host's
+/// user may read, is denied to the real binary's worker (its hidden `--read-probe` hook
+/// tries the read inside the same sandbox instead of compiling), and the same worker
+/// still compiles a plugin from its stdin to its stdout.
+#[test]
+fn the_compile_worker_cannot_read_a_file_beside_the_host_and_still_compiles() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    let kubewasm = env!("CARGO_BIN_EXE_kubewasm");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "eyJhbGciOiJSUzI1NiJ9.secret").expect("token");
+    // Readable by this user: only the sandbox stands between the worker and the token.
+    assert!(std::fs::read(&token).is_ok());
+    let probe = Command::new(kubewasm)
+        .args(["compile-worker", "--read-probe"])
+        .arg(&token)
+        .env_clear()
+        .output()
+        .expect("run the worker");
+    let said = String::from_utf8_lossy(&probe.stdout);
+    eprintln!("worker reading {}: {said}", token.display());
+    assert!(probe.status.success(), "{probe:?}");
+    assert!(
+        said.starts_with("denied: ") && said.contains("Permission denied"),
+        "the worker read the token: {said}"
+    );
+    // Its own /proc and the root directory are closed too.
+    for path in ["/proc/self/environ", "/etc/hostname"] {
+        let out = Command::new(kubewasm)
+            .args(["compile-worker", "--read-probe", path])
+            .env_clear()
+            .output()
+            .expect("run the worker");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.starts_with("denied: "), "{path}: {said}");
+    }
+
+    // The same sandbox compiles: the testkit plugin in, a serialized component out.
+    let wasm = std::fs::read(test_plugin("testkit")).expect("testkit");
+    let mut worker = Command::new(kubewasm)
+        .arg("compile-worker")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the worker");
+    let mut stdin = worker.stdin.take().expect("stdin");
+    let feeder = std::thread::spawn(move || stdin.write_all(&wasm));
+    let out = worker.wait_with_output().expect("worker output");
+    feeder.join().expect("feeder").expect("feed the worker");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "compiled {} bytes of testkit into {} bytes in the sandbox",
+        std::fs::metadata(test_plugin("testkit")).map_or(0, |m| m.len()),
+        out.stdout.len()
+    );
+    assert!(out.stdout.starts_with(b"\x7fELF"), "not compiled code");
+}

@@ -476,3 +476,137 @@ async fn narrowing_the_approval_unloads_the_plugin_and_widening_reloads_it() {
     host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }
+
+/// Revocation is immediate: a call in flight when its plugin's approval is narrowed (or
+/// deleted) is dropped, and its write never lands; a well-behaved plugin keeps working
+/// throughout. Deterministic: each held call (the hostile plugin's `fat` attack with a
+/// release) waits, in the call, until ConfigMap `release` exists, which the test creates
+/// only after the unload; had the call survived, it would then write `<trigger>-out`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_in_flight_when_its_approval_is_narrowed_or_deleted_writes_nothing() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(
+        &test_plugin("testkit"),
+        "good",
+        Some("name: good\nselector: kubewasm.dev/good=yes\n"),
+    );
+    let hostile = test_plugin("hostile");
+    // A deadline far longer than the test: only the revocation can end these calls.
+    let held = ["narrowed", "deleted"];
+    for name in held {
+        env.add_plugin(
+            &hostile,
+            name,
+            Some(&format!("name: {name}\nkubewasm:\n  callDeadline: 10s\n")),
+        );
+    }
+    let host = env.start_host(&host_args());
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let good = |tag: &str| {
+        let cms = cms.clone();
+        let env = &env;
+        let name = format!("good-{tag}");
+        async move {
+            env.create(
+                &cms,
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
+                       "metadata": {"name": name, "namespace": "default",
+                                    "labels": {"kubewasm.dev/good": "yes"}},
+                       "data": {"value": "1"}}),
+            )
+            .await;
+            eventually(&format!("{name}-out"), CONVERGE, || async {
+                get(&cms, &format!("{name}-out")).await
+            })
+            .await;
+        }
+    };
+    good("before").await;
+    for name in held {
+        env.create(
+            &cms,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("{name}-call"), "namespace": "default",
+                                "labels": {"kubewasm.dev/hostile": name}},
+                   "data": {"attack": "fat", "mib": "1", "release": "release"}}),
+        )
+        .await;
+    }
+    for name in held {
+        host.wait_log(&format!("{name}'s call holding"), |l| {
+            field(l, "message").starts_with("fat holding")
+                && field(l, "object").ends_with(&format!("default/{name}-call"))
+        })
+        .await;
+    }
+    // The well-behaved plugin is not held up by the calls in flight.
+    good("during").await;
+
+    // One approval narrowed to the watch alone (the create grant taken away), one deleted.
+    env.approve(
+        "narrowed",
+        "watches:\n- {apiVersion: v1, kind: ConfigMap}\n- {resource: configmaps}\n",
+    );
+    env.unapprove("deleted");
+    for name in held {
+        host.wait_log(&format!("{name} unloaded"), |l| {
+            field(l, "message").starts_with("plugin unloaded") && field(l, "plugin") == name
+        })
+        .await;
+    }
+    // Released: a call still running would now return and write `<trigger>-out`.
+    env.create(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "release", "namespace": "default"}}),
+    )
+    .await;
+    for name in held {
+        let out = format!("{name}-call-out");
+        // Either the call was cancelled (said once), or it returned and its write landed.
+        eventually(
+            &format!("{name}'s call cancelled or written"),
+            CONVERGE,
+            || async {
+                let cancelled = !host
+                    .matching(|l| {
+                        field(l, "message").starts_with("call cancelled")
+                            && field(l, "plugin") == name
+                    })
+                    .is_empty();
+                (cancelled || get(&cms, &out).await.is_some()).then_some(())
+            },
+        )
+        .await;
+        assert!(
+            get(&cms, &out).await.is_none(),
+            "{out} was written by a version whose approval was taken away:\n{}",
+            host.dump()
+        );
+    }
+    // The cancellation was said after the unload, and the revoked plugin's call counted
+    // as neither a failure nor a quarantine.
+    for name in held {
+        let lines = host.logs();
+        let at = |pred: &dyn Fn(&Value) -> bool| lines.iter().position(pred);
+        let unloaded = at(&|l| {
+            field(l, "message").starts_with("plugin unloaded") && field(l, "plugin") == name
+        });
+        let cancelled = at(&|l| {
+            field(l, "message").starts_with("call cancelled") && field(l, "plugin") == name
+        });
+        assert!(unloaded < cancelled, "{}", host.dump());
+    }
+    good("after").await;
+    for name in held {
+        assert!(get(&cms, &format!("{name}-call-out")).await.is_none());
+    }
+    host.assert_no_failed_events();
+    assert!(
+        host.matching(|l| field(l, "message").starts_with("plugin quarantined"))
+            .is_empty(),
+        "{}",
+        host.dump()
+    );
+    assert_eq!(host.stop(), Some(0));
+}

@@ -577,3 +577,65 @@ fn the_summary_ends_with_a_newline() {
         assert!(stdout.ends_with(summary), "{stdout:?}");
     }
 }
+
+/// `kubewasm test` refuses what `run` refuses before a create that writes an owner (the
+/// hostile plugin's `owner-create`, with a create grant only): a create adopting one of
+/// the case's `cluster:` objects, as write_checks'
+/// `a_create_adds_an_owner_to_an_existing_object_only_where_it_may_delete` sees `run`
+/// refuse it; the same object already carrying the owner passes, as does an object the
+/// case's cluster does not hold (the create makes it).
+#[test]
+fn a_create_adopting_a_cluster_object_is_refused_as_run_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(test_plugin("hostile"), dir.path().join("creator.wasm")).unwrap();
+    std::fs::write(dir.path().join("creator.yaml"), "name: creator\n").unwrap();
+    let case = |name: &str, cluster: Value, expect: Value| {
+        json!({"name": name, "plugin": "creator.wasm", "cluster": cluster,
+               "event": {"type": "added", "object":
+                   {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "adopt", "namespace": "default", "uid": "uid-adopt",
+                                 "labels": {"kubewasm.dev/hostile": "creator"}},
+                    "data": {"attack": "owner-create", "victim": "kept"}}},
+               "expect": expect})
+    };
+    let kept = |owners: Value| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "kept", "namespace": "default", "uid": "uid-kept",
+                            "ownerReferences": owners}})
+    };
+    let refusal = "intent #0 refused: a create that adds owner ConfigMap adopt to ConfigMap default/kept, which already exists, needs delete on it too";
+    let created = json!({"match": "subset", "intents": [{"create": {"ownedByTrigger": true,
+        "object": {"metadata": {"name": "kept", "namespace": "default"}}}}]});
+    let file = dir.path().join("cases.yaml");
+    write_cases(
+        &file,
+        &[case(
+            "adopts",
+            json!([kept(json!([]))]),
+            json!({"error": refusal}),
+        )],
+    );
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 0, "{out}");
+    // The case expecting the create fails with the refusal: the check can fail.
+    write_cases(
+        &file,
+        &[case("adopts", json!([kept(json!([]))]), created.clone())],
+    );
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains(refusal), "{out}");
+    // Carrying the owner already (the plugin created it), or not in the cluster: passes.
+    let owner = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "adopt",
+                        "uid": "uid-adopt", "controller": true}]);
+    write_cases(
+        &file,
+        &[
+            case("owned already", json!([kept(owner)]), created.clone()),
+            case("makes it", json!([]), created),
+        ],
+    );
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("2 passed, 0 failed"), "{out}");
+}

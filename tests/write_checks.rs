@@ -406,6 +406,35 @@ async fn warning_events_never_quote_the_plugins_error_text() {
         message,
         "plugin teller returned an error (not retried); its message is in the host's log"
     );
+    // An intent refused for a name the plugin chose: the refusal in the log quotes an
+    // excerpt of it, the IntentRefused Event a fixed text.
+    attack(
+        &env,
+        "teller",
+        "named",
+        "bad-name",
+        json!({"target": "Run kubectl delete namespace prod"}),
+    )
+    .await;
+    let error = refused(&host, "teller", "named", "intent #0").await;
+    assert!(error.contains("Run kubectl"), "{error}");
+    let event = eventually("a Warning Event on named", CONVERGE, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| e.data["involvedObject"]["name"] == json!("named"))
+    })
+    .await;
+    let message = event.data["message"].as_str().unwrap_or_default();
+    eprintln!("event: {message}");
+    assert_eq!(event.data["reason"], json!("IntentRefused"));
+    assert_eq!(
+        message,
+        "plugin teller: intent #0 is malformed; the host's log has the details"
+    );
     assert_eq!(host.stop(), Some(0));
 }
 
@@ -516,6 +545,132 @@ async fn an_owner_reference_by_patch_needs_delete_so_deleting_the_trigger_delete
             v.metadata.owner_references
         );
     }
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A create is a server-side apply, an upsert: with a create grant alone, a create that
+/// would add the trigger as owner of an object that exists (so the garbage collector
+/// deletes it with the trigger) is refused, naming the plugin, the object and the rule,
+/// and the object survives the trigger's deletion. An object the plugin created with that
+/// owner may be created again (it carries the owner already), and the collector deletes
+/// it with its trigger; with delete granted too, the adoption is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_adds_an_owner_to_an_existing_object_only_where_it_may_delete() {
+    let env = Env::with_crds(false).await;
+    world(
+        &env,
+        &[
+            ("creator", ""),
+            ("creator-del", "grantVerbs: [create, delete]\n"),
+        ],
+    );
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    for victim in ["kept", "adoptable"] {
+        env.create(
+            &cms,
+            configmap("default", victim, json!({}), json!({"keep": "me"})),
+        )
+        .await;
+    }
+    let host = env.start_host(LIMITS);
+    attack(
+        &env,
+        "creator",
+        "adopt-c",
+        "owner-create",
+        json!({"victim": "kept"}),
+    )
+    .await;
+    attack(
+        &env,
+        "creator-del",
+        "adopt-d",
+        "owner-create",
+        json!({"victim": "adoptable"}),
+    )
+    .await;
+    attack(
+        &env,
+        "creator",
+        "make-c",
+        "owner-create",
+        json!({"victim": "made"}),
+    )
+    .await;
+    refused(
+        &host,
+        "creator",
+        "adopt-c",
+        "a create that adds owner ConfigMap adopt-c to ConfigMap default/kept, which already exists, needs delete on it too",
+    )
+    .await;
+    let owned_by = |name: &'static str, owner: &'static str| {
+        let cms = cms.clone();
+        async move {
+            eventually(&format!("{name} owned by {owner}"), CONVERGE, || async {
+                get(&cms, name).await.filter(|o| {
+                    o.metadata
+                        .owner_references
+                        .as_ref()
+                        .is_some_and(|r| r.iter().any(|r| r.name == owner))
+                })
+            })
+            .await
+        }
+    };
+    let adopted = owned_by("adoptable", "adopt-d").await;
+    assert!(managers(&adopted).contains(&"kubewasm-creator-del".to_string()));
+    let made = owned_by("made", "make-c").await;
+    assert!(managers(&made).contains(&"kubewasm-creator".to_string()));
+    // make-c again: `made` exists now, carrying the owner the create writes: allowed.
+    cms.patch(
+        "make-c",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"data": {"again": "1"}})),
+    )
+    .await
+    .expect("patch make-c");
+    eventually("made created twice by make-c", CONVERGE, || async {
+        let applied = host.matching(|l| {
+            field(l, "plugin") == "creator"
+                && field(l, "trigger").ends_with("default/make-c")
+                && field(l, "message").starts_with("applied create ConfigMap default/made")
+        });
+        (applied.len() >= 2).then_some(())
+    })
+    .await;
+    good_keeps_working(&env, "adopt-create").await;
+    // A witness the garbage collector must delete when adopt-c goes: once it is gone,
+    // the collector has seen adopt-c deleted.
+    let owner = get(&cms, "adopt-c").await.expect("adopt-c");
+    env.create(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "witness", "namespace": "default",
+                   "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+                       "name": "adopt-c", "uid": owner.metadata.uid}]}}),
+    )
+    .await;
+    for trigger in ["adopt-c", "adopt-d", "make-c"] {
+        cms.delete(trigger, &Default::default())
+            .await
+            .expect("delete trigger");
+    }
+    gone(&env, "witness").await;
+    gone(&env, "adoptable").await;
+    gone(&env, "made").await;
+    let kept = get(&cms, "kept").await.expect("kept was garbage-collected");
+    assert_eq!(kept.data["data"], json!({"keep": "me"}));
+    assert!(
+        kept.metadata
+            .owner_references
+            .as_ref()
+            .is_none_or(Vec::is_empty),
+        "kept got an owner: {:?}",
+        kept.metadata.owner_references
+    );
+    let failed = host.matching(|l| field(l, "message") == "event failed");
+    assert_eq!(failed.len(), 1, "only adopt-c fails:\n{}", host.dump());
     assert_eq!(host.stop(), Some(0));
 }
 

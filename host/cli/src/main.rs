@@ -100,7 +100,7 @@ enum Command {
     /// Internal: compile the component on stdin for `run` and `dev`, which start this in a
     /// worker process so the compiler's memory never stays in the host.
     #[command(name = cmd::COMPILE_WORKER, hide = true)]
-    CompileWorker,
+    CompileWorker(compile_worker::CompileWorkerArgs),
     /// Internal: write the Go or C bindings this binary carries (plugins/{go,c}/build.sh).
     #[command(hide = true)]
     Bindings(componentize::BindingsArgs),
@@ -149,8 +149,8 @@ fn main() -> std::process::ExitCode {
     malloc_policy::apply();
     let cli = Cli::parse();
     // The worker needs neither logging nor an async runtime.
-    if let Command::CompileWorker = cli.command {
-        compile_worker::command();
+    if let Command::CompileWorker(args) = &cli.command {
+        compile_worker::command(args);
     }
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -203,6 +203,6 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::CopyPlugins(args) => copy_plugins::command(args),
         Command::Bindings(args) => componentize::bindings_command(args),
         Command::Componentize(args) => componentize::componentize_command(args),
-        Command::CompileWorker => unreachable!("handled before the runtime starts"),
+        Command::CompileWorker(_) => unreachable!("handled before the runtime starts"),
     }
 }

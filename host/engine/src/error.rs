@@ -88,6 +88,19 @@ pub enum Error {
         /// The plugin.
         plugin: String,
     },
+    /// The plugin's version was unloaded (replaced, removed, or its approval narrowed)
+    /// while handling an event: its call was dropped, or its remaining writes were not
+    /// sent. Not a failure of the plugin nor of the object: the event is handled again by
+    /// the version serving now, if any.
+    #[error(
+        "plugin {plugin}: version {version} unloaded during the event; its call was dropped and nothing more written"
+    )]
+    Retired {
+        /// The plugin.
+        plugin: String,
+        /// The version unloaded.
+        version: String,
+    },
     /// A kind could not be resolved (not served, or discovery failed).
     #[error(transparent)]
     Resolve(#[from] ResolveError),
@@ -234,6 +247,8 @@ impl Error {
             Error::Quarantined { .. } => Retry::Backoff,
             // The leader handles it.
             Error::NotLeader { .. } => Retry::Never,
+            // The version serving now handles it (the plugin handler hands it on).
+            Error::Retired { .. } => Retry::Backoff,
             Error::Resolve(_) => Retry::Backoff,
             Error::Api {
                 status,

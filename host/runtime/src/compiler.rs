@@ -9,15 +9,22 @@
 //! compiler's memory, and a compile that runs out of memory kills the worker, not the host.
 //! One-shot commands (`inspect`, `test`) compile in process ([`Compiler::InProcess`]).
 //!
-//! If the worker cannot be started at all (no `/proc`, a sandbox that forbids `exec`), the
-//! host says so once and compiles in process: slower to shrink, never broken.
+//! The worker gives up what it does not need: it starts with an empty environment and no
+//! descriptor of the host's beyond its three pipes, under rlimits ([`Worker::limit`]), and
+//! enters a Landlock sandbox before it reads its input ([`landlock`]): it can open no path
+//! (the host's token, the code cache key), only read its stdin and write its stdout.
+//!
+//! A worker that cannot be started (a transient `fork`/`exec` failure: out of memory or
+//! processes) is tried again a few times with backoff, then the plugin is refused with
+//! the reason; a host never falls back to compiling in its own process, where none of the
+//! worker's limits would hold.
+
+pub mod landlock;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use wasmtime::component::Component;
@@ -71,10 +78,13 @@ pub struct Worker {
     timeout: std::time::Duration,
     /// The worker's address-space limit, bytes.
     address_space: u64,
-    /// Set once the worker could not be started (shared by clones), so the fallback to
-    /// compiling in process is logged once.
-    unavailable: Arc<AtomicBool>,
 }
+
+/// Tries to start a worker before the plugin is refused, and the wait before the first
+/// retry (doubling): a `fork` or `exec` failing for want of memory or processes often
+/// passes within a second.
+const SPAWN_TRIES: u32 = 4;
+const SPAWN_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Worker {
     /// This executable started with `args` (the subcommand that calls [`serve`]). On Linux
@@ -108,7 +118,6 @@ impl Worker {
             args: args.into_iter().map(Into::into).collect(),
             timeout: DEFAULT_COMPILE_TIMEOUT,
             address_space: DEFAULT_COMPILE_ADDRESS_SPACE,
-            unavailable: Arc::default(),
         }
     }
 
@@ -136,7 +145,9 @@ impl Worker {
     ///   run; `PR_SET_PDEATHSIG` is not used: it fires when the *thread* that forked
     ///   exits, and tokio retires idle threads);
     /// - `oom_score_adj` 1000: should the machine or container run out of memory anyway,
-    ///   the worker is the kernel's first choice, not the host.
+    ///   the worker is the kernel's first choice, not the host;
+    /// - every descriptor above stderr close-on-exec: the worker inherits its three pipes
+    ///   and nothing else the host holds (sockets to the API server, the cache key's file).
     ///
     /// Its own cgroup is not attempted: a container's cgroup is read-only in the usual
     /// deployments, and a writable one would need the host moved into a leaf cgroup of
@@ -152,14 +163,18 @@ impl Worker {
         let oom_path = c"/proc/self/oom_score_adj";
         #[allow(unsafe_code)]
         // SAFETY: the closure runs in the forked child before `exec`, where only
-        // async-signal-safe functions may be called: `setrlimit`, `open`, `write` and
-        // `close` are system calls that allocate nothing and take no
-        // lock; everything they read (`limits`, the path) was built before the fork and
-        // is moved into the closure. A failure of any but `setrlimit` is ignored (the
-        // limit it sets is a refinement); `setrlimit` failing fails the spawn, which
-        // `compile` treats as a worker that cannot start.
+        // async-signal-safe functions may be called: `setrlimit`, `open`, `write`,
+        // `close`, `close_range`, `getrlimit` and `fcntl` are system calls that allocate
+        // nothing and take no lock; everything they read (`limits`, the path) was built
+        // before the fork and is moved into the closure. The descriptors they touch are
+        // the child's own copies: marking them close-on-exec changes nothing in the host.
+        // std's pipe that reports a failed `exec` is close-on-exec already, so it still
+        // reports one (closing descriptors outright would lose that report). A failure of
+        // the OOM score is ignored (a refinement); `setrlimit` or the descriptors failing
+        // fails the spawn, which `compile` retries, then refuses the plugin.
         unsafe {
             command.pre_exec(move || {
+                cloexec_from(3)?;
                 for (resource, soft, hard) in limits {
                     let rlim = libc::rlimit {
                         rlim_cur: soft,
@@ -198,10 +213,10 @@ impl Compiler {
                 .map(|c| (c, Source::Compiled, None))
         };
         let worker = match self {
-            Compiler::Worker(w) if !w.unavailable.load(Ordering::Relaxed) => w,
-            _ => return here(bytes).await,
+            Compiler::Worker(w) => w,
+            Compiler::InProcess => return here(bytes).await,
         };
-        match worker.run(&bytes, code_dir).await {
+        match worker.run_retrying(&bytes, code_dir).await {
             Ok(artifact) => {
                 let eng = engine.clone();
                 tokio::task::spawn_blocking(move || artifact.load(&eng).map(|c| (c, artifact)))
@@ -226,16 +241,14 @@ impl Compiler {
                 reason,
             }
             .into()),
-            Err(WorkerFailure::Unavailable(e)) => {
-                if !worker.unavailable.swap(true, Ordering::Relaxed) {
-                    tracing::warn!(
-                        program = %worker.program.display(),
-                        error = %e,
-                        "cannot start a compile worker; compiling in this process from now on"
-                    );
-                }
-                here(bytes).await
+            Err(WorkerFailure::Unavailable(e)) => Err(EngineError::Worker {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "{} could not be started ({SPAWN_TRIES} tries): {e}; the plugin is not compiled in the host's own process",
+                    worker.program.display()
+                ),
             }
+            .into()),
         }
     }
 }
@@ -251,7 +264,63 @@ enum WorkerFailure {
     Unavailable(std::io::Error),
 }
 
+/// Mark every descriptor from `first` on close-on-exec, in a forked child before `exec`
+/// (see the SAFETY comment of [`Worker::limit`]): `close_range(CLOSE_RANGE_CLOEXEC)`
+/// (Linux 5.11), else each descriptor below the soft `RLIMIT_NOFILE` (at most 65,536
+/// `fcntl`s; a descriptor past that would have to be opened past the limit first).
+#[allow(unsafe_code)]
+unsafe fn cloexec_from(first: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: plain integers in; the caller is a forked child (async-signal-safe calls).
+    unsafe {
+        if libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        ) == 0
+        {
+            return Ok(());
+        }
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let last = rl.rlim_cur.min(1 << 16) as libc::c_int;
+        for fd in first..last {
+            let flags = libc::fcntl(fd, libc::F_GETFD);
+            if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+                libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Worker {
+    /// [`Worker::run`], started again with backoff while the worker cannot be started.
+    async fn run_retrying(
+        &self,
+        wasm: &[u8],
+        code_dir: Option<&Path>,
+    ) -> Result<Artifact, WorkerFailure> {
+        let mut wait = SPAWN_BACKOFF;
+        for _ in 1..SPAWN_TRIES {
+            match self.run(wasm, code_dir).await {
+                Err(WorkerFailure::Unavailable(e)) => {
+                    tracing::warn!(program = %self.program.display(), error = %e,
+                        retry_in_ms = wait.as_millis() as u64, "cannot start a compile worker; trying again");
+                    tokio::time::sleep(wait).await;
+                    wait = wait.saturating_mul(2);
+                }
+                other => return other,
+            }
+        }
+        self.run(wasm, code_dir).await
+    }
+
     async fn run(&self, wasm: &[u8], code_dir: Option<&Path>) -> Result<Artifact, WorkerFailure> {
         let mut command = tokio::process::Command::new(&self.program);
         self.limit(&mut command);
@@ -459,19 +528,75 @@ mod tests {
         assert_eq!(err.exit_code(), EXIT_NOT_COMPILABLE, "{err}");
     }
 
-    #[tokio::test]
-    async fn a_worker_that_cannot_start_falls_back_to_compiling_here() {
+    /// A worker that cannot be started is tried again with backoff, then the plugin is
+    /// refused naming the worker: never compiled in the host's own process. The clock is
+    /// paused: the backoff takes no real time and the waits are exact.
+    #[tokio::test(start_paused = true)]
+    async fn a_worker_that_cannot_start_is_retried_then_the_plugin_refused() {
         let engine = PluginEngine::new().unwrap();
         let compiler = Compiler::Worker(Worker::new(
             "/nonexistent/kubewasm-worker",
             Vec::<String>::new(),
         ));
         let wasm = wat::parse_str(WAT).unwrap();
-        let (_, source, _) = compiler
+        let started = tokio::time::Instant::now();
+        let err = compiler
             .compile(&engine, Path::new("x.wasm"), wasm, None)
             .await
-            .unwrap();
-        assert_eq!(source, Source::Compiled);
+            .map(|(_, source, _)| source)
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("compile worker for x.wasm: /nonexistent/kubewasm-worker could not be started (4 tries)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("not compiled in the host's own process"),
+            "{text}"
+        );
+        // 100 + 200 + 400 ms between the four tries.
+        assert_eq!(started.elapsed(), Duration::from_millis(700));
+    }
+
+    /// The worker inherits no descriptor of the host's beyond its pipes: one left open
+    /// without close-on-exec in the host (as a library might) is not in the worker's
+    /// `/proc/self/fd`.
+    #[tokio::test]
+    async fn the_worker_inherits_no_descriptor_beyond_its_pipes() {
+        let file = tempfile::tempfile().unwrap();
+        use std::os::fd::AsRawFd;
+        #[allow(unsafe_code)]
+        // SAFETY: duplicating a descriptor we own; the copy is closed below.
+        let leaked = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD, 100) };
+        assert!(leaked >= 100);
+        let worker = Worker::new("/bin/sh", ["-c", "ls /proc/self/fd"]);
+        let list = |limited: bool| {
+            let mut command = tokio::process::Command::new(&worker.program);
+            if limited {
+                worker.limit(&mut command);
+            }
+            command.args(&worker.args).stdin(Stdio::null()).output()
+        };
+        let fds = |out: std::process::Output| -> Vec<String> {
+            assert!(out.status.success(), "{out:?}");
+            String::from_utf8(out.stdout)
+                .unwrap()
+                .split_whitespace()
+                .map(str::to_string)
+                .collect()
+        };
+        let leaked_name = leaked.to_string();
+        // Without the worker's limits the leaked descriptor is inherited: the test can fail.
+        assert!(fds(list(false).await.unwrap()).contains(&leaked_name));
+        let open = fds(list(true).await.unwrap());
+        #[allow(unsafe_code)]
+        // SAFETY: closing the copy made above, once.
+        unsafe {
+            libc::close(leaked)
+        };
+        // 0-2, and the descriptor `ls` opens to read the directory.
+        assert!(!open.contains(&leaked_name), "{open:?}");
+        assert!(open.len() <= 4, "{open:?}");
     }
 
     /// A stand-in worker: a shell script speaking the protocol.

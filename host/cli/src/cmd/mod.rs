@@ -26,7 +26,20 @@ pub fn worker_compiler(
     timeout: std::time::Duration,
     address_space: u64,
 ) -> Result<kubewasm::runtime::compiler::Compiler, kubewasm::runtime::Error> {
-    use kubewasm::runtime::compiler::{Compiler, Worker};
+    use kubewasm::runtime::compiler::{Compiler, Worker, landlock};
+    // Said once, at start: what the kernel lets the worker give up.
+    match landlock::support() {
+        landlock::Support::Abi(abi) => tracing::info!(
+            landlock_abi = abi,
+            denied = landlock::Support::Abi(abi).denied(),
+            "compile worker sandbox: Landlock"
+        ),
+        landlock::Support::None => tracing::warn!(
+            "compile worker sandbox: this kernel offers no Landlock; the worker runs with an \
+             empty environment, no inherited descriptors and its rlimits, but could open any \
+             file the host's user may read"
+        ),
+    }
     Ok(Compiler::Worker(
         Worker::this_executable([COMPILE_WORKER])?
             .with_timeout(timeout)

@@ -85,7 +85,9 @@ pub(super) async fn check_body(
                 check_owner(manifest, p, &object, index, r, trigger, resolver, owners).await?;
             }
             // An owner reference is a deletion waiting for its owner to go: a patch may
-            // write one only where it may delete. (`create` may: `owned-by-trigger`.)
+            // write one only where it may delete. (`create` may, on an object it makes:
+            // `owned-by-trigger`; a create is an upsert, so whether the object exists is
+            // checked against the cluster, [`check_adoption`].)
             if !refs.is_empty() && p.intent.verb == Verb::Patch {
                 grant::check(
                     manifest,
@@ -223,4 +225,80 @@ async fn check_owner(
         .into());
     }
     Ok(())
+}
+
+/// Whether a create must be checked against the object as it exists ([`check_adoption`])
+/// before it is sent: it writes owner references and no grant lets the plugin delete the
+/// object. A create is a server-side apply, an upsert: on an object that exists it adds
+/// owner references as a patch would, and only `run` knows whether the object exists.
+pub fn adoption_matters(manifest: &Manifest, p: &Prepared) -> bool {
+    p.intent.verb == Verb::Create
+        && !written_owner_uids(p).is_empty()
+        && grant::check(
+            manifest,
+            &Access {
+                verb: Verb::Delete,
+                force: false,
+                ..p.access()
+            },
+        )
+        .is_err()
+}
+
+/// The uids of the owner references a create or patch body writes.
+fn written_owner_uids(p: &Prepared) -> Vec<&str> {
+    let Ok(Some(meta)) = written_metadata(p) else {
+        return Vec::new();
+    };
+    owner_uids(meta.get("ownerReferences"))
+}
+
+fn owner_uids(refs: Option<&Value>) -> Vec<&str> {
+    refs.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("uid").and_then(Value::as_str))
+        .collect()
+}
+
+/// Check a create that writes owner references, by a plugin that may not delete the
+/// object ([`adoption_matters`]), against the object as it exists (`live`): an owner
+/// reference it does not already carry would hand an existing object to the garbage
+/// collector, which only a grant allowing `delete` may do (as for a patch). Owner
+/// references it already carries (the plugin created it with them) give nothing new.
+pub fn check_adoption(manifest: &Manifest, p: &Prepared, live: &Value) -> Result<(), BodyError> {
+    let carried = owner_uids(live.pointer("/metadata/ownerReferences"));
+    let Ok(Some(meta)) = written_metadata(p) else {
+        return Ok(());
+    };
+    let refs = meta.get("ownerReferences").and_then(Value::as_array);
+    let Some(added) = refs.into_iter().flatten().find(|r| {
+        r.get("uid")
+            .and_then(Value::as_str)
+            .is_some_and(|uid| !carried.contains(&uid))
+    }) else {
+        return Ok(());
+    };
+    let text = |key: &str| {
+        excerpt(
+            added.get(key).and_then(Value::as_str).unwrap_or("?"),
+            EXCERPT,
+        )
+    };
+    let reason = match grant::check(
+        manifest,
+        &Access {
+            verb: Verb::Delete,
+            force: false,
+            ..p.access()
+        },
+    ) {
+        Ok(()) => return Ok(()),
+        Err(reason) => reason,
+    };
+    Err(BodyError::AdoptionNeedsDelete {
+        object: p.intent.target.to_string(),
+        owner: format!("{} {}", text("kind"), text("name")),
+        reason: Box::new(reason),
+    })
 }

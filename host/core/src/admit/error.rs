@@ -151,6 +151,21 @@ pub enum BodyError {
         /// The grant check's answer for `delete`.
         reason: Box<GrantError>,
     },
+    /// A create adding an owner reference to an object that already exists, by a plugin
+    /// whose grants do not let it delete the object: a create is a server-side apply, an
+    /// upsert, so it would hand an existing object to the garbage collector as a patch
+    /// would ([`BodyError::OwnerNeedsDelete`]).
+    #[error(
+        "a create that adds owner {owner} to {object}, which already exists, needs delete on it too (create is an upsert: the garbage collector would delete the existing object once its owner is gone; without delete, a create may set owners only on an object it makes): {reason}"
+    )]
+    AdoptionNeedsDelete {
+        /// The object.
+        object: String,
+        /// The owner the create would add.
+        owner: String,
+        /// The grant check's answer for `delete`.
+        reason: Box<GrantError>,
+    },
     /// A body writing `metadata.managedFields`, the API server's record of who owns
     /// which field: rewriting it would take other managers' fields without a conflict.
     #[error(
@@ -234,7 +249,9 @@ impl Rejection {
             self.error,
             AdmitError::Refused(_)
                 | AdmitError::TakesFields(_)
-                | AdmitError::Body(BodyError::OwnerNeedsDelete { .. })
+                | AdmitError::Body(
+                    BodyError::OwnerNeedsDelete { .. } | BodyError::AdoptionNeedsDelete { .. }
+                )
         )
     }
 }
@@ -244,7 +261,9 @@ impl std::fmt::Display for Rejection {
         match &self.error {
             AdmitError::Refused(why) => write!(f, "intent #{} refused: {why}", self.index),
             AdmitError::TakesFields(why) => write!(f, "intent #{} refused: {why}", self.index),
-            AdmitError::Body(why @ BodyError::OwnerNeedsDelete { .. }) => {
+            AdmitError::Body(
+                why @ (BodyError::OwnerNeedsDelete { .. } | BodyError::AdoptionNeedsDelete { .. }),
+            ) => {
                 write!(f, "intent #{} refused: {why}", self.index)
             }
             why => write!(f, "invalid intent #{}: {why}", self.index),

@@ -15,7 +15,7 @@ mod prepared;
 #[cfg(test)]
 mod tests;
 
-pub use body::Owners;
+pub use body::{Owners, adoption_matters, check_adoption};
 pub use error::{AdmitError, BindError, BodyError, CrossNamespaceOwner, Rejection, TakesFields};
 pub use managed::{TakenField, merged, taken_field};
 pub use prepared::{Prepared, Trigger};

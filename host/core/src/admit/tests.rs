@@ -542,6 +542,58 @@ fn a_patch_writes_owner_references_only_where_it_may_delete() {
 }
 
 #[test]
+fn a_create_adds_owners_to_an_existing_object_only_where_it_may_delete() {
+    let refs = json!([reference("ContentSite", "blog", "u-1")]);
+    let live = |owners: Value| {
+        json!({"apiVersion":"v1","kind":"ConfigMap",
+               "metadata":{"name":"child","namespace":"shop","ownerReferences":owners}})
+    };
+    // create alone: whether the object exists matters, and an existing one without the
+    // owner is not adopted.
+    let m = writer(&[Verb::Create], &[]);
+    let p = run(&m, owned(refs.clone())).unwrap().remove(0);
+    assert!(adoption_matters(&m, &p));
+    let err = check_adoption(&m, &p, &live(json!([]))).unwrap_err();
+    assert!(
+        matches!(&err, BodyError::AdoptionNeedsDelete { reason, .. }
+            if matches!(**reason, GrantError::NotGranted { verb: "delete", .. })),
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("adds owner ContentSite blog to ConfigMap shop/child, which already exists"),
+        "{text}"
+    );
+    let rejection = Rejection {
+        index: 0,
+        error: err.into(),
+    };
+    assert!(rejection.is_refusal());
+    assert!(
+        rejection.to_string().starts_with("intent #0 refused: "),
+        "{rejection}"
+    );
+    // Another owner carried already does not make this one carried.
+    let other = json!([reference("ConfigMap", "parent", "u-parent")]);
+    assert!(check_adoption(&m, &p, &live(other)).is_err());
+    // The object already carries the owner (the plugin created it so): nothing new.
+    assert!(check_adoption(&m, &p, &live(refs.clone())).is_ok());
+    // A create writing no owner, or a plugin that may delete, needs no look.
+    let plain = run(
+        &m,
+        create(json!({"apiVersion":"v1","kind":"ConfigMap",
+        "metadata":{"name":"x","namespace":"shop"}})),
+    )
+    .unwrap()
+    .remove(0);
+    assert!(!adoption_matters(&m, &plain));
+    let deleter = writer(&[Verb::Create, Verb::Delete], &[]);
+    let p = run(&deleter, owned(refs)).unwrap().remove(0);
+    assert!(!adoption_matters(&deleter, &p));
+    assert!(check_adoption(&deleter, &p, &live(json!([]))).is_ok());
+}
+
+#[test]
 fn null_finalizers_metadata_and_managed_fields_are_refused() {
     let m = writer(&[Verb::Create, Verb::Patch], &["example.com/cleanup"]);
     assert!(matches!(

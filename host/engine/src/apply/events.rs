@@ -25,16 +25,19 @@ pub const COMPONENT: &str = "kubewasm";
 /// Longest message recorded, in bytes (longer ones are cut at a character boundary).
 pub const MAX_MESSAGE_BYTES: usize = 1024;
 
-/// The message of the Warning Event for a failed event, in the host's words. A plugin's
-/// own error message is never copied: whoever may read Events in the object's namespace
-/// is not whoever may read what the plugin read (a plugin failing with a Secret's value
-/// as its message would publish it); nor are trap messages (the plugin's symbol names and
-/// panic text). Intent errors carry only short, quoted excerpts of the plugin's strings
-/// (`kubewasm_core` cuts them). The full error stays in the host's log.
-pub fn failure_message(e: &crate::Error) -> String {
+/// The message of the Warning Event for a failed event, in the host's words only: a
+/// fixed text per cause, naming the plugin and, for a refused intent, which one and the
+/// class of rule. Nothing the plugin influenced is quoted: not its error message, trap
+/// text or symbol names, not the names or values its intents carry (an excerpt of a
+/// Secret's value as an object name is still the value), not the API server's message
+/// about a body the plugin wrote. Whoever may read Events in the object's namespace is
+/// not whoever may read what the plugin read. The full error stays in the host's log.
+pub fn failure_message(plugin: &str, e: &crate::Error) -> String {
+    use crate::Error;
     use kubewasm_runtime::CallError;
+    let log = "the host's log has the details";
     match e {
-        crate::Error::Call { plugin, kind } => match kind {
+        Error::Call { kind, .. } => match kind {
             CallError::Plugin { retry, .. } => format!(
                 "plugin {plugin} returned an error ({}); its message is in the host's log",
                 if *retry {
@@ -43,12 +46,75 @@ pub fn failure_message(e: &crate::Error) -> String {
                     "not retried"
                 },
             ),
-            CallError::Trap(_) => {
-                format!("plugin {plugin} trapped; the host's log has the details")
-            }
+            CallError::Trap(_) => format!("plugin {plugin} trapped; {log}"),
+            // The host's own figures (a deadline, a cap, a count).
             other => format!("plugin {plugin}: {other}"),
         },
-        other => other.to_string(),
+        Error::InvalidIntent { rejection, .. } | Error::Refused { rejection, .. } => format!(
+            "plugin {plugin}: intent #{} {}; {log}",
+            rejection.index,
+            rejection_class(&rejection.error)
+        ),
+        Error::Partial {
+            applied,
+            total,
+            source,
+            ..
+        } => format!(
+            "plugin {plugin}: {applied} of {total} intents applied, then intent #{applied} failed ({}); {log}",
+            write_failure(source)
+        ),
+        other => format!("plugin {plugin}: {}; {log}", write_failure(other)),
+    }
+}
+
+/// A refused intent's rule, as a fixed text.
+fn rejection_class(e: &kubewasm_core::admit::AdmitError) -> &'static str {
+    use kubewasm_core::admit::{AdmitError, BodyError};
+    match e {
+        AdmitError::Invalid(_) => "is malformed",
+        AdmitError::Resolve(_) => "names a kind the cluster does not serve (yet)",
+        AdmitError::Bind(_) => "cannot be bound to a namespace or owner",
+        AdmitError::Refused(_) => "was refused: no grant of the plugin allows it",
+        AdmitError::Body(
+            BodyError::OwnerNeedsDelete { .. } | BodyError::AdoptionNeedsDelete { .. },
+        ) => "was refused: an owner reference it writes needs delete on the object",
+        AdmitError::Body(_) => {
+            "was refused: an owner reference or finalizer it writes is not allowed"
+        }
+        AdmitError::TakesFields(_) => {
+            "was refused: it would take fields another field manager owns, without force"
+        }
+    }
+}
+
+/// A failed write or read, as a fixed text: what was done and the API server's status
+/// code and reason (its message, which may quote the plugin's body, stays in the log).
+fn write_failure(e: &crate::Error) -> String {
+    use crate::Error;
+    match e {
+        Error::Api {
+            verb,
+            status,
+            reason,
+            ..
+        } => {
+            // The Status reason is one of the API server's CamelCase words; anything else
+            // is not quoted.
+            let reason = if !reason.is_empty()
+                && reason.len() <= 64
+                && reason.chars().all(|c| c.is_ascii_alphanumeric())
+            {
+                reason.as_str()
+            } else {
+                "Failure"
+            };
+            format!("{verb} failed: {status} {reason}")
+        }
+        Error::Kube { .. } => "the API server could not be reached".into(),
+        Error::Partial { source, .. } => write_failure(source),
+        Error::Resolve(_) => "a kind could not be resolved".into(),
+        other => format!("failed ({})", other.kind()),
     }
 }
 
@@ -419,7 +485,7 @@ mod tests {
                 retry: false,
             },
         };
-        let m = failure_message(&e);
+        let m = failure_message("web", &e);
         assert_eq!(
             m,
             "plugin web returned an error (not retried); its message is in the host's log"
@@ -430,7 +496,7 @@ mod tests {
             kind: kubewasm_runtime::CallError::Trap("wasm backtrace: evil_symbol_text".into()),
         };
         assert_eq!(
-            failure_message(&trap),
+            failure_message("web", &trap),
             "plugin web trapped; the host's log has the details"
         );
         let deadline = crate::Error::Call {
@@ -438,8 +504,57 @@ mod tests {
             kind: kubewasm_runtime::CallError::Deadline(Duration::from_millis(500)),
         };
         assert_eq!(
-            failure_message(&deadline),
+            failure_message("web", &deadline),
             "plugin web: call exceeded its deadline of 500ms"
         );
+    }
+
+    #[test]
+    fn refusals_and_failed_writes_are_fixed_texts() {
+        use kubewasm_core::admit::{AdmitError, Rejection};
+        use kubewasm_core::intent::IntentError;
+        let secret = "s3cr3t-value";
+        // An intent refused for a name the plugin made of a Secret's value.
+        let refused = crate::Error::rejected(
+            "web",
+            Rejection {
+                index: 2,
+                error: AdmitError::Invalid(IntentError::NotAnObject("object")),
+            },
+        );
+        assert_eq!(
+            failure_message("web", &refused),
+            "plugin web: intent #2 is malformed; the host's log has the details"
+        );
+        // The API server's message quotes the body the plugin wrote.
+        let api = crate::Error::Api {
+            verb: "apply",
+            target: format!("ConfigMap default/{secret}"),
+            status: 422,
+            reason: "Invalid".into(),
+            message: format!("data.x: Invalid value: {secret}"),
+            retry_after: None,
+            field_conflict: false,
+            uid_rejected: false,
+        };
+        let m = failure_message("web", &api);
+        assert_eq!(
+            m,
+            "plugin web: apply failed: 422 Invalid; the host's log has the details"
+        );
+        let partial = crate::Error::Partial {
+            plugin: "web".into(),
+            trigger: "ConfigMap default/t".into(),
+            applied: 1,
+            total: 3,
+            failed: format!("create ConfigMap default/{secret}"),
+            source: Box::new(api),
+        };
+        let m = failure_message("web", &partial);
+        assert_eq!(
+            m,
+            "plugin web: 1 of 3 intents applied, then intent #1 failed (apply failed: 422 Invalid); the host's log has the details"
+        );
+        assert!(!m.contains(secret));
     }
 }

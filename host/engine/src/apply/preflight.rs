@@ -10,6 +10,18 @@
 //! it returns `managedFields`, which the host's caches drop. The write then carries the
 //! `resourceVersion` it was checked against, so an object changed in between is a 409
 //! (retried, or a newer event of the trigger) rather than a write nobody checked.
+//!
+//! Creates that write owner references, by a plugin that may not delete the object: a
+//! create is a server-side apply, an upsert, so on an object that exists it would add
+//! owner references as a patch does, and the garbage collector would delete the object
+//! once the owner goes. The object is read the same way (a create grant is `create` and
+//! `patch` in RBAC); one that exists may get no owner reference it does not carry already
+//! ([`admit::check_adoption`]), and the apply carries the `resourceVersion` checked, so
+//! an object changed or replaced in between is a 409. The window left: an object absent
+//! at the read and created by someone else before the apply arrives (milliseconds later)
+//! is adopted. Closing it would take a create that fails on an existing object (a POST),
+//! which records the plugin's fields as an update, not an apply; the plugin cannot make
+//! that other create happen, only guess at it.
 
 use kubewasm_core::admit::{self, Prepared, Rejection};
 use kubewasm_core::intent::Action;
@@ -19,10 +31,12 @@ use serde_json::Value;
 use super::Applier;
 use crate::Error;
 
-/// Check every merge patch of `prepared` (the plugin `plugin`'s, writing as `manager`)
+/// Check every merge patch of `prepared` (the plugin `plugin`'s, writing as `manager`),
+/// and every create that writes owner references where the plugin may not delete,
 /// against its object, and make each carry the resourceVersion it was checked against.
-/// The first merge patch taking another manager's field without `allowForce` refuses
-/// the call (an [`Error::Refused`]); a failed read ends it like a failed write would.
+/// The first merge patch taking another manager's field without `allowForce`, or create
+/// adopting an existing object, refuses the call (an [`Error::Refused`]); a failed read
+/// ends it like a failed write would.
 pub(crate) async fn check_merges(
     applier: &Applier,
     plugin: &str,
@@ -31,6 +45,10 @@ pub(crate) async fn check_merges(
     prepared: &mut [Prepared],
 ) -> Result<(), Error> {
     for (index, p) in prepared.iter_mut().enumerate() {
+        if admit::adoption_matters(manifest, p) {
+            check_adoption(applier, plugin, manifest, manager, index, p).await?;
+            continue;
+        }
         if !matches!(p.intent.action, Action::Merge { .. }) {
             continue;
         }
@@ -58,7 +76,41 @@ pub(crate) async fn check_merges(
     Ok(())
 }
 
-/// A merge patch naming `metadata.resourceVersion` is applied only to that version
+/// A create writing owner references on an object the plugin may not delete: refused
+/// when the object exists without them, sent with the `resourceVersion` checked when it
+/// carries them already (see the module documentation).
+async fn check_adoption(
+    applier: &Applier,
+    plugin: &str,
+    manifest: &Manifest,
+    manager: &str,
+    index: usize,
+    p: &mut Prepared,
+) -> Result<(), Error> {
+    // Not there: the apply creates it, with the owners the plugin may give a new object.
+    let Some(live) = applier.current(manager, p).await? else {
+        return Ok(());
+    };
+    admit::check_adoption(manifest, p, &live).map_err(|e| {
+        Error::rejected(
+            plugin,
+            Rejection {
+                index,
+                error: e.into(),
+            },
+        )
+    })?;
+    let version = live
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    if let (Some(version), Action::Apply { body, .. }) = (version, &mut p.intent.action) {
+        precondition(body, version);
+    }
+    Ok(())
+}
+
+/// A merge patch (or an apply) naming `metadata.resourceVersion` is applied only to that version
 /// (kube-apiserver answers 409 otherwise). One the plugin named itself is kept.
 fn precondition(body: &mut Value, version: String) {
     let Some(obj) = body.as_object_mut() else {

@@ -367,7 +367,10 @@ async fn run_case(
                 fixture.caches.as_ref(),
             )
             .await;
-            match admitted {
+            match admitted.and_then(|prepared| {
+                check_adoptions(m, &prepared, &case.cluster)?;
+                Ok(prepared)
+            }) {
                 Ok(prepared) => {
                     show_owner_references(&mut intents, &prepared);
                     Ok((intents, None))
@@ -381,6 +384,42 @@ async fn run_case(
         )),
         Err(e) => Ok((vec![], Some(e.to_string()))),
     }
+}
+
+/// What `run` checks against the cluster before a create that writes owner references
+/// where the plugin may not delete ([`admit::check_adoption`]), checked here against the
+/// case's `cluster:` objects: one of them that the create would adopt refuses the call.
+fn check_adoptions(
+    manifest: &Manifest,
+    prepared: &[admit::Prepared],
+    cluster: &[Value],
+) -> Result<(), admit::Rejection> {
+    for (index, p) in prepared.iter().enumerate() {
+        if !admit::adoption_matters(manifest, p) {
+            continue;
+        }
+        let Some(live) = cluster.iter().find(|o| is_target(o, p)) else {
+            continue;
+        };
+        admit::check_adoption(manifest, p, live).map_err(|e| admit::Rejection {
+            index,
+            error: e.into(),
+        })?;
+    }
+    Ok(())
+}
+
+/// Whether a case's object is the object `p` writes.
+fn is_target(o: &Value, p: &admit::Prepared) -> bool {
+    let text = |ptr: &str| o.pointer(ptr).and_then(Value::as_str);
+    let t = TypeRef::new(
+        text("/apiVersion").unwrap_or(""),
+        text("/kind").unwrap_or(""),
+    );
+    t.group() == p.kind.group
+        && t.kind == p.kind.kind
+        && text("/metadata/name") == Some(p.intent.target.name.as_str())
+        && (!p.kind.namespaced || text("/metadata/namespace") == p.namespace.as_deref())
 }
 
 /// Watches as an error names them: `id (what it watches)`.

@@ -9,6 +9,8 @@ use kubewasm_core::manifest::Watch;
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_runtime::CompiledPlugin;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::dispatch::{Delivery, Health, Queue, QueueKey};
 use crate::watch::cache::{CachedObject, ResourceKey};
 use crate::watch::manager::{Demand, shared_demand};
@@ -63,11 +65,37 @@ impl Route {
 pub(crate) struct Version {
     pub(crate) plugin: Arc<CompiledPlugin>,
     pub(crate) health: Health,
+    /// Tripped when the version leaves the environment (replaced, removed, or unloaded
+    /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
+    /// its writes is sent after it. Revocation is immediate, not at the end of a call.
+    retired: CancellationToken,
+}
+
+impl Version {
+    pub(crate) fn new(plugin: Arc<CompiledPlugin>, health: Health) -> Self {
+        Version {
+            plugin,
+            health,
+            retired: CancellationToken::new(),
+        }
+    }
+
+    /// Whether the version has left the environment.
+    pub(crate) fn is_retired(&self) -> bool {
+        self.retired.is_cancelled()
+    }
+
+    /// Run `fut` while the version serves: None when it is retired first (`fut` is
+    /// dropped: a plugin call's instance with it, its budget and place given back).
+    pub(crate) async fn while_serving<F: Future>(&self, fut: F) -> Option<F::Output> {
+        self.retired.run_until_cancelled(fut).await
+    }
 }
 
 /// One plugin at work. A new version replaces `version` in the next environment; the
 /// queue (and its workers) stays, so a replaced plugin takes effect at the next event of
-/// each object while running calls finish on the old version.
+/// each object; a call still running on the old version is dropped and its event handled
+/// again by the new one ([`Version::while_serving`]).
 #[derive(Clone)]
 pub(crate) struct Active {
     pub(crate) version: Arc<Version>,
@@ -212,10 +240,21 @@ impl Current {
     }
 
     /// Replace the environment with `f` of it, atomically (the reloader and the router
-    /// both derive new environments).
+    /// both derive new environments). Every version of the old environment that is not in
+    /// the new one is retired here, the one place versions leave: its calls are dropped.
     pub(crate) fn update(&self, f: impl FnOnce(&Environment) -> Environment) -> Arc<Environment> {
         let mut env = write(&self.0);
-        *env = Arc::new(f(&env));
+        let next = Arc::new(f(&env));
+        for (name, old) in &env.plugins {
+            let kept = next
+                .plugins
+                .get(name)
+                .is_some_and(|a| Arc::ptr_eq(&a.version, &old.version));
+            if !kept {
+                old.version.retired.cancel();
+            }
+        }
+        *env = next;
         env.clone()
     }
 }

@@ -117,13 +117,24 @@ impl crate::host::layers::Handle for Pipeline {
         // 1. Call.
         let event = plugin_event(d);
         let started = Instant::now();
+        let retired = || Error::Retired {
+            plugin: name.to_string(),
+            version: plugin.manifest.version.clone(),
+        };
+        // Dropped when the term ends or when the version is unloaded, waiting (for a live
+        // instance, for the memory budget) or running: its instance goes with it.
         let called = self
             .ownership
-            .guard(&key, plugin.handle(&event, &d.object.describe(), req.view))
+            .guard(
+                &key,
+                req.version
+                    .while_serving(plugin.handle(&event, &d.object.describe(), req.view)),
+            )
             .await;
         let raw = match called {
             Err(_) => return Report::skipped(Err(not_leader())),
-            Ok(Err(kind)) => {
+            Ok(None) => return Report::skipped(Err(retired())),
+            Ok(Some(Err(kind))) => {
                 report.call = Some(started.elapsed());
                 report.call_error = Some(kind.clone());
                 report.result = Err(Error::Call {
@@ -132,7 +143,7 @@ impl crate::host::layers::Handle for Pipeline {
                 });
                 return report;
             }
-            Ok(Ok(raw)) => raw,
+            Ok(Some(Ok(raw))) => raw,
         };
         report.call = Some(started.elapsed());
         report.returned = raw.len();
@@ -157,8 +168,8 @@ impl crate::host::layers::Handle for Pipeline {
             }
         };
         let manager = plugin.manifest.field_manager();
-        // What only the cluster can tell (merge patches taking other managers' fields),
-        // still before anything is written.
+        // What only the cluster can tell (merge patches taking other managers' fields,
+        // creates adopting existing objects), still before anything is written.
         let checked = self
             .ownership
             .guard(
@@ -186,6 +197,13 @@ impl crate::host::layers::Handle for Pipeline {
 
         // 3. Apply, in order; the first failure ends the event, and says what was applied.
         for (i, p) in prepared.iter().enumerate() {
+            // Written only under grants still in force: no write of a version unloaded
+            // since the call (a write already sent is not recalled; it was sent while the
+            // version served).
+            if req.version.is_retired() {
+                report.result = Err(retired());
+                break;
+            }
             let Ok(result) = self
                 .ownership
                 .guard(&key, self.applier.execute(&manager, p))

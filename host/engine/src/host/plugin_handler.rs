@@ -31,8 +31,9 @@ pub(crate) struct PluginHandler {
     pub(crate) shared: Arc<Shared>,
 }
 
-impl Handler for PluginHandler {
-    async fn handle(&self, d: &Delivery) -> Result<(), Error> {
+impl PluginHandler {
+    /// The event handled by the version serving now.
+    async fn handle_once(&self, d: &Delivery) -> Result<(), Error> {
         let shared = &self.shared;
         let env = shared.current.get();
         // The version serving when the event starts handles it, start to finish; a plugin
@@ -56,6 +57,30 @@ impl Handler for PluginHandler {
             keep_intents: false,
         };
         shared.stack.handle(req).await.result
+    }
+}
+
+impl Handler for PluginHandler {
+    async fn handle(&self, d: &Delivery) -> Result<(), Error> {
+        loop {
+            let result = self.handle_once(d).await;
+            let Err(Error::Retired { version, .. }) = &result else {
+                return result;
+            };
+            // Unloaded during the event: not a failure of the plugin (no quarantine, no
+            // Warning Event). The version serving now, if any, handles the event again;
+            // each pass takes the environment as it is then, so this ends with the reloads.
+            let object = d.object.describe();
+            let now = self.shared.current.get();
+            let Some(active) = now.plugins.get(&self.name) else {
+                tracing::info!(plugin = %self.name, version = %version, object = %object,
+                    "call cancelled: the plugin was unloaded during the event; no write of it sent after that");
+                return Ok(());
+            };
+            tracing::info!(plugin = %self.name, version = %version, object = %object,
+                now_serving = %active.plugin().manifest.version,
+                "call cancelled: the version was unloaded during the event; handled again by the version serving now");
+        }
     }
 
     /// Log a failed event and record a Warning Event on its object, once per object and
@@ -88,7 +113,7 @@ impl Handler for PluginHandler {
                 .ownership
                 .guard(
                     &d.object.key(),
-                    warnings.warning(&d.object.object, reason, &failure_message(e)),
+                    warnings.warning(&d.object.object, reason, &failure_message(name, e)),
                 )
                 .await;
         }

@@ -321,10 +321,7 @@ impl Reloader {
     /// A new version of a plugin: healthy, so not quarantined.
     fn version(&self, plugin: Arc<CompiledPlugin>) -> Arc<Version> {
         self.metrics.set_quarantined(plugin.name(), false);
-        Arc::new(Version {
-            health: Health::new(self.quarantine),
-            plugin,
-        })
+        Arc::new(Version::new(plugin, Health::new(self.quarantine)))
     }
 
     /// The plugin sources, loaded once.

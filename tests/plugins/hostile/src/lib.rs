@@ -53,6 +53,7 @@
 //! | `fat` | allocates and touches `data.mib` MiB (default 20), sleeps `data.sleepMs` (default 0) through WASI, returns normally; the memory stays with the instance |
 //! | `fat` with `data.release` | as `fat`, then, holding the memory, polls `host.get` (sleeping 20 ms between polls) until ConfigMap `data.release` exists in its namespace |
 //! | `owner-trigger` | a patch (`data.strategy`: `merge`, default, or `apply`) making the trigger (with its real uid) an owner of ConfigMap `data.victim` (default `victim`): deleting the trigger would then delete the victim |
+//! | `owner-create` | a create (`owned-by-trigger`) of ConfigMap `data.victim` (default `victim`): a server-side apply, so on an existing victim it would add the trigger as its owner |
 //! | `merge-raw` | a merge patch of ConfigMap `data.victim` (default `victim`) whose body is `data.body` (JSON) |
 //! | `leak-secret` | reads Secret `data.secret` (default `victim`) in its namespace and fails permanently with its `data.password` in the message |
 //! | `partial` | creates `<trigger>-first`, merge-patches ConfigMap `data.missing` (default `missing`, absent: 404), creates `<trigger>-third` |
@@ -738,6 +739,15 @@ impl Guest for Hostile {
                     force: false,
                 })]
             }
+            "owner-create" => vec![Intent::Create(CreateIntent {
+                object: json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": data("victim").unwrap_or_else(|| "victim".into()),
+                                 "namespace": ns},
+                    "data": {"by": cm}})
+                .to_string(),
+                force: false,
+                owned_by_trigger: true,
+            })],
             "merge-raw" => vec![Intent::Patch(PatchIntent {
                 target: ObjectRef {
                     api_version: "v1".into(),

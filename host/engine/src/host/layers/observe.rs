@@ -102,7 +102,7 @@ impl<S> Observe<S> {
         }
         match &report.result {
             // Not the plugin's failure nor the object's: counted by nobody.
-            Err(Error::NotLeader { .. }) | Ok(()) => {}
+            Err(Error::NotLeader { .. } | Error::Retired { .. }) | Ok(()) => {}
             Err(e) => self.metrics.error(name, e.kind()),
         }
     }

@@ -35,8 +35,9 @@ impl<S: Handle> Handle for Quarantine<S> {
         }
         let report = self.inner.handle(req).await;
         match &report.result {
-            // Says nothing about the plugin: the call was dropped at the end of the term.
-            Err(Error::NotLeader { .. }) => {}
+            // Says nothing about the plugin: the call was dropped at the end of the term,
+            // or because the version was unloaded.
+            Err(Error::NotLeader { .. } | Error::Retired { .. }) => {}
             // Nor does a call that never ran for want of the host's memory budget.
             Err(Error::Call {
                 kind: kubewasm_runtime::CallError::BudgetWait { .. },

@@ -1,7 +1,7 @@
 //! The plugins at work, as one immutable value: a reload builds a new [`Environment`] and
 //! swaps it whole (Kubewarden-style), so every reader sees one consistent set of plugins.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;

@@ -161,9 +161,12 @@ async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
         // Each plugin reads as itself: its own role may read what it watches.
         let own = only(&docs, "ClusterRole", &format!("kubewasm-{name}"));
         assert!(
-            own["rules"].as_array().unwrap().iter().any(|r| r["resources"]
-                == json!(["configmaps"])
-                && r["verbs"].to_string().contains("watch")),
+            own["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["resources"] == json!(["configmaps"])
+                    && r["verbs"].to_string().contains("watch")),
             "{own:#}"
         );
     }

@@ -131,19 +131,25 @@ async fn apply_generated_rbac(env: &Env) -> Vec<Value> {
 fn start_host_as_service_account(env: &Env) -> HostProcess {
     let kubeconfig: PathBuf = env.kubeconfig_for(HOST_TOKEN);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
-    cmd.args(["--log-format", "json", "--log", "info,kubewasm=debug", "run"])
-        .arg("--plugins")
-        .arg(&env.plugins)
-        .arg("--approvals")
-        .arg(&env.approvals)
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .args(["--plugin-namespace", "kubewasm"])
-        .args(["--access-review-interval", "1s"])
-        .args(["--discovery-interval", "300ms", "--retry-base", "100ms"])
-        .args(["--retry-max", "2s", "--metrics-addr", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "--log-format",
+        "json",
+        "--log",
+        "info,kubewasm=debug",
+        "run",
+    ])
+    .arg("--plugins")
+    .arg(&env.plugins)
+    .arg("--approvals")
+    .arg(&env.approvals)
+    .arg("--kubeconfig")
+    .arg(&kubeconfig)
+    .args(["--plugin-namespace", "kubewasm"])
+    .args(["--access-review-interval", "1s"])
+    .args(["--discovery-interval", "300ms", "--retry-base", "100ms"])
+    .args(["--retry-max", "2s", "--metrics-addr", "127.0.0.1:0"])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     HostProcess::spawn_command(cmd)
 }
 
@@ -163,7 +169,8 @@ fn http_get(addr: &str, path: &str) -> String {
 async fn replace_role(env: &Env, role: &Value) {
     let ns = role["metadata"]["namespace"].as_str().unwrap();
     let name = role["metadata"]["name"].as_str().unwrap();
-    let api: Api<DynamicObject> = env.api("rbac.authorization.k8s.io/v1", "Role", "roles", Some(ns));
+    let api: Api<DynamicObject> =
+        env.api("rbac.authorization.k8s.io/v1", "Role", "roles", Some(ns));
     let _ = api.delete(name, &DeleteParams::default()).await;
     let mut fresh = role.clone();
     if let Some(meta) = fresh["metadata"].as_object_mut() {
@@ -243,8 +250,11 @@ async fn a_plugin_whose_account_may_not_read_what_it_is_approved_for_is_refused_
     let rejected = status["rejected"]
         .as_array()
         .and_then(|r| {
-            r.iter()
-                .find(|e| e["file"].as_str().is_some_and(|f| f.ends_with("peeker.wasm")))
+            r.iter().find(|e| {
+                e["file"]
+                    .as_str()
+                    .is_some_and(|f| f.ends_with("peeker.wasm"))
+            })
         })
         .unwrap_or_else(|| panic!("peeker not rejected in /status: {status:#}"));
     assert_eq!(
@@ -256,10 +266,15 @@ async fn a_plugin_whose_account_may_not_read_what_it_is_approved_for_is_refused_
         ]),
         "{status:#}"
     );
-    assert!(!status["plugins"].to_string().contains("peeker"), "{status:#}");
+    assert!(
+        !status["plugins"].to_string().contains("peeker"),
+        "{status:#}"
+    );
     let verbose = http_get(&addr, "/readyz?verbose");
     assert!(
-        verbose.contains("may not read what it is approved to read: list secrets in namespace default"),
+        verbose.contains(
+            "may not read what it is approved to read: list secrets in namespace default"
+        ),
         "{verbose}"
     );
 
@@ -287,7 +302,10 @@ async fn a_plugin_whose_account_may_not_read_what_it_is_approved_for_is_refused_
     );
     good_keeps_working(&env, "2").await;
     let status: Value = serde_json::from_str(&http_get(&addr, "/status")).expect("/status");
-    assert!(!status["plugins"].to_string().contains("peeker"), "{status:#}");
+    assert!(
+        !status["plugins"].to_string().contains("peeker"),
+        "{status:#}"
+    );
     assert_eq!(host.stop(), Some(0));
 }
 

@@ -315,12 +315,7 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
             let answer = review::self_subject_access_review(&app.store, user.as_ref(), review)?;
             Ok(json_response(201, &answer))
         }
-        [
-            "apis",
-            "authorization.k8s.io",
-            "v1",
-            "subjectaccessreviews",
-        ] => {
+        ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
             if req.method() != Method::POST {
                 return Err(StatusError::method_not_allowed());
             }
@@ -337,7 +332,10 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
             if req.method() != Method::POST {
                 return Err(StatusError::method_not_allowed());
             }
-            Ok(json_response(201, &review::self_subject_review(user.as_ref())))
+            Ok(json_response(
+                201,
+                &review::self_subject_review(user.as_ref()),
+            ))
         }
         ["apis", g, v, rest @ ..] if !rest.is_empty() => {
             let (g, v, rest) = (g.to_string(), v.to_string(), owned(rest));

@@ -109,7 +109,12 @@ pub(crate) fn self_subject_review(user: Option<&UserInfo>) -> Value {
 }
 
 /// Answer a review of kind `kind` for `user` (None: everyone is the admin).
-fn answer(store: &Store, kind: &str, user: Option<&UserInfo>, mut review: Value) -> ApiResult<Value> {
+fn answer(
+    store: &Store,
+    kind: &str,
+    user: Option<&UserInfo>,
+    mut review: Value,
+) -> ApiResult<Value> {
     if !review.is_object() {
         return Err(StatusError::bad_request(
             "error decoding request body: not a JSON object",

@@ -306,30 +306,81 @@ async fn subject_access_reviews_answer_for_the_named_user_to_callers_allowed_to_
     };
     let host = client_as(&server, "host");
     let allowed = |r: Result<SubjectAccessReview, kube::Error>| {
-        r.expect("answered")
-            .status
-            .expect("status")
-            .allowed
+        r.expect("answered").status.expect("status").allowed
     };
     // The ServiceAccount's Role, in its namespace only, for its verbs only.
-    assert!(allowed(ask(&host, subject_review(sa, &groups, "list", "secrets", Some("a"))).await));
-    assert!(!allowed(ask(&host, subject_review(sa, &groups, "list", "secrets", Some("b"))).await));
-    assert!(!allowed(ask(&host, subject_review(sa, &groups, "list", "secrets", None)).await));
-    assert!(!allowed(ask(&host, subject_review(sa, &groups, "delete", "secrets", Some("a"))).await));
+    assert!(allowed(
+        ask(
+            &host,
+            subject_review(sa, &groups, "list", "secrets", Some("a"))
+        )
+        .await
+    ));
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(sa, &groups, "list", "secrets", Some("b"))
+        )
+        .await
+    ));
+    assert!(!allowed(
+        ask(&host, subject_review(sa, &groups, "list", "secrets", None)).await
+    ));
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(sa, &groups, "delete", "secrets", Some("a"))
+        )
+        .await
+    ));
     // Another ServiceAccount is judged by its own bindings.
     let other = "system:serviceaccount:kw:kubewasm-b";
-    assert!(!allowed(ask(&host, subject_review(other, &groups, "list", "secrets", Some("a"))).await));
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(other, &groups, "list", "secrets", Some("a"))
+        )
+        .await
+    ));
     // A binding to a group the review names applies; without the group it does not.
-    assert!(allowed(ask(&host, subject_review(other, &groups, "list", "configmaps", None)).await));
-    assert!(!allowed(ask(&host, subject_review(other, &[], "list", "configmaps", None)).await));
+    assert!(allowed(
+        ask(
+            &host,
+            subject_review(other, &groups, "list", "configmaps", None)
+        )
+        .await
+    ));
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(other, &[], "list", "configmaps", None)
+        )
+        .await
+    ));
     // Asking needs create on subjectaccessreviews: jane may not (403), the admin may.
-    match ask(&client_as(&server, "nobody"), subject_review(sa, &groups, "list", "secrets", Some("a"))).await {
+    match ask(
+        &client_as(&server, "nobody"),
+        subject_review(sa, &groups, "list", "secrets", Some("a")),
+    )
+    .await
+    {
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
         other => panic!("jane asked: {other:?}"),
     }
-    assert!(allowed(ask(&admin, subject_review(sa, &groups, "list", "secrets", Some("a"))).await));
+    assert!(allowed(
+        ask(
+            &admin,
+            subject_review(sa, &groups, "list", "secrets", Some("a"))
+        )
+        .await
+    ));
     // A review naming nobody is invalid, as kube-apiserver says.
-    match ask(&admin, subject_review("", &[], "list", "secrets", Some("a"))).await {
+    match ask(
+        &admin,
+        subject_review("", &[], "list", "secrets", Some("a")),
+    )
+    .await
+    {
         Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{s:?}"),
         other => panic!("a review of nobody: {other:?}"),
     }
@@ -340,7 +391,10 @@ async fn subject_access_reviews_answer_for_the_named_user_to_callers_allowed_to_
         .await
         .expect("answered");
     assert_eq!(
-        who.status.and_then(|s| s.user_info).and_then(|u| u.username).as_deref(),
+        who.status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)
+            .as_deref(),
         Some(HOST)
     );
 }

@@ -74,8 +74,7 @@ pub fn render_approved(
         .iter()
         .map(|(name, a)| (a.to_manifest(name), a.read_scopes()))
         .collect();
-    let plugins: Vec<(&Manifest, ReadScopes)> =
-        owned.iter().map(|(m, s)| (m, s.clone())).collect();
+    let plugins: Vec<(&Manifest, ReadScopes)> = owned.iter().map(|(m, s)| (m, s.clone())).collect();
     render_plugins(&plugins, &resolve, opts)
 }
 

@@ -493,7 +493,8 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     );
     assert!(
         host.iter()
-            .all(|((_, r), v)| *v == set(&["get", "list", "watch"]) || r == "events"
+            .all(|((_, r), v)| *v == set(&["get", "list", "watch"])
+                || r == "events"
                 || (r == "subjectaccessreviews" && *v == set(&["create"]))),
         "{host:?}"
     );
@@ -691,7 +692,10 @@ fn a_plugins_account_reads_where_its_approval_lets_it() {
         ]
         .into()
     );
-    assert_eq!(role("Role", Some("b")), [(key("", "pods"), read.clone())].into());
+    assert_eq!(
+        role("Role", Some("b")),
+        [(key("", "pods"), read.clone())].into()
+    );
     // Cluster-wide: the cluster-wide watch, and a cluster-scoped kind.
     assert_eq!(
         role("ClusterRole", None),
@@ -709,6 +713,12 @@ fn a_plugins_account_reads_where_its_approval_lets_it() {
         .collect();
     assert_eq!(
         spelled,
-        ["configmaps a", "nodes *", "pods b", "secrets a", "services *"]
+        [
+            "configmaps a",
+            "nodes *",
+            "pods b",
+            "secrets a",
+            "services *"
+        ]
     );
 }

@@ -226,7 +226,10 @@ impl AccountReviews {
                 Err(e) => unanswered = Some(e),
             }
         }
-        let account = format!("ServiceAccount kubewasm-{plugin} in namespace {}", self.namespace);
+        let account = format!(
+            "ServiceAccount kubewasm-{plugin} in namespace {}",
+            self.namespace
+        );
         if !missing.is_empty() {
             return AccessVerdict::Denied {
                 why: format!(
@@ -344,5 +347,26 @@ async fn subject_access_review(
         Ok(Ok(answer)) => Ok(answer.status.is_some_and(|s| s.allowed)),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer within {REVIEW_TIMEOUT:?}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plugin_names_map_only_onto_accounts_of_their_own() {
+        assert_eq!(check_account_name("web", "kw", None), Ok(()));
+        for bad in ["Web", "a.b", "-a", ""] {
+            let err = check_account_name(bad, "kw", None).unwrap_err();
+            assert!(err.contains("not a DNS label"), "{bad}: {err}");
+        }
+        let err = check_account_name("host", "kw", None).unwrap_err();
+        assert!(err.contains("reserved"), "{err}");
+        // A Helm release named kubewasm-web runs as kubewasm-web: plugin web may not be it.
+        let host = "system:serviceaccount:kw:kubewasm-web";
+        let err = check_account_name("web", "kw", Some(host)).unwrap_err();
+        assert!(err.contains("the host's own account"), "{err}");
+        assert_eq!(check_account_name("web", "other", Some(host)), Ok(()));
     }
 }

@@ -5,9 +5,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
+use kubewasm_core::grant::{ReadScopes, ReadWhere};
 use kubewasm_core::manifest::Watch;
 use kubewasm_core::resource::{ResourceRef, TypeRef};
-use kubewasm_core::grant::{ReadScopes, ReadWhere};
 use kubewasm_runtime::{CompiledPlugin, ReadScope};
 
 use crate::dispatch::{Delivery, Health, Queue, QueueKey};

@@ -146,7 +146,8 @@ const REJECTED: &str = "rejected at load; the host's log says why";
 
 /// What `/status` and `/readyz?verbose` say of a plugin refused because its own
 /// ServiceAccount may not read what its approval lets it read (each rule follows).
-const ACCOUNT_LACKS: &str = "not loaded: its ServiceAccount may not read what it is approved to read";
+const ACCOUNT_LACKS: &str =
+    "not loaded: its ServiceAccount may not read what it is approved to read";
 
 impl PluginReport {
     /// The plugin's conditions, Kubernetes-style: `Ready` and `Blocked`.

@@ -705,10 +705,9 @@ fn assert_example_rbac(docs: &[Value]) {
                 ("".to_string(), "serviceaccounts".to_string()),
                 verbs(&["impersonate"])
             ),
-            // A Plugin's pull secret.
-            (("".to_string(), "secrets".to_string()), verbs(&["get"])),
         ]),
-        "the namespaced Role holds the Lease, pull secrets and the impersonation of the plugins"
+        "the namespaced Role holds the Lease and the impersonation of the plugins, and no \
+         Secret (no pull secret is allowed by default)"
     );
     // Each example plugin writes as its own ServiceAccount, bound to its own ClusterRole,
     // and the host may impersonate exactly those.
@@ -1828,6 +1827,53 @@ fn cache_key_secret_is_mounted_by_the_component_and_the_chart_alike() {
     let cd = only(&chart, "Deployment");
     assert_host_deployment(cd);
     assert_eq!(cache_key_parts(cd), (Some(file), Some(mount), Some(vol)));
+}
+
+/// `allowedPullSecrets`: the host is told which pull secrets Plugins may name, and its Role
+/// gets `get` on exactly those; by default neither (no Secret at all).
+#[test]
+fn helm_chart_allowed_pull_secrets() {
+    let Some(helm) = helm() else { return };
+    let secret_rules = |docs: &[Value]| -> Vec<Value> {
+        docs.iter()
+            .filter(|d| kind_of(d) == "Role" || kind_of(d) == "ClusterRole")
+            .flat_map(|d| d["rules"].as_array().cloned().unwrap_or_default())
+            .filter(|r| r["resources"] == serde_json::json!(["secrets"]))
+            .collect()
+    };
+    let plain = helm_template(&helm, &[]);
+    assert!(
+        secret_rules(&plain).is_empty(),
+        "{:?}",
+        secret_rules(&plain)
+    );
+    let d = only(&plain, "Deployment");
+    assert!(
+        !args(container(d, "kubewasm"))
+            .iter()
+            .any(|a| a.starts_with("--allowed-pull-secret")),
+        "{d}"
+    );
+    let allowed = helm_template(&helm, &["allowedPullSecrets={regcred,mirror}"]);
+    assert_eq!(
+        secret_rules(&allowed),
+        [
+            serde_json::json!({"apiGroups": [""], "resources": ["secrets"],
+                            "resourceNames": ["regcred", "mirror"], "verbs": ["get"]})
+        ]
+    );
+    let args = args(container(only(&allowed, "Deployment"), "kubewasm"))
+        .into_iter()
+        .filter(|a| a.starts_with("--allowed-pull-secret"))
+        .map(str::to_string)
+        .collect::<Vec<_>>();
+    assert_eq!(
+        args,
+        [
+            "--allowed-pull-secret=regcred",
+            "--allowed-pull-secret=mirror"
+        ]
+    );
 }
 
 /// The key the README's `kubectl create secret` command makes is one the host accepts.

@@ -147,12 +147,19 @@ async fn push_then_pull_by_digest_then_serve_from_the_store_with_the_registry_do
         .await
         .expect("pull");
     assert!(!pulled.from_store);
+    assert_eq!(
+        pulled.bytes, bytes,
+        "the verified bytes are what pull returns"
+    );
     assert_eq!(std::fs::read(&pulled.path).expect("pulled file"), bytes);
     assert_eq!(pulled.layer_digest, sha256(&bytes));
     assert_eq!(pulled.manifest_digest, digest);
     assert_eq!(pulled.size, bytes.len() as u64);
-    let blob = format!("blobs/sha256/{}", hex_of(&pulled.layer_digest));
-    let manifest = format!("manifests/sha256/{}", hex_of(&digest));
+    // Keyed by repository: DIR/repos/<sha256 of REGISTRY/REPOSITORY>/….
+    let repo = sha256(format!("{}/plugins/contentsite", registry.host()).as_bytes());
+    let repo = format!("repos/{}", hex_of(&repo));
+    let blob = format!("{repo}/blobs/sha256/{}", hex_of(&pulled.layer_digest));
+    let manifest = format!("{repo}/manifests/sha256/{}", hex_of(&digest));
     assert_eq!(pulled.path, store.dir().join(&blob));
     assert_eq!(
         files_under(store.dir()),
@@ -192,6 +199,7 @@ async fn push_then_pull_by_digest_then_serve_from_the_store_with_the_registry_do
         .await
         .expect("served from the store with the registry down");
     assert!(from_store.from_store);
+    assert_eq!(from_store.bytes, bytes);
     assert_eq!(from_store.path, pulled.path);
     assert_eq!(from_store.layer_digest, pulled.layer_digest);
 
@@ -400,8 +408,10 @@ async fn an_https_registry_signed_by_a_private_ca() {
 
     let ca = registry.ca_file().to_str().expect("utf-8").to_string();
     let pinned = push_ok(&file, &reference, &["--registry-ca", &ca]);
+    // A loopback registry: reached only when named (`--allowed-registry HOST:PORT`).
     let client = Client::new(&RegistryConfig {
         ca_files: vec![registry.ca_file().to_path_buf()],
+        allowed: vec![registry.host()],
         ..RegistryConfig::default()
     })
     .expect("client");

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use base64::Engine as _;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
@@ -292,7 +293,7 @@ async fn a_pushed_module_serves_as_a_plugin_object_and_swaps_in_place() {
         .delete("testkit", &DeleteParams::default())
         .await
         .expect("delete the Plugin");
-    host.wait_log("testkit removed", |l| {
+    wait_or_dump(&host, "testkit removed", |l| {
         field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit"
     })
     .await;
@@ -392,6 +393,69 @@ async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
     assert_eq!(host.stop(), Some(0));
 }
 
+/// The operator's registry rules hold for what a Plugin names: under `--require-digest` a
+/// tag is refused; a registry at a loopback or link-local address that the operator did
+/// not name is refused before any connection, even the test registry itself under another
+/// name. The version serving keeps serving throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registries_the_operator_did_not_allow_are_refused() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let host = w.start_host(&["--require-digest"]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    w.condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+
+    w.set_module("testkit", &w.registry.reference("testkit:v1"))
+        .await;
+    let st = w
+        .condition(&host, "testkit", "Ready", "True", "DigestRequired")
+        .await;
+    let message = condition(&st, "Ready")["message"].as_str().unwrap_or("");
+    assert!(message.contains("--require-digest"), "{st}");
+    w.env.create(&w.cms, cm("tag", "1")).await;
+    w.out_has("tag", "1", "1").await;
+
+    // The same registry, by a name the operator did not give (`--insecure-registry`
+    // names 127.0.0.1:PORT), and the cloud metadata address.
+    let port = w
+        .registry
+        .host()
+        .rsplit_once(':')
+        .expect("port")
+        .1
+        .to_string();
+    let digest = digest_of(&v1).to_string();
+    let before = w.registry.log().matches("GET /v2/").count();
+    for (i, registry) in [format!("localhost:{port}"), "169.254.169.254".to_string()]
+        .iter()
+        .enumerate()
+    {
+        w.set_module("testkit", &format!("oci://{registry}/testkit@{digest}"))
+            .await;
+        let st = w
+            .condition(&host, "testkit", "Ready", "True", "RegistryNotAllowed")
+            .await;
+        let message = condition(&st, "Ready")["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains(registry.as_str()) && message.contains("named explicitly"),
+            "{st}"
+        );
+        assert_eq!(st["digest"], json!(digest), "{st}");
+        let name = format!("refused-{i}");
+        w.env.create(&w.cms, cm(&name, "1")).await;
+        w.out_has(&name, "1", "1").await;
+    }
+    assert_eq!(
+        w.registry.log().matches("GET /v2/").count(),
+        before,
+        "no request reached the registry under a name not allowed"
+    );
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
 /// `spec.permissions` bound what loads: a module asking for more is refused naming each
 /// extra rule; narrowing them under a running version unloads it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -456,6 +520,280 @@ async fn permissions_bound_what_loads_and_narrowing_them_unloads() {
     assert!(
         get(&w.cms, "b-out").await.is_none(),
         "an unloaded plugin handled an event"
+    );
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A tag is resolved again at every rescan: found where it was, nothing is pulled, loaded
+/// or reloaded; moved, the move is logged at INFO (plugin, reference, both digests), said in
+/// the Ready condition, and the digest it names now serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_tag_reloads_nothing_and_a_moved_tag_is_said() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:live");
+    let tag = w.registry.reference("testkit:live");
+    let host = w.start_host(&["--rescan-interval", "300ms"]);
+    w.apply_plugin(plugin("testkit", &tag, testkit_permissions()))
+        .await;
+    let st = w
+        .condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+    assert_eq!(st["digest"], json!(digest_of(&v1)), "{st}");
+    w.env.create(&w.cms, cm("a", "1")).await;
+    w.out_has("a", "1", "1").await;
+
+    // Rescans find the tag where it was: nothing pulled, loaded, replaced or said.
+    let resolved = |host: &HostProcess| {
+        host.matching(|l| field(l, "message") == "tag resolved" && field(l, "plugin") == "testkit")
+            .len()
+    };
+    let before = resolved(&host);
+    eventually("three more rescans", CONVERGE, || async {
+        (resolved(&host) >= before + 3).then_some(())
+    })
+    .await;
+    let count = |message: &str| host.matching(|l| field(l, "message") == message).len();
+    assert_eq!(count("module pulled"), 1, "{}", host.dump());
+    assert_eq!(count("plugin loaded"), 1, "{}", host.dump());
+    assert_eq!(count("plugin replaced"), 0, "{}", host.dump());
+    assert_eq!(count("tag moved"), 0, "{}", host.dump());
+    let st = get(&w.plugins, "testkit").await.expect("the Plugin").data["status"].clone();
+    assert_eq!(condition(&st, "Ready")["reason"], json!("Serving"), "{st}");
+
+    // The tag moved: said once, in the log and in status, and the new digest serves.
+    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:live");
+    let moved = host
+        .wait_log("tag moved", |l| field(l, "message") == "tag moved")
+        .await;
+    assert_eq!(field(&moved, "level"), "INFO", "{moved}");
+    assert_eq!(field(&moved, "plugin"), "testkit", "{moved}");
+    assert_eq!(field(&moved, "reference"), tag, "{moved}");
+    assert_eq!(field(&moved, "from"), digest_of(&v1), "{moved}");
+    assert_eq!(field(&moved, "to"), digest_of(&v2), "{moved}");
+    let st = eventually("version 2 serving", CONVERGE, || async {
+        get(&w.plugins, "testkit")
+            .await
+            .map(|o| o.data["status"].clone())
+            .filter(|st| st["digest"] == json!(digest_of(&v2)))
+    })
+    .await;
+    assert_eq!(st["version"], json!("2"), "{st}");
+    let ready = condition(&st, "Ready");
+    assert_eq!(ready["reason"], json!("Serving"), "{st}");
+    assert!(
+        ready["message"].as_str().unwrap_or("").contains(&format!(
+            "tag {tag} moved from {} to {}",
+            digest_of(&v1),
+            digest_of(&v2)
+        )),
+        "{st}"
+    );
+    w.out_has("a", "2", "1").await;
+    assert_eq!(count("plugin replaced"), 1, "{}", host.dump());
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A Plugin may name only the pull secrets the operator allowed: another is refused
+/// before any Secret is read (the API server sees no request for it); an allowed one is
+/// read and used.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_allowed_pull_secrets_are_read() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let secrets = w.env.api("v1", "Secret", "secrets", Some("default"));
+    let config = json!({"auths": {w.registry.host(): {"auth": "dXNlcjpwYXNz"}}}).to_string();
+    let config = base64::engine::general_purpose::STANDARD.encode(config);
+    for name in ["regcred", "database-password"] {
+        w.env
+            .create(
+                &secrets,
+                json!({"apiVersion": "v1", "kind": "Secret",
+                       "metadata": {"name": name, "namespace": "default"},
+                       "type": "kubernetes.io/dockerconfigjson",
+                       "data": {".dockerconfigjson": config}}),
+            )
+            .await;
+    }
+    w.env.server.record_requests();
+    let host = w.start_host_as_token(&["--allowed-pull-secret", "regcred"]);
+    let with_secret = |name: &str, secret: &str| {
+        let mut p = plugin(name, &v1, testkit_permissions());
+        p["spec"]["pullSecretRef"] = json!({"name": secret});
+        p
+    };
+    w.apply_plugin(with_secret("testkit", "database-password"))
+        .await;
+    let st = w
+        .condition(&host, "testkit", "Ready", "False", "PullSecretNotAllowed")
+        .await;
+    let message = condition(&st, "Ready")["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("database-password")
+            && message.contains("--allowed-pull-secret")
+            && message.contains("regcred"),
+        "{st}"
+    );
+    let read = |name: &str| {
+        w.env
+            .server
+            .requests()
+            .iter()
+            .filter(|r| r.client == HOST_TOKEN && r.path.contains(&format!("/secrets/{name}")))
+            .count()
+    };
+    assert_eq!(
+        read("database-password"),
+        0,
+        "a Secret not allowed was read"
+    );
+
+    // The allowed one is read, and the module pulled with it.
+    w.apply_plugin(with_secret("testkit", "regcred")).await;
+    w.condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+    assert!(read("regcred") >= 1, "the allowed pull secret was not read");
+    assert_eq!(read("database-password"), 0);
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// Wait for a log line; on timeout, say what the host logged.
+async fn wait_or_dump(host: &HostProcess, what: &str, pred: impl Fn(&Value) -> bool) {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    while host.matching(&pred).is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}; host log:\n{}",
+            host.dump()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A host that cannot see Plugin objects any more (its RBAC for them revoked) does not keep
+/// serving what it last saw: once the watch has failed for `--plugin-watch-grace`, the
+/// plugins of Plugin objects are unloaded; when it works again, they load again and handle
+/// what changed meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_objects_stop_serving_when_their_watch_fails_past_the_grace() {
+    let registry = Registry::start();
+    let env = Env::with_rbac(false, &[(HOST_TOKEN, "kubewasm-host")]).await;
+    env.apply_path(&root().join("deploy/kubernetes/base/crd-plugins.yaml"))
+        .await;
+    let roles = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "clusterroles",
+        None,
+    );
+    let bindings = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        None,
+    );
+    let role = |name: &str, groups: &[&str]| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name},
+               "rules": [{"apiGroups": groups, "resources": ["*"], "verbs": ["*"]}]})
+    };
+    let binding = |name: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": [{"kind": "User", "name": "kubewasm-host"}]})
+    };
+    env.create(
+        &roles,
+        role(
+            "host-core",
+            &[
+                "",
+                "authorization.k8s.io",
+                "events.k8s.io",
+                "apiextensions.k8s.io",
+            ],
+        ),
+    )
+    .await;
+    env.create(&bindings, binding("host-core")).await;
+    env.create(&roles, role("host-plugins", &["kubewasm.dev"]))
+        .await;
+    env.create(&bindings, binding("host-plugins")).await;
+    let w = World {
+        plugins: env.api("kubewasm.dev/v1alpha1", "Plugin", "plugins", None),
+        cms: env.api("v1", "ConfigMap", "configmaps", Some("default")),
+        env,
+        registry,
+    };
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let host = w.start_host_as_token(&["--no-impersonation", "--plugin-watch-grace", "2s"]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    w.condition(&host, "testkit", "Ready", "True", "Serving")
+        .await;
+    w.env.create(&w.cms, cm("a", "1")).await;
+    w.out_has("a", "1", "1").await;
+
+    // The host loses its rights on Plugin objects; its open watch is cut, so it watches
+    // again and is refused.
+    bindings
+        .delete("host-plugins", &DeleteParams::default())
+        .await
+        .expect("delete the binding");
+    w.env.server.record_requests();
+    let cut = std::time::Instant::now();
+    w.env.server.pause_watches();
+    eventually(
+        "the host's Plugin watch cut and sent again",
+        CONVERGE,
+        || async {
+            w.env
+                .server
+                .requests()
+                .iter()
+                .any(|r| {
+                    r.client == HOST_TOKEN
+                        && r.arrived > cut
+                        && r.path.contains("/plugins")
+                        && r.path.contains("watch=true")
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    w.env.server.resume_watches();
+    wait_or_dump(&host, "Plugin objects withheld", |l| {
+        field(l, "message").starts_with("the watch of Plugin objects has been failing")
+    })
+    .await;
+    wait_or_dump(&host, "testkit removed", |l| {
+        field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit"
+    })
+    .await;
+    w.env.create(&w.cms, cm("b", "1")).await;
+
+    // Its rights back: it loads again and handles what it missed.
+    w.env.create(&bindings, binding("host-plugins")).await;
+    wait_or_dump(&host, "Plugin objects back", |l| {
+        field(l, "message").starts_with("the watch of Plugin objects works again")
+    })
+    .await;
+    w.out_has("b", "1", "1").await;
+    let lines = host.logs();
+    let at = |pred: &dyn Fn(&Value) -> bool| lines.iter().position(pred);
+    let removed =
+        at(&|l| field(l, "message") == "plugin removed" && field(l, "plugin") == "testkit")
+            .expect("removed");
+    let handled_b =
+        at(&|l| field(l, "message") == "event" && field(l, "object").ends_with("default/b"))
+            .expect("b handled");
+    let back = at(&|l| field(l, "message").starts_with("the watch of Plugin objects works again"))
+        .expect("back");
+    assert!(
+        removed < back && back < handled_b,
+        "b was handled while the Plugin watch was failing:\n{}",
+        host.dump()
     );
     assert_eq!(host.stop(), Some(0));
 }

@@ -217,6 +217,8 @@ impl Error {
                 CallError::Deadline(_) | CallError::Memory(_) | CallError::Trap(_) => {
                     Retry::Backoff
                 }
+                // The host's budget was busy: the same call may run once it is not.
+                CallError::BudgetWait { .. } => Retry::Backoff,
             },
             Error::InvalidIntent { rejection, .. } => match &rejection.error {
                 // A kind not served yet (a CRD installed later) or discovery failing.

@@ -1,28 +1,42 @@
 //! Push, resolve and pull over the OCI distribution protocol.
+//!
+//! Pulls and resolves (what a `Plugin` author points at a registry) use this crate's own
+//! bounded calls ([`crate::http`]) under the operator's [`Policy`]; `push`, an operator's
+//! command against a registry they name, uses `oci-client`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt as _;
 use oci_client::RegistryOperation;
 use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
+use reqwest::Method;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject as _;
 use sha2::{Digest as _, Sha256};
 use tokio::io::AsyncWriteExt as _;
 
 use crate::artifact::{self, ACCEPTED_MANIFESTS, MAX_MANIFEST_BYTES, sha256_digest};
+use crate::http::{self, BodyError, Http, Session, Target, chain, is_tls_failure};
+use crate::policy::Policy;
 use crate::{Credentials, Error, Reference, Store};
 
 /// How registries are reached.
 #[derive(Debug, Clone, Default)]
 pub struct RegistryConfig {
     /// Registries (`HOST:PORT`, exactly as in references) reached over plain HTTP, as
-    /// Docker and containerd spell `--insecure-registry`. Every other one is HTTPS.
+    /// Docker and containerd spell `--insecure-registry`. Every other one is HTTPS. Each
+    /// one is also named explicitly (its address may be private).
     pub insecure: Vec<String>,
     /// Extra PEM CA certificates to trust (besides the system's) for HTTPS registries.
     pub ca_files: Vec<PathBuf>,
+    /// The registries pulls may reach (`--allowed-registry`): `HOST[:PORT]` exactly, or
+    /// `*.DOMAIN[:PORT]`. Empty: any registry at a public address. An exact entry also
+    /// names the registry, so that its address may be private (loopback, cluster).
+    pub allowed: Vec<String>,
+    /// Refuse tags: a reference must name its manifest digest (`--require-digest`).
+    pub require_digest: bool,
 }
 
 /// A component pulled into a [`Store`].
@@ -34,7 +48,10 @@ pub struct Pulled {
     pub layer_digest: String,
     /// The wasm layer's size in bytes.
     pub size: u64,
-    /// The verified component in the store (`DIR/blobs/sha256/<hex>`).
+    /// The component's bytes: exactly the bytes that were hashed and verified against
+    /// `layer_digest` (never read again from disk after the check).
+    pub bytes: Vec<u8>,
+    /// Where the store keeps it (`DIR/repos/<repository key>/blobs/sha256/<hex>`).
     pub path: PathBuf,
     /// Served from the store without a registry call.
     pub from_store: bool,
@@ -49,6 +66,8 @@ pub struct Pulled {
 pub struct Client {
     insecure: Vec<String>,
     certificates: Vec<Certificate>,
+    http: Http,
+    require_digest: bool,
 }
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -57,7 +76,8 @@ const READ_TIMEOUT: Duration = Duration::from_secs(30);
 const USER_AGENT: &str = concat!("kubewasm/", env!("CARGO_PKG_VERSION"));
 
 impl Client {
-    /// A client for `config`: its CA files are read and checked now.
+    /// A client for `config`: its CA files and allowed-registry patterns are read and
+    /// checked now.
     ///
     /// TLS is rustls with the ring provider, installed as the process default unless one
     /// is already (the HTTP client uses the process default).
@@ -87,9 +107,17 @@ impl Client {
                 data,
             });
         }
+        let policy = Policy::new(&config.allowed, &config.insecure)
+            .map_err(|reason| Error::Config { reason })?;
+        let pems: Vec<Vec<u8>> = certificates.iter().map(|c| c.data.clone()).collect();
+        let http = Http::new(Arc::new(policy), &pems).map_err(|e| Error::Config {
+            reason: format!("building the HTTP client: {e}"),
+        })?;
         let client = Client {
             insecure: config.insecure.clone(),
             certificates,
+            http,
+            require_digest: config.require_digest,
         };
         // Surface a configuration the HTTP client refuses now, not at the first pull.
         client.oci()?;
@@ -166,34 +194,80 @@ impl Client {
         tracing::debug!(reference = %to, pinned = %pinned, size = wasm.len(), "pushed a Wasm artifact");
         Ok(pinned)
     }
-
     /// The manifest digest (`sha256:…`) that `reference` (a tag, or a digest to check
-    /// for) names in the registry now.
+    /// for) names in the registry now: the registry's `Docker-Content-Digest` for a HEAD,
+    /// else the digest of the manifest's bytes (read at most 4 MiB).
+    ///
+    /// With `require_digest`, a reference without a digest is refused (`DigestRequired`).
     pub async fn resolve(
         &self,
         reference: &Reference,
         creds: &Credentials,
     ) -> Result<String, Error> {
-        let oci = self.oci()?;
-        let digest = oci
-            .fetch_manifest_digest(&reference.to_oci(), &creds.to_oci())
-            .await
-            .map_err(|e| self.error(reference, e))?;
+        if self.require_digest && reference.digest().is_none() {
+            return Err(Error::DigestRequired {
+                reference: reference.to_string(),
+            });
+        }
+        let id = reference
+            .digest()
+            .or(reference.tag())
+            .unwrap_or("latest")
+            .to_string();
+        let mut session = Session::new(&self.http, reference, creds)?;
+        let head = session
+            .request(Method::HEAD, Target::Manifest, &id, ACCEPTED_MANIFESTS)
+            .await?;
+        let said = head
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        drop(head);
+        let digest = match said {
+            Some(d) => d,
+            None => {
+                let bytes = self.manifest(&mut session, &id).await?;
+                sha256_digest(&bytes)
+            }
+        };
         crate::reference::check_digest(&digest).map_err(|why| Error::Registry {
             registry: reference.registry().into(),
             reference: reference.to_string(),
-            reason: format!("the registry answered an unusable {why}"),
+            reason: format!(
+                "the registry answered an unusable {}",
+                http::excerpt(why.as_bytes())
+            ),
         })
     }
 
-    /// Pull pinned `reference`'s component into `store` and return where it is.
+    /// Manifest `id` of the session's repository, read at most [`MAX_MANIFEST_BYTES`]:
+    /// cut as soon as it passes them.
+    async fn manifest(&self, session: &mut Session<'_>, id: &str) -> Result<Vec<u8>, Error> {
+        let mut resp = session
+            .request(Method::GET, Target::Manifest, id, ACCEPTED_MANIFESTS)
+            .await?;
+        http::read_bounded(&mut resp, MAX_MANIFEST_BYTES)
+            .await
+            .map_err(|e| match e {
+                BodyError::TooLarge => Error::NotWasm {
+                    reference: session_reference(session),
+                    why: format!("a manifest over {MAX_MANIFEST_BYTES} bytes"),
+                },
+                BodyError::Transport(e) => session.transport(&e),
+            })
+    }
+
+    /// Pull pinned `reference`'s component into `store` and return its verified bytes.
     ///
-    /// A manifest already in the store whose blob is there (and still hashes to its
-    /// digest) is served from disk with no network call. Otherwise the manifest is fetched
-    /// by digest and checked against it; it must have exactly one wasm layer, whose
+    /// The store is keyed by repository: a digest pulled from one repository (with its
+    /// credentials) is never served for another. A manifest already stored for this
+    /// repository whose blob is there is served from disk with no network call, the blob
+    /// read once and hashed as it is read. Otherwise the manifest is fetched by digest
+    /// (at most 4 MiB) and checked against it; it must have exactly one wasm layer, whose
     /// declared size must not exceed `max_bytes` (checked before any layer byte is
-    /// fetched); the layer is streamed to a temporary file in the store while hashed,
-    /// checked against its digest and size and for a component header, then renamed into
+    /// fetched); the layer is streamed, cut at its declared size, hashed as it arrives
+    /// and checked against its digest and for a component header, then renamed into
     /// place, and the manifest after it. Nothing half-written is ever visible.
     pub async fn pull_wasm(
         &self,
@@ -223,32 +297,26 @@ impl Client {
         max_bytes: u64,
     ) -> Result<Pulled, Error> {
         let Some(digest) = reference.digest() else {
-            return Err(Error::InvalidReference {
-                reference: reference.to_string(),
-                reason: "pulling needs a digest (REPO@sha256:HEX): resolve the tag first".into(),
+            return Err(if self.require_digest {
+                Error::DigestRequired {
+                    reference: reference.to_string(),
+                }
+            } else {
+                Error::InvalidReference {
+                    reference: reference.to_string(),
+                    reason: "pulling needs a digest (REPO@sha256:HEX): resolve the tag first"
+                        .into(),
+                }
             });
         };
+        // The policy holds for the store too: a registry no longer allowed is not served.
+        let mut session = Session::new(&self.http, reference, creds)?;
         if let Some(pulled) = from_store(reference, digest, store, max_bytes).await? {
             tracing::debug!(reference = %reference, path = %pulled.path.display(), "served from the OCI store");
             return Ok(pulled);
         }
 
-        let fail = |e| self.error(reference, e);
-        let oci = self.oci()?;
-        let image = reference.to_oci();
-        let (manifest, _) = oci
-            .pull_manifest_raw(&image, &creds.to_oci(), ACCEPTED_MANIFESTS)
-            .await
-            .map_err(fail)?;
-        if manifest.len() > MAX_MANIFEST_BYTES {
-            return Err(Error::NotWasm {
-                reference: reference.to_string(),
-                why: format!(
-                    "a manifest of {} bytes (at most {MAX_MANIFEST_BYTES})",
-                    manifest.len()
-                ),
-            });
-        }
+        let manifest = self.manifest(&mut session, digest).await?;
         let actual = sha256_digest(&manifest);
         if actual != digest {
             return Err(Error::DigestMismatch {
@@ -270,47 +338,57 @@ impl Client {
                 max: max_bytes,
             });
         }
-        let path = store.blob_path(&layer.digest);
-        // Another manifest may have brought the same layer.
-        if !verify_stored_blob(store, &path, &layer.digest, size).await? {
-            self.download(&oci, reference, &layer.digest, size, store, &path)
-                .await?;
-        }
-        store.put_manifest(digest, &manifest)?;
+        let path = store.blob_path(reference, &layer.digest);
+        // Another manifest of this repository may have brought the same layer.
+        let bytes = match read_stored_blob(store, &path, &layer.digest, size).await? {
+            Some(bytes) => bytes,
+            None => {
+                self.download(&mut session, reference, &layer.digest, size, store, &path)
+                    .await?
+            }
+        };
+        store.put_manifest(reference, digest, &manifest)?;
         tracing::debug!(reference = %reference, size, path = %path.display(), "pulled a Wasm artifact");
         Ok(Pulled {
             manifest_digest: digest.into(),
             layer_digest: layer.digest,
             size,
+            bytes,
             path,
             from_store: false,
         })
     }
 
-    /// Stream layer `digest` of `size` bytes into a temporary file, verify it, and rename
-    /// it to `dest`.
+    /// Stream layer `digest` of `size` bytes into a temporary file and memory, cut as
+    /// soon as it passes `size`, verify it, rename the file to `dest` and return the
+    /// verified bytes.
     async fn download(
         &self,
-        oci: &oci_client::Client,
+        session: &mut Session<'_>,
         reference: &Reference,
         digest: &str,
         size: u64,
         store: &Store,
         dest: &Path,
-    ) -> Result<(), Error> {
+    ) -> Result<Vec<u8>, Error> {
         let mismatch = |what: String, expected: String, actual: String| Error::DigestMismatch {
             reference: reference.to_string(),
             what,
             expected,
             actual,
         };
-        let layer_what = || format!("layer {digest}");
+        let too_many = || {
+            mismatch(
+                format!("the size of layer {digest}"),
+                format!("{size} bytes (the manifest)"),
+                "more bytes".into(),
+            )
+        };
         // A bare digest: no foreign URLs from a descriptor are ever followed.
-        let mut stream = oci
-            .pull_blob_stream(&reference.to_oci(), digest)
-            .await
-            .map_err(|e| self.error(reference, e))?;
-        if let Some(len) = stream.content_length
+        let mut resp = session
+            .request(Method::GET, Target::Blob, digest, &[])
+            .await?;
+        if let Some(len) = resp.content_length()
             && len != size
         {
             return Err(mismatch(
@@ -326,46 +404,20 @@ impl Client {
             .map_err(Error::io("opening", temp.path()))?;
         let mut file = tokio::fs::File::from_std(std_file);
         let mut hasher = Sha256::new();
-        let mut received: u64 = 0;
-        let mut head = Vec::with_capacity(8);
-        while let Some(chunk) = stream.next().await {
-            let bytes = match chunk {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    // The library checks digests at the end of the stream; ours decides
-                    // whenever every byte has arrived.
-                    if received == size {
-                        let actual = format!("sha256:{}", hex::encode(hasher.finalize()));
-                        if actual != digest {
-                            return Err(mismatch(layer_what(), digest.into(), actual));
-                        }
-                    }
-                    if let Some(DigestError::VerificationError { expected, actual }) =
-                        e.get_ref().and_then(|i| i.downcast_ref::<DigestError>())
-                    {
-                        return Err(mismatch(layer_what(), expected.clone(), actual.clone()));
-                    }
-                    return Err(Error::Unreachable {
-                        registry: reference.registry().into(),
-                        reference: reference.to_string(),
-                        reason: format!("downloading layer {digest}: {}", chain(&e)),
-                    });
-                }
+        // `size` is at most the caller's cap, checked before this call.
+        let mut bytes: Vec<u8> = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        loop {
+            let chunk = match resp.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(e) => return Err(session.transport(&e)),
             };
-            received += bytes.len() as u64;
-            if received > size {
-                return Err(mismatch(
-                    format!("the size of layer {digest}"),
-                    format!("{size} bytes (the manifest)"),
-                    "more bytes".into(),
-                ));
+            if bytes.len() as u64 + chunk.len() as u64 > size {
+                return Err(too_many());
             }
-            if head.len() < 8 {
-                let take = (8 - head.len()).min(bytes.len());
-                head.extend_from_slice(&bytes[..take]);
-            }
-            hasher.update(&bytes);
-            file.write_all(&bytes)
+            hasher.update(&chunk);
+            bytes.extend_from_slice(&chunk);
+            file.write_all(&chunk)
                 .await
                 .map_err(Error::io("writing", temp.path()))?;
         }
@@ -373,22 +425,23 @@ impl Client {
             .await
             .map_err(Error::io("writing", temp.path()))?;
         drop(file);
-        if received != size {
+        if bytes.len() as u64 != size {
             return Err(mismatch(
                 format!("the size of layer {digest}"),
                 format!("{size} bytes (the manifest)"),
-                format!("{received} bytes"),
+                format!("{} bytes", bytes.len()),
             ));
         }
         let actual = format!("sha256:{}", hex::encode(hasher.finalize()));
         if actual != digest {
-            return Err(mismatch(layer_what(), digest.into(), actual));
+            return Err(mismatch(format!("layer {digest}"), digest.into(), actual));
         }
-        artifact::check_component_header(&head).map_err(|why| Error::NotWasm {
+        artifact::check_component_header(&bytes).map_err(|why| Error::NotWasm {
             reference: reference.to_string(),
             why: why.into(),
         })?;
-        store.persist(temp, dest)
+        store.persist(temp, dest)?;
+        Ok(bytes)
     }
 
     /// Our error for a protocol error about `reference`.
@@ -495,22 +548,28 @@ impl Client {
     }
 }
 
+/// The session's reference, for errors made outside it.
+fn session_reference(session: &Session<'_>) -> String {
+    session.reference().to_string()
+}
+
 /// A layer's declared size (validated non-negative by `wasm_layer`).
 fn declared_size(layer: &artifact::Descriptor) -> u64 {
     u64::try_from(layer.size).unwrap_or(0)
 }
 
-/// The stored manifest `digest` with its verified blob, if the store has both.
+/// The manifest `digest` stored for `reference`'s repository with its verified blob, if
+/// the store has both.
 async fn from_store(
     reference: &Reference,
     digest: &str,
     store: &Store,
     max_bytes: u64,
 ) -> Result<Option<Pulled>, Error> {
-    let Some(manifest) = store.get_manifest(digest)? else {
+    let Some(manifest) = store.get_manifest(reference, digest)? else {
         return Ok(None);
     };
-    let manifest_path = store.manifest_path(digest);
+    let manifest_path = store.manifest_path(reference, digest);
     if sha256_digest(&manifest) != digest {
         tracing::warn!(path = %manifest_path.display(), "a damaged manifest in the OCI store: pulling it again");
         store.discard(&manifest_path);
@@ -529,87 +588,54 @@ async fn from_store(
             max: max_bytes,
         });
     }
-    let path = store.blob_path(&layer.digest);
-    if !verify_stored_blob(store, &path, &layer.digest, size).await? {
+    let path = store.blob_path(reference, &layer.digest);
+    let Some(bytes) = read_stored_blob(store, &path, &layer.digest, size).await? else {
         return Ok(None);
-    }
+    };
     Ok(Some(Pulled {
         manifest_digest: digest.into(),
         layer_digest: layer.digest,
         size,
+        bytes,
         path,
         from_store: true,
     }))
 }
 
-/// Whether blob `path` exists with `size` bytes hashing to `digest`; a damaged one is
-/// removed (and false returned) so that it is fetched again.
-async fn verify_stored_blob(
+/// Blob `path`'s bytes if it exists with `size` bytes hashing to `digest`: read once (at
+/// most `size + 1` bytes) and hashed as read, so the bytes returned are the bytes
+/// checked. A damaged one is removed (and None returned) so that it is fetched again.
+async fn read_stored_blob(
     store: &Store,
     path: &Path,
     digest: &str,
     size: u64,
-) -> Result<bool, Error> {
+) -> Result<Option<Vec<u8>>, Error> {
     let owned = path.to_path_buf();
-    let hashed = tokio::task::spawn_blocking(move || -> std::io::Result<Option<(u64, String)>> {
-        let mut file = match std::fs::File::open(&owned) {
+    let read = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Vec<u8>>> {
+        use std::io::Read as _;
+        let file = match std::fs::File::open(&owned) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let mut hasher = Sha256::new();
-        let n = std::io::copy(&mut file, &mut hasher)?;
-        Ok(Some((
-            n,
-            format!("sha256:{}", hex::encode(hasher.finalize())),
-        )))
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // One byte past the size tells a longer file from a good one.
+        file.take(size.saturating_add(1)).read_to_end(&mut bytes)?;
+        Ok(Some(bytes))
     })
     .await
-    .map_err(|e| Error::io("hashing", path)(std::io::Error::other(e)))?
-    .map_err(Error::io("hashing", path))?;
-    match hashed {
-        None => Ok(false),
-        Some((n, actual)) if n == size && actual == digest => Ok(true),
+    .map_err(|e| Error::io("reading", path)(std::io::Error::other(e)))?
+    .map_err(Error::io("reading", path))?;
+    match read {
+        None => Ok(None),
+        Some(bytes) if bytes.len() as u64 == size && sha256_digest(&bytes) == digest => {
+            Ok(Some(bytes))
+        }
         Some(_) => {
             tracing::warn!(path = %path.display(), "a damaged blob in the OCI store: pulling it again");
             store.discard(path);
-            Ok(false)
+            Ok(None)
         }
     }
-}
-
-/// An error and its causes, `: `-joined (the client library's top-level messages alone
-/// rarely say what happened).
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        cur = s.source();
-    }
-    out
-}
-
-/// Whether a TLS handshake failed somewhere in `e`'s causes.
-fn is_tls_failure(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur = Some(e);
-    while let Some(err) = cur {
-        // An io::Error hides what it wraps from `source()`, and the TLS stack nests them.
-        let mut inner: Option<&(dyn std::error::Error + 'static)> = Some(err);
-        while let Some(i) = inner {
-            if i.downcast_ref::<rustls::Error>().is_some() {
-                return true;
-            }
-            inner = i
-                .downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .map(|e| e as &(dyn std::error::Error + 'static));
-        }
-        cur = err.source();
-    }
-    false
 }

@@ -11,7 +11,10 @@
 //!   verified against its digests and a size cap, and serves it from there afterwards
 //!   without the registry.
 //!
-//! Registries are reached over HTTPS unless listed in [`RegistryConfig::insecure`];
+//! Registries are reached over HTTPS unless listed in [`RegistryConfig::insecure`], and
+//! only those the operator's rules allow ([`RegistryConfig::allowed`]: never a loopback,
+//! link-local or cluster-internal address unless named explicitly), every body read with
+//! a bound and redirects kept on the registry's host (blobs excepted, HTTPS only);
 //! credentials come from a Docker config file or a `kubernetes.io/dockerconfigjson`
 //! Secret ([`Auths`]). The protocol is the ORAS project's `oci-client`; every digest is
 //! checked here again rather than trusted to it.
@@ -19,6 +22,10 @@
 mod artifact;
 mod auth;
 mod client;
+#[cfg(test)]
+mod hostile_tests;
+mod http;
+mod policy;
 mod reference;
 mod store;
 
@@ -130,6 +137,25 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// The registry, a redirect or a token realm is not one the operator's rules allow
+    /// (`--allowed-registry`, private addresses, plain HTTP).
+    #[error("{reference}: {reason}")]
+    NotAllowed {
+        /// `HOST[:PORT]`.
+        registry: String,
+        /// The reference asked for.
+        reference: String,
+        /// Which rule refused what.
+        reason: String,
+    },
+    /// A tag where the operator requires a digest (`--require-digest`).
+    #[error(
+        "{reference}: names a tag, and this host requires a digest (--require-digest): pin it as REPO@sha256:HEX (`kubewasm push` prints it)"
+    )]
+    DigestRequired {
+        /// The reference given.
+        reference: String,
+    },
     /// Any other failure the registry reported.
     #[error("{reference}: registry {registry}: {reason}")]
     Registry {
@@ -157,6 +183,8 @@ impl Error {
             Error::Credentials { .. } => "InvalidCredentials",
             Error::Config { .. } => "InvalidRegistryConfig",
             Error::Registry { .. } => "PullFailed",
+            Error::NotAllowed { .. } => "RegistryNotAllowed",
+            Error::DigestRequired { .. } => "DigestRequired",
         }
     }
 
@@ -218,6 +246,14 @@ mod tests {
                 reason: "r".into(),
             },
             Error::Config { reason: "r".into() },
+            Error::NotAllowed {
+                registry: "r".into(),
+                reference: "x".into(),
+                reason: "y".into(),
+            },
+            Error::DigestRequired {
+                reference: "x".into(),
+            },
             Error::Registry {
                 registry: "r".into(),
                 reference: "x".into(),

@@ -8,23 +8,56 @@
 //! - a call holds its plugin's whole memory cap from before its instance is taken or
 //!   instantiated until the instance is pooled or dropped: what the instance may grow to
 //!   while it runs. A call that finds the budget spent waits (fairly, in arrival order,
-//!   before its call clock starts) for others to finish;
+//!   before its call clock starts) for others to finish, at most the budget's wait limit
+//!   (`--call-budget-wait`), after which it fails with [`CallError::BudgetWait`]
+//!   (retried with backoff);
 //! - an instance put back in the pool keeps only the memory it holds (linear memory never
 //!   shrinks), and gives that back when it is dropped;
-//! - a call that would wait first drops every idle pooled instance of every plugin:
-//!   idle instances are a cache, calls are work, and a budget held by idle instances
-//!   would otherwise never be released to a call of another plugin.
+//! - a call that would wait first drops every idle pooled instance of every plugin, and
+//!   while any call waits no instance is kept idle: idle instances are a cache, calls are
+//!   work, and a budget held by idle instances would otherwise never be released to a
+//!   call of another plugin.
 //!
-//! A plugin whose cap is over the whole budget is charged the whole budget: it runs
-//! alone rather than never.
+//! # No hold-and-wait
+//!
+//! A call never waits for budget while it holds some. A pooled instance's next call tops
+//! its share up to the cap only if that much is free at once ([`CallBudget::top_up`]);
+//! otherwise the instance goes back to the pool, idle and reclaimable, and the call waits
+//! for the whole cap holding nothing ([`CallBudget::acquire`]). So whatever a waiting
+//! call waits for is held by:
+//! - calls running: they hold their whole cap and wait for nothing more, and end within
+//!   their wall-clock backstop (ten times the call deadline);
+//! - idle instances: dropped by the waiter before it waits, and any instance pooled
+//!   while a call waits is dropped at once (the waiter registers before it reclaims, the
+//!   pool checks after it pushes, so one of the two sees the other);
+//! - the first waiter in line: tokio's fair semaphore hands released permits to the head
+//!   of its queue even when they are fewer than it asked for, so the head may hold part
+//!   of its share while it waits. It is the only waiter holding anything, and it waits
+//!   only for running calls, so no two waiters hold what the other needs: the head gets
+//!   its share once enough running calls end, then the next in line is the head.
+//!
+//! No cycle: each share a waiter needs is released in bounded time. (Before this, a
+//! pooled instance's call kept its idle share while waiting for the rest; two such calls,
+//! each partly served by the queue, each held what the other waited for, forever.)
+//!
+//! A plugin's memory cap is clamped to the whole budget at load, so every call can be
+//! served once the budget is free.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+#[cfg(doc)]
+use crate::error::CallError;
+
 /// One MiB, the budget's unit.
 const MIB: u64 = 1 << 20;
+
+/// How long a call waits for the budget by default before it fails and is retried with
+/// backoff (`--call-budget-wait`).
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
 /// A share of the call budget held by a call or a pooled instance; given back when
 /// dropped.
@@ -59,25 +92,57 @@ pub(crate) trait Reclaim: Send + Sync {
     fn reclaim(&self);
 }
 
+/// A call's wait for the budget: how long, for how much, and how much was free when it
+/// began.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Waited {
+    /// How long it waited.
+    pub took: Duration,
+    /// MiB it waited for.
+    pub wanted_mib: usize,
+    /// MiB free when it began to wait (idle instances already dropped).
+    pub available_mib: usize,
+    /// It waited its whole limit and gave up.
+    pub timed_out: bool,
+}
+
+/// Told of every call that waited for the budget (the host's metrics).
+pub trait WaitObserver: Send + Sync {
+    /// `plugin`'s call waited as `wait` says.
+    fn waited(&self, plugin: &str, wait: &Waited);
+}
+
 /// The host-wide memory budget of plugin calls (see the module documentation). Cloning
 /// shares it. The default is unbounded (one-shot commands: `test`, `inspect`, `rbac`).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct CallBudget {
     inner: Option<Arc<Inner>>,
+    /// How long a call waits for its share at most.
+    wait: Duration,
+}
+
+impl Default for CallBudget {
+    fn default() -> Self {
+        CallBudget::unbounded()
+    }
 }
 
 struct Inner {
     permits: Arc<Semaphore>,
     mib: usize,
     waited: AtomicU64,
+    timed_out: AtomicU64,
+    /// Calls registered as waiting (from just before they reclaim idle instances).
+    waiting: AtomicUsize,
     pools: Mutex<Vec<Weak<dyn Reclaim>>>,
+    observer: OnceLock<Arc<dyn WaitObserver>>,
 }
 
 impl std::fmt::Debug for CallBudget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.inner {
             None => write!(f, "CallBudget(unbounded)"),
-            Some(i) => write!(f, "CallBudget({} MiB)", i.mib),
+            Some(i) => write!(f, "CallBudget({} MiB, wait {:?})", i.mib, self.wait),
         }
     }
 }
@@ -87,13 +152,35 @@ fn mib(bytes: u64) -> usize {
     usize::try_from(bytes.div_ceil(MIB)).unwrap_or(usize::MAX)
 }
 
+/// Counts a call as waiting while it lives (a wait that times out or is cancelled
+/// included).
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(count: &'a AtomicUsize) -> Self {
+        // SeqCst, paired with the load in `has_waiters`: see `CallBudget::has_waiters`.
+        count.fetch_add(1, Ordering::SeqCst);
+        Waiting(count)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl CallBudget {
     /// No budget: calls never wait for memory.
     pub fn unbounded() -> Self {
-        CallBudget { inner: None }
+        CallBudget {
+            inner: None,
+            wait: DEFAULT_WAIT,
+        }
     }
 
-    /// A budget of `bytes` (rounded down to MiB, at least 1 MiB).
+    /// A budget of `bytes` (rounded down to MiB, at least 1 MiB); a call waits for its
+    /// share at most [`DEFAULT_WAIT`] (see [`CallBudget::with_wait`]).
     pub fn new(bytes: u64) -> Self {
         // tokio's semaphores hold at most `usize::MAX >> 3` permits; `acquire_many_owned`
         // takes a u32: a budget of 4 PiB is unbounded for any purpose.
@@ -105,8 +192,31 @@ impl CallBudget {
                 permits: Arc::new(Semaphore::new(mib)),
                 mib,
                 waited: AtomicU64::new(0),
+                timed_out: AtomicU64::new(0),
+                waiting: AtomicUsize::new(0),
                 pools: Mutex::new(Vec::new()),
+                observer: OnceLock::new(),
             })),
+            wait: DEFAULT_WAIT,
+        }
+    }
+
+    /// This budget with calls waiting at most `wait` for their share.
+    pub fn with_wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// How long a call waits for its share at most.
+    pub fn wait_limit(&self) -> Duration {
+        self.wait
+    }
+
+    /// Tell `observer` of every call that waits from now on (the first observer set
+    /// stays; an unbounded budget has no waits to tell).
+    pub fn observe(&self, observer: Arc<dyn WaitObserver>) {
+        if let Some(i) = &self.inner {
+            let _ = i.observer.set(observer);
         }
     }
 
@@ -127,9 +237,34 @@ impl CallBudget {
             .map_or(0, |i| i.waited.load(Ordering::Relaxed))
     }
 
+    /// Calls that waited their whole limit and gave up.
+    pub fn timed_out(&self) -> u64 {
+        self.inner
+            .as_ref()
+            .map_or(0, |i| i.timed_out.load(Ordering::Relaxed))
+    }
+
     /// Whether it bounds anything.
     pub(crate) fn is_bounded(&self) -> bool {
         self.inner.is_some()
+    }
+
+    /// Whether a call is waiting (or about to): an instance pooled now must not keep its
+    /// share. A waiter counts itself before it reclaims idle instances, a pool checks
+    /// after it pushed one (both SeqCst, the push under the pool's lock, which the
+    /// reclaim takes too): either the reclaim finds the instance, or the pool sees the
+    /// waiter and drops it.
+    pub(crate) fn has_waiters(&self) -> bool {
+        self.inner
+            .as_ref()
+            .is_some_and(|i| i.waiting.load(Ordering::SeqCst) > 0)
+    }
+
+    /// Tell the observer (the host's metrics) that `plugin`'s call waited.
+    pub(crate) fn report(&self, plugin: &str, wait: &Waited) {
+        if let Some(o) = self.inner.as_ref().and_then(|i| i.observer.get()) {
+            o.waited(plugin, wait);
+        }
     }
 
     /// Register a pool whose idle instances hold shares, to be reclaimed when a call
@@ -142,83 +277,179 @@ impl CallBudget {
         }
     }
 
-    /// Take shares up to `bytes` in all (whole MiB, at most the whole budget), `held`
-    /// being already held (a pooled instance's): immediately if free, else after idle
-    /// instances were reclaimed, else waiting in line for running calls to finish.
-    pub(crate) async fn acquire(&self, bytes: usize, mut held: Share) -> Share {
-        let Some(i) = &self.inner else {
-            return Share::none();
-        };
-        let want = mib(bytes as u64).min(i.mib).saturating_sub(held.mib());
+    /// MiB a call of `bytes` holds: whole MiB, at most the whole budget.
+    fn want(i: &Inner, bytes: usize) -> usize {
+        mib(bytes as u64).min(i.mib)
+    }
+
+    /// Top `share` (a pooled instance's) up to `bytes` in all, only if that much is free
+    /// now; false, `share` unchanged, otherwise. Never waits: a call holding a share
+    /// must not wait for more (see the module documentation).
+    pub(crate) fn top_up(&self, bytes: usize, share: &mut Share) -> bool {
+        let Some(i) = &self.inner else { return true };
+        let want = Self::want(i, bytes).saturating_sub(share.mib());
         if want == 0 {
-            return held;
+            return true;
         }
         // `want` ≤ the budget, itself ≤ u32::MAX.
         let n = u32::try_from(want).unwrap_or(u32::MAX);
-        let permit = match i.permits.clone().try_acquire_many_owned(n) {
-            Ok(p) => p,
-            Err(_) => {
-                // Our own share first: the idle instances' turn to give theirs back.
-                let pools: Vec<_> = kubewasm_core::sync::lock(&i.pools)
-                    .iter()
-                    .filter_map(Weak::upgrade)
-                    .collect();
-                for pool in pools {
-                    pool.reclaim();
+        match i.permits.clone().try_acquire_many_owned(n) {
+            Ok(permit) => {
+                match &mut share.0 {
+                    Some(held) => held.merge(permit),
+                    None => share.0 = Some(permit),
                 }
-                match i.permits.clone().try_acquire_many_owned(n) {
-                    Ok(p) => p,
-                    Err(_) => {
-                        i.waited.fetch_add(1, Ordering::Relaxed);
-                        tracing::debug!(
-                            mib = want,
-                            available = i.permits.available_permits(),
-                            "plugin call waits for the call memory budget"
-                        );
-                        // The semaphore is never closed.
-                        match i.permits.clone().acquire_many_owned(n).await {
-                            Ok(p) => p,
-                            Err(_) => return held,
-                        }
-                    }
-                }
+                true
             }
+            Err(_) => false,
+        }
+    }
+
+    /// Take a share of `bytes` (whole MiB, at most the whole budget), holding nothing
+    /// else of the budget: immediately if free, else after idle instances were
+    /// reclaimed, else waiting in line for running calls to finish, at most `limit`
+    /// (None: as long as it takes). With the wait, if there was one; `Err` when the
+    /// limit passed first (nothing is held then: tokio gives back what the queue had
+    /// assigned to a wait that is dropped).
+    pub(crate) async fn acquire(
+        &self,
+        bytes: usize,
+        limit: Option<Duration>,
+    ) -> Result<(Share, Option<Waited>), Waited> {
+        let Some(i) = &self.inner else {
+            return Ok((Share::none(), None));
         };
-        match &mut held.0 {
-            Some(h) => {
-                h.merge(permit);
-                held
+        let want = Self::want(i, bytes);
+        if want == 0 {
+            return Ok((Share::none(), None));
+        }
+        // `want` ≤ the budget, itself ≤ u32::MAX.
+        let n = u32::try_from(want).unwrap_or(u32::MAX);
+        if let Ok(p) = i.permits.clone().try_acquire_many_owned(n) {
+            return Ok((Share(Some(p)), None));
+        }
+        // Counted as waiting first, so an instance pooled from here on is dropped rather
+        // than kept idle (`has_waiters`); then the idle instances' turn to give back.
+        let _waiting = Waiting::new(&i.waiting);
+        let pools: Vec<_> = kubewasm_core::sync::lock(&i.pools)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for pool in pools {
+            pool.reclaim();
+        }
+        if let Ok(p) = i.permits.clone().try_acquire_many_owned(n) {
+            return Ok((Share(Some(p)), None));
+        }
+        i.waited.fetch_add(1, Ordering::Relaxed);
+        let available = i.permits.available_permits();
+        tracing::debug!(
+            mib = want,
+            available,
+            "plugin call waits for the call memory budget"
+        );
+        let started = tokio::time::Instant::now();
+        let permits = i.permits.clone().acquire_many_owned(n);
+        let got = match limit {
+            Some(limit) => tokio::time::timeout(limit, permits).await.ok(),
+            None => Some(permits.await),
+        };
+        let mut waited = Waited {
+            took: started.elapsed(),
+            wanted_mib: want,
+            available_mib: available,
+            timed_out: false,
+        };
+        match got {
+            Some(Ok(p)) => Ok((Share(Some(p)), Some(waited))),
+            // The semaphore is never closed.
+            Some(Err(_)) => Ok((Share::none(), Some(waited))),
+            None => {
+                i.timed_out.fetch_add(1, Ordering::Relaxed);
+                waited.timed_out = true;
+                Err(waited)
             }
-            None => Share(Some(permit)),
         }
     }
 }
 
-/// The memory limit of the cgroup (v2) this process runs in, in bytes: the smallest
-/// `memory.max` from its own cgroup up to the root of the hierarchy it can see. None when
-/// there is no cgroup v2 hierarchy or no limit (`max`).
-pub fn cgroup_memory_limit() -> Option<u64> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    // cgroup v2: the one line `0::/path`.
-    let rel = own.lines().find_map(|l| l.strip_prefix("0::"))?;
-    cgroup_limit_under(std::path::Path::new("/sys/fs/cgroup"), rel)
+/// A memory limit and where it was read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryLimit {
+    /// The limit, in bytes.
+    pub bytes: u64,
+    /// Where it was read: the file, and what kind of limit it is.
+    pub source: String,
 }
 
-/// [`cgroup_memory_limit`] for a hierarchy mounted at `root`, the process in `rel`.
-fn cgroup_limit_under(root: &std::path::Path, rel: &str) -> Option<u64> {
+/// A cgroup v1 memory limit at or above this is no limit: the kernel reports "unlimited"
+/// as the largest page-aligned `i64` (9223372036854771712, just under 2^63).
+const V1_UNLIMITED: u64 = 1 << 62;
+
+/// The memory limit of the cgroup this process runs in: the smallest `memory.max` (cgroup
+/// v2) or `memory.limit_in_bytes` (cgroup v1, the `memory` controller's hierarchy at
+/// `/sys/fs/cgroup/memory`) from its own cgroup up to the root of the hierarchy it can
+/// see. None when there is no cgroup hierarchy or no limit (`max`, or v1's unlimited).
+pub fn cgroup_memory_limit() -> Option<MemoryLimit> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    cgroup_limit_from(&own, std::path::Path::new("/sys/fs/cgroup"))
+}
+
+/// [`cgroup_memory_limit`] for `/proc/self/cgroup` reading `own`, cgroups mounted at
+/// `root`. v2 first (the one line `0::/path`); on a v1 node (or a hybrid one, whose v2
+/// hierarchy has no memory controller) the `N:memory:/path` line (the controller may
+/// share its line with others: `N:cpu,memory:/path`).
+fn cgroup_limit_from(own: &str, root: &std::path::Path) -> Option<MemoryLimit> {
+    let v2 = own
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .and_then(|rel| cgroup_limit_under(root, rel, "memory.max", "cgroup v2"));
+    v2.or_else(|| {
+        let rel = own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_id, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then_some(path)
+        })?;
+        cgroup_limit_under(
+            &root.join("memory"),
+            rel,
+            "memory.limit_in_bytes",
+            "cgroup v1",
+        )
+    })
+}
+
+/// The smallest limit in `file` from `root`/`rel` up to `root` (a directory or file that
+/// is not there is skipped: a container sees its own cgroup at the root of the mount,
+/// not at the path `/proc/self/cgroup` names), and the file it was read from.
+fn cgroup_limit_under(
+    root: &std::path::Path,
+    rel: &str,
+    file: &str,
+    kind: &str,
+) -> Option<MemoryLimit> {
     let mut dir = root.join(rel.trim_start_matches('/'));
-    let mut limit: Option<u64> = None;
+    let mut limit: Option<(u64, std::path::PathBuf)> = None;
     loop {
-        if let Ok(text) = std::fs::read_to_string(dir.join("memory.max"))
+        let path = dir.join(file);
+        if let Ok(text) = std::fs::read_to_string(&path)
             && let Ok(v) = text.trim().parse::<u64>()
+            && v < V1_UNLIMITED
+            && limit.as_ref().is_none_or(|(l, _)| v < *l)
         {
-            limit = Some(limit.map_or(v, |l| l.min(v)));
+            limit = Some((v, path));
         }
         if dir == root || !dir.pop() || !dir.starts_with(root) {
             break;
         }
     }
-    limit
+    limit.map(|(bytes, path)| MemoryLimit {
+        bytes,
+        source: format!("{kind} {}", path.display()),
+    })
 }
 
 /// The machine's memory (`MemTotal` of `/proc/meminfo`), in bytes.
@@ -241,21 +472,19 @@ pub fn physical_memory() -> Option<u64> {
 pub const DEFAULT_BUDGET_FRACTION: (u64, u64) = (1, 2);
 
 /// The default budget: [`DEFAULT_BUDGET_FRACTION`] of the cgroup's memory limit, or of
-/// the machine's memory when there is no limit; with where the figure came from.
-pub fn default_budget() -> (CallBudget, &'static str) {
+/// the machine's memory when there is no limit; with the limit it was sized from (None:
+/// neither was found, and the budget is unbounded).
+pub fn default_budget() -> (CallBudget, Option<MemoryLimit>) {
     let (num, den) = DEFAULT_BUDGET_FRACTION;
-    match cgroup_memory_limit() {
-        Some(limit) => (
-            CallBudget::new(limit / den * num),
-            "the cgroup's memory.max",
-        ),
-        None => match physical_memory() {
-            Some(total) => (CallBudget::new(total / den * num), "the machine's memory"),
-            None => (
-                CallBudget::unbounded(),
-                "nothing (no cgroup limit or /proc/meminfo)",
-            ),
-        },
+    let limit = cgroup_memory_limit().or_else(|| {
+        physical_memory().map(|bytes| MemoryLimit {
+            bytes,
+            source: "the machine's memory (/proc/meminfo MemTotal): no cgroup memory limit".into(),
+        })
+    });
+    match limit {
+        Some(l) => (CallBudget::new(l.bytes / den * num), Some(l)),
+        None => (CallBudget::unbounded(), None),
     }
 }
 
@@ -269,9 +498,11 @@ mod tests {
         f.poll(&mut Context::from_waker(Waker::noop()))
     }
 
-    fn now(b: &CallBudget, bytes: usize, held: Share) -> Share {
-        match poll(pin!(b.acquire(bytes, held))) {
-            Poll::Ready(s) => s,
+    /// A share taken at once, without waiting.
+    fn now(b: &CallBudget, bytes: usize) -> Share {
+        match poll(pin!(b.acquire(bytes, None))) {
+            Poll::Ready(Ok((s, None))) => s,
+            Poll::Ready(other) => panic!("waited: {other:?}"),
             Poll::Pending => panic!("waited"),
         }
     }
@@ -279,17 +510,23 @@ mod tests {
     #[test]
     fn calls_past_the_budget_wait_until_one_finishes() {
         let b = CallBudget::new(600 << 20);
-        let a = now(&b, 256 << 20, Share::none());
-        let c = now(&b, 256 << 20, Share::none());
+        let a = now(&b, 256 << 20);
+        let c = now(&b, 256 << 20);
         assert_eq!(b.available_mib(), Some(88));
-        let mut third = pin!(b.acquire(256 << 20, Share::none()));
+        let mut third = pin!(b.acquire(256 << 20, None));
         assert!(poll(third.as_mut()).is_pending());
         assert_eq!(b.waited(), 1);
+        assert!(b.has_waiters());
         drop(a);
-        let Poll::Ready(s) = poll(third.as_mut()) else {
+        let Poll::Ready(Ok((s, Some(w)))) = poll(third.as_mut()) else {
             panic!("a share was given back")
         };
+        assert_eq!(
+            (w.wanted_mib, w.available_mib, w.timed_out),
+            (256, 88, false)
+        );
         assert_eq!(s.mib(), 256);
+        assert!(!b.has_waiters());
         drop((c, s));
         assert_eq!(b.available_mib(), Some(600));
     }
@@ -297,16 +534,31 @@ mod tests {
     #[test]
     fn a_pooled_instance_keeps_what_it_holds_and_tops_up_for_its_next_call() {
         let b = CallBudget::new(1 << 30);
-        let mut s = now(&b, 256 << 20, Share::none());
+        let mut s = now(&b, 256 << 20);
         // Pooled holding 3.5 MiB: 4 MiB kept.
         s.shrink_to((7 << 20) / 2);
         assert_eq!(s.mib(), 4);
         assert_eq!(b.available_mib(), Some(1020));
-        // Its next call takes it back to the whole cap.
-        let s = now(&b, 256 << 20, s);
+        // Its next call takes it back to the whole cap, at once.
+        assert!(b.top_up(256 << 20, &mut s));
         assert_eq!(s.mib(), 256);
         drop(s);
         assert_eq!(b.available_mib(), Some(1024));
+    }
+
+    #[test]
+    fn a_top_up_that_does_not_fit_at_once_takes_nothing() {
+        let b = CallBudget::new(300 << 20);
+        let mut s = now(&b, 256 << 20);
+        s.shrink_to(101 << 20);
+        let other = now(&b, 150 << 20);
+        assert_eq!(b.available_mib(), Some(49));
+        assert!(!b.top_up(256 << 20, &mut s));
+        assert_eq!(s.mib(), 101);
+        assert_eq!(b.available_mib(), Some(49));
+        assert_eq!(b.waited(), 0);
+        drop((s, other));
+        assert_eq!(b.available_mib(), Some(300));
     }
 
     struct Pool(Mutex<Vec<Share>>);
@@ -316,32 +568,121 @@ mod tests {
         }
     }
 
-    #[test]
-    fn idle_instances_give_their_share_back_before_a_call_waits() {
-        let b = CallBudget::new(512 << 20);
+    fn registered(b: &CallBudget) -> Arc<Pool> {
         let pool = Arc::new(Pool(Mutex::new(Vec::new())));
         let weak: Weak<dyn Reclaim> = Arc::downgrade(&(pool.clone() as Arc<dyn Reclaim>));
         b.register(weak);
+        pool
+    }
+
+    #[test]
+    fn idle_instances_give_their_share_back_before_a_call_waits() {
+        let b = CallBudget::new(512 << 20);
+        let pool = registered(&b);
         for _ in 0..2 {
-            let mut s = now(&b, 256 << 20, Share::none());
+            let mut s = now(&b, 256 << 20);
             s.shrink_to(200 << 20);
             pool.0.lock().unwrap().push(s);
         }
         assert_eq!(b.available_mib(), Some(112));
         // Not enough free: the idle ones are dropped, and the call goes on at once.
-        let s = now(&b, 256 << 20, Share::none());
+        let s = now(&b, 256 << 20);
         assert!(pool.0.lock().unwrap().is_empty());
         assert_eq!(b.waited(), 0);
         assert_eq!(s.mib(), 256);
     }
 
+    /// The deadlock of issue 30, step by step: a 300 MiB budget, a plugin at a 256 MiB cap
+    /// whose instances hold 101 MiB idle, two of its calls each taking a pooled instance.
+    /// Before, each kept its instance's 101 MiB while waiting for 155 more, the queue
+    /// handed the first what was free, and neither could ever finish. Now a top-up that
+    /// does not fit at once puts its instance back (idle, reclaimable) and waits with
+    /// nothing held; both calls run, one after the other.
+    #[test]
+    fn two_pooled_instances_topping_up_both_complete() {
+        let b = CallBudget::new(300 << 20);
+        let pool = registered(&b);
+        // Two pooled instances, each holding the 101 MiB its last call left it.
+        let mut one = now(&b, 101 << 20);
+        let mut two = now(&b, 101 << 20);
+        assert_eq!(b.available_mib(), Some(98));
+        // Both calls find 98 MiB free: neither top-up fits.
+        assert!(!b.top_up(256 << 20, &mut one));
+        assert!(!b.top_up(256 << 20, &mut two));
+        // The first puts its instance back and waits with nothing held: it reclaims its
+        // own instance (199 MiB free, still short of 256) and waits at the head of the
+        // queue, which hands it the 199 MiB.
+        pool.0.lock().unwrap().push(one);
+        let mut first = pin!(b.acquire(256 << 20, None));
+        assert!(poll(first.as_mut()).is_pending());
+        assert_eq!(b.available_mib(), Some(0));
+        // The second, still holding its instance's 101 MiB, does not wait for more: it
+        // puts the instance back too, and the queue's head gets what it needs.
+        pool.0.lock().unwrap().push(two);
+        let mut second = pin!(b.acquire(256 << 20, None));
+        assert!(poll(second.as_mut()).is_pending());
+        let Poll::Ready(Ok((a, Some(_)))) = poll(first.as_mut()) else {
+            panic!("the first call is served once the second gave its share back")
+        };
+        assert_eq!(a.mib(), 256);
+        assert!(poll(second.as_mut()).is_pending());
+        // The first call ends: the second runs.
+        drop(a);
+        let Poll::Ready(Ok((c, Some(_)))) = poll(second.as_mut()) else {
+            panic!("the second call is served once the first ended")
+        };
+        assert_eq!(c.mib(), 256);
+        drop(c);
+        assert_eq!(b.available_mib(), Some(300));
+        assert_eq!(b.waited(), 2);
+    }
+
+    /// A wait past its limit fails, counted, and gives back what the queue had already
+    /// handed it: the next call in line is served with it.
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_past_its_limit_fails_and_keeps_nothing() {
+        let b = CallBudget::new(300 << 20).with_wait(Duration::from_secs(30));
+        let running = now(&b, 200 << 20);
+        // Head of the queue: handed the 100 MiB free, waits for 156 more.
+        let head = b.acquire(256 << 20, Some(b.wait_limit()));
+        let next = tokio::spawn({
+            let b = b.clone();
+            async move { b.acquire(100 << 20, None).await }
+        });
+        let started = tokio::time::Instant::now();
+        let Err(w) = head.await else {
+            panic!("served while 200 MiB of 300 were held")
+        };
+        assert_eq!(started.elapsed(), Duration::from_secs(30));
+        assert_eq!(
+            w,
+            Waited {
+                took: Duration::from_secs(30),
+                wanted_mib: 256,
+                available_mib: 100,
+                timed_out: true
+            }
+        );
+        assert_eq!((b.waited(), b.timed_out()), (2, 1));
+        // What the head had been handed went to the next in line.
+        let Ok(Ok((s, Some(_)))) = next.await else {
+            panic!("the next call is served with what the timed-out wait gave back")
+        };
+        assert_eq!(s.mib(), 100);
+        drop((s, running));
+        assert_eq!(b.available_mib(), Some(300));
+        assert!(!b.has_waiters());
+    }
+
     #[test]
     fn a_cap_over_the_budget_takes_all_of_it_and_unbounded_takes_nothing() {
         let b = CallBudget::new(100 << 20);
-        let s = now(&b, 1 << 30, Share::none());
+        let s = now(&b, 1 << 30);
         assert_eq!(s.mib(), 100);
         let u = CallBudget::unbounded();
-        assert_eq!(now(&u, 1 << 30, Share::none()).mib(), 0);
+        assert_eq!(now(&u, 1 << 30).mib(), 0);
+        let mut held = Share::none();
+        assert!(u.top_up(1 << 30, &mut held));
         assert_eq!(u.bytes(), None);
         assert_eq!(CallBudget::new(0).bytes(), Some(1 << 20));
     }
@@ -355,16 +696,71 @@ mod tests {
         std::fs::write(ctr.join("memory.max"), "max\n").unwrap();
         std::fs::write(pod.join("memory.max"), "1073741824\n").unwrap();
         std::fs::write(root.path().join("memory.max"), "4294967296\n").unwrap();
+        let own = "0::/kubepods/pod1/ctr\n";
+        let found = cgroup_limit_from(own, root.path()).unwrap();
+        assert_eq!(found.bytes, 1 << 30);
         assert_eq!(
-            cgroup_limit_under(root.path(), "/kubepods/pod1/ctr"),
-            Some(1 << 30)
+            found.source,
+            format!("cgroup v2 {}", pod.join("memory.max").display())
         );
         std::fs::write(ctr.join("memory.max"), "536870912\n").unwrap();
         assert_eq!(
-            cgroup_limit_under(root.path(), "/kubepods/pod1/ctr"),
+            cgroup_limit_from(own, root.path()).map(|l| l.bytes),
             Some(512 << 20)
         );
         let none = tempfile::tempdir().unwrap();
-        assert_eq!(cgroup_limit_under(none.path(), "/"), None);
+        assert_eq!(cgroup_limit_from("0::/\n", none.path()), None);
+    }
+
+    /// A cgroup v1 node (the issue's: a container limit of 1536 MiB, where `auto` found
+    /// no `memory.max` and took half the machine): the memory controller's line, its
+    /// hierarchy under `memory/`, unlimited levels (just under 2^63) skipped.
+    #[test]
+    fn a_cgroup_v1_limit_is_read_from_the_memory_controller() {
+        let root = tempfile::tempdir().unwrap();
+        let memory = root.path().join("memory");
+        let pod = memory.join("kubepods/burstable/pod1");
+        let ctr = pod.join("ctr");
+        std::fs::create_dir_all(&ctr).unwrap();
+        let unlimited = "9223372036854771712\n";
+        std::fs::write(memory.join("memory.limit_in_bytes"), unlimited).unwrap();
+        std::fs::write(pod.join("memory.limit_in_bytes"), unlimited).unwrap();
+        std::fs::write(ctr.join("memory.limit_in_bytes"), "1610612736\n").unwrap();
+        // A v1 node's /proc/self/cgroup: one line per hierarchy, no `0::` line.
+        let own = "12:pids:/kubepods/burstable/pod1/ctr\n\
+                   7:memory:/kubepods/burstable/pod1/ctr\n\
+                   3:cpu,cpuacct:/kubepods/burstable/pod1/ctr\n\
+                   1:name=systemd:/kubepods/burstable/pod1/ctr\n";
+        let found = cgroup_limit_from(own, root.path()).unwrap();
+        assert_eq!(found.bytes, 1536 << 20);
+        assert_eq!(
+            found.source,
+            format!("cgroup v1 {}", ctr.join("memory.limit_in_bytes").display())
+        );
+        // Inside the container the mount's root is its own cgroup: the path of
+        // /proc/self/cgroup is not there, and the root's file is the limit.
+        let inside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(inside.path().join("memory")).unwrap();
+        std::fs::write(
+            inside.path().join("memory/memory.limit_in_bytes"),
+            "1610612736\n",
+        )
+        .unwrap();
+        assert_eq!(
+            cgroup_limit_from(own, inside.path()).map(|l| l.bytes),
+            Some(1536 << 20)
+        );
+        // A hybrid node: the `0::` line's hierarchy has no memory.max; v1 answers.
+        let hybrid = format!("0::/kubepods/burstable/pod1/ctr\n{own}");
+        assert_eq!(
+            cgroup_limit_from(&hybrid, root.path()).map(|l| l.bytes),
+            Some(1536 << 20)
+        );
+        // Unlimited all the way up: no limit.
+        std::fs::write(ctr.join("memory.limit_in_bytes"), unlimited).unwrap();
+        assert_eq!(cgroup_limit_from(own, root.path()), None);
+        // Co-mounted with another controller on one line.
+        assert!(cgroup_limit_from("4:cpu,memory:/x\n", inside.path()).is_some());
+        assert_eq!(cgroup_limit_from("4:cpu:/x\n", inside.path()), None);
     }
 }

@@ -58,6 +58,15 @@ pub enum Error {
         /// The parser's message.
         reason: String,
     },
+    /// The plugin's limits (its settings file's `kubewasm` key, or `spec.limits` of its
+    /// Plugin object) ask above the operator's ceilings (`--max-plugin-memory-mib`, ...).
+    #[error("plugin {path}: limits over the host's ceilings: {reason}")]
+    OverCeiling {
+        /// The file.
+        path: PathBuf,
+        /// Which limit, and its ceiling.
+        reason: String,
+    },
     /// `describe` failed or returned a manifest the host cannot accept.
     #[error("plugin {path}: manifest rejected: {reason}")]
     Manifest {
@@ -217,6 +226,22 @@ pub enum CallError {
     /// The plugin returned more or larger intents than allowed.
     #[error(transparent)]
     Limit(#[from] LimitExceeded),
+    /// The call waited its whole limit (`--call-budget-wait`) for its share of the host's
+    /// call memory budget, and was not run: other calls held the budget. Not the plugin's
+    /// failure (quarantine does not count it); the event is retried with backoff.
+    #[error(
+        "not run: waited {}ms for {wanted_mib} MiB of the call memory budget \
+         ({available_mib} MiB were free when it began to wait; --call-budget-wait)",
+        .waited.as_millis()
+    )]
+    BudgetWait {
+        /// How long it waited.
+        waited: std::time::Duration,
+        /// MiB it waited for (its memory cap).
+        wanted_mib: usize,
+        /// MiB free when it began to wait.
+        available_mib: usize,
+    },
 }
 
 /// Which output limit a call broke.
@@ -267,7 +292,7 @@ pub enum LimitExceeded {
 }
 
 impl CallError {
-    /// Short cause for metrics: deadline, memory, trap, limit, plugin.
+    /// Short cause for metrics: deadline, memory, trap, limit, plugin, budget-wait.
     pub fn kind(&self) -> &'static str {
         match self {
             CallError::Deadline(_) => "deadline",
@@ -275,11 +300,16 @@ impl CallError {
             CallError::Trap(_) => "trap",
             CallError::Plugin { .. } => "plugin",
             CallError::Limit(_) => "limit",
+            CallError::BudgetWait { .. } => "budget-wait",
         }
     }
 
-    /// Whether the sandbox stopped the call (as opposed to the plugin answering an error).
+    /// Whether the sandbox stopped the call (as opposed to the plugin answering an error,
+    /// or the call never running for want of budget).
     pub fn is_sandbox_failure(&self) -> bool {
-        !matches!(self, CallError::Plugin { .. })
+        !matches!(
+            self,
+            CallError::Plugin { .. } | CallError::BudgetWait { .. }
+        )
     }
 }

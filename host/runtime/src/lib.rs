@@ -34,5 +34,5 @@ pub use capability::cluster::{
 pub use engine::PluginEngine;
 pub use error::{CallError, Error, ManifestRejection};
 pub use limits::Limits;
-pub use loader::{LimitOverrides, LoadOptions, Loader, PluginFile, load_plugin};
+pub use loader::{LimitCeilings, LimitOverrides, LoadOptions, Loader, PluginFile, load_plugin};
 pub use plugin::{CompiledPlugin, PluginEvent};

@@ -35,6 +35,8 @@ pub struct LoadOptions {
     /// The host-wide memory budget of calls in flight (see [`crate::budget`]); unbounded
     /// by default.
     pub call_budget: crate::budget::CallBudget,
+    /// The operator's ceilings on one plugin's limits; none by default.
+    pub ceilings: LimitCeilings,
 }
 
 impl Default for LoadOptions {
@@ -45,6 +47,7 @@ impl Default for LoadOptions {
             pool_size: 4,
             compiler: crate::compiler::Compiler::InProcess,
             call_budget: crate::budget::CallBudget::unbounded(),
+            ceilings: LimitCeilings::default(),
         }
     }
 }
@@ -377,6 +380,63 @@ impl LimitOverrides {
     }
 }
 
+/// The operator's ceilings on what one plugin's limits may ask for
+/// (`--max-plugin-memory-mib`, `--max-plugin-call-deadline`, `--max-plugin-instances`):
+/// a plugin whose settings file or Plugin object (`spec.limits`) asks above one is
+/// refused at load, naming the key and the ceiling. None: no ceiling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitCeilings {
+    /// Largest `memoryMiB`.
+    pub memory_mib: Option<usize>,
+    /// Longest `callDeadline`.
+    pub call_deadline: Option<std::time::Duration>,
+    /// Largest `maxInstances` (0, derived, stays within `--concurrency` and two per CPU).
+    pub instances: Option<usize>,
+}
+
+impl LimitCeilings {
+    /// Why `limits` ask above a ceiling, if they do (the first key over its ceiling, as
+    /// `spec.limits` names it, with the flag that sets the ceiling).
+    pub fn check(&self, limits: &LimitOverrides) -> Result<(), String> {
+        let over = |key: &str, asked: String, ceiling: String, flag: &str| {
+            Err(format!(
+                "{key}: {asked} is over the host's ceiling of {ceiling} ({flag})"
+            ))
+        };
+        if let (Some(asked), Some(max)) = (limits.memory_mib, self.memory_mib)
+            && asked > max
+        {
+            return over(
+                "memoryMiB",
+                asked.to_string(),
+                max.to_string(),
+                "--max-plugin-memory-mib",
+            );
+        }
+        if let (Some(asked), Some(max)) = (limits.call_deadline, self.call_deadline)
+            && asked > max
+        {
+            return over(
+                "callDeadline",
+                humantime::format_duration(asked).to_string(),
+                humantime::format_duration(max).to_string(),
+                "--max-plugin-call-deadline",
+            );
+        }
+        if let (Some(asked), Some(max)) = (limits.max_instances, self.instances)
+            && asked > max
+        {
+            return over(
+                "maxInstances",
+                asked.to_string(),
+                max.to_string(),
+                "--max-plugin-instances",
+            );
+        }
+        Ok(())
+    }
+}
+
 impl PluginFile {
     /// Read a plugin and its settings.
     pub fn read(path: &Path) -> Result<Self, Error> {
@@ -566,6 +626,14 @@ impl Loader {
         instances: InstancePolicy,
     ) -> Result<Loaded, Error> {
         let started = std::time::Instant::now();
+        // Before any compile: whatever set them (its settings file, its Plugin object).
+        self.options
+            .ceilings
+            .check(&file.overrides)
+            .map_err(|reason| Error::OverCeiling {
+                path: file.path.clone(),
+                reason,
+            })?;
         let (component, source) = self.component(&mut file).await?;
         let settings = file.settings.clone();
         let plugin = CompiledPlugin::new(
@@ -915,6 +983,67 @@ mod tests {
             .apply(&Limits::default());
         assert_eq!(l.memory, MAX_MEMORY_MIB << 20);
         assert_eq!(l.max_intent_bytes, MAX_INTENT_KIB << 10);
+    }
+
+    #[test]
+    fn limits_over_the_hosts_ceilings_are_refused_at_load_before_compiling() {
+        let ceilings = LimitCeilings {
+            memory_mib: Some(512),
+            call_deadline: Some(std::time::Duration::from_secs(10)),
+            instances: Some(4),
+        };
+        let asks = |body: &str| -> LimitOverrides { serde_yaml_ng::from_str(body).unwrap() };
+        for (body, needle) in [
+            (
+                "memoryMiB: 513",
+                "memoryMiB: 513 is over the host's ceiling of 512 (--max-plugin-memory-mib)",
+            ),
+            (
+                "callDeadline: 1m",
+                "callDeadline: 1m is over the host's ceiling of 10s (--max-plugin-call-deadline)",
+            ),
+            (
+                "maxInstances: 5",
+                "maxInstances: 5 is over the host's ceiling of 4 (--max-plugin-instances)",
+            ),
+        ] {
+            assert_eq!(ceilings.check(&asks(body)).err().as_deref(), Some(needle));
+        }
+        let within =
+            asks("memoryMiB: 512\ncallDeadline: 10s\nmaxInstances: 4\npoolMemoryMiB: 4096");
+        assert_eq!(ceilings.check(&within), Ok(()));
+        assert_eq!(
+            LimitCeilings::default().check(&asks("memoryMiB: 65536")),
+            Ok(())
+        );
+
+        // From a settings file, through the loader: refused before the bytes (not even a
+        // component) are compiled.
+        let dir = tempfile::tempdir().unwrap();
+        let wasm = dir.path().join("p.wasm");
+        std::fs::write(&wasm, b"not wasm").unwrap();
+        std::fs::write(dir.path().join("p.yaml"), "kubewasm:\n  memoryMiB: 1024\n").unwrap();
+        let options = LoadOptions {
+            ceilings,
+            ..LoadOptions::default()
+        };
+        let loader = Loader::new(PluginEngine::new().unwrap(), options, None).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let err = rt
+            .block_on(loader.load(PluginFile::read(&wasm).unwrap()))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            format!(
+                "plugin {}: limits over the host's ceilings: memoryMiB: 1024 is over the \
+                 host's ceiling of 512 (--max-plugin-memory-mib)",
+                wasm.display()
+            )
+        );
     }
 
     #[test]

@@ -15,7 +15,7 @@ use kubewasm_core::intent::RawIntent;
 use kubewasm_core::manifest::Manifest;
 
 use crate::bindings::{Plugin, PluginPre, types as wit};
-use crate::budget::{Reclaim, Share};
+use crate::budget::{CallBudget, Reclaim, Share, Waited};
 use crate::capability::cluster::ClusterView;
 use crate::convert;
 use crate::engine::PluginEngine;
@@ -250,6 +250,7 @@ impl CompiledPlugin {
         instances: InstancePolicy,
     ) -> Result<Self, Error> {
         let InstancePolicy { reuse, pool_size } = instances;
+        let limits = clamp_to_budget(path, limits, &engine.budget);
         let world_err = |reason: String| Error::World {
             path: path.to_path_buf(),
             reason,
@@ -312,11 +313,12 @@ impl CompiledPlugin {
             path: self.path.clone(),
             reason: Box::new(reason),
         };
-        let share = self
-            .engine
-            .budget
-            .acquire(self.limits.memory, Share::none())
-            .await;
+        // No wait limit at load: the wait is bounded anyway (see `crate::budget`), and a
+        // load refused for a busy budget would stay refused until its source changes.
+        let share = match self.engine.budget.acquire(self.limits.memory, None).await {
+            Ok((share, _)) => share,
+            Err(_) => Share::none(),
+        };
         let mut inst = self
             .instantiate(share)
             .await
@@ -428,17 +430,20 @@ impl CompiledPlugin {
             None
         };
         let reason = reason.or_else(|| {
-            let mut pool = lock(&self.pool.0);
-            if pool.len() >= self.pool_size {
-                return Some(Recycle::Full);
+            {
+                let mut pool = lock(&self.pool.0);
+                if pool.len() >= self.pool_size {
+                    return Some(Recycle::Full);
+                }
+                let pooled: usize = pool.iter().map(Instance::memory).sum();
+                if pooled.saturating_add(memory) > self.limits.pool_memory {
+                    return Some(Recycle::Budget);
+                }
+                // Idle, it holds only what it has.
+                inst.share.shrink_to(memory);
+                pool.push(inst);
             }
-            let pooled: usize = pool.iter().map(Instance::memory).sum();
-            if pooled.saturating_add(memory) > self.limits.pool_memory {
-                return Some(Recycle::Budget);
-            }
-            // Idle, it holds only what it has.
-            inst.share.shrink_to(memory);
-            pool.push(inst);
+            self.no_idle_while_waited_for();
             None
         });
         let Some(reason) = reason else { return };
@@ -467,25 +472,7 @@ impl CompiledPlugin {
     ) -> Result<Vec<RawIntent>, CallError> {
         // Held until the instance is pooled or dropped (the end of this function).
         let _live = self.live.enter().await;
-        let pooled = if self.reuse {
-            lock(&self.pool.0).pop()
-        } else {
-            None
-        };
-        // The call may use the whole memory cap: that much of the host's budget is held
-        // (waiting for it if need be) before the call runs.
-        let budget = &self.engine.budget;
-        let mut inst = match pooled {
-            Some(mut i) => {
-                let held = std::mem::replace(&mut i.share, Share::none());
-                i.share = budget.acquire(self.limits.memory, held).await;
-                i
-            }
-            None => {
-                let share = budget.acquire(self.limits.memory, Share::none()).await;
-                self.instantiate(share).await?
-            }
-        };
+        let mut inst = self.instance_for_call(object).await?;
         {
             let state = inst.store.data_mut();
             state.cluster.begin_call(cluster, object);
@@ -557,6 +544,91 @@ impl CompiledPlugin {
         outcome
     }
 
+    /// An instance holding the whole memory cap of the host's budget, what the call may
+    /// use: a pooled one whose share tops up at once, else one taken (or instantiated)
+    /// after waiting for the whole cap with nothing held, at most the budget's wait limit
+    /// (see [`crate::budget`]: no call holds budget while it waits for more).
+    async fn instance_for_call(&self, object: &str) -> Result<Instance, CallError> {
+        let budget = &self.engine.budget;
+        let cap = self.limits.memory;
+        if self.reuse {
+            let pooled = lock(&self.pool.0).pop();
+            if let Some(mut inst) = pooled {
+                if budget.top_up(cap, &mut inst.share) {
+                    return Ok(inst);
+                }
+                // Not free at once: back to the pool, idle, where the wait below (or any
+                // other call's) reclaims it, or a call finds it once the budget is free.
+                self.park(inst);
+            }
+        }
+        let share = match budget.acquire(cap, Some(budget.wait_limit())).await {
+            Ok((share, waited)) => {
+                if let Some(w) = waited {
+                    self.waited(object, budget, &w);
+                }
+                share
+            }
+            Err(w) => {
+                self.waited(object, budget, &w);
+                return Err(CallError::BudgetWait {
+                    waited: w.took,
+                    wanted_mib: w.wanted_mib,
+                    available_mib: w.available_mib,
+                });
+            }
+        };
+        // An instance pooled meanwhile serves the call: the share replaces its idle one.
+        let pooled = if self.reuse {
+            lock(&self.pool.0).pop()
+        } else {
+            None
+        };
+        match pooled {
+            Some(mut inst) => {
+                inst.share = share;
+                Ok(inst)
+            }
+            None => self.instantiate(share).await,
+        }
+    }
+
+    /// Say that a call waited for the budget (a WARN line, the host's metrics).
+    fn waited(&self, object: &str, budget: &CallBudget, w: &Waited) {
+        tracing::warn!(
+            plugin = self.name(),
+            object,
+            waited_ms = u64::try_from(w.took.as_millis()).unwrap_or(u64::MAX),
+            wanted_mib = w.wanted_mib,
+            available_mib = w.available_mib,
+            budget_mib = budget.bytes().map_or(0, |b| b >> 20),
+            timed_out = w.timed_out,
+            "plugin call waited for the call memory budget"
+        );
+        budget.report(self.name(), w);
+    }
+
+    /// Put an instance whose call could not top its share up back in the pool, as it was
+    /// (idle); dropped if the pool filled meanwhile.
+    fn park(&self, inst: Instance) {
+        {
+            let mut pool = lock(&self.pool.0);
+            if pool.len() >= self.pool_size {
+                return;
+            }
+            pool.push(inst);
+        }
+        self.no_idle_while_waited_for();
+    }
+
+    /// While a call waits for the budget no instance is kept idle: one just pooled is
+    /// dropped (checked after the push; see `CallBudget::has_waiters`).
+    fn no_idle_while_waited_for(&self) {
+        if self.engine.budget.has_waiters() {
+            self.pool.reclaim();
+        }
+    }
+
     fn check_limits(&self, intents: &[wit::Intent]) -> Result<(), CallError> {
         if intents.len() > self.limits.max_intents {
             return Err(LimitExceeded::Intents {
@@ -581,6 +653,24 @@ impl CompiledPlugin {
         call_budget(intents.iter().map(convert::intent_bytes), &self.limits)?;
         Ok(())
     }
+}
+
+/// `limits` with the memory cap clamped to the whole call budget (said once, at load): a
+/// cap over it could never be held whole, and was charged the whole budget silently.
+fn clamp_to_budget(path: &Path, mut limits: Limits, budget: &CallBudget) -> Limits {
+    if let Some(bytes) = budget.bytes()
+        && limits.memory as u64 > bytes
+    {
+        tracing::warn!(
+            plugin = %file_stem(path),
+            memory_mib = limits.memory >> 20,
+            budget_mib = bytes >> 20,
+            "plugin memory cap over the whole call memory budget: clamped to the budget \
+             (raise --call-memory-budget, or lower the plugin's memoryMiB)"
+        );
+        limits.memory = usize::try_from(bytes).unwrap_or(usize::MAX);
+    }
+    limits
 }
 
 /// The total size of one call's intents, held to a quarter of the memory cap (see

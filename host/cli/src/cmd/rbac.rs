@@ -67,9 +67,14 @@ pub struct RbacFlags {
     no_impersonation: bool,
     /// Leave out what the host needs to follow Plugin objects (for `kubewasm run
     /// --no-plugin-objects`): reading plugins.kubewasm.dev, writing their status, reading
-    /// pull secrets in its namespace.
+    /// the allowed pull secrets in its namespace.
     #[arg(long)]
     no_plugin_objects: bool,
+    /// A pull secret Plugin objects may name, as given to `kubewasm run
+    /// --allowed-pull-secret` (repeatable): the host's Role gets `get` on exactly these
+    /// Secrets of its namespace (resourceNames); without it, on no Secret.
+    #[arg(long = "allowed-pull-secret", value_name = "NAME")]
+    allowed_pull_secret: Vec<String>,
     /// The host runs with `kubewasm run --shards S`: it also lists its Leases (the shard
     /// and member Leases, by label) and deletes its member Lease when it stops.
     #[arg(long)]
@@ -251,6 +256,7 @@ pub async fn render(
         impersonation: !flags.no_impersonation,
         host_roles_per_plugin,
         plugin_objects: !flags.no_plugin_objects,
+        pull_secrets: flags.allowed_pull_secret.clone(),
         sharded: flags.sharded,
     };
     let pairs: Vec<(&str, &Approval)> = approved.iter().map(|(n, a)| (n.as_str(), a)).collect();

@@ -32,6 +32,8 @@ impl RegistryArgs {
         RegistryConfig {
             insecure: self.insecure_registry.clone(),
             ca_files: self.registry_ca.clone(),
+            // `run` and `dev` add their --allowed-registry and --require-digest.
+            ..RegistryConfig::default()
         }
     }
 
@@ -53,5 +55,20 @@ fn host_port(s: &str) -> Result<String, String> {
             "{s:?}: give the registry as HOST:PORT, as it appears in oci:// references (no scheme, no path)"
         ));
     }
+    Ok(s.to_string())
+}
+
+/// An `--allowed-registry` pattern: `HOST[:PORT]` or `*.DOMAIN[:PORT]`.
+pub(crate) fn allowed_pattern(s: &str) -> Result<String, String> {
+    let host = s.strip_prefix("*.").unwrap_or(s);
+    let chars_ok = host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-.[]:".contains(c));
+    if host.is_empty() || host.starts_with('.') || !chars_ok {
+        return Err(format!(
+            "{s:?}: give HOST[:PORT] exactly, or *.DOMAIN[:PORT] for any host under DOMAIN"
+        ));
+    }
+    host_port(host)?;
     Ok(s.to_string())
 }

@@ -15,7 +15,7 @@ use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
 use kubewasm::ops::metrics::Metrics;
 use kubewasm::ops::ownership::Ownership;
 use kubewasm::ops::shards::ShardConfig;
-use kubewasm::runtime::{Limits, LoadOptions};
+use kubewasm::runtime::{LimitCeilings, LimitOverrides, Limits, LoadOptions};
 use kubewasm::watch::WatchConfig;
 
 /// Flags of the host, shared by `run` and `dev`.
@@ -39,8 +39,38 @@ pub struct HostArgs {
     /// manifest before any byte of the module is downloaded.
     #[arg(long, default_value_t = 128, value_parser = mebibytes)]
     max_module_mib: usize,
+    /// Longest one pull of a Plugin object's module may take, all of it (pull secret,
+    /// tag, manifest, module). Pulls run beside reloads, the previous version serving
+    /// meanwhile; a pull that takes longer fails (`PullTimeout`) and is retried with
+    /// backoff.
+    #[arg(long, default_value = "3m", value_parser = humantime::parse_duration)]
+    pull_timeout: Duration,
+    /// A Secret of the host's namespace that Plugin objects may name as
+    /// `spec.pullSecretRef` (repeatable). A Plugin naming any other is refused
+    /// (`PullSecretNotAllowed`) before any Secret is read; without this flag, none may.
+    #[arg(long = "allowed-pull-secret", value_name = "NAME")]
+    allowed_pull_secret: Vec<String>,
+    /// How long the watch of Plugin objects may fail (403, unreachable API server) before
+    /// the plugins of Plugin objects are unloaded until it works again: a Plugin deleted or
+    /// narrowed while the host cannot see it must not keep serving. Plugin files are not
+    /// affected.
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    plugin_watch_grace: Duration,
     #[command(flatten)]
     registry: super::registry_args::RegistryArgs,
+    /// A registry Plugin objects may pull from (repeatable): HOST[:PORT] exactly, or
+    /// *.DOMAIN[:PORT] for any host under DOMAIN; the port is part of the match. With
+    /// none, any registry at a public address. Either way, a registry at a loopback,
+    /// link-local, private or cluster-internal address (or named localhost, *.svc,
+    /// *.cluster.local, a single label) is refused unless named exactly here or by
+    /// --insecure-registry; resolved addresses are checked when connecting. Blob
+    /// redirects to another host (a CDN) must go to an HTTPS host these rules allow.
+    #[arg(long = "allowed-registry", value_name = "PATTERN", value_parser = super::registry_args::allowed_pattern)]
+    allowed_registry: Vec<String>,
+    /// Refuse Plugin objects whose spec.module names a tag: only REPO@sha256:HEX
+    /// (`kubewasm push` prints it) is pulled (reason DigestRequired).
+    #[arg(long)]
+    require_digest: bool,
     /// The operator's approvals of the --plugins DIR plugins: a YAML stream, or a directory
     /// of YAML files, of kubewasm.dev/v1alpha1 Plugin objects (as `kubewasm approve`
     /// prints them; their metadata.name, spec.permissions and spec.limits are used).
@@ -71,10 +101,30 @@ pub struct HostArgs {
     pool_memory_mib: usize,
     /// Memory all plugins' calls in flight and idle instances may hold together, in MiB:
     /// each call holds its plugin's --memory-mib from start to end and waits while the
-    /// budget is spent. `auto`: half the container's memory limit (cgroup v2 memory.max),
-    /// or of the machine's memory without one; `off`: unbounded.
+    /// budget is spent (a cap over the whole budget is clamped to it). `auto`: half the
+    /// container's memory limit (cgroup v2 memory.max, or cgroup v1
+    /// memory.limit_in_bytes), or of the machine's memory without one; `off`: unbounded.
     #[arg(long, default_value = "auto", value_parser = call_budget)]
     call_memory_budget: CallBudgetArg,
+    /// Longest a plugin call waits for its share of --call-memory-budget; past it the
+    /// call is not run and its event is retried with backoff (counted in
+    /// kubewasm_call_budget_wait_timeouts_total). Every call that waited is logged (WARN).
+    #[arg(long, default_value = "30s", value_parser = positive_duration)]
+    call_budget_wait: Duration,
+    /// Largest memoryMiB a plugin's limits may ask for (its settings file's `kubewasm`
+    /// key, or spec.limits of its Plugin object): a plugin asking more is refused at load.
+    /// Default: no ceiling but --call-memory-budget, to which every cap is clamped.
+    #[arg(long, value_name = "MIB", value_parser = mebibytes)]
+    max_plugin_memory_mib: Option<usize>,
+    /// Longest callDeadline a plugin's limits may ask for; a plugin asking longer is
+    /// refused at load. Default: no ceiling but the most any plugin may ask (1h).
+    #[arg(long, value_name = "DURATION", value_parser = positive_duration)]
+    max_plugin_call_deadline: Option<Duration>,
+    /// Largest maxInstances a plugin's limits may ask for; a plugin asking more is
+    /// refused at load. Default: no ceiling (a derived count, maxInstances 0, is at most
+    /// --concurrency and two per CPU).
+    #[arg(long, value_name = "N")]
+    max_plugin_instances: Option<usize>,
     /// Instances of one plugin alive at once (running or pooled); further calls wait for
     /// a free one. 0 derives it: as many as --pool-memory-mib holds at the instances'
     /// memory, at most two per CPU (calls only compute) and --concurrency.
@@ -244,6 +294,7 @@ impl HostArgs {
         {
             anyhow::bail!("--approvals {}: no such file or directory", path.display());
         }
+        let ceilings = self.ceilings()?;
         if self.plugins.is_some() && self.approvals.is_none() {
             tracing::warn!(
                 "no --approvals: nothing is approved for the plugin directory, so every plugin \
@@ -274,7 +325,8 @@ impl HostArgs {
                     self.compile_timeout,
                     (self.compile_memory_mib as u64) << 20,
                 )?,
-                call_budget: self.call_memory_budget.budget(),
+                call_budget: self.call_memory_budget.budget(self.call_budget_wait),
+                ceilings,
             },
             watch: WatchConfig {
                 resync: (!self.resync.is_zero()).then_some(self.resync),
@@ -315,6 +367,28 @@ impl HostArgs {
             // At least a second: a zero interval would ask the API server in a loop.
             access_review_interval: self.access_review_interval.max(Duration::from_secs(1)),
         })
+    }
+
+    /// The ceilings on plugins' limits, which the host's own defaults must respect too.
+    fn ceilings(&self) -> Result<LimitCeilings> {
+        let ceilings = LimitCeilings {
+            memory_mib: self.max_plugin_memory_mib,
+            call_deadline: self.max_plugin_call_deadline,
+            instances: self.max_plugin_instances,
+        };
+        let defaults = LimitOverrides {
+            memory_mib: Some(self.memory_mib),
+            call_deadline: Some(self.call_deadline),
+            max_instances: Some(self.max_instances),
+            ..LimitOverrides::default()
+        };
+        ceilings.check(&defaults).map_err(|e| {
+            anyhow::anyhow!(
+                "the host's defaults for every plugin (--memory-mib, --call-deadline, \
+                 --max-instances) must be within the ceilings: {e}"
+            )
+        })?;
+        Ok(ceilings)
     }
 
     /// `--namespace` values, checked as Kubernetes names namespaces (DNS-1123 labels).
@@ -451,6 +525,10 @@ pub async fn run_host(
     // Kept alive while the host runs: the default module store when none is given.
     let mut _private_store = None;
     if !args.no_plugin_objects {
+        anyhow::ensure!(
+            !args.pull_timeout.is_zero(),
+            "--pull-timeout must be more than 0"
+        );
         let store_dir = match (&args.module_store, &args.cache_dir) {
             (Some(dir), _) => dir.clone(),
             (None, Some(cache)) => cache.join("modules"),
@@ -465,11 +543,19 @@ pub async fn run_host(
             }
         };
         config.objects = Some(kubewasm::host::ObjectsConfig {
-            registry: args.registry.config(),
+            registry: kubewasm_oci::RegistryConfig {
+                allowed: args.allowed_registry.clone(),
+                require_digest: args.require_digest,
+                ..args.registry.config()
+            },
             auths: Arc::new(args.registry.auths()?),
             store_dir,
             namespace: host_namespace.clone(),
             max_module_bytes: (args.max_module_mib as u64) << 20,
+            ceilings: config.load.ceilings,
+            pull_timeout: args.pull_timeout,
+            allowed_pull_secrets: args.allowed_pull_secret.clone(),
+            watch_grace: args.plugin_watch_grace,
         });
     }
     if !args.no_impersonation {
@@ -478,6 +564,7 @@ pub async fn run_host(
         config.write_identity = WriteIdentity::PluginServiceAccounts { namespace };
     }
     let metrics = Arc::new(Metrics::new());
+    config.load.call_budget.observe(metrics.clone());
     let readiness = Readiness::default();
     let background = tokio_util::sync::CancellationToken::new();
     if let Some(addr) = args.metrics_addr()? {
@@ -642,25 +729,59 @@ fn call_budget(text: &str) -> Result<CallBudgetArg, String> {
 }
 
 impl CallBudgetArg {
-    /// The budget, said once in the log with where its figure came from.
-    fn budget(self) -> kubewasm::runtime::CallBudget {
+    /// The budget, calls waiting at most `wait` for their share; said once in the log
+    /// with where its figure came from (for `auto`, the memory limit found and its file).
+    fn budget(self, wait: Duration) -> kubewasm::runtime::CallBudget {
         use kubewasm::runtime::{CallBudget, budget};
-        let (b, from) = match self {
-            CallBudgetArg::Auto => {
-                let (b, from) = budget::default_budget();
-                (b, format!("half of {from}"))
-            }
-            CallBudgetArg::Off => (CallBudget::unbounded(), "--call-memory-budget off".into()),
+        let (b, from, limit_mib) = match self {
+            CallBudgetArg::Auto => match budget::default_budget() {
+                (b, Some(limit)) => (
+                    b,
+                    format!("half of {}", limit.source),
+                    Some(limit.bytes >> 20),
+                ),
+                (b, None) => (
+                    b,
+                    "nothing (no cgroup memory limit, no /proc/meminfo)".into(),
+                    None,
+                ),
+            },
+            CallBudgetArg::Off => (
+                CallBudget::unbounded(),
+                "--call-memory-budget off".into(),
+                None,
+            ),
             CallBudgetArg::Mib(m) => (
                 CallBudget::new((m as u64) << 20),
                 "--call-memory-budget".into(),
+                None,
             ),
         };
-        match b.bytes() {
-            Some(bytes) => tracing::info!(mib = bytes >> 20, from, "plugin call memory budget"),
-            None => tracing::info!(from, "plugin call memory budget: unbounded"),
+        let b = b.with_wait(wait);
+        let wait = humantime::format_duration(wait).to_string();
+        match (b.bytes(), limit_mib) {
+            (Some(bytes), Some(limit_mib)) => tracing::info!(
+                mib = bytes >> 20,
+                memory_limit_mib = limit_mib,
+                from,
+                wait,
+                "plugin call memory budget"
+            ),
+            (Some(bytes), None) => {
+                tracing::info!(mib = bytes >> 20, from, wait, "plugin call memory budget")
+            }
+            (None, _) => tracing::info!(from, "plugin call memory budget: unbounded"),
         }
         b
+    }
+}
+
+/// A duration longer than zero.
+fn positive_duration(text: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(text) {
+        Ok(d) if d.is_zero() => Err("must be longer than 0s".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -19,7 +19,7 @@
 //! | shards (`kubewasm run --shards S`, [`RbacOptions::sharded`]) | also `list` (the shard and member Leases, by label) and `delete` (its member Lease, on a clean shutdown) on `leases` there |
 //! | checking its own permissions at start (SelfSubjectAccessReviews) | `create` on `selfsubjectaccessreviews.authorization.k8s.io` (ClusterRole only, beside discovery; a namespace-only setup relies on the default `system:basic-user` binding, which gives it to every authenticated user) |
 //! | Plugin objects: their cache, their status | `get`, `list`, `watch` on `plugins.kubewasm.dev`; `patch` on `plugins/status` |
-//! | a Plugin's pull secret | `get` on `secrets` in the host's own namespace |
+//! | a Plugin's pull secret | `get` on exactly the allowed pull secrets ([`RbacOptions::pull_secrets`], `resourceNames`) in the host's own namespace; none without them |
 //!
 //! Scope: without a namespace, reads and grants without namespaces go into one
 //! ClusterRole. Grants that list namespaces go into a Role per namespace (they never cover
@@ -68,9 +68,12 @@ pub struct RbacOptions {
     /// applied plugin by plugin.
     pub host_roles_per_plugin: bool,
     /// The host follows Plugin objects (`kubewasm run` does unless
-    /// `--no-plugin-objects`): it reads them, writes their status and reads pull secrets
-    /// in its own namespace.
+    /// `--no-plugin-objects`): it reads them, writes their status and reads the allowed
+    /// pull secrets in its own namespace.
     pub plugin_objects: bool,
+    /// The pull secrets Plugin objects may name (`kubewasm run --allowed-pull-secret`):
+    /// the host may `get` these Secrets of its namespace by name, and no other.
+    pub pull_secrets: Vec<String>,
     /// The host runs with `kubewasm run --shards S`: besides get/create/update on its
     /// Leases it lists them (shard and member Leases, by label) and deletes its member
     /// Lease when it stops.
@@ -87,6 +90,7 @@ impl Default for RbacOptions {
             impersonation: true,
             host_roles_per_plugin: false,
             plugin_objects: true,
+            pull_secrets: Vec::new(),
             sharded: false,
         }
     }

@@ -173,7 +173,8 @@ fn render_with(
         );
     }
     // Plugin objects, which `run` follows unless --no-plugin-objects: read them, write
-    // their status; their pull secrets live in the host's own namespace.
+    // their status; the pull secrets they may name live in the host's own namespace, read
+    // by name only (below).
     if opts.plugin_objects {
         host.add(
             &Scope::Cluster,
@@ -187,7 +188,6 @@ fn render_with(
             &format!("{}/status", crate::plugin_object::PLURAL),
             &["patch"],
         );
-        host.add(&home, "", "secrets", &["get"]);
     }
     let impersonated: Vec<String> = per_plugin
         .iter()
@@ -230,7 +230,7 @@ fn render_with(
                      rules: &Rules,
                      for_plugins: &[&str],
                      discovery: bool,
-                     extra_home: Option<Value>| {
+                     extra_home: &[Value]| {
         let subject = json!([{"kind": "ServiceAccount", "name": account,
                               "namespace": opts.service_account_namespace}]);
         if rules.by_scope.contains_key(&Scope::Cluster) {
@@ -268,10 +268,8 @@ fn render_with(
                 continue;
             };
             let mut ns_rules = rules.rules(scope);
-            if *scope == home
-                && let Some(extra) = &extra_home
-            {
-                ns_rules.push(extra.clone());
+            if *scope == home {
+                ns_rules.extend(extra_home.iter().cloned());
             }
             out.push(json!({
                 "apiVersion": RBAC_API,
@@ -288,24 +286,34 @@ fn render_with(
             }));
         }
     };
+    let mut by_name = Vec::new();
+    // The host may read exactly the pull secrets the operator allowed (an empty
+    // resourceNames would be every Secret, so none allowed is no rule).
+    if opts.plugin_objects && !opts.pull_secrets.is_empty() {
+        let mut names = opts.pull_secrets.clone();
+        names.sort();
+        names.dedup();
+        by_name.push(json!({"apiGroups": [""], "resources": ["secrets"],
+                            "resourceNames": names, "verbs": ["get"]}));
+    }
     // The host may act as exactly its plugins' ServiceAccounts, nobody else.
-    let impersonate = (!impersonated.is_empty()).then(|| {
-        json!({"apiGroups": [""], "resources": ["serviceaccounts"],
-               "resourceNames": impersonated, "verbs": ["impersonate"]})
-    });
+    if !impersonated.is_empty() {
+        by_name.push(json!({"apiGroups": [""], "resources": ["serviceaccounts"],
+                            "resourceNames": impersonated, "verbs": ["impersonate"]}));
+    }
     roles(
         host_name,
         &opts.service_account,
         &host,
         &plugins,
         true,
-        impersonate,
+        &by_name,
     );
     for (m, own) in &per_plugin {
         // The account is named like the field manager; its roles carry `--name` as prefix.
         let account = plugin_service_account(m);
         let name = format!("{}-{}", opts.name, m.name);
-        roles(&name, &account, own, &[m.name.as_str()], false, None);
+        roles(&name, &account, own, &[m.name.as_str()], false, &[]);
     }
     out
 }

@@ -41,7 +41,8 @@ fn host_only() -> RbacOptions {
 }
 
 /// The host's own rules for following Plugin objects: read them cluster-wide, write their
-/// status, read pull secrets in its own namespace; none of it with `plugin_objects` off.
+/// status, read the allowed pull secrets by name in its own namespace (none allowed: no
+/// Secret at all); none of it with `plugin_objects` off.
 #[test]
 fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_home() {
     let m = provisioner();
@@ -56,12 +57,38 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
         Some(&set(&["patch"]))
     );
     let home = perms(find(&on, "Role", Some("kubewasm")));
-    assert_eq!(home.get(&key("", "secrets")), Some(&set(&["get"])));
+    assert_eq!(
+        home.get(&key("", "secrets")),
+        None,
+        "no pull secret allowed"
+    );
+    let allowed = render(
+        &[&m],
+        |r| Some(guess(r)),
+        &RbacOptions {
+            pull_secrets: vec!["regcred".into(), "other".into()],
+            ..RbacOptions::default()
+        },
+    );
+    let home = find(&allowed, "Role", Some("kubewasm"));
+    let secrets: Vec<&Value> = home["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["resources"] == json!(["secrets"]))
+        .collect();
+    assert_eq!(
+        secrets,
+        [&json!({"apiGroups": [""], "resources": ["secrets"],
+                 "resourceNames": ["other", "regcred"], "verbs": ["get"]})],
+        "{home}"
+    );
     let off = render(
         &[&m],
         |r| Some(guess(r)),
         &RbacOptions {
             plugin_objects: false,
+            pull_secrets: vec!["regcred".into()],
             ..RbacOptions::default()
         },
     );

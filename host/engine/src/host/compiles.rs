@@ -1,16 +1,17 @@
-//! Plugin loads off the reload path. Each changed source is compiled, linked and described
-//! in a task of its own, at most [`COMPILE_SLOTS`] at once, while reconciles go on: one
-//! file that compiles slowly (a crafted module, up to `--compile-timeout`) holds one slot,
-//! never the reload of another file. A reconcile starts a load and goes on; the load's end
-//! wakes the reloader, whose next reconcile takes the result.
+//! Plugin loads and pulls off the reload path. Each changed source is pulled (Plugin
+//! objects), compiled, linked and described in a task of its own while reconciles go on:
+//! one file that compiles slowly (a crafted module, up to `--compile-timeout`) holds one
+//! compile slot, and one registry that answers slowly (up to `--pull-timeout`) holds one
+//! pull slot, never the reload of another source. A reconcile starts a job and goes on;
+//! the job's end wakes the reloader, whose next reconcile takes the result.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use kubewasm_core::sync::lock;
-use kubewasm_runtime::loader::Loaded;
-use kubewasm_runtime::{Loader, PluginFile};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 use crate::host::reload::Origin;
@@ -20,52 +21,82 @@ use crate::host::reload::Origin;
 /// letting many compiles crowd the host's CPUs.
 pub(crate) const COMPILE_SLOTS: usize = 2;
 
-/// What a source's load came to, or that it still runs.
-pub(crate) enum Outcome {
-    /// The load of this version finished (taken: the next poll starts a new one).
-    Done(Box<Result<Loaded, kubewasm_runtime::Error>>),
-    /// It runs (started now, or earlier); the reloader is woken when it ends.
-    Running,
+/// Pulls that run at once. A pull mostly waits on a registry; four keep a registry that
+/// stalls (up to `--pull-timeout`) from holding back the other Plugins' pulls, while the
+/// bytes in flight stay bounded (each pull is capped by `--max-module-mib`).
+pub(crate) const PULL_SLOTS: usize = 4;
+
+/// What a source's job came to, or that it still runs.
+pub(crate) enum Outcome<T> {
+    /// The job of this version finished (taken: the next poll starts a new one).
+    Done(Box<T>),
+    /// It runs (started now, or earlier), at the stage it said last ([`Progress::stage`],
+    /// 0 at first); the reloader is woken when it ends.
+    Running(u8),
 }
 
-/// One source's load: of which version, and where it stands.
-struct Job {
-    fingerprint: String,
-    state: JobState,
-}
-
-enum JobState {
-    Running(AbortHandle),
-    Done(Box<Result<Loaded, kubewasm_runtime::Error>>),
-}
-
-/// The loads of the reloader's sources, one per source at most.
-pub(crate) struct Compiles {
-    loader: Arc<Loader>,
-    slots: Arc<Semaphore>,
-    jobs: Arc<Mutex<HashMap<Origin, Job>>>,
+/// What a job tells the reloader while it runs: the stage it is at (a Plugin object's
+/// job: resolving its tag, pulling, loading), which its status says.
+#[derive(Clone)]
+pub(crate) struct Progress {
+    stage: Arc<AtomicU8>,
     finished: Arc<Notify>,
 }
 
-impl Compiles {
-    pub(crate) fn new(loader: Arc<Loader>, slots: usize) -> Self {
-        Compiles {
-            loader,
-            slots: Arc::new(Semaphore::new(slots.max(1))),
+impl Progress {
+    /// The job is at `stage` now; the reloader is woken, so status can say so.
+    pub(crate) fn stage(&self, stage: u8) {
+        self.stage.store(stage, Ordering::Release);
+        self.finished.notify_one();
+    }
+}
+
+/// One source's job: of which version, and where it stands.
+struct Job<T> {
+    fingerprint: String,
+    state: JobState<T>,
+    stage: Arc<AtomicU8>,
+}
+
+enum JobState<T> {
+    Running(AbortHandle),
+    Done(Box<T>),
+}
+
+/// The jobs of the reloader's sources, one per source at most.
+pub(crate) struct Jobs<T> {
+    jobs: Arc<Mutex<HashMap<Origin, Job<T>>>>,
+    finished: Arc<Notify>,
+}
+
+impl<T: Send + 'static> Jobs<T> {
+    /// Jobs whose ends wake whoever waits on `finished`.
+    pub(crate) fn new(finished: Arc<Notify>) -> Self {
+        Jobs {
             jobs: Arc::new(Mutex::new(HashMap::new())),
-            finished: Arc::new(Notify::new()),
+            finished,
         }
     }
 
-    /// The load of `origin` at version `fingerprint`: its result once it has finished,
-    /// else started (a load of an older version of the same source is stopped: its
-    /// worker is killed, so a source rewritten many times holds one slot at most).
-    pub(crate) fn poll(&self, origin: &Origin, fingerprint: &str, file: PluginFile) -> Outcome {
+    /// The job of `origin` at version `fingerprint`: its result once it has finished,
+    /// else started from `work` (a job of an older version of the same source is stopped:
+    /// a compile's worker is killed, a pull's connection closed, so a source rewritten
+    /// many times holds one slot at most). `work` is called only to start a job, and must
+    /// take its slot itself.
+    pub(crate) fn poll<F>(
+        &self,
+        origin: &Origin,
+        fingerprint: &str,
+        work: impl FnOnce(Progress) -> F,
+    ) -> Outcome<T>
+    where
+        F: Future<Output = T> + Send + 'static,
+    {
         let mut jobs = lock(&self.jobs);
         if let Some(job) = jobs.get(origin) {
             if job.fingerprint == fingerprint {
                 if matches!(job.state, JobState::Running(_)) {
-                    return Outcome::Running;
+                    return Outcome::Running(job.stage.load(Ordering::Acquire));
                 }
                 if let Some(Job {
                     state: JobState::Done(result),
@@ -83,20 +114,17 @@ impl Compiles {
                 task.abort();
             }
         }
-        let (loader, slots, all, finished) = (
-            self.loader.clone(),
-            self.slots.clone(),
-            self.jobs.clone(),
-            self.finished.clone(),
-        );
+        let stage = Arc::new(AtomicU8::new(0));
+        let work = work(Progress {
+            stage: stage.clone(),
+            finished: self.finished.clone(),
+        });
+        let (all, finished) = (self.jobs.clone(), self.finished.clone());
         let (key, version) = (origin.clone(), fingerprint.to_string());
         // The map stays locked until the job is in it, so the task cannot finish first.
         let task = tokio::spawn(async move {
-            let Ok(_slot) = slots.acquire_owned().await else {
-                return;
-            };
-            let result = loader.load(file).await;
-            tracing::debug!(source = %key, ok = result.is_ok(), "plugin load finished");
+            let result = work.await;
+            tracing::debug!(source = %key, "plugin job finished");
             if let Some(job) = lock(&all).get_mut(&key)
                 && job.fingerprint == version
             {
@@ -104,18 +132,19 @@ impl Compiles {
             }
             finished.notify_one();
         });
-        tracing::debug!(source = %origin, "plugin load started");
+        tracing::debug!(source = %origin, "plugin job started");
         jobs.insert(
             origin.clone(),
             Job {
                 fingerprint: fingerprint.to_string(),
                 state: JobState::Running(task.abort_handle()),
+                stage,
             },
         );
-        Outcome::Running
+        Outcome::Running(0)
     }
 
-    /// Forget `origin`'s load (the source is gone, unchanged again or unreadable): a
+    /// Forget `origin`'s job (the source is gone, unchanged again or unreadable): a
     /// running one is stopped.
     pub(crate) fn discard(&self, origin: &Origin) {
         if let Some(Job {
@@ -126,14 +155,9 @@ impl Compiles {
             task.abort();
         }
     }
-
-    /// Wait until a load has finished since the last wait.
-    pub(crate) async fn finished(&self) {
-        self.finished.notified().await
-    }
 }
 
-impl Drop for Compiles {
+impl<T> Drop for Jobs<T> {
     fn drop(&mut self) {
         for (_, job) in lock(&self.jobs).drain() {
             if let JobState::Running(task) = job.state {

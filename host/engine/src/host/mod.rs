@@ -115,6 +115,10 @@ pub struct HostConfig {
 /// account) are asked again, so a fix to RBAC is noticed without a restart.
 const RECHECK_PERMISSIONS: Duration = Duration::from_secs(10);
 
+/// How often the health of the Plugin watch is looked at (see
+/// [`HostConfig::objects`]'s grace): a few atomic reads.
+const PLUGIN_WATCH_POLL: Duration = Duration::from_secs(1);
+
 /// A running host. Build with [`Host::start`], stop with [`Host::shutdown`].
 pub struct Host {
     parts: Arc<Parts>,
@@ -142,9 +146,16 @@ struct Parts {
     workers: Mutex<Vec<JoinSet<()>>>,
     /// Writes Plugin objects' status when this replica leads (None: no objects).
     status_writer: Option<StatusWriter>,
+    /// A reconcile of the Plugin objects ended: their status is to be written (by its own
+    /// task, so a slow status write never holds back the next reconcile).
+    status_due: tokio::sync::Notify,
     ownership: Ownership,
     /// A Plugin object changed, or their kind became served.
     objects_changed: tokio::sync::Notify,
+    /// How long the watch of Plugin objects may fail before their plugins are unloaded.
+    plugin_watch_grace: Duration,
+    /// Their plugins are unloaded for that: the watch has failed past the grace.
+    objects_withheld: std::sync::atomic::AtomicBool,
     client: Client,
     access: Arc<Access>,
     write_identity: crate::apply::WriteIdentity,
@@ -199,10 +210,8 @@ impl Parts {
         next.announce();
         self.reloader.took_effect(&env, changed, next.loading);
         self.check_impersonation(&env).await;
-        if let (Some(writer), Some(states)) = (&self.status_writer, &next.objects)
-            && self.ownership.is_first()
-        {
-            writer.write(states).await;
+        if self.status_writer.is_some() && next.objects.is_some() && self.ownership.is_first() {
+            self.status_due.notify_one();
         }
         next.loading
     }
@@ -299,14 +308,55 @@ impl Parts {
     }
 
     /// The Plugin objects, when they are a source and their cache is synced (a partial
-    /// list would unload the plugins not listed yet).
+    /// list would unload the plugins not listed yet); none at all while their watch has
+    /// failed for longer than the grace, so that a Plugin deleted or narrowed while the
+    /// host cannot see it (its RBAC revoked, the API server unreachable) does not keep
+    /// serving.
     fn plugin_objects(&self) -> Option<Vec<Arc<crate::watch::cache::CachedObject>>> {
+        use std::sync::atomic::Ordering;
         if !self.reloader.follows_objects() {
             return None;
         }
         let resolved = self.watches.resolved(&plugin_kind())?;
         let cache = self.caches.get(&resolved.type_ref())?;
-        cache.is_synced().then(|| cache.snapshot())
+        if !cache.is_synced() {
+            return None;
+        }
+        match cache.failing_for() {
+            Some(failing) if failing >= self.plugin_watch_grace => {
+                if !self.objects_withheld.swap(true, Ordering::SeqCst) {
+                    tracing::error!(
+                        failing_for_s = failing.as_secs(),
+                        grace_s = self.plugin_watch_grace.as_secs(),
+                        "the watch of Plugin objects has been failing for longer than --plugin-watch-grace: the plugins of Plugin objects are unloaded until it works again (a Plugin deleted or narrowed meanwhile must not keep serving)"
+                    );
+                }
+                Some(Vec::new())
+            }
+            _ => {
+                if self.objects_withheld.swap(false, Ordering::SeqCst) {
+                    tracing::info!(
+                        "the watch of Plugin objects works again: their plugins load again"
+                    );
+                }
+                Some(cache.snapshot())
+            }
+        }
+    }
+
+    /// Whether the Plugin watch crossed its grace either way since the last reconcile:
+    /// failing past it with the objects' plugins still loaded, or working again with them
+    /// withheld. A failure or a recovery sends no event (a relist that finds nothing
+    /// changed sends none), so this is polled.
+    fn plugin_watch_turned(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let failing = self
+            .watches
+            .resolved(&plugin_kind())
+            .and_then(|r| self.caches.get(&r.type_ref()))
+            .and_then(|c| c.failing_for());
+        let past_grace = failing.is_some_and(|f| f >= self.plugin_watch_grace);
+        past_grace != self.objects_withheld.load(Ordering::SeqCst)
     }
 
     /// Whether a watch event is about a Plugin object.
@@ -358,26 +408,25 @@ impl Host {
             config.cache_dir.as_deref(),
         )?;
         let access = config.access.clone();
-        // Plugin objects' status and pull secrets (their list and watch are the watch
-        // manager's, once their kind is served).
+        // Plugin objects' status and the allowed pull secrets (their list and watch are the
+        // watch manager's, once their kind is served).
         if let Some(o) = &config.objects {
-            let needs = vec![
-                Need {
-                    rule: Rule::new(
-                        "patch",
-                        kubewasm_core::plugin_object::GROUP,
-                        &format!("{}/status", kubewasm_core::plugin_object::PLURAL),
-                        None,
-                    ),
-                    purpose: "writing Plugin objects' status".into(),
-                    blocking: false,
-                },
-                Need {
-                    rule: Rule::new("get", "", "secrets", Some(&o.namespace)),
-                    purpose: "Plugin objects' pull secrets".into(),
-                    blocking: false,
-                },
-            ];
+            let mut needs = vec![Need {
+                rule: Rule::new(
+                    "patch",
+                    kubewasm_core::plugin_object::GROUP,
+                    &format!("{}/status", kubewasm_core::plugin_object::PLURAL),
+                    None,
+                ),
+                purpose: "writing Plugin objects' status".into(),
+                blocking: false,
+            }];
+            // Only the secrets the operator allowed: the host reads no other.
+            needs.extend(o.allowed_pull_secrets.iter().map(|name| Need {
+                rule: Rule::new("get", "", "secrets", Some(&o.namespace)).named(name),
+                purpose: "a pull secret Plugin objects may name (--allowed-pull-secret)".into(),
+                blocking: false,
+            }));
             access.require(&client, "plugin objects", needs).await;
         }
         let discovery = Arc::new(Discovery::new(client.clone()));
@@ -447,7 +496,9 @@ impl Host {
                 ownership.clone(),
                 config.tombstone_retention,
             ),
-            status_writer: objects.as_ref().map(|_| StatusWriter::new(client.clone())),
+            status_writer: objects
+                .as_ref()
+                .map(|_| StatusWriter::new(client.clone(), ownership.clone())),
             reloader: Reloader::new(
                 config.plugins_dir.clone(),
                 config.approvals.clone(),
@@ -459,6 +510,12 @@ impl Host {
             ),
             ownership: ownership.clone(),
             objects_changed: tokio::sync::Notify::new(),
+            status_due: tokio::sync::Notify::new(),
+            plugin_watch_grace: config
+                .objects
+                .as_ref()
+                .map_or(Duration::MAX, |o| o.watch_grace),
+            objects_withheld: std::sync::atomic::AtomicBool::new(false),
             client: client.clone(),
             access,
             write_identity: config.write_identity.clone(),
@@ -515,6 +572,10 @@ impl Host {
             )),
         ];
         if parts.reloader.follows_objects() {
+            tasks.push(tokio::spawn(write_object_status(
+                parts.clone(),
+                cancel.clone(),
+            )));
             tasks.push(tokio::spawn(follow_plugin_objects(
                 parts.clone(),
                 config.reload_debounce.unwrap_or(Duration::from_millis(300)),
@@ -834,6 +895,23 @@ async fn report_queue_depths(
     }
 }
 
+/// Task: write the Plugin objects' status as the last reconcile left it, after each
+/// reconcile of them (a burst of reconciles makes one write of the latest states).
+async fn write_object_status(parts: Arc<Parts>, cancel: CancellationToken) {
+    let Some(writer) = &parts.status_writer else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = parts.status_due.notified() => {}
+        }
+        if parts.ownership.is_first() {
+            writer.write(&parts.reloader.object_states()).await;
+        }
+    }
+}
+
 /// Task: reconcile when a plugin's load ends, so its result takes effect.
 async fn follow_loads(parts: Arc<Parts>, cancel: CancellationToken) {
     loop {
@@ -880,6 +958,15 @@ async fn follow_plugin_objects(parts: Arc<Parts>, debounce: Duration, cancel: Ca
         tokio::select! {
             _ = cancel.cancelled() => break,
             _ = parts.objects_changed.notified() => {}
+            // The Plugin watch failed past its grace, or works again.
+            _ = async {
+                loop {
+                    tokio::time::sleep(PLUGIN_WATCH_POLL).await;
+                    if parts.plugin_watch_turned() {
+                        break;
+                    }
+                }
+            } => {}
             // A failed pull's retry is due.
             _ = async {
                 match retry {

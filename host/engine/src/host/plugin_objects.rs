@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
@@ -23,7 +24,17 @@ use kubewasm_core::sync::lock;
 use kubewasm_oci::{Auths, Credentials, Reference, RegistryConfig, Store};
 use kubewasm_runtime::{LimitOverrides, PluginFile};
 use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
 
+use crate::host::compiles::{PULL_SLOTS, Progress};
+
+/// Stages of a Plugin object's job, as [`Progress`] reports them: 0 is its start (the
+/// tag resolved, when it has one).
+pub(crate) const STAGE_PULLING: u8 = 1;
+/// Pulled; the module is being loaded.
+pub(crate) const STAGE_LOADING: u8 = 2;
+
+use crate::ops::ownership::Ownership;
 use crate::watch::cache::CachedObject;
 
 /// Field manager of the host's status writes.
@@ -43,6 +54,19 @@ pub struct ObjectsConfig {
     pub namespace: String,
     /// Largest module pulled, checked against the manifest before any layer byte.
     pub max_module_bytes: u64,
+    /// The operator's ceilings on `spec.limits`: a Plugin asking above one is refused
+    /// (`InvalidLimits`) before its module is pulled.
+    pub ceilings: kubewasm_runtime::LimitCeilings,
+    /// Longest one pull may take, all of it (the pull secret, the tag, the manifest, the
+    /// module): a registry that stalls fails the pull then, and it is retried with backoff.
+    pub pull_timeout: Duration,
+    /// The pull secrets a Plugin may name (`--allowed-pull-secret`); a Plugin naming any
+    /// other is refused before any Secret is read. Empty: none, the host's own
+    /// credentials only.
+    pub allowed_pull_secrets: Vec<String>,
+    /// How long the watch of Plugin objects may fail before their plugins are unloaded
+    /// (until it works again): what the host cannot see, it must not keep serving.
+    pub watch_grace: std::time::Duration,
 }
 
 /// The Plugin kind, as a watch target.
@@ -73,6 +97,7 @@ const PULL_REASONS: &[&str] = &[
     "NotAWasmArtifact",
     "StoreError",
     "PullFailed",
+    "PullTimeout",
     "PullSecretUnavailable",
 ];
 
@@ -96,35 +121,101 @@ impl Failure {
     }
 }
 
-/// A Plugin object's module: pulled, unchanged since it was last looked at, or failed.
+/// A Plugin object's module: unchanged since it was last looked at, to fetch, or failed
+/// before any request.
 pub(crate) enum Pulled {
     /// The same spec and digest as last time.
     Unchanged,
-    /// Pulled (or found in the store), as a plugin file.
-    File(Box<PluginFile>),
+    /// To pull (or find in the store), in a job of its own: [`ObjectSource::fetch`].
+    Fetch(Box<Fetch>),
     /// Why not.
     Failed(Failure),
 }
 
-/// One Plugin object, ready for the reloader: its module pulled and turned into a file,
-/// or why not.
+/// One Plugin object, ready for the reloader: what to fetch for it, or why not.
 pub(crate) struct Candidate {
     /// `metadata.name`: the plugin's name.
     pub(crate) name: String,
     /// `metadata.generation`.
     pub(crate) generation: i64,
-    /// The pinned reference pulled (`oci://…@sha256:…`).
-    pub(crate) pinned: Option<String>,
-    /// The manifest digest pulled.
-    pub(crate) digest: Option<String>,
     /// The module.
     pub(crate) pulled: Pulled,
-    /// Fingerprint of everything the load depends on (spec, pulled digest).
+    /// Fingerprint of everything the load depends on (spec, and the digest when known
+    /// without asking the registry); a fetch records its own.
     pub(crate) fingerprint: String,
     /// The object's conditions as last written, for their transition times.
     pub(crate) previous: Vec<Condition>,
     /// `spec.permissions` as an approval (None: they do not parse).
     pub(crate) approval: Option<Approval>,
+}
+
+/// Everything a pull of one Plugin's module needs, owned: it runs in a task of its own.
+pub(crate) struct Fetch {
+    /// The Plugin's name.
+    name: String,
+    /// `spec.module`, as written.
+    module: String,
+    reference: Reference,
+    /// The manifest digest when known without asking the registry: a digest reference, or
+    /// a tag resolved since the last rescan.
+    digest: Option<String>,
+    /// Fingerprint of the spec.
+    spec_fp: String,
+    /// `spec.pullSecretRef`, checked against the allowed ones.
+    pull_secret: Option<String>,
+    settings: Option<String>,
+    overrides: LimitOverrides,
+    /// The fingerprint the object was last looked at with: a tag found at the same digest
+    /// again is unchanged, and nothing is pulled or reloaded.
+    known: String,
+    /// A rescan's look at a tag already resolved for this spec: status says nothing
+    /// unless it moved (the job then reaches [`STAGE_PULLING`]).
+    recheck: bool,
+}
+
+impl Fetch {
+    /// What the job is known by: the spec (a tag resolved meanwhile does not restart it).
+    pub(crate) fn key(&self) -> &str {
+        &self.spec_fp
+    }
+
+    /// `spec.module`, as written.
+    pub(crate) fn module(&self) -> &str {
+        &self.module
+    }
+
+    /// Whether this is a rescan's look at a tag already resolved for this spec.
+    pub(crate) fn recheck(&self) -> bool {
+        self.recheck
+    }
+}
+
+/// What a pull came to, with the fingerprint to record for it (the spec's and, once the
+/// tag is resolved, the digest's).
+pub(crate) struct Fetched {
+    pub(crate) fingerprint: String,
+    /// The module (None: a tag found at the digest already looked at), or why not.
+    pub(crate) result: Result<Option<FetchedModule>, Failure>,
+}
+
+/// A module pulled (or found in the store), as a plugin file.
+pub(crate) struct FetchedModule {
+    /// The pinned reference pulled (`oci://…@sha256:…`).
+    pub(crate) pinned: String,
+    /// The manifest digest pulled.
+    pub(crate) digest: String,
+    pub(crate) file: PluginFile,
+    /// The tag named in `spec.module` moved to this digest since it was last resolved.
+    pub(crate) moved: Option<TagMove>,
+}
+
+/// A tag found at another digest than when it was last resolved for the same Plugin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TagMove {
+    /// The reference as `spec.module` names it.
+    pub(crate) reference: String,
+    pub(crate) from: String,
+    pub(crate) to: String,
 }
 
 /// Pulls the modules of Plugin objects.
@@ -133,9 +224,15 @@ pub(crate) struct ObjectSource {
     oci: kubewasm_oci::Client,
     store: Store,
     config: ObjectsConfig,
-    /// Tag references resolved: (reference, spec fingerprint) → digest. A tag is resolved
-    /// again when the object changes or on a rescan, not on every reload.
-    resolved: Mutex<BTreeMap<String, String>>,
+    /// Tag references resolved: (reference, spec fingerprint) → digest, and whether since
+    /// the last rescan. A tag is resolved again when the object changes or on a rescan,
+    /// not on every reload.
+    resolved: Mutex<BTreeMap<String, (String, bool)>>,
+    /// The digest each Plugin's tag was last found at, (plugin, reference) → digest, and
+    /// whether since the last rescan: kept across a rescan, so a tag that moved is said.
+    tags: Mutex<BTreeMap<(String, String), (String, bool)>>,
+    /// Pulls running at once ([`PULL_SLOTS`]).
+    slots: Arc<Semaphore>,
 }
 
 impl ObjectSource {
@@ -154,20 +251,32 @@ impl ObjectSource {
             store,
             config,
             resolved: Mutex::new(BTreeMap::new()),
+            tags: Mutex::new(BTreeMap::new()),
+            slots: Arc::new(Semaphore::new(PULL_SLOTS)),
         })
     }
 
-    /// Forget resolved tags, so the next reload asks the registry again (a rescan).
+    /// Mark resolved tags stale, so the next reload asks the registry again (a rescan).
+    /// What was not resolved again since the rescan before is forgotten (a spec changed
+    /// or deleted), so both maps stay as large as the Plugins' tags.
     pub(crate) fn forget_tags(&self) {
-        lock(&self.resolved).clear();
+        stale(&mut lock(&self.resolved));
+        stale(&mut lock(&self.tags));
     }
 
-    /// Every Plugin object, its module pulled (from the store when it is there) unless
-    /// `unchanged(name, fingerprint)` says it was looked at as it is.
-    pub(crate) async fn candidates(
+    /// `--pull-timeout`.
+    pub(crate) fn pull_timeout(&self) -> Duration {
+        self.config.pull_timeout
+    }
+
+    /// Every Plugin object, checked and made ready to fetch, with no request: unchanged
+    /// when `unchanged(name, fingerprint)` says it was looked at as it is; `known(name)`
+    /// is the fingerprint it was last looked at with.
+    pub(crate) fn candidates(
         &self,
         objects: &[Arc<CachedObject>],
         unchanged: impl Fn(&str, &str) -> bool,
+        known: impl Fn(&str) -> String,
     ) -> Vec<Candidate> {
         let mut out = Vec::with_capacity(objects.len());
         for o in objects {
@@ -189,8 +298,6 @@ impl ObjectSource {
             let mut c = Candidate {
                 name: name.clone(),
                 generation,
-                pinned: None,
-                digest: None,
                 pulled: Pulled::Unchanged,
                 fingerprint: spec_fp.clone(),
                 previous,
@@ -202,7 +309,7 @@ impl ObjectSource {
                 Err(e) => Pulled::Failed(Failure::new("InvalidSpec", format!("spec: {e}"))),
                 Ok(obj) => {
                     c.approval = Some(obj.spec.permissions.to_approval().unwrap_or_default());
-                    match self.pull(&obj, &spec_fp, &mut c, &unchanged).await {
+                    match self.prepare(&obj, &spec_fp, &mut c, &unchanged, &known) {
                         Ok(p) => p,
                         Err(f) => Pulled::Failed(f),
                     }
@@ -213,12 +320,15 @@ impl ObjectSource {
         out
     }
 
-    async fn pull(
+    /// Check a Plugin's spec and say what to fetch for it: nothing here reaches the
+    /// registry or reads a Secret.
+    fn prepare(
         &self,
         obj: &PluginObject,
         spec_fp: &str,
         c: &mut Candidate,
         unchanged: &impl Fn(&str, &str) -> bool,
+        known: &impl Fn(&str) -> String,
     ) -> Result<Pulled, Failure> {
         let spec = &obj.spec;
         // The candidate carries the approval; here a malformed one stops the pull.
@@ -231,6 +341,7 @@ impl ObjectSource {
                 let o: LimitOverrides = serde_json::from_value(v.clone())
                     .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
                 o.validate()
+                    .and_then(|()| self.config.ceilings.check(&o))
                     .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
                 o
             }
@@ -252,81 +363,183 @@ impl ObjectSource {
         let reference: Reference = module
             .parse()
             .map_err(|e: kubewasm_oci::Error| Failure::new(e.reason(), e.to_string()))?;
-        let creds = self.credentials(obj, &reference).await?;
-        let digest = match reference.digest() {
-            Some(d) => d.to_string(),
+        let pull_secret = spec.pull_secret_ref.as_ref().map(|s| s.name.clone());
+        if let Some(secret) = &pull_secret {
+            self.check_pull_secret(secret)?;
+        }
+        let (digest, recheck) = match reference.digest() {
+            Some(d) => (Some(d.to_string()), false),
             // A tag that failed to resolve is not asked again before its retry is due.
             None if unchanged(&c.name, spec_fp) => return Ok(Pulled::Unchanged),
+            None => match lock(&self.resolved).get(&format!("{module} {spec_fp}")) {
+                Some((d, true)) => (Some(d.clone()), false),
+                Some((_, false)) => (None, true),
+                None => (None, false),
+            },
+        };
+        if let Some(d) = &digest {
+            c.fingerprint = fingerprint(spec_fp, d);
+            if unchanged(&c.name, &c.fingerprint) {
+                return Ok(Pulled::Unchanged);
+            }
+        }
+        Ok(Pulled::Fetch(Box::new(Fetch {
+            name: c.name.clone(),
+            module: module.to_string(),
+            reference,
+            digest,
+            spec_fp: spec_fp.to_string(),
+            pull_secret,
+            settings: spec.settings.as_ref().map(|s| s.to_string()),
+            overrides,
+            known: known(&c.name),
+            recheck,
+        })))
+    }
+
+    /// Whether a Plugin may name pull secret `name`: only those the operator allowed, so
+    /// whoever may create a Plugin cannot have the host read any other Secret.
+    fn check_pull_secret(&self, name: &str) -> Result<(), Failure> {
+        let allowed = &self.config.allowed_pull_secrets;
+        if allowed.iter().any(|a| a == name) {
+            return Ok(());
+        }
+        let which = if allowed.is_empty() {
+            "none is (the host's own registry credentials only)".to_string()
+        } else {
+            format!("only {} are", allowed.join(", "))
+        };
+        Err(Failure::new(
+            "PullSecretNotAllowed",
+            format!(
+                "spec.pullSecretRef {name:?} is not a pull secret the operator allowed (--allowed-pull-secret): {which}"
+            ),
+        ))
+    }
+
+    /// Pull `f`'s module (from the store when it is there), within `--pull-timeout` once
+    /// a pull slot is free. The fingerprint returned is the one to record, failed or not:
+    /// a tag resolved before the deadline counts, so the retry waits its backoff.
+    pub(crate) async fn fetch(self: Arc<Self>, f: Fetch, progress: Progress) -> Fetched {
+        // Never closed: a closed semaphore would only lift the bound.
+        let _slot = self.slots.clone().acquire_owned().await.ok();
+        let mut digest = f.digest.clone();
+        let deadline = self.config.pull_timeout;
+        let result =
+            tokio::time::timeout(deadline, self.fetch_within(&f, &mut digest, &progress)).await;
+        let fingerprint = match &digest {
+            Some(d) => fingerprint(&f.spec_fp, d),
+            None => f.spec_fp.clone(),
+        };
+        let result = result.unwrap_or_else(|_| {
+            Err(Failure::new(
+                "PullTimeout",
+                format!(
+                    "pulling {} took longer than {deadline:?} (--pull-timeout): the registry did not answer in time",
+                    f.module
+                ),
+            ))
+        });
+        Fetched {
+            fingerprint,
+            result,
+        }
+    }
+
+    async fn fetch_within(
+        &self,
+        f: &Fetch,
+        digest: &mut Option<String>,
+        progress: &Progress,
+    ) -> Result<Option<FetchedModule>, Failure> {
+        let creds = self
+            .credentials(f.pull_secret.as_deref(), &f.reference)
+            .await?;
+        let mut moved = None;
+        let d = match digest.clone() {
+            Some(d) => d,
             None => {
-                let key = format!("{module} {spec_fp}");
-                let known = lock(&self.resolved).get(&key).cloned();
-                match known {
-                    Some(d) => d,
-                    None => {
-                        let d = self
-                            .oci
-                            .resolve(&reference, &creds)
-                            .await
-                            .map_err(|e| Failure::new(e.reason(), e.to_string()))?;
-                        lock(&self.resolved).insert(key, d.clone());
-                        d
-                    }
+                let d = self
+                    .oci
+                    .resolve(&f.reference, &creds)
+                    .await
+                    .map_err(|e| Failure::new(e.reason(), e.to_string()))?;
+                lock(&self.resolved)
+                    .insert(format!("{} {}", f.module, f.spec_fp), (d.clone(), true));
+                let before = lock(&self.tags)
+                    .insert((f.name.clone(), f.module.clone()), (d.clone(), true))
+                    .map(|(before, _)| before);
+                tracing::debug!(plugin = %f.name, reference = %f.module, digest = %d, "tag resolved");
+                if let Some(before) = before
+                    && before != d
+                {
+                    tracing::info!(plugin = %f.name, reference = %f.module, from = %before, to = %d,
+                        "tag moved");
+                    moved = Some(TagMove {
+                        reference: f.module.clone(),
+                        from: before,
+                        to: d.clone(),
+                    });
                 }
+                *digest = Some(d.clone());
+                d
             }
         };
-        let pinned = reference.pinned(&digest);
-        c.pinned = Some(pinned.to_string());
-        c.digest = Some(digest.clone());
-        c.fingerprint = hex_sha256(format!("{spec_fp} {digest}"));
-        if unchanged(&c.name, &c.fingerprint) {
-            return Ok(Pulled::Unchanged);
+        if fingerprint(&f.spec_fp, &d) == f.known {
+            return Ok(None);
         }
+        progress.stage(STAGE_PULLING);
+        let pinned = f.reference.pinned(&d);
         let pulled = self
             .oci
             .pull_wasm(&pinned, &creds, &self.store, self.config.max_module_bytes)
             .await
             .map_err(|e| Failure::new(e.reason(), e.to_string()))?;
         if !pulled.from_store {
-            tracing::info!(plugin = %c.name, module = %pinned, bytes = pulled.size, "module pulled");
+            tracing::info!(plugin = %f.name, module = %pinned, bytes = pulled.size, "module pulled");
         }
-        let bytes = tokio::fs::read(&pulled.path).await.map_err(|e| {
-            Failure::new(
-                "StoreError",
-                format!("reading {}: {e}", pulled.path.display()),
-            )
-        })?;
+        // The bytes the pull verified, never read again from the store.
+        let bytes = pulled.bytes;
         let file = PluginFile {
             // Named after the object: a plugin must call itself what its source is named
             // (its bytes come from the store; the path only names it in messages).
             path: PathBuf::from(plugin_object::PLURAL.to_string() + "." + plugin_object::GROUP)
-                .join(format!("{}.wasm", c.name)),
+                .join(format!("{}.wasm", f.name)),
             digest: hex::encode(Sha256::digest(&bytes)),
             bytes,
-            settings: spec.settings.as_ref().map(|s| s.to_string()),
-            overrides,
+            settings: f.settings.clone(),
+            overrides: f.overrides.clone(),
         };
-        Ok(Pulled::File(Box::new(file)))
+        Ok(Some(FetchedModule {
+            pinned: pinned.to_string(),
+            digest: d,
+            file,
+            moved,
+        }))
     }
 
     /// The credentials for the module's registry: from the Plugin's pull secret when it
-    /// names one, else from the host's Docker config.
+    /// names one (allowed: [`ObjectSource::check_pull_secret`]), else from the host's
+    /// Docker config.
     async fn credentials(
         &self,
-        obj: &PluginObject,
+        secret: Option<&str>,
         reference: &Reference,
     ) -> Result<Credentials, Failure> {
-        let Some(secret) = &obj.spec.pull_secret_ref else {
+        let Some(secret) = secret else {
             return Ok(self.config.auths.for_registry(reference.registry()));
         };
+        // Checked when the pull was prepared; again here, right before the read.
+        self.check_pull_secret(secret)?;
         let api: Api<k8s_openapi::api::core::v1::Secret> =
             Api::namespaced(self.client.clone(), &self.config.namespace);
-        let s = api.get(&secret.name).await.map_err(|e| {
+        let s = api.get(secret).await.map_err(|e| {
             Failure::new(
                 "PullSecretUnavailable",
                 format!(
                     "pull secret {}/{}: {}",
                     self.config.namespace,
-                    secret.name,
+                    secret,
                     kube_error(&e)
                 ),
             )
@@ -334,10 +547,7 @@ impl ObjectSource {
         let bad = |why: &str| {
             Failure::new(
                 "InvalidPullSecret",
-                format!(
-                    "pull secret {}/{}: {why}",
-                    self.config.namespace, secret.name
-                ),
+                format!("pull secret {}/{}: {why}", self.config.namespace, secret),
             )
         };
         if s.type_.as_deref() != Some("kubernetes.io/dockerconfigjson") {
@@ -351,6 +561,19 @@ impl ObjectSource {
         let auths = Auths::from_docker_config_json(&data.0).map_err(|e| bad(&e.to_string()))?;
         Ok(auths.for_registry(reference.registry()))
     }
+}
+
+/// Forget the entries not resolved since the last call, and mark the rest stale.
+fn stale<K: Ord>(map: &mut BTreeMap<K, (String, bool)>) {
+    map.retain(|_, (_, fresh)| *fresh);
+    for (_, fresh) in map.values_mut() {
+        *fresh = false;
+    }
+}
+
+/// The fingerprint of a Plugin's load: its spec and the digest pulled.
+fn fingerprint(spec_fp: &str, digest: &str) -> String {
+    hex_sha256(format!("{spec_fp} {digest}"))
 }
 
 /// A kube error in one short phrase (the API's status message when there is one).
@@ -381,6 +604,30 @@ pub(crate) struct ObjectState {
     pub(crate) requested: Option<Permissions>,
     /// Conditions as last written.
     pub(crate) previous: Vec<Condition>,
+    /// A job running for the newest spec (its generation is then the one reported).
+    pub(crate) busy: Option<Busy>,
+    /// The tag of the newest spec moved when it was last pulled.
+    pub(crate) moved: Option<TagMove>,
+}
+
+/// A job running for a Plugin's newest spec, as status says it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Busy {
+    /// Its module is being pulled, within the deadline (`--pull-timeout`).
+    Pulling { module: String, deadline: Duration },
+    /// Pulled; being compiled, described and checked.
+    Loading { module: String },
+}
+
+impl Busy {
+    fn describe(&self) -> String {
+        match self {
+            Busy::Pulling { module, deadline } => {
+                format!("pulling {module} (for at most {deadline:?}, --pull-timeout)")
+            }
+            Busy::Loading { module } => format!("loading {module}"),
+        }
+    }
 }
 
 impl ObjectState {
@@ -405,13 +652,30 @@ impl ObjectState {
                 message: kubewasm_core_excerpt(&message),
             }
         };
-        let (ready, reason, message) = match (&self.serving, &self.failure) {
-            (Some((pinned, _, version)), None) => (
+        let (ready, reason, mut message) = match (&self.busy, &self.serving, &self.failure) {
+            (Some(busy), serving, _) => {
+                let reason = match busy {
+                    Busy::Pulling { .. } => "Pulling",
+                    Busy::Loading { .. } => "Loading",
+                };
+                match serving {
+                    Some((pinned, _, version)) => (
+                        "True",
+                        reason,
+                        format!(
+                            "version {version} from {pinned} keeps serving; {}",
+                            busy.describe()
+                        ),
+                    ),
+                    None => ("False", reason, busy.describe()),
+                }
+            }
+            (None, Some((pinned, _, version)), None) => (
                 "True",
                 "Serving",
                 format!("version {version} from {pinned}"),
             ),
-            (Some((pinned, _, version)), Some(f)) => (
+            (None, Some((pinned, _, version)), Some(f)) => (
                 "True",
                 f.reason,
                 format!(
@@ -419,9 +683,17 @@ impl ObjectState {
                     f.message
                 ),
             ),
-            (None, Some(f)) => ("False", f.reason, f.message.clone()),
-            (None, None) => ("False", "Pending", "not loaded yet".to_string()),
+            (None, None, Some(f)) => ("False", f.reason, f.message.clone()),
+            (None, None, None) => ("False", "Pending", "not loaded yet".to_string()),
         };
+        if let Some(m) = &self.moved
+            && self.busy.is_none()
+        {
+            message.push_str(&format!(
+                "; tag {} moved from {} to {}",
+                m.reference, m.from, m.to
+            ));
+        }
         conditions.push(cond("Ready", ready, reason, message));
         match &self.approved {
             Some(Ok(())) => conditions.push(cond(
@@ -440,9 +712,14 @@ impl ObjectState {
                 "the module was not loaded".into(),
             )),
         }
-        match (self.pulled, &self.failure) {
-            (Some(true), _) => conditions.push(cond("Pulled", "True", "Pulled", String::new())),
-            (Some(false), Some(f)) => {
+        match (&self.busy, self.pulled, &self.failure) {
+            (Some(busy @ Busy::Pulling { .. }), _, _) => {
+                conditions.push(cond("Pulled", "Unknown", "Pulling", busy.describe()))
+            }
+            (Some(Busy::Loading { .. }), _, _) | (None, Some(true), _) => {
+                conditions.push(cond("Pulled", "True", "Pulled", String::new()))
+            }
+            (None, Some(false), Some(f)) => {
                 conditions.push(cond("Pulled", "False", f.reason, f.message.clone()))
             }
             _ => {}
@@ -463,16 +740,20 @@ fn kubewasm_core_excerpt(message: &str) -> String {
     kubewasm_core::excerpt::excerpt(message, 1024).into_owned()
 }
 
-/// Writes Plugin objects' status (the leader only), skipping what it already wrote.
+/// Writes Plugin objects' status (the leader, or the holder of shard 0, only), skipping
+/// what it already wrote. Each write is fenced by that term: a replica whose term ends
+/// while a write is in flight abandons it, so two replicas never both write status.
 pub(crate) struct StatusWriter {
     client: Client,
+    ownership: Ownership,
     written: Mutex<BTreeMap<String, PluginObjectStatus>>,
 }
 
 impl StatusWriter {
-    pub(crate) fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client, ownership: Ownership) -> Self {
         StatusWriter {
             client,
+            ownership,
             written: Mutex::new(BTreeMap::new()),
         }
     }
@@ -512,14 +793,17 @@ impl StatusWriter {
                 "metadata": {"name": name},
                 "status": status,
             });
-            match api
-                .patch_status(
-                    name,
-                    &PatchParams::apply(STATUS_MANAGER).force(),
-                    &Patch::Apply(&body),
-                )
-                .await
-            {
+            let params = PatchParams::apply(STATUS_MANAGER).force();
+            let written = self
+                .ownership
+                .guard_first(api.patch_status(name, &params, &Patch::Apply(&body)))
+                .await;
+            let Ok(written) = written else {
+                // Not (or no longer) this replica's to write: the next holder writes all.
+                tracing::debug!(plugin = %name, "Plugin status not written: this replica's term ended");
+                return;
+            };
+            match written {
                 Ok(_) => {
                     lock(&self.written).insert(name.clone(), status);
                 }
@@ -568,6 +852,8 @@ mod tests {
             approved: Some(Ok(())),
             requested: None,
             previous: vec![],
+            busy: None,
+            moved: None,
         }
     }
 
@@ -621,6 +907,77 @@ mod tests {
             ("False", "NotApproved")
         );
         assert_eq!(g.digest, None);
+    }
+
+    #[test]
+    fn a_running_pull_reads_pulling_at_its_generation_and_a_moved_tag_is_said() {
+        let mut pulling = state();
+        pulling.generation = 3;
+        pulling.busy = Some(Busy::Pulling {
+            module: "oci://r/p@sha256:bb".into(),
+            deadline: Duration::from_secs(180),
+        });
+        let s = pulling.status("t1");
+        let ready = &s.conditions[0];
+        assert_eq!(
+            (ready.status.as_str(), ready.reason.as_str()),
+            ("True", "Pulling")
+        );
+        assert!(
+            ready
+                .message
+                .contains("keeps serving; pulling oci://r/p@sha256:bb")
+                && ready.message.contains("--pull-timeout"),
+            "{}",
+            ready.message
+        );
+        assert_eq!(ready.observed_generation, Some(3));
+        let pulled = s.conditions.iter().find(|c| c.type_ == "Pulled").unwrap();
+        assert_eq!(
+            (pulled.status.as_str(), pulled.reason.as_str()),
+            ("Unknown", "Pulling")
+        );
+        // What serves is still said.
+        assert_eq!(s.digest.as_deref(), Some("sha256:aa"));
+
+        let mut first = pulling.clone();
+        first.serving = None;
+        first.busy = Some(Busy::Loading {
+            module: "oci://r/p@sha256:bb".into(),
+        });
+        let s = first.status("t1");
+        assert_eq!(
+            (
+                s.conditions[0].status.as_str(),
+                s.conditions[0].reason.as_str()
+            ),
+            ("False", "Loading")
+        );
+
+        let mut moved = state();
+        moved.moved = Some(TagMove {
+            reference: "oci://r/p:live".into(),
+            from: "sha256:00".into(),
+            to: "sha256:aa".into(),
+        });
+        let s = moved.status("t1");
+        assert_eq!(s.conditions[0].reason, "Serving");
+        assert!(
+            s.conditions[0]
+                .message
+                .ends_with("; tag oci://r/p:live moved from sha256:00 to sha256:aa"),
+            "{}",
+            s.conditions[0].message
+        );
+    }
+
+    #[test]
+    fn stale_tags_are_forgotten_after_a_rescan_without_a_look() {
+        let mut m = BTreeMap::from([("a", ("d1".to_string(), true))]);
+        stale(&mut m);
+        assert_eq!(m.get("a"), Some(&("d1".to_string(), false)));
+        stale(&mut m);
+        assert!(m.is_empty());
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //! on every reconcile: a plugin is looked at again when its file or its approval changes.
 //! A Plugin object's approval is its own `spec.permissions`.
 //!
-//! Loads run apart from reconciles ([`Compiles`]): a reconcile starts the load of a changed
-//! source and goes on; the reconcile after the load ends takes its result. A source whose
-//! load runs keeps its running version meanwhile.
+//! Pulls and loads run apart from reconciles ([`Jobs`]): a reconcile starts the job of a
+//! changed source (a file's load; a Plugin object's pull, then its load) and goes on; the
+//! reconcile after the job ends takes its result. A source whose job runs keeps its running
+//! version meanwhile, and a Plugin's status says `Pulling` or `Loading`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
@@ -18,18 +19,24 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
+use tokio::sync::{Notify, Semaphore};
+
 use kubewasm_core::grant::{Approval, approve, check_approval, still_fits};
 use kubewasm_core::manifest::Manifest;
 use kubewasm_core::plugin_object::Permissions;
 use kubewasm_runtime::approval::Approvals;
+use kubewasm_runtime::loader::Loaded;
 use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
 use crate::apply::identity::{AccessVerdict, AccountReviews};
 use crate::dispatch::{Health, QuarantinePolicy};
-use crate::host::compiles::{COMPILE_SLOTS, Compiles, Outcome};
+use crate::host::compiles::{COMPILE_SLOTS, Jobs, Outcome, Progress};
 use crate::host::environment::{Active, Environment, PluginStatus, Version};
-use crate::host::plugin_objects::{Candidate, Failure, ObjectSource, ObjectState, Pulled};
+use crate::host::plugin_objects::{
+    Busy, Candidate, Failure, Fetch, ObjectSource, ObjectState, Pulled, STAGE_LOADING,
+    STAGE_PULLING, TagMove,
+};
 use crate::host::replay::Replay;
 use crate::ops::metrics::{InfoLabels, Metrics};
 use crate::watch::cache::CachedObject;
@@ -79,6 +86,9 @@ struct SourceState {
     access_refused: bool,
     /// The read rules its ServiceAccount was found to lack, as the last review said.
     missing_reads: Vec<String>,
+    /// A job (load, or pull and load) runs for its newest version: a retry due is being
+    /// made, so it does not wake the reloader again before the job ends.
+    running: bool,
 }
 
 /// First retry of a failed pull, doubling per try up to [`RETRY_MAX`]: registry trouble
@@ -104,6 +114,30 @@ struct ObjectOutcome {
     pulled: Option<bool>,
     approved: Option<Result<(), String>>,
     requested: Option<Permissions>,
+    /// The job running for the newest spec, and that spec's generation.
+    busy: Option<(i64, Busy)>,
+    /// The tag of the newest spec moved when it was last pulled.
+    moved: Option<TagMove>,
+}
+
+/// What a file's job came to: its load.
+type FileJob = Result<Loaded, kubewasm_runtime::Error>;
+
+/// What a Plugin object's job came to: its pull, then the load of what it pulled.
+struct ObjectJob {
+    /// The fingerprint to record (the spec's, and the digest's once resolved).
+    fingerprint: String,
+    /// The module loaded (None: its tag still names the digest looked at), or why the
+    /// pull failed.
+    result: Result<Option<ObjectLoad>, Failure>,
+}
+
+/// A Plugin object's module, pulled and loaded (or not).
+struct ObjectLoad {
+    pinned: String,
+    digest: String,
+    moved: Option<TagMove>,
+    loaded: FileJob,
 }
 
 /// A plugin that came into effect, for the log.
@@ -203,9 +237,16 @@ pub(crate) struct Reloader {
     /// The approvals last read well, kept while the file cannot be read (mid-write), and
     /// the error that says so.
     approvals: tokio::sync::Mutex<(Approvals, Option<String>)>,
-    objects: Option<ObjectSource>,
+    objects: Option<Arc<ObjectSource>>,
     loader: Arc<Loader>,
-    compiles: Compiles,
+    /// The files' loads.
+    compiles: Jobs<FileJob>,
+    /// The Plugin objects' pulls and loads.
+    fetches: Jobs<ObjectJob>,
+    /// Loads running at once, files and objects together ([`COMPILE_SLOTS`]).
+    compile_slots: Arc<Semaphore>,
+    /// A job ended (or a pull turned into a load): a reconcile takes its result.
+    finished: Arc<Notify>,
     quarantine: QuarantinePolicy,
     metrics: Arc<Metrics>,
     sources: tokio::sync::Mutex<BTreeMap<Origin, SourceState>>,
@@ -228,6 +269,8 @@ pub(crate) struct Reloader {
 enum Newest {
     Unchanged,
     Read(Box<PluginFile>, Option<Approval>),
+    /// A Plugin object's module to pull, then load under the approval.
+    Fetch(Box<Fetch>, Option<Approval>),
     /// Unreadable (a file mid-write, bad settings, a failed pull): the fingerprint is
     /// kept only when `retry` is false.
     Failed {
@@ -244,20 +287,14 @@ struct Item {
     /// The approval in force for this source now, when known even if the newest version
     /// could not be read (a Plugin's permissions): the running version must fit it.
     approval_now: Option<Approval>,
-    /// Plugin objects: the generation, pinned reference and digest pulled.
+    /// Plugin objects: the generation, and the conditions as last read.
     object: Option<ObjectSeen>,
     /// The plugin this source is approved as (its file's or object's name), when known.
     account: Option<String>,
 }
 
-/// A Plugin object as a reconcile saw it: generation, pinned reference, digest, and its
-/// conditions as last read.
-type ObjectSeen = (
-    i64,
-    Option<String>,
-    Option<String>,
-    Vec<kubewasm_core::plugin_object::Condition>,
-);
+/// A Plugin object as a reconcile saw it: generation, and its conditions as last read.
+type ObjectSeen = (i64, Vec<kubewasm_core::plugin_object::Condition>);
 
 impl Reloader {
     pub(crate) fn new(
@@ -270,12 +307,16 @@ impl Reloader {
         reviews: Option<Arc<AccountReviews>>,
     ) -> Self {
         let loader = Arc::new(loader);
+        let finished = Arc::new(Notify::new());
         Reloader {
             dir,
             approvals_path,
             approvals: tokio::sync::Mutex::new((Approvals::none(), None)),
-            objects,
-            compiles: Compiles::new(loader.clone(), COMPILE_SLOTS),
+            objects: objects.map(Arc::new),
+            compiles: Jobs::new(finished.clone()),
+            fetches: Jobs::new(finished.clone()),
+            compile_slots: Arc::new(Semaphore::new(COMPILE_SLOTS)),
+            finished,
             loader,
             quarantine,
             metrics,
@@ -340,9 +381,10 @@ impl Reloader {
         *kubewasm_core::sync::read(&self.next_retry)
     }
 
-    /// Wait until a load has ended since the last wait: a reconcile takes its result.
+    /// Wait until a job has ended (or a pull turned into a load) since the last wait: a
+    /// reconcile takes its result.
     pub(crate) async fn load_finished(&self) {
-        self.compiles.finished().await
+        self.finished.notified().await
     }
 
     /// Forget resolved tags: the next reconcile asks the registries again.
@@ -460,28 +502,30 @@ impl Reloader {
         Some(items)
     }
 
-    /// The newest version of every Plugin object.
-    async fn object_items(
+    /// The newest version of every Plugin object: nothing here waits on a registry.
+    fn object_items(
         &self,
         source: &ObjectSource,
         objects: &[Arc<CachedObject>],
         known: &BTreeMap<Origin, SourceState>,
     ) -> Vec<Item> {
-        let unchanged = |name: &str, fp: &str| {
-            known
-                .get(&Origin::Object(name.to_string()))
-                .is_some_and(|s| s.unchanged(fp))
+        let state = |name: &str| known.get(&Origin::Object(name.to_string()));
+        let unchanged = |name: &str, fp: &str| state(name).is_some_and(|s| s.unchanged(fp));
+        // What a fetch may find again and skip: the version last looked at, unless its
+        // pull failed (a retry must pull).
+        let looked_at = |name: &str| {
+            state(name)
+                .filter(|s| s.retry_at.is_none())
+                .map(|s| s.fingerprint.clone())
+                .unwrap_or_default()
         };
         source
-            .candidates(objects, unchanged)
-            .await
+            .candidates(objects, unchanged, looked_at)
             .into_iter()
             .map(|c: Candidate| {
                 let Candidate {
                     name,
                     generation,
-                    pinned,
-                    digest,
                     pulled,
                     fingerprint,
                     previous,
@@ -489,10 +533,7 @@ impl Reloader {
                 } = c;
                 let newest = match pulled {
                     Pulled::Unchanged => Newest::Unchanged,
-                    Pulled::File(file) => {
-                        let a = approval.clone();
-                        Newest::Read(file, a)
-                    }
+                    Pulled::Fetch(fetch) => Newest::Fetch(fetch, approval.clone()),
                     Pulled::Failed(failure) => {
                         // Registry trouble is retried at the next reconcile; a spec that
                         // cannot work waits for the next change.
@@ -505,7 +546,7 @@ impl Reloader {
                     fingerprint,
                     newest,
                     approval_now: approval,
-                    object: Some((generation, pinned, digest, previous)),
+                    object: Some((generation, previous)),
                     account: Some(name),
                 }
             })
@@ -538,7 +579,7 @@ impl Reloader {
             "reconciling the plugin sources"
         );
         let objects = match (&self.objects, &objects) {
-            (Some(source), Some(list)) => Some(self.object_items(source, list, &sources).await),
+            (Some(source), Some(list)) => Some(self.object_items(source, list, &sources)),
             _ => None,
         };
         // Sources of a kind not looked at this time stay as they are.
@@ -574,7 +615,9 @@ impl Reloader {
             .cloned()
             .collect();
         for origin in gone {
+            // A Plugin deleted during its pull: the pull stops.
             self.compiles.discard(&origin);
+            self.fetches.discard(&origin);
             if let Some(state) = sources.remove(&origin)
                 && let Some(name) = state.serving
                 && let Some(active) = next.env.plugins.remove(&name)
@@ -597,7 +640,11 @@ impl Reloader {
                 .map(|(o, s)| (o.to_string(), s.missing_reads.clone()))
                 .collect();
         }
-        *write(&self.next_retry) = sources.values().filter_map(|s| s.retry_at).min();
+        *write(&self.next_retry) = sources
+            .values()
+            .filter(|s| !s.running)
+            .filter_map(|s| s.retry_at)
+            .min();
         *write(&self.serving_from) = sources
             .iter()
             .filter_map(|(o, s)| Some((s.serving.clone()?, o.to_string())))
@@ -649,9 +696,12 @@ impl Reloader {
             account: _,
         } = item;
         let state = sources.entry(origin.clone()).or_default();
-        // A generation is observed once its load has ended (status says so then).
+        state.running = false;
+        // A generation is observed once its job has ended (status says so then; while a
+        // Plugin's job runs, status reports the generation it works on).
         let observed = state.object_generation;
-        if let Some((generation, _, _, previous)) = &object {
+        let generation = object.as_ref().map(|(g, _)| *g).unwrap_or_default();
+        if let Some((generation, previous)) = &object {
             state.object_generation = *generation;
             state.object_previous = previous.clone();
         }
@@ -684,6 +734,8 @@ impl Reloader {
                 let loading = !matches!(newest, Newest::Unchanged);
                 if loading || unload {
                     self.compiles.discard(&origin);
+                    self.fetches.discard(&origin);
+                    state.object.busy = None;
                     if state.rejected.as_deref() != Some(why.as_str()) {
                         tracing::error!(source = %origin, error = %why, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
                     }
@@ -701,9 +753,13 @@ impl Reloader {
                 tracing::warn!(source = %origin, error = %why, "cannot review the plugin's access; it keeps serving");
             }
         }
+        if !matches!(newest, Newest::Fetch(..)) {
+            state.object.busy = None;
+        }
         if let Newest::Unchanged = newest {
-            // Back to the version it serves: a load of another one is not wanted.
+            // Back to the version it serves: a job for another one is not wanted.
             self.compiles.discard(&origin);
+            self.fetches.discard(&origin);
             return false;
         }
         // The approval in force now bounds what may keep running, whatever becomes of the
@@ -720,42 +776,89 @@ impl Reloader {
             state.serving = None;
             state.object.serving_module = None;
         }
-        let (file, approval) = match newest {
+        // The fingerprint is recorded only with the job's result: until then every
+        // reconcile sees the source as changed, and asks again.
+        let (loaded, approval, fingerprint, module) = match newest {
             Newest::Unchanged => return false,
             Newest::Failed { failure, retry } => {
                 self.compiles.discard(&origin);
-                // Said once per failure, not at every retry of the same one.
-                if state.object.failure.as_ref() != Some(&failure) {
-                    tracing::error!(source = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
-                }
-                state.fingerprint = fingerprint;
-                if retry {
-                    let backoff = RETRY_BASE
-                        .saturating_mul(1 << state.retries.min(10))
-                        .min(RETRY_MAX);
-                    state.retries += 1;
-                    state.retry_at = Some(tokio::time::Instant::now() + backoff);
-                } else {
-                    state.retries = 0;
-                    state.retry_at = None;
-                }
-                state.rejected = Some(failure.message.clone());
-                state.object.pulled = failure.is_pull().then_some(false);
-                state.object.approved = None;
-                state.object.failure = Some(failure);
+                self.fetches.discard(&origin);
+                failed(state, &origin, fingerprint, failure, retry);
                 return false;
             }
-            Newest::Read(file, approval) => (file, approval),
-        };
-        state.object.pulled = Some(true);
-        // The fingerprint is recorded only with the load's result: until then every
-        // reconcile sees the source as changed, and asks again.
-        let loaded = match self.compiles.poll(&origin, &fingerprint, *file) {
-            Outcome::Running => {
-                state.object_generation = observed;
-                return true;
+            Newest::Read(file, approval) => {
+                let (loader, slots) = (self.loader.clone(), self.compile_slots.clone());
+                let job = |_: Progress| async move {
+                    // Never closed: a closed semaphore would only lift the bound.
+                    let _slot = slots.acquire_owned().await.ok();
+                    loader.load(*file).await
+                };
+                match self.compiles.poll(&origin, &fingerprint, job) {
+                    Outcome::Running(_) => {
+                        state.object_generation = observed;
+                        state.running = true;
+                        return true;
+                    }
+                    Outcome::Done(result) => (*result, approval, fingerprint, None),
+                }
             }
-            Outcome::Done(result) => *result,
+            Newest::Fetch(fetch, approval) => {
+                let Some(source) = self.objects.clone() else {
+                    return false;
+                };
+                let key = fetch.key().to_string();
+                let module = fetch.module().to_string();
+                let recheck = fetch.recheck();
+                let deadline = source.pull_timeout();
+                let (loader, slots) = (self.loader.clone(), self.compile_slots.clone());
+                let job = |progress: Progress| object_job(source, *fetch, loader, slots, progress);
+                match self.fetches.poll(&origin, &key, job) {
+                    Outcome::Running(stage) => {
+                        state.object_generation = observed;
+                        // A rescan's look at a tag says nothing until the tag moved.
+                        state.object.busy = match stage {
+                            STAGE_LOADING.. => Some(Busy::Loading { module }),
+                            STAGE_PULLING => Some(Busy::Pulling { module, deadline }),
+                            _ if recheck => None,
+                            _ => Some(Busy::Pulling { module, deadline }),
+                        }
+                        .map(|busy| (generation, busy));
+                        state.running = true;
+                        return true;
+                    }
+                    Outcome::Done(job) => {
+                        state.object.busy = None;
+                        let ObjectJob {
+                            fingerprint,
+                            result,
+                        } = *job;
+                        match result {
+                            Err(failure) => {
+                                let retry = failure.retry();
+                                failed(state, &origin, fingerprint, failure, retry);
+                                return false;
+                            }
+                            // The tag still names the digest looked at: nothing to reload.
+                            Ok(None) => {
+                                state.fingerprint = fingerprint;
+                                state.retries = 0;
+                                state.retry_at = None;
+                                return false;
+                            }
+                            Ok(Some(load)) => {
+                                state.object.pulled = Some(true);
+                                state.object.moved = load.moved;
+                                (
+                                    load.loaded,
+                                    approval,
+                                    fingerprint,
+                                    Some((load.pinned, load.digest)),
+                                )
+                            }
+                        }
+                    }
+                }
+            }
         };
         state.fingerprint = fingerprint;
         state.retries = 0;
@@ -810,11 +913,8 @@ impl Reloader {
         }
         state.rejected = None;
         state.object.failure = None;
-        if let Some((_, pinned, digest, _)) = &object {
-            state.object.serving_module = Some((
-                pinned.clone().unwrap_or_default(),
-                digest.clone().unwrap_or_default(),
-            ));
+        if let Some(module) = module {
+            state.object.serving_module = Some(module);
         }
         let plugin = Arc::new(loaded.plugin);
         let how = loaded.source.as_str();
@@ -908,6 +1008,68 @@ impl Reloader {
     }
 }
 
+/// Record that `origin`'s newest version failed before any load: said once per failure,
+/// retried with backoff when `retry` (registry trouble), else when it changes.
+fn failed(
+    state: &mut SourceState,
+    origin: &Origin,
+    fingerprint: String,
+    failure: Failure,
+    retry: bool,
+) {
+    // Said once per failure, not at every retry of the same one.
+    if state.object.failure.as_ref() != Some(&failure) {
+        tracing::error!(source = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+    }
+    state.fingerprint = fingerprint;
+    if retry {
+        let backoff = RETRY_BASE
+            .saturating_mul(1 << state.retries.min(10))
+            .min(RETRY_MAX);
+        state.retries += 1;
+        state.retry_at = Some(tokio::time::Instant::now() + backoff);
+    } else {
+        state.retries = 0;
+        state.retry_at = None;
+    }
+    state.rejected = Some(failure.message.clone());
+    state.object.pulled = failure.is_pull().then_some(false);
+    state.object.approved = None;
+    state.object.failure = Some(failure);
+}
+
+/// A Plugin object's job: pull its module (a pull slot, `--pull-timeout`), then load it
+/// (a compile slot), so neither a stalling registry nor a slow compile holds a reconcile.
+async fn object_job(
+    source: Arc<ObjectSource>,
+    fetch: Fetch,
+    loader: Arc<Loader>,
+    slots: Arc<Semaphore>,
+    progress: Progress,
+) -> ObjectJob {
+    let fetched = source.fetch(fetch, progress.clone()).await;
+    let result = match fetched.result {
+        Err(failure) => Err(failure),
+        Ok(None) => Ok(None),
+        Ok(Some(module)) => {
+            progress.stage(STAGE_LOADING);
+            // Never closed: a closed semaphore would only lift the bound.
+            let _slot = slots.acquire_owned().await.ok();
+            let loaded = loader.load(module.file).await;
+            Ok(Some(ObjectLoad {
+                pinned: module.pinned,
+                digest: module.digest,
+                moved: module.moved,
+                loaded,
+            }))
+        }
+    };
+    ObjectJob {
+        fingerprint: fetched.fingerprint,
+        result,
+    }
+}
+
 /// Whether a running version still fits `approval` ([`still_fits`]), and if not, why.
 fn still_approved(running: &Manifest, approval: &Approval) -> Result<(), String> {
     if still_fits(running, Some(approval)) {
@@ -930,7 +1092,13 @@ fn object_state(s: &SourceState, env: &Environment) -> ObjectState {
         Some((pinned, digest, active.plugin().manifest.version.clone()))
     });
     ObjectState {
-        generation: s.object_generation,
+        generation: s
+            .object
+            .busy
+            .as_ref()
+            .map_or(s.object_generation, |(generation, _)| *generation),
+        busy: s.object.busy.as_ref().map(|(_, busy)| busy.clone()),
+        moved: s.object.moved.clone(),
         serving,
         failure: s.object.failure.clone(),
         pulled: s.object.pulled,

@@ -15,6 +15,7 @@
 //! taken.
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,14 +38,38 @@ pub(crate) enum Replay {
     Replaced(String),
 }
 
-/// Deletions seen while following, oldest first.
-#[derive(Default)]
+/// At most this many deletions are remembered while following. Each holds the deleted
+/// object (what a plugin's `deleted` event carries), so a follower watching a resource
+/// whose objects are deleted in bulk would otherwise hold all of them for the whole
+/// retention: time alone does not bound it. Past the cap the oldest are forgotten and
+/// counted; a takeover still re-delivers every cached object as `resync`.
+pub(crate) const MAX_TOMBSTONES: usize = 5_000;
+
+/// Deletions seen while following, oldest first, bounded by time and by count.
 struct Tombstones {
     entries: Mutex<VecDeque<(Instant, WatchEvent)>>,
+    cap: usize,
+    /// Forgotten for the cap since the last takeover.
+    dropped: AtomicU64,
+}
+
+impl Default for Tombstones {
+    fn default() -> Self {
+        Tombstones::with_cap(MAX_TOMBSTONES)
+    }
 }
 
 impl Tombstones {
-    /// Remember a deletion; forget those older than `retention`.
+    fn with_cap(cap: usize) -> Self {
+        Tombstones {
+            entries: Mutex::new(VecDeque::new()),
+            cap,
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Remember a deletion; forget those older than `retention`, and the oldest past the
+    /// cap (said once per takeover, when the first is forgotten).
     fn record(&self, ev: &WatchEvent, retention: Duration) {
         let now = Instant::now();
         let mut e = lock(&self.entries);
@@ -55,6 +80,15 @@ impl Tombstones {
             e.pop_front();
         }
         e.push_back((now, ev.clone()));
+        while e.len() > self.cap {
+            e.pop_front();
+            if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    cap = self.cap,
+                    "more deletions seen while following than are remembered: the oldest are forgotten, so a takeover will not deliver `deleted` for them (it re-delivers every cached object as `resync`)"
+                );
+            }
+        }
     }
 
     /// Every deletion still remembered that `pick` picks, forgetting them.
@@ -66,7 +100,20 @@ impl Tombstones {
             .into_iter()
             .partition(|(_, ev)| pick(ev));
         *e = kept;
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(
+                dropped,
+                cap = self.cap,
+                "deletions seen while following were forgotten for the tombstone cap; their `deleted` events are not delivered"
+            );
+        }
         picked.into_iter().map(|(_, ev)| ev).collect()
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        lock(&self.entries).len()
     }
 }
 
@@ -257,5 +304,53 @@ impl Replayer {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::watch::cache::{CachedObject, ResourceKey};
+
+    fn deleted(name: &str) -> WatchEvent {
+        let o: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "a", "name": name, "resourceVersion": "1"}
+        }))
+        .unwrap();
+        WatchEvent {
+            resource: ResourceKey {
+                group: String::new(),
+                version: "v1".into(),
+                plural: "configmaps".into(),
+            },
+            event_type: EventType::Deleted,
+            object: CachedObject::new(o),
+            old: None,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tombstones_are_bounded_by_count_as_well_as_time() {
+        let t = Tombstones::with_cap(3);
+        let retention = Duration::from_secs(60);
+        for i in 0..5 {
+            t.record(&deleted(&format!("cm{i}")), retention);
+        }
+        assert_eq!(t.len(), 3);
+        assert_eq!(t.dropped.load(Ordering::Relaxed), 2);
+        let names: Vec<String> = t
+            .take(retention, |_| true)
+            .iter()
+            .map(|e| e.object.key().name.clone())
+            .collect();
+        // The newest are kept.
+        assert_eq!(names, ["cm2", "cm3", "cm4"]);
+        assert_eq!(t.dropped.load(Ordering::Relaxed), 0);
+        // And time still bounds them.
+        t.record(&deleted("old"), retention);
+        tokio::time::advance(Duration::from_secs(61)).await;
+        t.record(&deleted("new"), retention);
+        assert_eq!(t.len(), 1);
     }
 }

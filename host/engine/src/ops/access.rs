@@ -47,6 +47,8 @@ pub struct Rule {
     pub resource: String,
     /// The namespace; None: cluster-wide.
     pub namespace: Option<String>,
+    /// One object by name (a rule with `resourceNames`); None: any.
+    pub name: Option<String>,
 }
 
 impl Rule {
@@ -57,7 +59,14 @@ impl Rule {
             group: group.to_string(),
             resource: resource.to_string(),
             namespace: namespace.map(str::to_string),
+            name: None,
         }
+    }
+
+    /// The rule for the object named `name` only.
+    pub fn named(mut self, name: &str) -> Rule {
+        self.name = Some(name.to_string());
+        self
     }
 }
 
@@ -75,6 +84,9 @@ impl fmt::Display for Rule {
         }
         if let Some(sub) = sub {
             write!(f, "/{sub}")?;
+        }
+        if let Some(name) = &self.name {
+            write!(f, " named {name}")?;
         }
         match &self.namespace {
             Some(ns) => write!(f, " in namespace {ns}"),
@@ -330,6 +342,7 @@ async fn review(client: &kube::Client, rule: &Rule) -> Result<bool, String> {
                 group: Some(rule.group.clone()),
                 resource: Some(resource),
                 subresource,
+                name: rule.name.clone(),
                 ..Default::default()
             }),
             ..Default::default()

@@ -41,7 +41,8 @@ pub struct IntentLabels {
 pub struct ErrorLabels {
     /// Plugin name.
     pub plugin: String,
-    /// deadline | memory | trap | limit | plugin | invalid-intent | refused | api | quarantined.
+    /// deadline | memory | trap | limit | plugin | budget-wait | invalid-intent | refused |
+    /// api | quarantined.
     pub kind: String,
 }
 
@@ -96,6 +97,13 @@ pub struct Metrics {
     pub cached_objects: Family<ResourceLabel, Gauge>,
     /// Shards held, shard moves and members (`--shards`).
     pub shards: crate::ops::shards::ShardMetrics,
+    /// Plugin calls that waited for the call memory budget.
+    pub budget_waits: Family<PluginLabel, Counter>,
+    /// Of those, the calls that waited `--call-budget-wait` and were not run.
+    pub budget_wait_timeouts: Family<PluginLabel, Counter>,
+    /// How long calls waited for the call memory budget (calls that did not wait are not
+    /// observed).
+    pub budget_wait_seconds: Family<PluginLabel, Histogram>,
 }
 
 impl Default for Metrics {
@@ -128,6 +136,11 @@ impl Metrics {
             leader: Gauge::default(),
             cached_objects: Family::default(),
             shards: Default::default(),
+            budget_waits: Family::default(),
+            budget_wait_timeouts: Family::default(),
+            budget_wait_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.001, 4.0, 10))
+            }),
         };
         registry.register("events", "Events handed to plugins", m.events.clone());
         registry.register(
@@ -207,6 +220,21 @@ impl Metrics {
             "Replicas sharing the shards, this one included, as last seen (--shards)",
             m.shards.members.clone(),
         );
+        registry.register(
+            "call_budget_waits",
+            "Plugin calls that waited for the call memory budget (--call-memory-budget)",
+            m.budget_waits.clone(),
+        );
+        registry.register(
+            "call_budget_wait_timeouts",
+            "Plugin calls that waited --call-budget-wait for the call memory budget and were not run (the event is retried with backoff)",
+            m.budget_wait_timeouts.clone(),
+        );
+        registry.register(
+            "call_budget_wait_seconds",
+            "How long plugin calls that waited for the call memory budget waited",
+            m.budget_wait_seconds.clone(),
+        );
         {
             let mut r = kubewasm_core::sync::lock(&m.registry);
             *r = registry;
@@ -255,6 +283,21 @@ impl Metrics {
     }
 }
 
+impl kubewasm_runtime::budget::WaitObserver for Metrics {
+    fn waited(&self, plugin: &str, wait: &kubewasm_runtime::budget::Waited) {
+        let label = PluginLabel {
+            plugin: plugin.to_string(),
+        };
+        self.budget_waits.get_or_create(&label).inc();
+        self.budget_wait_seconds
+            .get_or_create(&label)
+            .observe(wait.took.as_secs_f64());
+        if wait.timed_out {
+            self.budget_wait_timeouts.get_or_create(&label).inc();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +321,28 @@ mod tests {
         );
         assert!(
             text.contains("kubewasm_plugin_call_seconds_bucket"),
+            "{text}"
+        );
+        use kubewasm_runtime::budget::{WaitObserver, Waited};
+        let wait = |timed_out| Waited {
+            took: std::time::Duration::from_millis(1500),
+            wanted_mib: 256,
+            available_mib: 44,
+            timed_out,
+        };
+        m.waited("p", &wait(false));
+        m.waited("p", &wait(true));
+        let text = m.encode();
+        assert!(
+            text.contains(r#"kubewasm_call_budget_waits_total{plugin="p"} 2"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kubewasm_call_budget_wait_timeouts_total{plugin="p"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kubewasm_call_budget_wait_seconds_count{plugin="p"} 2"#),
             "{text}"
         );
     }

@@ -147,11 +147,15 @@ pub(crate) struct Failed {
     pub(crate) delay: Duration,
 }
 
-/// `watcher` with backoff by error class: after an error the watcher is not polled (so
-/// sends no request) for the delay its class and the failures since the last progress
-/// give, or until `granted` changes. `target` names the resource in messages.
-pub(crate) fn with_backoff<K, S>(
-    watcher: S,
+/// A watcher (`make()`) with backoff by error class: after an error the watcher is not
+/// polled (so sends no request) for the delay its class and the failures since the last
+/// progress give, or until `granted` changes. After a permanent error (403, 404) the
+/// watcher is made anew, so the next attempt lists again: what changed while it was
+/// refused is diffed in, and its recovery is seen (a re-watch that works sends nothing,
+/// and the host must know when a watch it withheld objects for works again). `target`
+/// names the resource in messages.
+pub(crate) fn with_backoff<K, S, M>(
+    mut make: M,
     target: String,
     policy: Policy,
     granted: watch::Receiver<u64>,
@@ -159,9 +163,11 @@ pub(crate) fn with_backoff<K, S>(
 where
     K: Send + 'static,
     S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + Unpin + 'static,
+    M: FnMut() -> S + Send + 'static,
 {
-    struct State<S> {
+    struct State<S, M> {
         watcher: S,
+        make: M,
         failures: Failures,
         wait: Option<Duration>,
         granted: watch::Receiver<u64>,
@@ -169,7 +175,8 @@ where
         granted_open: bool,
     }
     let state = State {
-        watcher,
+        watcher: make(),
+        make,
         failures: Failures::default(),
         wait: None,
         granted,
@@ -202,6 +209,9 @@ where
                     let (class, message) = describe(&e, &target);
                     let delay = st.failures.next(class, &policy, rand::random::<f64>());
                     st.wait = Some(delay);
+                    if class == Class::Permanent {
+                        st.watcher = (st.make)();
+                    }
                     Err(Failed {
                         class,
                         message,

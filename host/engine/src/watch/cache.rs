@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use kube::api::DynamicObject;
 
@@ -101,6 +101,8 @@ pub struct ResourceCache {
     synced: AtomicBool,
     /// Some while it holds only these shards' objects (`kubewasm run --shards`).
     by_shard: RwLock<Option<crate::ops::shards::ShardSet>>,
+    /// Since when its watch has been failing (None: working).
+    failing_since: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl ResourceCache {
@@ -113,7 +115,25 @@ impl ResourceCache {
             objects: RwLock::new(HashMap::new()),
             synced: AtomicBool::new(false),
             by_shard: RwLock::new(None),
+            failing_since: Mutex::new(None),
         }
+    }
+
+    /// Its watch failed (kept from the first failure on, until it works again).
+    pub(crate) fn watch_failed(&self) {
+        kubewasm_core::sync::lock(&self.failing_since)
+            .get_or_insert_with(tokio::time::Instant::now);
+    }
+
+    /// Its watch works: it listed or delivered an event.
+    pub(crate) fn watch_works(&self) {
+        *kubewasm_core::sync::lock(&self.failing_since) = None;
+    }
+
+    /// How long its watch has been failing without a success in between (None: it works).
+    /// What it holds may be that old.
+    pub fn failing_for(&self) -> Option<std::time::Duration> {
+        kubewasm_core::sync::lock(&self.failing_since).map(|at| at.elapsed())
     }
 
     /// Hold only the objects of `shards`' held shards (Some), or every object (None); the

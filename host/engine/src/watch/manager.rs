@@ -512,14 +512,17 @@ impl WatchTask {
             let scope = scope.clone();
             // managedFields are the server's bookkeeping, often larger than the object:
             // caching them doubles what each object costs, and plugins have no use for them.
-            let stream = watcher::watcher(api, config.clone())
-                .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
-                .boxed();
+            let config = config.clone();
+            let make = move || {
+                watcher::watcher(api.clone(), config.clone())
+                    .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
+                    .boxed()
+            };
             let target = match &scope {
                 Some(ns) => format!("{key} in namespace {ns}"),
                 None => key.to_string(),
             };
-            backoff::with_backoff(stream, target, self.backoff, self.access.granted())
+            backoff::with_backoff(make, target, self.backoff, self.access.granted())
                 .map(move |item| (scope.clone(), item))
                 .boxed()
         });
@@ -612,6 +615,9 @@ impl WatchTask {
                 item = stream.next() => item,
             };
             let Some((scope, item)) = item else { break };
+            if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = &item {
+                cache.watch_works();
+            }
             if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = &item
                 && let Some((_, error)) = failing.remove(&scope)
             {
@@ -711,6 +717,9 @@ impl WatchTask {
                 }
                 Err(failed) => {
                     restarts.inc();
+                    if failed.class != Class::Desync {
+                        cache.watch_failed();
+                    }
                     let state = (failed.class, failed.message);
                     let retry_in = format!("{:.1}s", failed.delay.as_secs_f64());
                     let scope_name = scope.as_deref().unwrap_or("cluster-wide");

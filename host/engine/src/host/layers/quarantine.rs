@@ -37,6 +37,11 @@ impl<S: Handle> Handle for Quarantine<S> {
         match &report.result {
             // Says nothing about the plugin: the call was dropped at the end of the term.
             Err(Error::NotLeader { .. }) => {}
+            // Nor does a call that never ran for want of the host's memory budget.
+            Err(Error::Call {
+                kind: kubewasm_runtime::CallError::BudgetWait { .. },
+                ..
+            }) => {}
             Err(Error::Call { kind, .. }) if kind.is_sandbox_failure() => {
                 if version.health.failure(&kind.to_string()) {
                     self.metrics.set_quarantined(name, true);

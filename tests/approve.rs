@@ -139,6 +139,22 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
     ] {
         assert!(kinds.contains(&kind), "no {kind}: {kinds:?}");
     }
+    // The plugin's own account reads what it is approved to watch (ContentSites, in every
+    // namespace): the host loads it only if that account may.
+    let own = rbac
+        .iter()
+        .find(|d| {
+            d["kind"] == "ClusterRole"
+                && d["metadata"]["name"] == "kubewasm-contentsite-provisioner"
+        })
+        .unwrap_or_else(|| panic!("the plugin's own ClusterRole: {out}"));
+    assert!(
+        own["rules"].as_array().unwrap().iter().any(|r| {
+            r["resources"] == json!(["contentsites"])
+                && r["verbs"] == json!(["get", "list", "watch"])
+        }),
+        "{own:#}"
+    );
     let host_role = rbac
         .iter()
         .find(|d| {

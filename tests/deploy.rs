@@ -666,6 +666,12 @@ fn assert_example_rbac(docs: &[Value]) {
             "selfsubjectaccessreviews",
             vec!["create"],
         ),
+        // ... and whether each plugin's account may read what it is approved to read.
+        (
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            vec!["create"],
+        ),
     ];
     for (g, r, v) in &expect {
         assert_eq!(

@@ -68,9 +68,12 @@ async fn namespace_mode_runs_on_the_roles_of_rbac_namespace_and_asks_nothing_clu
         if d["kind"] == "ClusterRole" {
             for rule in d["rules"].as_array().into_iter().flatten() {
                 // Discovery, asking what the host may do (a SelfSubjectAccessReview is
-                // cluster-scoped and reads nothing), and Plugin objects (cluster-scoped).
+                // cluster-scoped and reads nothing) and what each plugin's account may
+                // read (a SubjectAccessReview, likewise), and Plugin objects
+                // (cluster-scoped).
                 let cluster_scoped = [
                     json!(["selfsubjectaccessreviews"]),
+                    json!(["subjectaccessreviews"]),
                     json!(["plugins"]),
                     json!(["plugins/status"]),
                 ];
@@ -182,10 +185,15 @@ async fn namespace_mode_runs_on_the_roles_of_rbac_namespace_and_asks_nothing_clu
             || p == "/version"
             || p.starts_with("/api/v1") && !p.contains("/namespaces/") && p.split('/').count() <= 3
             || p.starts_with("/apis/") && p.split('/').count() <= 4;
-        // The host asking whether it may list and watch in team-a (it reads nothing), and
+        // The host asking whether it may list and watch in team-a, whether each plugin's
+        // account may read in team-a, and who it is (none of which reads anything), and
         // the Plugin objects, which are cluster-scoped.
-        let cluster_scoped = r.method == "POST"
-            && p == "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+        let reviews = [
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+            "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        ];
+        let cluster_scoped = r.method == "POST" && reviews.contains(&p)
             || p.starts_with("/apis/kubewasm.dev/v1alpha1/plugins");
         assert!(
             namespaced_ok || discovery || cluster_scoped,

@@ -147,8 +147,10 @@ async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
                 || r["resources"] == json!(["events"])
                 // The status of Plugin objects is the host's to write.
                 || r["resources"] == json!(["plugins/status"])
-                // It asks at start what it may do.
+                // It asks at start what it may do, and whether each plugin's account
+                // may read what the plugin is approved to read.
                 || r["resources"] == json!(["selfsubjectaccessreviews"])
+                || r["resources"] == json!(["subjectaccessreviews"])
                 || r.get("nonResourceURLs").is_some()
         ),
         "the host only reads (and records Events and Plugins' status, and asks what it may do): {host_role:#}"
@@ -156,17 +158,30 @@ async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
     for name in ["good", "bad"] {
         only(&docs, "ServiceAccount", &format!("kubewasm-{name}"));
         only(&docs, "ClusterRoleBinding", &format!("kubewasm-{name}"));
+        // Each plugin reads as itself: its own role may read what it watches.
+        let own = only(&docs, "ClusterRole", &format!("kubewasm-{name}"));
+        assert!(
+            own["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["resources"] == json!(["configmaps"])
+                    && r["verbs"].to_string().contains("watch")),
+            "{own:#}"
+        );
     }
 
-    // `bad`'s own role loses `patch` (server-side apply is a PATCH), while the host's
-    // identity is given every verb on ConfigMaps.
+    // `bad`'s own role loses `patch` (server-side apply is a PATCH; it keeps what it
+    // reads with, so it loads), while the host's identity is given every verb on
+    // ConfigMaps.
     let roles = rbac_api(&env, "ClusterRole", "clusterroles");
     replace(
         &env,
         &roles,
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                "metadata": {"name": "kubewasm-bad"},
-               "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]}),
+               "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                          "verbs": ["get", "list", "watch", "create"]}]}),
     )
     .await;
     replace(

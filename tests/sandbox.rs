@@ -793,6 +793,8 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
         "authorization.k8s.io".into(),
         "selfsubjectaccessreviews".into(),
     ));
+    // ... and whether each plugin's account may read what it is approved to read.
+    known.insert(("authorization.k8s.io".into(), "subjectaccessreviews".into()));
     // Plugin objects: the host loads them, writes their status, reads their pull secrets.
     known.insert(("kubewasm.dev".into(), "plugins".into()));
     known.insert(("".into(), "secrets".into()));

@@ -351,12 +351,12 @@ async fn a_plugin_watching_one_namespace_cannot_list_every_secret() {
     eprintln!("{}", serde_json::to_string_pretty(&data).unwrap());
     assert_eq!(
         entry(&data, "listAll"),
-        "err: v1/Secret across all namespaces: this plugin may read only namespaces default (those of its watches); a cluster-wide read needs a cluster-wide watch"
+        "err: v1/Secret across all namespaces: this plugin may read it only in namespaces default (where it is approved to read it); a cluster-wide read needs namespaces [\"*\"] in its approval"
     );
     assert_eq!(entry(&data, "listOwn"), "ok: default/mine");
     assert_eq!(
         entry(&data, "getOther"),
-        "err: v1/Secret in namespace other: this plugin may read only namespaces default (those of its watches); a cluster-wide read needs a cluster-wide watch"
+        "err: v1/Secret in namespace other: this plugin may read it only in namespaces default (where it is approved to read it); a cluster-wide read needs namespaces [\"*\"] in its approval"
     );
     assert!(!serde_json::to_string(&data).unwrap().contains("hunter2"));
     host.wait_log("the refused read logged", |l| {

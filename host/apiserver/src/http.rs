@@ -315,6 +315,28 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
             let answer = review::self_subject_access_review(&app.store, user.as_ref(), review)?;
             Ok(json_response(201, &answer))
         }
+        ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+            if req.method() != Method::POST {
+                return Err(StatusError::method_not_allowed());
+            }
+            let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
+                .await
+                .map_err(|e| {
+                    StatusError::bad_request(format!("reading the request body failed: {e}"))
+                })?;
+            let review = patch::parse_body(&body, true)?;
+            let answer = review::subject_access_review(&app.store, user.as_ref(), review)?;
+            Ok(json_response(201, &answer))
+        }
+        ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
+            if req.method() != Method::POST {
+                return Err(StatusError::method_not_allowed());
+            }
+            Ok(json_response(
+                201,
+                &review::self_subject_review(user.as_ref()),
+            ))
+        }
         ["apis", g, v, rest @ ..] if !rest.is_empty() => {
             let (g, v, rest) = (g.to_string(), v.to_string(), owned(rest));
             resource(app, req, g, v, rest, user.as_ref()).await

@@ -1,10 +1,18 @@
-//! `authorization.k8s.io/v1` SelfSubjectAccessReviews, as kube-apiserver answers them:
-//! `POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews` asks whether the caller
-//! (after impersonation) may do what `spec.resourceAttributes` or
-//! `spec.nonResourceAttributes` say, and gets the review back, created (201), with
-//! `status.allowed` and, when allowed by a binding, `status.reason`. Every authenticated
-//! user may ask (kube-apiserver's `system:basic-user`). Nothing is stored. Without RBAC
-//! every caller is the admin, so every review is allowed.
+//! Access reviews, as kube-apiserver answers them (nothing is stored; the review comes
+//! back created, 201):
+//!
+//! - `authorization.k8s.io/v1` SelfSubjectAccessReviews: whether the caller (after
+//!   impersonation) may do what `spec.resourceAttributes` or `spec.nonResourceAttributes`
+//!   say: `status.allowed` and, when allowed by a binding, `status.reason`. Every
+//!   authenticated user may ask (kube-apiserver's `system:basic-user`).
+//! - `authorization.k8s.io/v1` SubjectAccessReviews: the same question for the user and
+//!   groups of `spec.user` and `spec.groups`, judged by the RBAC objects stored (for a
+//!   ServiceAccount's user, its groups as the caller gives them). Only a caller allowed
+//!   `create` on `subjectaccessreviews.authorization.k8s.io` may ask (403 otherwise).
+//! - `authentication.k8s.io/v1` SelfSubjectReviews: who the caller is
+//!   (`status.userInfo`).
+//!
+//! Without RBAC every caller is the admin, so every review is allowed.
 
 use serde_json::{Value, json};
 
@@ -14,13 +22,14 @@ use crate::store::Store;
 
 const GROUP_VERSION: &str = "authorization.k8s.io/v1";
 const KIND: &str = "SelfSubjectAccessReview";
+const SUBJECT_KIND: &str = "SubjectAccessReview";
 
-fn invalid(field: &str, value: &Value, why: &str) -> StatusError {
+fn invalid(kind: &str, field: &str, value: &Value, why: &str) -> StatusError {
     StatusError::new(
         422,
         "Invalid",
         format!(
-            "{KIND}.authorization.k8s.io \"\" is invalid: {field}: Invalid value: {value}: {why}"
+            "{kind}.authorization.k8s.io \"\" is invalid: {field}: Invalid value: {value}: {why}"
         ),
     )
 }
@@ -36,6 +45,74 @@ fn text(v: &Value, key: &str) -> String {
 pub(crate) fn self_subject_access_review(
     store: &Store,
     user: Option<&UserInfo>,
+    review: Value,
+) -> ApiResult<Value> {
+    answer(store, KIND, user, review)
+}
+
+/// Answer the SubjectAccessReview `review` asked by `caller` (None: RBAC off): for the
+/// user and groups it names, if the caller may create SubjectAccessReviews.
+pub(crate) fn subject_access_review(
+    store: &Store,
+    caller: Option<&UserInfo>,
+    review: Value,
+) -> ApiResult<Value> {
+    if let Some(c) = caller {
+        let a = Attributes {
+            verb: "create".into(),
+            group: "authorization.k8s.io".into(),
+            resource: "subjectaccessreviews".into(),
+            subresource: None,
+            namespace: None,
+            name: None,
+        };
+        if !rbac::allowed(store, c, &a) {
+            return Err(rbac::forbidden(c, &a));
+        }
+    }
+    let spec = review.get("spec").cloned().unwrap_or(Value::Null);
+    let name = text(&spec, "user");
+    let groups: Vec<String> = spec
+        .get("groups")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect();
+    if name.is_empty() && groups.is_empty() {
+        return Err(invalid(
+            SUBJECT_KIND,
+            "spec.user",
+            &json!(""),
+            "at least one of user or group must be specified",
+        ));
+    }
+    // Judged as exactly the user and groups named (kube-apiserver adds none).
+    let subject = UserInfo { name, groups };
+    match caller {
+        None => answer(store, SUBJECT_KIND, None, review),
+        Some(_) => answer(store, SUBJECT_KIND, Some(&subject), review),
+    }
+}
+
+/// `POST /apis/authentication.k8s.io/v1/selfsubjectreviews`: who the caller is.
+pub(crate) fn self_subject_review(user: Option<&UserInfo>) -> Value {
+    let admin = UserInfo::new("kubewasm:admin", &["system:masters"]);
+    let u = user.unwrap_or(&admin);
+    json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview",
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": {"username": u.name, "groups": u.groups}},
+    })
+}
+
+/// Answer a review of kind `kind` for `user` (None: everyone is the admin).
+fn answer(
+    store: &Store,
+    kind: &str,
+    user: Option<&UserInfo>,
     mut review: Value,
 ) -> ApiResult<Value> {
     if !review.is_object() {
@@ -43,7 +120,7 @@ pub(crate) fn self_subject_access_review(
             "error decoding request body: not a JSON object",
         ));
     }
-    for (key, want) in [("apiVersion", GROUP_VERSION), ("kind", KIND)] {
+    for (key, want) in [("apiVersion", GROUP_VERSION), ("kind", kind)] {
         let got = text(&review, key);
         if !got.is_empty() && got != want {
             return Err(StatusError::bad_request(format!(
@@ -57,6 +134,7 @@ pub(crate) fn self_subject_access_review(
     let reason = match (resource, non_resource) {
         (Some(_), Some(n)) => {
             return Err(invalid(
+                kind,
                 "spec.nonResourceAttributes",
                 n,
                 "cannot be specified in combination with resourceAttributes",
@@ -64,6 +142,7 @@ pub(crate) fn self_subject_access_review(
         }
         (None, None) => {
             return Err(invalid(
+                kind,
                 "spec.resourceAttributes",
                 &json!("null"),
                 "exactly one of nonResourceAttributes or resourceAttributes must be specified",
@@ -95,7 +174,7 @@ pub(crate) fn self_subject_access_review(
     };
     if let Some(obj) = review.as_object_mut() {
         obj.insert("apiVersion".into(), json!(GROUP_VERSION));
-        obj.insert("kind".into(), json!(KIND));
+        obj.insert("kind".into(), json!(kind));
         obj.insert("metadata".into(), json!({"creationTimestamp": null}));
         obj.insert("status".into(), status);
     }

@@ -203,3 +203,198 @@ async fn reviews_are_validated_and_never_stored() {
         other => panic!("want 405, got {other:?}"),
     }
 }
+
+fn subject_review(
+    user: &str,
+    groups: &[&str],
+    verb: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> k8s_openapi::api::authorization::v1::SubjectAccessReview {
+    use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewSpec};
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            groups: Some(groups.iter().map(|g| g.to_string()).collect()),
+            resource_attributes: Some(ResourceAttributes {
+                namespace: namespace.map(str::to_string),
+                verb: Some(verb.into()),
+                group: Some(String::new()),
+                resource: Some(resource.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// SubjectAccessReviews: the question asked about another user (a plugin's ServiceAccount,
+/// with the groups kube-apiserver gives it), answered from the RBAC objects stored, only
+/// for a caller allowed to create them.
+#[tokio::test]
+async fn subject_access_reviews_answer_for_the_named_user_to_callers_allowed_to_ask() {
+    use k8s_openapi::api::authorization::v1::SubjectAccessReview;
+    let (server, admin) =
+        server_with(Config::default().with_rbac("admin", &[("host", HOST), ("nobody", "jane")]))
+            .await;
+    let sa = "system:serviceaccount:kw:kubewasm-a";
+    let groups = [
+        "system:serviceaccounts",
+        "system:serviceaccounts:kw",
+        "system:authenticated",
+    ];
+    for (plural, kind, obj) in [
+        (
+            "namespaces",
+            "Namespace",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}}),
+        ),
+        (
+            "clusterroles",
+            "ClusterRole",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "ask"},
+                   "rules": [{"apiGroups": ["authorization.k8s.io"],
+                              "resources": ["subjectaccessreviews"], "verbs": ["create"]}]}),
+        ),
+        (
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "ask"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "ask"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kw"}]}),
+        ),
+        (
+            "roles",
+            "Role",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                   "metadata": {"name": "read", "namespace": "a"},
+                   "rules": [{"apiGroups": [""], "resources": ["secrets"],
+                              "verbs": ["get", "list", "watch"]}]}),
+        ),
+        (
+            "rolebindings",
+            "RoleBinding",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "read", "namespace": "a"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "read"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "kubewasm-a", "namespace": "kw"}]}),
+        ),
+        (
+            "clusterrolebindings",
+            "ClusterRoleBinding",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": "all-sas-read-configmaps"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cm"},
+                   "subjects": [{"kind": "Group", "name": "system:serviceaccounts:kw"}]}),
+        ),
+        (
+            "clusterroles",
+            "ClusterRole",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                   "metadata": {"name": "cm"},
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]}),
+        ),
+    ] {
+        create(&admin, plural, kind, obj).await;
+    }
+    let ask = |client: &kube::Client, r: SubjectAccessReview| {
+        let api: Api<SubjectAccessReview> = Api::all(client.clone());
+        async move { api.create(&PostParams::default(), &r).await }
+    };
+    let host = client_as(&server, "host");
+    let allowed = |r: Result<SubjectAccessReview, kube::Error>| {
+        r.expect("answered").status.expect("status").allowed
+    };
+    // The ServiceAccount's Role, in its namespace only, for its verbs only.
+    assert!(allowed(
+        ask(
+            &host,
+            subject_review(sa, &groups, "list", "secrets", Some("a"))
+        )
+        .await
+    ));
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(sa, &groups, "list", "secrets", Some("b"))
+        )
+        .await
+    ));
+    assert!(!allowed(
+        ask(&host, subject_review(sa, &groups, "list", "secrets", None)).await
+    ));
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(sa, &groups, "delete", "secrets", Some("a"))
+        )
+        .await
+    ));
+    // Another ServiceAccount is judged by its own bindings.
+    let other = "system:serviceaccount:kw:kubewasm-b";
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(other, &groups, "list", "secrets", Some("a"))
+        )
+        .await
+    ));
+    // A binding to a group the review names applies; without the group it does not.
+    assert!(allowed(
+        ask(
+            &host,
+            subject_review(other, &groups, "list", "configmaps", None)
+        )
+        .await
+    ));
+    assert!(!allowed(
+        ask(
+            &host,
+            subject_review(other, &[], "list", "configmaps", None)
+        )
+        .await
+    ));
+    // Asking needs create on subjectaccessreviews: jane may not (403), the admin may.
+    match ask(
+        &client_as(&server, "nobody"),
+        subject_review(sa, &groups, "list", "secrets", Some("a")),
+    )
+    .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
+        other => panic!("jane asked: {other:?}"),
+    }
+    assert!(allowed(
+        ask(
+            &admin,
+            subject_review(sa, &groups, "list", "secrets", Some("a"))
+        )
+        .await
+    ));
+    // A review naming nobody is invalid, as kube-apiserver says.
+    match ask(
+        &admin,
+        subject_review("", &[], "list", "secrets", Some("a")),
+    )
+    .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "{s:?}"),
+        other => panic!("a review of nobody: {other:?}"),
+    }
+    // Who am I: the caller's user.
+    let me: Api<k8s_openapi::api::authentication::v1::SelfSubjectReview> = Api::all(host.clone());
+    let who = me
+        .create(&PostParams::default(), &Default::default())
+        .await
+        .expect("answered");
+    assert_eq!(
+        who.status
+            .and_then(|s| s.user_info)
+            .and_then(|u| u.username)
+            .as_deref(),
+        Some(HOST)
+    );
+}

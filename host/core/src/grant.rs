@@ -104,9 +104,56 @@ pub struct Approval {
     pub watches: Vec<ApprovedWatch>,
     /// Grants the plugin may ask for (each requested grant must be covered by these).
     pub grants: Vec<Grant>,
-    /// Extra kinds (beyond its watches) the plugin may read from the host's caches.
-    pub reads: Vec<ResourceRef>,
+    /// Extra kinds (beyond its watches) the plugin may read from the host's caches, and
+    /// where.
+    pub reads: Vec<ApprovedRead>,
 }
+
+/// One approved read: a resource (compared as written, like a watch), in some namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovedRead {
+    /// What may be read.
+    pub resource: ResourceRef,
+    /// Where: `*` is every namespace (a cluster-wide read, approved explicitly); empty (the
+    /// form before namespaces) is where the approved watches are, the namespaces they list:
+    /// an approved cluster-wide watch does not make a read cluster-wide.
+    pub namespaces: Vec<String>,
+}
+
+/// Where a plugin may read one resource: what its ServiceAccount must be allowed to
+/// `get`, `list` and `watch`, and what the host's view of its caches answers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReadWhere {
+    /// Every namespace, and cluster-wide lists.
+    ClusterWide,
+    /// Only these namespaces (empty: none; a cluster-scoped kind is read cluster-wide
+    /// wherever it is approved).
+    Namespaces(std::collections::BTreeSet<String>),
+}
+
+impl ReadWhere {
+    /// Both: the union.
+    fn widen(&mut self, other: &ReadWhere) {
+        match (&mut *self, other) {
+            (ReadWhere::ClusterWide, _) => {}
+            (_, ReadWhere::ClusterWide) => *self = ReadWhere::ClusterWide,
+            (ReadWhere::Namespaces(a), ReadWhere::Namespaces(b)) => a.extend(b.iter().cloned()),
+        }
+    }
+
+    /// From an approved list of namespaces (`*`: every one).
+    fn listed(namespaces: &[String]) -> ReadWhere {
+        if namespaces.iter().any(|n| n == "*") {
+            ReadWhere::ClusterWide
+        } else {
+            ReadWhere::Namespaces(namespaces.iter().cloned().collect())
+        }
+    }
+}
+
+/// Where an approved plugin may read each resource it may watch or read (as the approval
+/// spells it).
+pub type ReadScopes = std::collections::BTreeMap<ResourceRef, ReadWhere>;
 
 /// One approved watch: a resource, as the plugin names it (a kind or a resource
 /// argument, compared as written: `kubewasm approve` prints the plugin's own spelling), in
@@ -130,6 +177,38 @@ impl ApprovedWatch {
 }
 
 impl Approval {
+    /// Where the approval lets the plugin read: each approved watch's resource where it
+    /// is approved (no namespaces: cluster-wide), each approved read where it lists
+    /// (`*`: cluster-wide; none: the namespaces the approved watches list). The union
+    /// when a resource is approved more than once. Never wider than what is approved for
+    /// that resource: a cluster-wide watch of one kind widens no read of another.
+    pub fn read_scopes(&self) -> ReadScopes {
+        let mut scopes = ReadScopes::new();
+        let mut add = |r: &ResourceRef, w: ReadWhere| match scopes.get_mut(r) {
+            Some(have) => have.widen(&w),
+            None => {
+                scopes.insert(r.clone(), w);
+            }
+        };
+        let mut watched = std::collections::BTreeSet::new();
+        for w in &self.watches {
+            if w.namespaces.is_empty() {
+                add(&w.resource, ReadWhere::ClusterWide);
+            } else {
+                add(&w.resource, ReadWhere::listed(&w.namespaces));
+                watched.extend(w.namespaces.iter().filter(|n| *n != "*").cloned());
+            }
+        }
+        for r in &self.reads {
+            if r.namespaces.is_empty() {
+                add(&r.resource, ReadWhere::Namespaces(watched.clone()));
+            } else {
+                add(&r.resource, ReadWhere::listed(&r.namespaces));
+            }
+        }
+        scopes
+    }
+
     /// A manifest holding exactly what is approved (named `name`, no version): what the
     /// RBAC of an approved plugin derives from, whatever version of it runs. One watch per
     /// approved watch and namespace (ids `approved-N`), no selectors.
@@ -156,7 +235,7 @@ impl Approval {
             version: String::new(),
             watches,
             grants: self.grants.clone(),
-            reads: self.reads.clone(),
+            reads: self.reads.iter().map(|r| r.resource.clone()).collect(),
         }
     }
 }
@@ -298,7 +377,7 @@ pub fn check_approval(manifest: &Manifest, approval: Option<&Approval>) -> Resul
         }
     }
     for r in &manifest.reads {
-        if !a.reads.contains(r) {
+        if !a.reads.iter().any(|ar| ar.resource == *r) {
             excess.push(format!("read {r}"));
         }
     }
@@ -523,7 +602,14 @@ mod tests {
                 &[Verb::Create, Verb::Patch, Verb::PatchStatus, Verb::Delete],
                 true,
             )],
-            reads: m.reads.clone(),
+            reads: m
+                .reads
+                .iter()
+                .map(|r| ApprovedRead {
+                    resource: r.clone(),
+                    namespaces: vec![],
+                })
+                .collect(),
         };
         assert!(check_approval(&m, Some(&all)).is_ok());
     }
@@ -646,5 +732,54 @@ mod tests {
         m.watches[0].resource = ResourceRef::Kind(TypeRef::new("v1", "ConfigMap"));
         m.watches[0].namespace = Some("a".into());
         assert!(check_approval(&m, Some(&in_a)).is_err());
+    }
+
+    #[test]
+    fn reads_are_scoped_by_what_is_approved_for_their_resource() {
+        use crate::resource::TypeRef;
+        use std::collections::BTreeSet;
+        let kind = |k: &str| ResourceRef::Kind(TypeRef::new("v1", k));
+        let ns = |list: &[&str]| {
+            ReadWhere::Namespaces(list.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>())
+        };
+        let read = |k: &str, namespaces: &[&str]| ApprovedRead {
+            resource: kind(k),
+            namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
+        };
+        let a = Approval {
+            watches: vec![
+                ApprovedWatch {
+                    resource: kind("ConfigMap"),
+                    namespaces: vec!["a".into()],
+                },
+                // Cluster-wide, and of another kind: widens no read.
+                ApprovedWatch {
+                    resource: kind("Service"),
+                    namespaces: vec![],
+                },
+            ],
+            grants: vec![],
+            reads: vec![
+                read("Secret", &[]),
+                read("Pod", &["b", "c"]),
+                read("Node", &["*"]),
+                read("ConfigMap", &["d"]),
+            ],
+        };
+        let s = a.read_scopes();
+        assert_eq!(s[&kind("Service")], ReadWhere::ClusterWide);
+        // The form before namespaces: where the approved watches list.
+        assert_eq!(s[&kind("Secret")], ns(&["a"]));
+        assert_eq!(s[&kind("Pod")], ns(&["b", "c"]));
+        assert_eq!(s[&kind("Node")], ReadWhere::ClusterWide);
+        // Approved twice: both.
+        assert_eq!(s[&kind("ConfigMap")], ns(&["a", "d"]));
+        // Only cluster-wide watches: a read without namespaces reads in none.
+        let wide = Approval {
+            watches: vec![a.watches[1].clone()],
+            grants: vec![],
+            reads: vec![read("Secret", &[])],
+        };
+        assert_eq!(wide.read_scopes()[&kind("Secret")], ns(&[]));
     }
 }

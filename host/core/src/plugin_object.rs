@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::grant::{Approval, ApprovedWatch};
+use crate::grant::{Approval, ApprovedRead, ApprovedWatch};
 use crate::manifest::{Grant, Manifest, Verb};
 use crate::resource::{ResourceArg, ResourceRef, TypeRef};
 
@@ -138,7 +138,7 @@ pub struct WatchPermission {
     pub namespaces: Vec<String>,
 }
 
-/// One approved read: a kind or a resource argument.
+/// One approved read: a kind or a resource argument, in some namespaces.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReadPermission {
@@ -151,6 +151,10 @@ pub struct ReadPermission {
     /// Or a kubectl-style resource argument.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// Namespaces it may be read in; `*`: every namespace (cluster-wide). Empty (the form
+    /// before namespaces): the namespaces the approved watches list, never cluster-wide.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
 }
 
 /// One approved grant.
@@ -260,12 +264,13 @@ fn spell(r: &ResourceRef) -> (Option<String>, Option<String>, Option<String>) {
     }
 }
 
-fn read_permission(r: &ResourceRef) -> ReadPermission {
+fn read_permission(r: &ResourceRef, namespaces: Vec<String>) -> ReadPermission {
     let (api_version, kind, resource) = spell(r);
     ReadPermission {
         api_version,
         kind,
         resource,
+        namespaces,
     }
 }
 
@@ -297,7 +302,12 @@ impl Permissions {
         let reads = self
             .reads
             .iter()
-            .map(|r| resource_ref("read", &r.api_version, &r.kind, &r.resource))
+            .map(|r| {
+                Ok(ApprovedRead {
+                    resource: resource_ref("read", &r.api_version, &r.kind, &r.resource)?,
+                    namespaces: r.namespaces.clone(),
+                })
+            })
             .collect::<Result<Vec<_>, String>>()?;
         let grants = self
             .grants
@@ -341,14 +351,20 @@ impl Permissions {
                     }
                 })
                 .collect(),
-            reads: a.reads.iter().map(read_permission).collect(),
+            reads: a
+                .reads
+                .iter()
+                .map(|r| read_permission(&r.resource, r.namespaces.clone()))
+                .collect(),
             grants: a.grants.iter().map(grant_permission).collect(),
         }
     }
 
     /// Exactly what `manifest` asks for: its watches (by resource, with the one namespace
     /// each is limited to), reads and grants. What `kubewasm approve` prints and
-    /// `status.requested` reports.
+    /// `status.requested` reports. A plugin reads where it watches, so its reads are
+    /// approved in its watches' namespaces, or `*` (every namespace, said explicitly) when
+    /// one of its watches is cluster-wide.
     pub fn requested_by(manifest: &Manifest) -> Self {
         // One entry per watched resource: the namespaces of its watches, or all when any
         // watch of it is cluster-wide.
@@ -379,7 +395,22 @@ impl Permissions {
                 }
             })
             .collect();
-        let reads = manifest.reads.iter().map(read_permission).collect();
+        let mut where_watched: Vec<String> = Vec::new();
+        for w in &manifest.watches {
+            match &w.namespace {
+                None => {
+                    where_watched = vec!["*".into()];
+                    break;
+                }
+                Some(ns) if !where_watched.contains(ns) => where_watched.push(ns.clone()),
+                Some(_) => {}
+            }
+        }
+        let reads = manifest
+            .reads
+            .iter()
+            .map(|r| read_permission(r, where_watched.clone()))
+            .collect();
         let grants = manifest.grants.iter().map(grant_permission).collect();
         Permissions {
             watches,
@@ -436,6 +467,8 @@ mod tests {
             cm.map(|w| w.namespaces.clone()),
             Some(vec!["a".into(), "b".into()])
         );
+        // One watch is cluster-wide: the read is approved everywhere, explicitly.
+        assert_eq!(p.reads[0].namespaces, ["*"]);
         let approval = p.to_approval().unwrap();
         crate::grant::check_approval(&m, Some(&approval)).unwrap();
         assert_eq!(Permissions::from_approval(&approval), p);

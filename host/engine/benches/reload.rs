@@ -91,6 +91,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         write_identity: kubewasm::apply::WriteIdentity::Host,
         tombstone_retention: Duration::from_secs(30),
         access: Default::default(),
+        access_review_interval: Duration::from_secs(120),
     };
     let host = Host::start(client.clone(), config, Arc::new(Metrics::new()))
         .await

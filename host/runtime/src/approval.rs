@@ -13,7 +13,9 @@
 //!   permissions:
 //!     watches:
 //!     - {apiVersion: sites.kubewasm.dev/v1alpha1, kind: ContentSite}  # namespaces: [] = all
-//!     reads: []
+//!     reads:                                  # extra kinds it may read from the host's caches
+//!     - {resource: secrets, namespaces: [shop]}   # ["*"]: every namespace; none: where the
+//!                                                 # approved watches list (never cluster-wide)
 //!     grants:
 //!     - {apiGroups: [mongodb.com], kinds: [MongoDB], verbs: [create]}
 //!   limits: {memoryMiB: 128}   # optional: in place of the settings file's `kubewasm:` limits
@@ -380,6 +382,16 @@ spec:
         let ap = a.get("a").unwrap();
         assert_eq!(ap.watches[0].namespaces, ["shop"]);
         assert_eq!(ap.reads.len(), 1);
+        // The form without namespaces still parses: read where the approved watches are.
+        assert!(ap.reads[0].namespaces.is_empty());
+        let where_ = ap.read_scopes();
+        assert_eq!(
+            where_.values().collect::<Vec<_>>(),
+            [
+                &kubewasm_core::grant::ReadWhere::Namespaces(["shop".to_string()].into()),
+                &kubewasm_core::grant::ReadWhere::Namespaces(["shop".to_string()].into()),
+            ]
+        );
         assert_eq!(ap.grants[0].verbs, [Verb::Create, Verb::PatchStatus]);
         assert_eq!(ap.grants[0].finalizers, ["x.io/f"]);
         assert_eq!(a.limits("a").and_then(|l| l.memory_mib), Some(64));

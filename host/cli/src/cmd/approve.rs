@@ -2,7 +2,9 @@
 //! one YAML stream, the Plugin object (`kubewasm.dev/v1alpha1`) whose `spec.permissions`
 //! approve exactly what the plugin asks for (its `describe()` answer, with its settings),
 //! then its RBAC, derived from those permissions by the code `kubewasm rbac` uses: the
-//! plugin's ServiceAccount, its roles and bindings, and the host's roles for it
+//! plugin's ServiceAccount, its roles and bindings (its grants, and get/list/watch where
+//! the permissions let it read: the host checks that account before it loads the plugin),
+//! and the host's roles for it
 //! (`kubewasm:<plugin>`: its reads, Events, the Lease and `impersonate` on the plugin's
 //! ServiceAccount), which add up when several plugins' YAMLs are applied.
 //!
@@ -92,7 +94,7 @@ pub async fn command(args: ApproveArgs) -> Result<()> {
     let approval = permissions
         .to_approval()
         .map_err(|e| anyhow::anyhow!("plugin {}: {e}", manifest.name))?;
-    let rbac = render(&[approval.to_manifest(&manifest.name)], &args.rbac, true).await?;
+    let rbac = render(&[(manifest.name.clone(), approval)], &args.rbac, true).await?;
 
     let mut out = format!(
         "# `kubewasm approve {}`: the Plugin object approving exactly what {} {} asks for,\n\

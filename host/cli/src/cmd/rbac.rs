@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kubewasm::core::grant::check_approval;
+use kubewasm::core::grant::{Approval, check_approval};
 use kubewasm::core::kind::{KindInfo, ResolveError};
 use kubewasm::core::manifest::Manifest;
 use kubewasm::core::plugin_object::{self, PluginObject};
@@ -178,15 +178,16 @@ async fn from_cluster(kubeconfig: Option<&Path>) -> Result<Approvals> {
     )?)
 }
 
-/// Each approval as the manifest the RBAC derives from (an unusable one is an error).
-fn approved_manifests(approvals: &Approvals) -> Result<Vec<Manifest>> {
+/// Each approval, by plugin name: what the RBAC derives from (an unusable one is an
+/// error).
+fn approved_manifests(approvals: &Approvals) -> Result<Vec<(String, Approval)>> {
     let mut out = Vec::new();
     for name in approvals.names() {
         if let Some(problem) = approvals.problem(name) {
             bail!("{problem}");
         }
         if let Some(a) = approvals.get(name) {
-            out.push(a.to_manifest(name));
+            out.push((name.to_string(), a.clone()));
         }
     }
     Ok(out)
@@ -198,7 +199,7 @@ async fn from_directory(
     dir: &Path,
     approvals: &Approvals,
     compile_timeout: std::time::Duration,
-) -> Result<Vec<Manifest>> {
+) -> Result<Vec<(String, Approval)>> {
     // The operator runs this on plugins others wrote: compiled in a worker, as `run` does.
     let loader = CodeCache::choose(None).loader(compile_timeout)?;
     let mut out = Vec::new();
@@ -220,18 +221,19 @@ async fn from_directory(
             bail!("{}: {e}", path.display());
         }
         // The approved set, so the RBAC stays valid for any version within it.
-        out.push(approval.to_manifest(&m.name));
+        out.push((m.name.clone(), approval.clone()));
     }
     Ok(out)
 }
 
-/// The RBAC of `approved` as one YAML stream.
+/// The RBAC of the `approved` plugins (name, approval) as one YAML stream.
 pub async fn render(
-    approved: &[Manifest],
+    approved: &[(String, Approval)],
     flags: &RbacFlags,
     host_roles_per_plugin: bool,
 ) -> Result<String> {
-    let manifests: Vec<&Manifest> = approved.iter().collect();
+    let owned: Vec<Manifest> = approved.iter().map(|(n, a)| a.to_manifest(n)).collect();
+    let manifests: Vec<&Manifest> = owned.iter().collect();
     let resolved = match &flags.kubeconfig {
         Some(path) => {
             let discovery = Discovery::new(client_for(Some(path), None).await?);
@@ -257,7 +259,8 @@ pub async fn render(
         pull_secrets: flags.allowed_pull_secret.clone(),
         sharded: flags.sharded,
     };
-    let objects = rbac::render(&manifests, |r| resolved.get(r).cloned(), &opts);
+    let pairs: Vec<(&str, &Approval)> = approved.iter().map(|(n, a)| (n.as_str(), a)).collect();
+    let objects = rbac::render_approved(&pairs, |r| resolved.get(r).cloned(), &opts);
     Ok(rbac::to_yaml(&objects))
 }
 

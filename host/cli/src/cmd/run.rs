@@ -235,6 +235,12 @@ pub struct HostArgs {
     /// impersonate; the host's role must then hold every plugin's grants).
     #[arg(long)]
     no_impersonation: bool,
+    /// Ask this often whether each plugin's ServiceAccount may still get, list and watch
+    /// what its approval lets it read (SubjectAccessReviews; asked before each load too):
+    /// a plugin that lost a rule is unloaded, one refused for a missing rule loads once it
+    /// is granted. Not with --no-impersonation (plugins then read as the host).
+    #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+    access_review_interval: Duration,
     /// Namespace of the plugins' ServiceAccounts (default: the in-cluster namespace, else
     /// the kubeconfig context's namespace).
     #[arg(long, env = "POD_NAMESPACE")]
@@ -358,6 +364,8 @@ impl HostArgs {
             // covers a follower that observed the old lease late.
             tombstone_retention: self.lease_duration.saturating_mul(2),
             access: Default::default(),
+            // At least a second: a zero interval would ask the API server in a loop.
+            access_review_interval: self.access_review_interval.max(Duration::from_secs(1)),
         })
     }
 

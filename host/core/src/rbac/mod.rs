@@ -7,6 +7,8 @@
 //! | --- | --- |
 //! | discovery of kinds and resource arguments | `get` on the non-resource URLs `/api`, `/api/*`, `/apis`, `/apis/*`, `/version` (ClusterRole only; a namespace-only setup relies on the default `system:discovery` binding) |
 //! | one list+watch per watched or read kind (cache) | `get`, `list`, `watch` on its resource |
+//! | a plugin's watches and reads, served from the caches | the same, on the plugin's own ServiceAccount, where its approval lets it read ([`read_rules`]): the host asks with a SubjectAccessReview before it loads the plugin, and again on an interval |
+//! | asking whether a plugin's ServiceAccount may read what it is approved to | `create` on `subjectaccessreviews.authorization.k8s.io` (with impersonation) |
 //! | `create` intent: server-side apply of a whole object | `create` + `patch` (SSA is a PATCH that may create) |
 //! | `patch` intent, apply or merge | `patch` on the resource |
 //! | `patch` intent with `status` | `patch` on `<plural>/status` |
@@ -43,8 +45,8 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use render::{render, to_yaml};
-pub use rules::grant_ref;
+pub use render::{render, render_approved, to_yaml};
+pub use rules::{ReadRule, grant_ref, read_rules};
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]

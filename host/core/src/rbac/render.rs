@@ -6,9 +6,11 @@ use std::collections::BTreeSet;
 use serde_json::{Value, json};
 
 use super::RbacOptions;
-use super::rules::{Guessed, READ, Rules, Scope, add_grants, resolve_or_guess};
+use super::rules::{Guessed, READ, Rules, Scope, add_grants, add_reads, resolve_or_guess};
+use crate::grant::{Approval, ReadScopes};
 use crate::kind::KindInfo;
 use crate::manifest::Manifest;
+use crate::plugin_object::Permissions;
 use crate::resource::ResourceRef;
 
 const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
@@ -37,23 +39,61 @@ fn plugin_service_account(m: &Manifest) -> String {
 /// alone (its reads, Events, the Lease, impersonating its ServiceAccount): RBAC is
 /// additive, so the sets of several plugins, applied one by one (`kubewasm approve`),
 /// add up to the host's rights and never overwrite each other.
+///
+/// Each plugin's ServiceAccount also gets `get`, `list` and `watch` where the plugin reads
+/// ([`super::read_rules`]): here where a manifest's own watches are, as
+/// [`Permissions::requested_by`] approves them; [`render_approved`] takes them from the
+/// approvals instead.
 pub fn render(
     manifests: &[&Manifest],
     resolve: impl Fn(&ResourceRef) -> Option<KindInfo>,
     opts: &RbacOptions,
 ) -> Vec<Value> {
-    let resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo> = &resolve;
+    let plugins: Vec<(&Manifest, ReadScopes)> = manifests
+        .iter()
+        .map(|m| {
+            let scopes = Permissions::requested_by(m)
+                .to_approval()
+                .map(|a| a.read_scopes())
+                .unwrap_or_default();
+            (*m, scopes)
+        })
+        .collect();
+    render_plugins(&plugins, &resolve, opts)
+}
+
+/// [`render`] for approved plugins, by name: each approval as the manifest the RBAC
+/// derives from ([`Approval::to_manifest`]), each plugin's ServiceAccount reading exactly
+/// where its approval lets it read ([`Approval::read_scopes`]).
+pub fn render_approved(
+    approved: &[(&str, &Approval)],
+    resolve: impl Fn(&ResourceRef) -> Option<KindInfo>,
+    opts: &RbacOptions,
+) -> Vec<Value> {
+    let owned: Vec<(Manifest, ReadScopes)> = approved
+        .iter()
+        .map(|(name, a)| (a.to_manifest(name), a.read_scopes()))
+        .collect();
+    let plugins: Vec<(&Manifest, ReadScopes)> = owned.iter().map(|(m, s)| (m, s.clone())).collect();
+    render_plugins(&plugins, &resolve, opts)
+}
+
+fn render_plugins(
+    plugins: &[(&Manifest, ReadScopes)],
+    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
+    opts: &RbacOptions,
+) -> Vec<Value> {
     if !opts.host_roles_per_plugin {
-        return render_with(manifests, resolve, opts, &opts.name);
+        return render_with(plugins, resolve, opts, &opts.name);
     }
-    let mut manifests: Vec<&Manifest> = manifests.to_vec();
-    manifests.sort_by(|a, b| a.name.cmp(&b.name));
-    manifests.dedup_by(|a, b| a.name == b.name);
+    let mut manifests: Vec<(&Manifest, ReadScopes)> = plugins.to_vec();
+    manifests.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    manifests.dedup_by(|a, b| a.0.name == b.0.name);
     let mut accounts: Vec<Value> = Vec::new();
     let mut rest: Vec<Value> = Vec::new();
     for m in &manifests {
-        let host_name = format!("{}:{}", opts.name, m.name);
-        for o in render_with(&[m], resolve, opts, &host_name) {
+        let host_name = format!("{}:{}", opts.name, m.0.name);
+        for o in render_with(std::slice::from_ref(m), resolve, opts, &host_name) {
             let same = |a: &Value| {
                 a["metadata"]["name"] == o["metadata"]["name"]
                     && a["metadata"]["namespace"] == o["metadata"]["namespace"]
@@ -67,7 +107,7 @@ pub fn render(
         }
     }
     // The host's account names every plugin it serves.
-    let plugins: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
+    let plugins: Vec<&str> = manifests.iter().map(|m| m.0.name.as_str()).collect();
     for a in &mut accounts {
         if a["metadata"]["name"] == opts.service_account.as_str() {
             a["metadata"]["annotations"]["kubewasm.dev/plugins"] = json!(plugins.join(","));
@@ -79,7 +119,7 @@ pub fn render(
 
 /// [`render`] with the host's roles and bindings named `host_name`.
 fn render_with(
-    manifests: &[&Manifest],
+    plugins: &[(&Manifest, ReadScopes)],
     resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
     opts: &RbacOptions,
     host_name: &str,
@@ -88,12 +128,13 @@ fn render_with(
     let mut host = Rules::default();
     let everywhere = |namespaced: bool| Scope::everywhere(opts, namespaced);
 
-    let mut manifests: Vec<&Manifest> = manifests.to_vec();
-    manifests.sort_by(|a, b| a.name.cmp(&b.name));
-    manifests.dedup_by(|a, b| a.name == b.name);
+    let mut plugins: Vec<(&Manifest, ReadScopes)> = plugins.to_vec();
+    plugins.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    plugins.dedup_by(|a, b| a.0.name == b.0.name);
+    let manifests: Vec<&Manifest> = plugins.iter().map(|(m, _)| *m).collect();
     let mut read_scopes = BTreeSet::new();
     let mut per_plugin: Vec<(&Manifest, Rules)> = Vec::new();
-    for m in &manifests {
+    for (m, scopes) in &plugins {
         for r in m.read_resources() {
             let k = resolve_or_guess(r, resolve, &mut guessed);
             let scope = everywhere(k.namespaced);
@@ -102,6 +143,8 @@ fn render_with(
         }
         if opts.impersonation {
             let mut own = Rules::default();
+            // The plugin reads as itself: its account may read where it is approved to.
+            add_reads(scopes, &mut own, &mut guessed, resolve, opts);
             add_grants(m, &mut own, &mut guessed, resolve, opts);
             per_plugin.push((m, own));
         } else {
@@ -120,6 +163,15 @@ fn render_with(
         &["get", "create", "update"]
     };
     host.add(&home, "coordination.k8s.io", "leases", lease_verbs);
+    // The host asks whether each plugin's account may read what it is approved to read.
+    if opts.impersonation {
+        host.add(
+            &Scope::Cluster,
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            &["create"],
+        );
+    }
     // Plugin objects, which `run` follows unless --no-plugin-objects: read them, write
     // their status; the pull secrets they may name live in the host's own namespace, read
     // by name only (below).

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::RbacOptions;
+use crate::grant::{ReadScopes, ReadWhere};
 use crate::kind::{KindInfo, guess, guess_plural};
 use crate::manifest::{Manifest, Verb};
 use crate::resource::{ResourceRef, TypeRef};
@@ -214,6 +215,75 @@ pub(super) fn resolve_or_guess(
             let k = guess(r);
             guessed.insert((k.group.clone(), k.plural.clone()), r.to_string());
             k
+        }
+    }
+}
+
+/// Where a plugin's ServiceAccount must be allowed to read a resource (`get`, `list`,
+/// `watch`) for the host to serve it what its approval lets it read: one namespace each
+/// (Some), or cluster-wide (None) for a cluster-scoped kind or a read approved everywhere.
+pub(super) fn read_places(k: &KindInfo, w: &ReadWhere) -> Vec<Option<String>> {
+    match (k.namespaced, w) {
+        (false, _) | (true, ReadWhere::ClusterWide) => vec![None],
+        (true, ReadWhere::Namespaces(ns)) => ns.iter().cloned().map(Some).collect(),
+    }
+}
+
+/// One resource a plugin's own ServiceAccount must be allowed to `get`, `list` and
+/// `watch`, and where: what [`read_rules`] lists, and what the roles of
+/// [`render`](super::render) give it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReadRule {
+    /// The API group (`""` core).
+    pub group: String,
+    /// The resource (plural).
+    pub resource: String,
+    /// The namespace; None: cluster-wide.
+    pub namespace: Option<String>,
+    /// Whether the resource is namespaced (a cluster-wide rule of a namespaced kind may
+    /// be narrowed to the namespaces a host watches).
+    pub namespaced: bool,
+}
+
+/// The read rules a plugin's ServiceAccount needs for `scopes` (what its approval lets it
+/// read, [`crate::grant::Approval::read_scopes`]), each kind resolved by `resolve` or
+/// [`guess`]ed: the one derivation the host's access review and `kubewasm rbac` share.
+pub fn read_rules(
+    scopes: &ReadScopes,
+    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
+) -> Vec<ReadRule> {
+    let mut out = BTreeSet::new();
+    for (r, w) in scopes {
+        let k = resolve(r).unwrap_or_else(|| guess(r));
+        for place in read_places(&k, w) {
+            out.insert(ReadRule {
+                group: k.group.clone(),
+                resource: k.plural.clone(),
+                namespace: place,
+                namespaced: k.namespaced,
+            });
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// A plugin's own read rules (see [`read_rules`]) into `rules`: a Role per namespace,
+/// the ClusterRole (or with [`RbacOptions::namespace`] its Role) for what is cluster-wide.
+pub(super) fn add_reads(
+    scopes: &ReadScopes,
+    rules: &mut Rules,
+    guessed: &mut Guessed,
+    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
+    opts: &RbacOptions,
+) {
+    for (r, w) in scopes {
+        let k = resolve_or_guess(r, resolve, guessed);
+        for place in read_places(&k, w) {
+            let scope = match place {
+                Some(ns) => Scope::Namespace(ns),
+                None => Scope::everywhere(opts, k.namespaced),
+            };
+            rules.add(&scope, &k.group, &k.plural, READ);
         }
     }
 }

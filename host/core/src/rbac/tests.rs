@@ -511,7 +511,8 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     ] {
         assert!(names.contains(&want), "{want:?} in {names:?}");
     }
-    // The host reads, records Events, holds its Lease, and impersonates by name.
+    // The host reads, records Events, holds its Lease, impersonates by name, and asks
+    // whether each plugin's account may read what the plugin is approved to read.
     let host = perms(
         objs.iter()
             .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
@@ -519,9 +520,12 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     );
     assert!(
         host.iter()
-            .all(|((_, r), v)| *v == set(&["get", "list", "watch"]) || r == "events"),
+            .all(|((_, r), v)| *v == set(&["get", "list", "watch"])
+                || r == "events"
+                || (r == "subjectaccessreviews" && *v == set(&["create"]))),
         "{host:?}"
     );
+    assert!(host.contains_key(&key("authorization.k8s.io", "subjectaccessreviews")));
     let home = objs
         .iter()
         .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "kubewasm")
@@ -536,7 +540,8 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
         imp["resourceNames"],
         json!(["kubewasm-other", "kubewasm-provisioner"])
     );
-    // Each plugin's role holds its grants only, bound to its own account.
+    // Each plugin's role holds its grants and its reads (where its watches are: here
+    // cluster-wide), bound to its own account.
     let own = |name: &str| {
         perms(
             objs.iter()
@@ -544,9 +549,15 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
                 .unwrap(),
         )
     };
+    let read = set(&["get", "list", "watch"]);
     assert_eq!(
         own("kubewasm-other"),
-        [(key("apps", "deployments"), set(&["delete"]))].into()
+        [
+            (key("apps", "deployments"), set(&["delete"])),
+            (key("sites.kubewasm.dev", "contentsites"), read.clone()),
+            (key("", "secrets"), read.clone()),
+        ]
+        .into()
     );
     let prov = own("kubewasm-provisioner");
     assert_eq!(
@@ -554,9 +565,10 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
         set(&["create", "patch"])
     );
     assert!(!prov.contains_key(&key("apps", "deployments")));
-    assert!(
-        !prov.contains_key(&key("", "secrets")),
-        "reads stay the host's"
+    assert_eq!(
+        prov.get(&key("", "secrets")),
+        Some(&read),
+        "the plugin reads as itself"
     );
     let binding = objs
         .iter()
@@ -643,4 +655,97 @@ fn the_host_may_review_its_own_access_and_plugins_need_not() {
             "{plugin:#}"
         );
     }
+}
+
+/// Approved reads land on the plugin's own account where they are approved: a Role per
+/// namespace, the ClusterRole for what is cluster-wide or cluster-scoped; the form
+/// without namespaces where the approved watches list; the host's reads unchanged.
+#[test]
+fn a_plugins_account_reads_where_its_approval_lets_it() {
+    use crate::grant::{Approval, ApprovedRead, ApprovedWatch};
+    let kind = |av: &str, k: &str| ResourceRef::Kind(TypeRef::new(av, k));
+    let approval = Approval {
+        watches: vec![
+            ApprovedWatch {
+                resource: kind("v1", "ConfigMap"),
+                namespaces: vec!["a".into()],
+            },
+            ApprovedWatch {
+                resource: kind("v1", "Service"),
+                namespaces: vec![],
+            },
+        ],
+        grants: vec![],
+        reads: vec![
+            ApprovedRead {
+                resource: kind("v1", "Secret"),
+                namespaces: vec![],
+            },
+            ApprovedRead {
+                resource: kind("v1", "Pod"),
+                namespaces: vec!["b".into()],
+            },
+            ApprovedRead {
+                resource: kind("v1", "Node"),
+                namespaces: vec!["b".into()],
+            },
+        ],
+    };
+    let objs = render_approved(
+        &[("p", &approval)],
+        |r| Some(guess(r)),
+        &RbacOptions {
+            plugin_objects: false,
+            ..RbacOptions::default()
+        },
+    );
+    let role = |kind: &str, ns: Option<&str>| {
+        perms(
+            objs.iter()
+                .find(|o| {
+                    o["kind"] == kind
+                        && o["metadata"]["name"] == "kubewasm-p"
+                        && o["metadata"]["namespace"].as_str() == ns
+                })
+                .unwrap_or_else(|| panic!("no {kind} kubewasm-p in {ns:?}: {objs:#?}")),
+        )
+    };
+    let read = set(&["get", "list", "watch"]);
+    assert_eq!(
+        role("Role", Some("a")),
+        [
+            (key("", "configmaps"), read.clone()),
+            (key("", "secrets"), read.clone())
+        ]
+        .into()
+    );
+    assert_eq!(
+        role("Role", Some("b")),
+        [(key("", "pods"), read.clone())].into()
+    );
+    // Cluster-wide: the cluster-wide watch, and a cluster-scoped kind.
+    assert_eq!(
+        role("ClusterRole", None),
+        [
+            (key("", "nodes"), read.clone()),
+            (key("", "services"), read.clone())
+        ]
+        .into()
+    );
+    // The same rules, listed for the host's access review.
+    let rules = read_rules(&approval.read_scopes(), &|r| Some(guess(r)));
+    let spelled: Vec<String> = rules
+        .iter()
+        .map(|r| format!("{} {}", r.resource, r.namespace.as_deref().unwrap_or("*")))
+        .collect();
+    assert_eq!(
+        spelled,
+        [
+            "configmaps a",
+            "nodes *",
+            "pods b",
+            "secrets a",
+            "services *"
+        ]
+    );
 }

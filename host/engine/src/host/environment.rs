@@ -1,13 +1,14 @@
 //! The plugins at work, as one immutable value: a reload builds a new [`Environment`] and
 //! swaps it whole (Kubewarden-style), so every reader sees one consistent set of plugins.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
+use kubewasm_core::grant::{ReadScopes, ReadWhere};
 use kubewasm_core::manifest::Watch;
 use kubewasm_core::resource::{ResourceRef, TypeRef};
-use kubewasm_runtime::CompiledPlugin;
+use kubewasm_runtime::{CompiledPlugin, ReadScope};
 
 use tokio_util::sync::CancellationToken;
 
@@ -65,6 +66,9 @@ impl Route {
 pub(crate) struct Version {
     pub(crate) plugin: Arc<CompiledPlugin>,
     pub(crate) health: Health,
+    /// Where its approval lets it read each resource (as the approval spells it): the
+    /// namespaces its view of the caches answers in, never its own watches'.
+    pub(crate) reads: Arc<ReadScopes>,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
     /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
     /// its writes is sent after it. Revocation is immediate, not at the end of a call.
@@ -72,10 +76,11 @@ pub(crate) struct Version {
 }
 
 impl Version {
-    pub(crate) fn new(plugin: Arc<CompiledPlugin>, health: Health) -> Self {
+    pub(crate) fn new(plugin: Arc<CompiledPlugin>, health: Health, reads: Arc<ReadScopes>) -> Self {
         Version {
             plugin,
             health,
+            reads,
             retired: CancellationToken::new(),
         }
     }
@@ -149,8 +154,8 @@ pub(crate) struct Environment {
     /// Resolved once per environment and per newly served target, never per event:
     /// served resource → (plugin, index of its route).
     routes: HashMap<ResourceKey, Vec<(String, usize)>>,
-    /// Plugin → the kinds it may read, as served.
-    reads: HashMap<String, Arc<HashSet<TypeRef>>>,
+    /// Plugin → the kinds it may read, as served, each with where it may read it.
+    reads: HashMap<String, Arc<HashMap<TypeRef, ReadScope>>>,
 }
 
 impl Environment {
@@ -200,13 +205,30 @@ impl Environment {
                         .push((name.clone(), i));
                 }
             }
-            let reads = a
-                .plugin()
-                .manifest
-                .read_resources()
-                .filter_map(|r| watches.resolved(r))
-                .map(|r| r.type_ref())
-                .collect();
+            let mut reads: HashMap<TypeRef, ReadScope> = HashMap::new();
+            for r in a.plugin().manifest.read_resources() {
+                let Some(resolved) = watches.resolved(r) else {
+                    continue;
+                };
+                // Where the approval lets it read this resource; nothing approved: nowhere.
+                let here = match a.version.reads.get(r) {
+                    Some(ReadWhere::ClusterWide) => ReadScope::ClusterWide,
+                    Some(ReadWhere::Namespaces(ns)) => ReadScope::Namespaces(ns.clone()),
+                    None => ReadScope::Namespaces(BTreeSet::new()),
+                };
+                // Two spellings of one kind: where either may be read.
+                let scope = match (reads.remove(&resolved.type_ref()), here) {
+                    (None, here) => here,
+                    (Some(ReadScope::ClusterWide), _) | (_, ReadScope::ClusterWide) => {
+                        ReadScope::ClusterWide
+                    }
+                    (Some(ReadScope::Namespaces(mut a)), ReadScope::Namespaces(b)) => {
+                        a.extend(b);
+                        ReadScope::Namespaces(a)
+                    }
+                };
+                reads.insert(resolved.type_ref(), scope);
+            }
             self.reads.insert(name.clone(), Arc::new(reads));
         }
     }
@@ -223,8 +245,8 @@ impl Environment {
             })
     }
 
-    /// The kinds `plugin` may read, as served now.
-    pub(crate) fn reads(&self, plugin: &str) -> Arc<HashSet<TypeRef>> {
+    /// The kinds `plugin` may read, as served now, and where.
+    pub(crate) fn reads(&self, plugin: &str) -> Arc<HashMap<TypeRef, ReadScope>> {
         self.reads.get(plugin).cloned().unwrap_or_default()
     }
 }
@@ -269,6 +291,9 @@ pub struct PluginStatus {
     pub rejected: BTreeMap<String, String>,
     /// Reloads done (added, replaced or removed plugins).
     pub reloads: u64,
+    /// Sources refused (or unloaded) because their plugin's ServiceAccount lacks read
+    /// rules its approval needs: source → each rule (`list secrets in namespace a`).
+    pub missing_reads: BTreeMap<String, Vec<String>>,
 }
 
 #[cfg(test)]

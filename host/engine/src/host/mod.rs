@@ -105,6 +105,10 @@ pub struct HostConfig {
     /// and reported when missing (`/readyz?verbose`, `/status`). Shared with the caller,
     /// which adds what it needs itself (the Lease).
     pub access: Arc<Access>,
+    /// How often each plugin's ServiceAccount is asked again whether it may read what
+    /// its approval lets it read (`apply::identity::AccountReviews`; with impersonation
+    /// only). A plugin that lost a rule is unloaded; one refused for it loads once granted.
+    pub access_review_interval: Duration,
 }
 
 /// How often permissions found missing (the host's own, impersonating a plugin's
@@ -426,6 +430,18 @@ impl Host {
             access.require(&client, "plugin objects", needs).await;
         }
         let discovery = Arc::new(Discovery::new(client.clone()));
+        // Plugins read as their own ServiceAccounts when they write as them.
+        let reviews = match &config.write_identity {
+            crate::apply::WriteIdentity::PluginServiceAccounts { namespace } => {
+                Some(Arc::new(crate::apply::identity::AccountReviews::new(
+                    client.clone(),
+                    discovery.clone(),
+                    namespace.clone(),
+                    config.watch.namespaces.clone(),
+                )))
+            }
+            crate::apply::WriteIdentity::Host => None,
+        };
         let caches = Arc::new(Caches::default());
         let (tx, rx) = mpsc::channel::<WatchSignal>(4096);
         let watches = WatchManager::new(
@@ -490,6 +506,7 @@ impl Host {
                 loader,
                 config.quarantine,
                 metrics.clone(),
+                reviews,
             ),
             ownership: ownership.clone(),
             objects_changed: tokio::sync::Notify::new(),
@@ -541,6 +558,11 @@ impl Host {
                 cancel.clone(),
             )),
             tokio::spawn(recheck_permissions(parts.clone(), cancel.clone())),
+            tokio::spawn(review_access(
+                parts.clone(),
+                config.access_review_interval,
+                cancel.clone(),
+            )),
             tokio::spawn(follow_loads(parts.clone(), cancel.clone())),
             tokio::spawn(report_queue_depths(
                 parts.current.clone(),
@@ -612,12 +634,16 @@ impl Host {
                     report
                 })
                 .collect();
-            let rejected = parts
-                .reloader
-                .status()
+            let status = parts.reloader.status();
+            let rejected = status
                 .rejected
                 .iter()
                 .map(|(source, reason)| (source.clone(), reason.clone()))
+                .collect();
+            let missing_reads = status
+                .missing_reads
+                .iter()
+                .map(|(source, rules)| (source.clone(), rules.clone()))
                 .collect();
             // Plugin objects block readiness once their kind is served, until a reconcile
             // of their synced cache.
@@ -629,6 +655,7 @@ impl Host {
                 watches,
                 plugins,
                 rejected,
+                missing_reads,
                 missing,
                 shards: parts
                     .ownership
@@ -814,6 +841,20 @@ async fn recheck_permissions(parts: Arc<Parts>, cancel: CancellationToken) {
             _ = tokio::time::sleep(RECHECK_PERMISSIONS) => {}
         }
         parts.recheck_permissions().await;
+    }
+}
+
+/// Task: every `interval`, ask again whether each plugin's account may read what it is
+/// approved to read, and reconcile: a plugin that lost a rule is unloaded, one refused
+/// for a missing rule loads once it is granted.
+async fn review_access(parts: Arc<Parts>, interval: Duration, cancel: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        parts.reloader.review_access_again().await;
+        parts.reload().await;
     }
 }
 

@@ -42,12 +42,11 @@ impl PluginHandler {
             return Ok(());
         };
         let plugin = active.plugin();
-        // What the plugin may read: the kinds it watches plus those it declared, as served;
-        // namespaced kinds in its watches' namespaces; at most its memory cap a call.
-        let view = Arc::new(PluginView::new(
+        // What the plugin may read: the kinds it watches plus those it declared, as served,
+        // each where its approval lets it read it; at most its memory cap a call.
+        let view = Arc::new(PluginView::per_kind(
             shared.caches.clone(),
-            (*env.reads(&self.name)).clone(),
-            kubewasm_runtime::ReadScope::of(&plugin.manifest),
+            env.reads(&self.name),
             plugin.limits.memory,
         ));
         let req = Request {

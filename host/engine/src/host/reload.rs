@@ -29,6 +29,7 @@ use kubewasm_runtime::loader::Loaded;
 use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
+use crate::apply::identity::{AccessVerdict, AccountReviews};
 use crate::dispatch::{Health, QuarantinePolicy};
 use crate::host::compiles::{COMPILE_SLOTS, Jobs, Outcome, Progress};
 use crate::host::environment::{Active, Environment, PluginStatus, Version};
@@ -80,6 +81,11 @@ struct SourceState {
     /// many tries so far. Until then the source counts as unchanged.
     retry_at: Option<tokio::time::Instant>,
     retries: u32,
+    /// Refused because its ServiceAccount may not read what it is approved to (or that
+    /// could not be asked): looked at again at the next access review.
+    access_refused: bool,
+    /// The read rules its ServiceAccount was found to lack, as the last review said.
+    missing_reads: Vec<String>,
     /// A job (load, or pull and load) runs for its newest version: a retry due is being
     /// made, so it does not wake the reloader again before the job ends.
     running: bool,
@@ -253,6 +259,9 @@ pub(crate) struct Reloader {
     serving_from: RwLock<BTreeMap<String, String>>,
     /// The earliest retry due, as of the last reconcile.
     next_retry: RwLock<Option<tokio::time::Instant>>,
+    /// Whether each plugin's own ServiceAccount may read what it is approved to; None:
+    /// plugins act as the host (`--no-impersonation`), nothing to ask.
+    reviews: Option<Arc<AccountReviews>>,
 }
 
 /// One source's newest version, read: the file (with the approval that bounds it), or
@@ -280,6 +289,8 @@ struct Item {
     approval_now: Option<Approval>,
     /// Plugin objects: the generation, and the conditions as last read.
     object: Option<ObjectSeen>,
+    /// The plugin this source is approved as (its file's or object's name), when known.
+    account: Option<String>,
 }
 
 /// A Plugin object as a reconcile saw it: generation, and its conditions as last read.
@@ -293,6 +304,7 @@ impl Reloader {
         loader: Loader,
         quarantine: QuarantinePolicy,
         metrics: Arc<Metrics>,
+        reviews: Option<Arc<AccountReviews>>,
     ) -> Self {
         let loader = Arc::new(loader);
         let finished = Arc::new(Notify::new());
@@ -315,13 +327,33 @@ impl Reloader {
             objects_loaded_once: AtomicBool::new(false),
             serving_from: RwLock::new(BTreeMap::new()),
             next_retry: RwLock::new(None),
+            reviews,
+        }
+    }
+
+    /// Before the next reconcile: ask again whether each plugin's account may read what
+    /// it is approved to (what was allowed is forgotten), and look again at the sources
+    /// refused for it.
+    pub(crate) async fn review_access_again(&self) {
+        let Some(reviews) = &self.reviews else {
+            return;
+        };
+        reviews.forget();
+        for state in self.sources.lock().await.values_mut() {
+            if state.access_refused {
+                state.fingerprint.clear();
+            }
         }
     }
 
     /// A new version of a plugin: healthy, so not quarantined.
-    fn version(&self, plugin: Arc<CompiledPlugin>) -> Arc<Version> {
+    fn version(&self, plugin: Arc<CompiledPlugin>, approval: Option<&Approval>) -> Arc<Version> {
         self.metrics.set_quarantined(plugin.name(), false);
-        Arc::new(Version::new(plugin, Health::new(self.quarantine)))
+        Arc::new(Version::new(
+            plugin,
+            Health::new(self.quarantine),
+            Arc::new(approval.map(Approval::read_scopes).unwrap_or_default()),
+        ))
     }
 
     /// The plugin sources, loaded once.
@@ -421,6 +453,7 @@ impl Reloader {
                         origin,
                         approval_now: None,
                         object: None,
+                        account: None,
                     },
                     Ok(mut file) => {
                         // Looked up by the name the plugin must give itself.
@@ -460,6 +493,7 @@ impl Reloader {
                             newest,
                             approval_now: Some(approval_now),
                             object: None,
+                            account: Some(name),
                         }
                     }
                 }
@@ -508,11 +542,12 @@ impl Reloader {
                     }
                 };
                 Item {
-                    origin: Origin::Object(name),
+                    origin: Origin::Object(name.clone()),
                     fingerprint,
                     newest,
                     approval_now: approval,
                     object: Some((generation, previous)),
+                    account: Some(name),
                 }
             })
             .collect()
@@ -560,7 +595,8 @@ impl Reloader {
         for item in items {
             listed.insert(item.origin.clone());
             let origin = item.origin.clone();
-            if self.consider(item, &mut sources, &mut next, &activate) {
+            let access = self.review(&item).await;
+            if self.consider(item, access, &mut sources, &mut next, &activate) {
                 match origin {
                     Origin::File(_) => next.loading.files = true,
                     Origin::Object(_) => next.loading.objects = true,
@@ -595,7 +631,15 @@ impl Reloader {
             .filter_map(|(o, s)| s.rejected.clone().map(|r| (o.to_string(), r)))
             .chain(approvals_error)
             .collect();
-        write(&self.status).rejected = rejected;
+        {
+            let mut status = write(&self.status);
+            status.rejected = rejected;
+            status.missing_reads = sources
+                .iter()
+                .filter(|(_, s)| !s.missing_reads.is_empty())
+                .map(|(o, s)| (o.to_string(), s.missing_reads.clone()))
+                .collect();
+        }
         *write(&self.next_retry) = sources
             .values()
             .filter(|s| !s.running)
@@ -622,12 +666,23 @@ impl Reloader {
         next
     }
 
+    /// Whether the plugin of `item` may read, as its own ServiceAccount, what its
+    /// approval in force lets it read (None: nothing to ask).
+    async fn review(&self, item: &Item) -> Option<AccessVerdict> {
+        let reviews = self.reviews.as_ref()?;
+        let name = item.account.as_deref()?;
+        let approval = item.approval_now.as_ref()?;
+        Some(reviews.review(name, approval).await)
+    }
+
     /// Look at one source's newest version: load it when it changed, and put it to work
-    /// when it is good; unload what runs when its approval no longer covers it. True
-    /// while its load runs (the reconcile after it ends takes the result).
+    /// when it is good; unload what runs when its approval no longer covers it, or when
+    /// its ServiceAccount may no longer read what the approval lets it read (`access`).
+    /// True while its load runs (the reconcile after it ends takes the result).
     fn consider(
         &self,
         item: Item,
+        access: Option<AccessVerdict>,
         sources: &mut BTreeMap<Origin, SourceState>,
         next: &mut Reconciled,
         activate: &(dyn Fn(Arc<Version>) -> Active + Sync),
@@ -638,6 +693,7 @@ impl Reloader {
             newest,
             approval_now,
             object,
+            account: _,
         } = item;
         let state = sources.entry(origin.clone()).or_default();
         state.running = false;
@@ -648,6 +704,54 @@ impl Reloader {
         if let Some((generation, previous)) = &object {
             state.object_generation = *generation;
             state.object_previous = previous.clone();
+        }
+        // The approval's reads bound by the plugin's own account: refused before it loads,
+        // unloaded when lost. A review the API server did not answer refuses a load but
+        // leaves a version at work serving (an API server outage must not unload every
+        // plugin; it is asked again at the next review).
+        state.missing_reads = match &access {
+            Some(AccessVerdict::Denied { missing, .. }) => missing.clone(),
+            _ => Vec::new(),
+        };
+        let refusal = match &access {
+            Some(AccessVerdict::Denied { why, .. }) => Some(("AccessDenied", why.clone(), true)),
+            Some(AccessVerdict::Unanswered(why)) => Some(("AccessUnknown", why.clone(), false)),
+            Some(AccessVerdict::Allowed) | None => None,
+        };
+        match refusal {
+            None => state.access_refused = false,
+            Some((reason, why, unload)) => {
+                let serving = state.serving.clone();
+                if unload
+                    && let Some(name) = serving.as_ref()
+                    && let Some(active) = next.env.plugins.remove(name)
+                {
+                    tracing::error!(plugin = %name, source = %origin, error = %why, "plugin unloaded: its ServiceAccount may not read what it is approved to read");
+                    next.removed.push(active);
+                    state.serving = None;
+                    state.object.serving_module = None;
+                }
+                let loading = !matches!(newest, Newest::Unchanged);
+                if loading || unload {
+                    self.compiles.discard(&origin);
+                    self.fetches.discard(&origin);
+                    state.object.busy = None;
+                    if state.rejected.as_deref() != Some(why.as_str()) {
+                        tracing::error!(source = %origin, error = %why, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+                    }
+                    if loading {
+                        state.fingerprint = fingerprint;
+                    }
+                    state.access_refused = true;
+                    state.rejected = Some(why.clone());
+                    state.object.approved = Some(Err(why.clone()));
+                    state.object.failure = Some(Failure::new(reason, why));
+                    return false;
+                }
+                // Unanswered while serving, nothing new: keep serving; every reconcile
+                // asks again.
+                tracing::warn!(source = %origin, error = %why, "cannot review the plugin's access; it keeps serving");
+            }
         }
         if !matches!(newest, Newest::Fetch(..)) {
             state.object.busy = None;
@@ -831,7 +935,10 @@ impl Reloader {
                     file: origin.to_string(),
                 });
                 // The queue stays; the new version (healthy) serves its next events.
-                let replaced = Active::new(self.version(plugin), active.queue.clone());
+                let replaced = Active::new(
+                    self.version(plugin, approval.as_ref()),
+                    active.queue.clone(),
+                );
                 env.plugins.insert(name.clone(), replaced);
                 next.replays.push(Replay::Replaced(name.clone()));
             }
@@ -844,7 +951,7 @@ impl Reloader {
                     file: origin.to_string(),
                     watches: plugin.manifest.watches.len(),
                 });
-                let active = activate(self.version(plugin));
+                let active = activate(self.version(plugin, approval.as_ref()));
                 env.plugins.insert(name.clone(), active);
                 next.replays.push(Replay::Added(name.clone()));
             }

@@ -40,6 +40,10 @@ pub struct ReadinessReport {
     /// Plugin files whose newest version was rejected: (file, reason). They never start
     /// until the file changes.
     pub rejected: Vec<(String, String)>,
+    /// Plugin sources refused because their plugin's ServiceAccount lacks read rules its
+    /// approval needs: (source, each rule). The rules are the operator's approval and
+    /// RBAC, never the plugin's words, so they are shown.
+    pub missing_reads: Vec<(String, Vec<String>)>,
     /// RBAC rules the host needs and the API server says it lacks
     /// ([`crate::ops::access`]); a blocking one holds readiness back.
     pub missing: Vec<crate::ops::access::Missing>,
@@ -140,6 +144,11 @@ pub fn describe_reason(reason: &str) -> &'static str {
 /// quote the plugin (its `describe` error, its settings), so only that it was rejected.
 const REJECTED: &str = "rejected at load; the host's log says why";
 
+/// What `/status` and `/readyz?verbose` say of a plugin refused because its own
+/// ServiceAccount may not read what its approval lets it read (each rule follows).
+const ACCOUNT_LACKS: &str =
+    "not loaded: its ServiceAccount may not read what it is approved to read";
+
 impl PluginReport {
     /// The plugin's conditions, Kubernetes-style: `Ready` and `Blocked`.
     pub fn conditions(&self) -> serde_json::Value {
@@ -236,7 +245,14 @@ impl ReadinessReport {
             },
             "plugins": plugins,
             "rejected": self.rejected.iter()
-                .map(|(file, _)| serde_json::json!({"file": file, "reason": REJECTED}))
+                .map(|(file, _)| {
+                    let mut v = serde_json::json!({"file": file, "reason": REJECTED});
+                    if let Some((_, rules)) = self.missing_reads.iter().find(|(f, _)| f == file) {
+                        v["reason"] = serde_json::json!(ACCOUNT_LACKS);
+                        v["missingRules"] = serde_json::json!(rules);
+                    }
+                    v
+                })
                 .collect::<Vec<_>>(),
             "permissions": {"missing": self.missing},
         });
@@ -294,9 +310,18 @@ impl ReadinessReport {
             }
         }
         for (file, _) in &self.rejected {
-            out.push_str(&format!(
-                "[+]plugin file {file} {REJECTED}; never started until it changes\n"
-            ));
+            match self.missing_reads.iter().find(|(f, _)| f == file) {
+                Some((_, rules)) => {
+                    for rule in rules {
+                        out.push_str(&format!(
+                            "[+]plugin file {file}: {ACCOUNT_LACKS}: {rule}; not blocking\n"
+                        ));
+                    }
+                }
+                None => out.push_str(&format!(
+                    "[+]plugin file {file} {REJECTED}; never started until it changes\n"
+                )),
+            }
         }
         for r in &self.watches.synced {
             out.push_str(&format!("[+]cache {r} synced\n"));

@@ -283,11 +283,11 @@ impl crate::dispatch::Latest for Caches {
 }
 
 /// What one plugin may read: the caches, limited to the kinds it watches or declared and
-/// to the namespaces of its read scope, within the call's read budget.
+/// to the namespaces of its read scope (one for all kinds, or one per kind), within the
+/// call's read budget.
 pub struct PluginView {
     caches: Arc<Caches>,
-    allowed: HashSet<TypeRef>,
-    scope: ReadScope,
+    allowed: Arc<HashMap<TypeRef, ReadScope>>,
     budget: usize,
 }
 
@@ -300,22 +300,38 @@ impl PluginView {
         scope: ReadScope,
         budget: usize,
     ) -> Self {
+        let allowed = allowed.into_iter().map(|t| (t, scope.clone())).collect();
+        Self::per_kind(caches, Arc::new(allowed), budget)
+    }
+
+    /// A view of `caches` limited to the kinds of `allowed`, each namespaced kind to its
+    /// own scope (`run`: where the plugin's approval lets it read that kind).
+    pub fn per_kind(
+        caches: Arc<Caches>,
+        allowed: Arc<HashMap<TypeRef, ReadScope>>,
+        budget: usize,
+    ) -> Self {
         PluginView {
             caches,
             allowed,
-            scope,
             budget,
         }
     }
 
-    fn cache(&self, api_version: &str, kind: &str) -> Result<Arc<ResourceCache>, ReadError> {
+    fn cache(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<(Arc<ResourceCache>, &ReadScope), ReadError> {
         let t = TypeRef::new(api_version, kind);
-        if !self.allowed.contains(&t) {
+        let Some(scope) = self.allowed.get(&t) else {
             return Err(ReadError::NotAllowed(t.to_string()));
-        }
-        self.caches
+        };
+        let cache = self
+            .caches
             .get(&t)
-            .ok_or_else(|| ReadError::NotCached(t.to_string()))
+            .ok_or_else(|| ReadError::NotCached(t.to_string()))?;
+        Ok((cache, scope))
     }
 }
 
@@ -340,10 +356,9 @@ impl ClusterView for PluginView {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<String>, ReadError> {
-        let cache = self.cache(api_version, kind)?;
+        let (cache, scope) = self.cache(api_version, kind)?;
         let namespace = if cache.namespaced {
-            self.scope
-                .check(&format!("{api_version}/{kind}"), namespace)?;
+            scope.check(&format!("{api_version}/{kind}"), namespace)?;
             namespace.map(str::to_string)
         } else {
             None
@@ -369,10 +384,10 @@ impl ClusterView for PluginView {
         label_selector: Option<&str>,
         limit: ListLimit,
     ) -> Result<Vec<String>, ReadError> {
-        let cache = self.cache(api_version, kind)?;
+        let (cache, scope) = self.cache(api_version, kind)?;
         let what = format!("{api_version}/{kind}");
         let namespace = if cache.namespaced {
-            self.scope.check(&what, namespace)?;
+            scope.check(&what, namespace)?;
             namespace
         } else {
             None

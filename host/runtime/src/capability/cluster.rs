@@ -214,7 +214,7 @@ pub enum ReadError {
     Selector(#[from] kubewasm_core::selector::SelectorError),
     /// A namespace (or all namespaces) outside what the plugin may read.
     #[error(
-        "{kind} {}: this plugin may read only namespaces {} (those of its watches); a cluster-wide read needs a cluster-wide watch",
+        "{kind} {}: this plugin may read it only in namespaces {} (where it is approved to read it); a cluster-wide read needs namespaces [\"*\"] in its approval",
         .namespace.as_deref().map(|n| format!("in namespace {n}")).unwrap_or_else(|| "across all namespaces".into()),
         .allowed.join(", ")
     )]
@@ -274,8 +274,9 @@ pub enum ReadScope {
 
 impl ReadScope {
     /// The scope a manifest's watches give: the union of its watches' namespaces, or
-    /// cluster-wide when any watch is. (Operator approval of a wider read scope would
-    /// widen this.)
+    /// cluster-wide when any watch is: what `kubewasm test` reads with, and what
+    /// `kubewasm approve` approves a plugin's reads for. `run` scopes each kind by what
+    /// the approval lets the plugin read (`Approval::read_scopes`), never by its watches.
     pub fn of(manifest: &Manifest) -> Self {
         let mut namespaces = BTreeSet::new();
         for w in &manifest.watches {
@@ -562,7 +563,7 @@ mod tests {
         let err = s.check("v1/Secret", Some("c")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "v1/Secret in namespace c: this plugin may read only namespaces a, b (those of its watches); a cluster-wide read needs a cluster-wide watch"
+            "v1/Secret in namespace c: this plugin may read it only in namespaces a, b (where it is approved to read it); a cluster-wide read needs namespaces [\"*\"] in its approval"
         );
         let err = s.check("v1/Secret", None).unwrap_err();
         assert!(err.to_string().contains("across all namespaces"), "{err}");

@@ -326,7 +326,8 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
 
     // Per-plugin identity: `narrow`'s own role loses `patch` (server-side apply is a
     // PATCH), while the host's ServiceAccount may do anything to ConfigMaps. Its writes
-    // must still be refused: they are sent as kubewasm-narrow.
+    // must still be refused: they are sent as kubewasm-narrow. It keeps the reads its
+    // approval needs (get, list, watch), or it would not be loaded at all.
     let host_extra = format!("{rbac_name}-host-configmaps");
     let roles = api(
         &admin,
@@ -342,7 +343,7 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         vec![
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                    "metadata": {"name": narrow_role},
-                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]}),
+                   "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]}]}),
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                    "metadata": {"name": host_extra},
                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}]}),
@@ -458,6 +459,10 @@ async fn start_host_with(s: &Suite, extra: &[&str]) -> HostProcess {
         "--discovery-interval",
         "2s",
         "--no-reload",
+        // Plugin accounts' reads reviewed again every few seconds: a role granted
+        // during a scenario is seen without waiting minutes.
+        "--access-review-interval",
+        "3s",
     ])
     // Plugin objects' modules: from the loopback registry, kept in the suite's folder,
     // with no credentials of this machine's user.
@@ -993,9 +998,60 @@ async fn plugin_object_from_a_registry(s: &'static Suite) {
         .cloned()
         .unwrap_or_else(|| panic!("no ClusterRole bound to kubewasm-testkit in:\n{yaml}"));
     let pid = with_host(s, |h| h.pid()).await;
-    apply(&s.admin, docs.clone()).await;
-
     let plugins = api(&s.admin, "kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
+
+    // First without the read rules `approve` renders for the plugin's own account: the
+    // host asks the real API server (SubjectAccessReview) whether kubewasm-testkit may
+    // get, list and watch what the Plugin approves, and does not load it, naming each
+    // missing rule in its status.
+    let without_reads: Vec<Value> = docs
+        .iter()
+        .cloned()
+        .map(|mut d| {
+            if d == own_role
+                && let Some(rules) = d["rules"].as_array_mut()
+            {
+                for r in rules.iter_mut() {
+                    if let Some(verbs) = r["verbs"].as_array_mut() {
+                        verbs.retain(|v| {
+                            !["get", "list", "watch"].contains(&v.as_str().unwrap_or(""))
+                        });
+                    }
+                }
+                rules.retain(|r| r["verbs"].as_array().is_some_and(|v| !v.is_empty()));
+            }
+            d
+        })
+        .collect();
+    apply(&s.admin, without_reads).await;
+    let refused = eventually(
+        "Plugin testkit refused for its account's missing reads",
+        CONVERGE,
+        || async {
+            let o = get(&plugins, "testkit").await?;
+            let st = o.data.get("status")?.clone();
+            (condition(&st, "Approved")["status"] == "False"
+                && condition(&st, "Ready")["reason"] == "AccessDenied")
+                .then_some(st)
+        },
+    )
+    .await;
+    let message = condition(&refused, "Ready")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    println!("  refused without the read rules: {message}");
+    for verb in ["list", "watch"] {
+        assert!(
+            message.contains(&format!("{verb} configmaps")),
+            "the missing {verb} rule is not named: {refused}"
+        );
+    }
+    assert_eq!(refused["digest"], Value::Null, "{refused}");
+    print_plugins(s, "refused: its account may not read");
+
+    // What `approve` printed, applied whole: the review finds the rules and it loads.
+    apply(&s.admin, docs.clone()).await;
     let st = serving(&plugins, "testkit", &digest(&v1)).await;
     assert_eq!(st["version"], json!("1"), "{st}");
     assert_eq!(st["module"], json!(v1), "{st}");

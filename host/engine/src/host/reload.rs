@@ -719,6 +719,18 @@ impl Reloader {
             Some(AccessVerdict::Allowed) | None => None,
         };
         match refusal {
+            // Granted since it was refused, while nothing changed: this reconcile has no
+            // newest version to load (the refusal recorded it as looked at), so the next
+            // one must look again, and is asked for now (a Plugin's retry is due at once;
+            // a file's comes with the next review). Until then it stays refused.
+            None if state.access_refused
+                && matches!(newest, Newest::Unchanged)
+                && state.serving.is_none() =>
+            {
+                state.fingerprint.clear();
+                state.retry_at = Some(tokio::time::Instant::now());
+                return false;
+            }
             None => state.access_refused = false,
             Some((reason, why, unload)) => {
                 let serving = state.serving.clone();

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use kubewasm::ops::incluster::config_from_dir;
+use kubewasm::serve::incluster::config_from_dir;
 use kubewasm_apiserver::{ApiServer, Config};
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
+use kubewasm::replicas::leader::{self, LeaderConfig, Leadership};
 use kubewasm_apiserver::{ApiServer, Config};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kubewasm::dispatch::QuarantinePolicy;
-use kubewasm::dispatch::QueueConfig;
+use kubewasm::event::QuarantinePolicy;
+use kubewasm::event::QueueConfig;
 use kubewasm::host::{Host, HostConfig};
-use kubewasm::ops::metrics::Metrics;
 use kubewasm::runtime::LoadOptions;
+use kubewasm::serve::metrics::Metrics;
 use kubewasm::watch::WatchConfig;
 use serde_json::{Value, json};
 
@@ -84,7 +84,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
         reload_debounce: Some(Duration::from_millis(50)),
         rescan_interval: None,
         quarantine: QuarantinePolicy::default(),
-        ownership: kubewasm::ops::ownership::Ownership::always(),
+        ownership: kubewasm::replicas::ownership::Ownership::always(),
         event_interval: None,
         identity: "bench".into(),
         record: None,

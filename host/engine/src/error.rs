@@ -153,7 +153,7 @@ pub enum Error {
     },
     /// The in-cluster configuration (service-account files, service env vars) is unusable.
     #[error("in-cluster configuration: {0}")]
-    InCluster(#[from] crate::ops::incluster::InClusterError),
+    InCluster(#[from] crate::serve::incluster::InClusterError),
     /// Leader election cannot run as configured.
     #[error("leader election on lease {lease}: {reason}")]
     LeaderElection {

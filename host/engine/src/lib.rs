@@ -3,18 +3,18 @@
 //! plugin runtime ([`runtime`], `kubewasm-runtime`), and adds everything that talks to a
 //! cluster. The `kubewasm` binary (crate `kubewasm-cli`) is a thin CLI on top.
 //!
-//! The data flow, one module per box:
+//! The engine runs three loops, one module each, around the parts they share:
 //!
 //! ```text
-//! host::reload (plugin dir) ─► runtime (compile, describe)
-//!      │ union of watches and reads
-//!      ▼
-//! watch (discovery + one watcher/cache per resource) ─► host::router ─► dispatch (queue per plugin)
-//!      ─► host::handler: runtime (call) ─► core::admit (decode, resolve, bind, grant) ─► apply (SSA)
+//! plugins (directory, Plugin objects, approvals) ─► the next environment ─► watch (which kinds)
+//! watch (discovery, one watcher and cache per resource) ─► event::route ─► event::queue
+//!      ─► event::handler ─► event::layers ─► event::pipeline: call ─► admit ─► apply (SSA)
+//! replicas (leader Lease or shards): which keys this replica may handle, for every loop
 //! ```
 //!
-//! [`host::Host`] wires the boxes together. [`cases`] replays the same call path offline
-//! (`kubewasm test`) and records `run`'s events as cases.
+//! [`host::Host`] is the manager: it builds, starts and stops every part. [`serve`] is
+//! what the host serves about itself (probes, metrics), [`cases`] runs test cases through
+//! the same pipeline (`kubewasm test`) and records `run`'s events as cases.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -23,10 +23,18 @@ pub use kubewasm_runtime as runtime;
 
 pub mod apply;
 pub mod cases;
-pub mod dispatch;
 pub mod error;
+pub mod event;
 pub mod host;
-pub mod ops;
+pub mod plugins;
+pub mod replicas;
+pub mod serve;
 pub mod watch;
 
 pub use error::Error;
+
+/// A duration as a log field's plain value: milliseconds, to the microsecond (Rust's
+/// debug form, `1.234567ms` or `2s`, changes unit with the value).
+pub(crate) fn millis(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}

@@ -8,14 +8,14 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use kubewasm::apply::WriteIdentity;
-use kubewasm::dispatch::{QuarantinePolicy, QueueConfig};
+use kubewasm::event::{QuarantinePolicy, QueueConfig};
 use kubewasm::host::{Host, HostConfig};
-use kubewasm::ops::http::{self, Readiness};
-use kubewasm::ops::leader::{self, LeaderConfig, Leadership};
-use kubewasm::ops::metrics::Metrics;
-use kubewasm::ops::ownership::Ownership;
-use kubewasm::ops::shards::ShardConfig;
+use kubewasm::replicas::leader::{self, LeaderConfig, Leadership};
+use kubewasm::replicas::ownership::Ownership;
+use kubewasm::replicas::shards::ShardConfig;
 use kubewasm::runtime::{LimitCeilings, LimitOverrides, Limits, LoadOptions};
+use kubewasm::serve::http::{self, Readiness};
+use kubewasm::serve::metrics::Metrics;
 use kubewasm::watch::WatchConfig;
 
 /// Flags of the host, shared by `run` and `dev`.
@@ -206,7 +206,7 @@ pub struct HostArgs {
     /// only the objects of the shards it holds (kinds declared under a plugin's `reads`
     /// are cached whole). S is fixed per installation: 32 suits up to a dozen replicas.
     #[arg(long, value_name = "S", conflicts_with = "leader_elect",
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(kubewasm::ops::shards::MAX_SHARDS)))]
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(kubewasm::replicas::shards::MAX_SHARDS)))]
     shards: Option<u32>,
     /// Name of the Lease (with --shards: the prefix of the shard and member Leases).
     #[arg(long, default_value = "kubewasm")]
@@ -477,8 +477,8 @@ pub async fn client_for(
             } else {
                 let dir = std::env::var_os("KUBEWASM_SERVICEACCOUNT_DIR")
                     .map(PathBuf::from)
-                    .unwrap_or_else(|| PathBuf::from(kubewasm::ops::incluster::DEFAULT_DIR));
-                kubewasm::ops::incluster::config_from_dir(&dir)
+                    .unwrap_or_else(|| PathBuf::from(kubewasm::serve::incluster::DEFAULT_DIR));
+                kubewasm::serve::incluster::config_from_dir(&dir)
                     .context("in-cluster configuration")?
             }
         }
@@ -641,7 +641,7 @@ pub async fn run_host(
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
         };
-        let (set, task) = kubewasm::ops::shards::spawn_when(
+        let (set, task) = kubewasm::replicas::shards::spawn_when(
             client.clone(),
             sharding,
             ready,

@@ -13,7 +13,7 @@
 //! Reads are served from the host's caches, so [`AccountReviews`] asks, with
 //! SubjectAccessReviews for `kubewasm-P`, whether it may read what the approval lets the
 //! plugin read; the reloader refuses or unloads a plugin it may not
-//! (`host::reload`). [`check_account_name`] says which names may have an account.
+//! (`plugins::reload`). [`check_account_name`] says which names may have an account.
 
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -149,7 +149,7 @@ pub struct AccountReviews {
     host_namespaces: Vec<String>,
     /// The host's own user, asked once (None inside: not known).
     host_user: tokio::sync::OnceCell<Option<String>>,
-    allowed: std::sync::Mutex<std::collections::HashSet<(String, crate::ops::access::Rule)>>,
+    allowed: std::sync::Mutex<std::collections::HashSet<(String, crate::serve::access::Rule)>>,
 }
 
 /// How long one review may take before it counts as not answered.
@@ -203,7 +203,7 @@ impl AccountReviews {
         }
         let rules = self.rules(approval).await;
         let user = service_account_user(&self.namespace, plugin);
-        let asks: Vec<crate::ops::access::Rule> = {
+        let asks: Vec<crate::serve::access::Rule> = {
             let known = kubewasm_core::sync::lock(&self.allowed);
             rules
                 .into_iter()
@@ -252,7 +252,7 @@ impl AccountReviews {
     async fn rules(
         &self,
         approval: &kubewasm_core::grant::Approval,
-    ) -> Vec<crate::ops::access::Rule> {
+    ) -> Vec<crate::serve::access::Rule> {
         let scopes = approval.read_scopes();
         let mut resolved = std::collections::HashMap::new();
         for r in scopes.keys() {
@@ -276,7 +276,7 @@ impl AccountReviews {
             };
             for place in places {
                 for verb in READ_VERBS {
-                    out.push(crate::ops::access::Rule::new(
+                    out.push(crate::serve::access::Rule::new(
                         verb,
                         &rule.group,
                         &rule.resource,
@@ -315,7 +315,7 @@ async fn subject_access_review(
     client: &kube::Client,
     user: &str,
     namespace: &str,
-    rule: &crate::ops::access::Rule,
+    rule: &crate::serve::access::Rule,
 ) -> Result<bool, String> {
     use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewSpec};
     let review = SubjectAccessReview {

@@ -8,7 +8,7 @@
 //! will not change by itself (403, 404, 401, 400, …) waits from seconds up to minutes, a
 //! transient one (transport, 5xx, 429) from under a second up to half a minute, a `410
 //! Gone` (the watch fell behind; the watcher relists) not at all. A permission granted
-//! meanwhile ([`crate::ops::access::Access::granted`]) ends the wait at once.
+//! meanwhile ([`crate::serve::access::Access::granted`]) ends the wait at once.
 
 use std::time::Duration;
 

@@ -100,7 +100,7 @@ pub struct ResourceCache {
     objects: RwLock<HashMap<ObjectKey, Arc<CachedObject>>>,
     synced: AtomicBool,
     /// Some while it holds only these shards' objects (`kubewasm run --shards`).
-    by_shard: RwLock<Option<crate::ops::shards::ShardSet>>,
+    by_shard: RwLock<Option<crate::replicas::shards::ShardSet>>,
     /// Since when its watch has been failing (None: working).
     failing_since: Mutex<Option<tokio::time::Instant>>,
 }
@@ -138,7 +138,7 @@ impl ResourceCache {
 
     /// Hold only the objects of `shards`' held shards (Some), or every object (None); the
     /// watcher keeps it so.
-    pub(crate) fn set_by_shard(&self, shards: Option<crate::ops::shards::ShardSet>) {
+    pub(crate) fn set_by_shard(&self, shards: Option<crate::replicas::shards::ShardSet>) {
         *kubewasm_core::sync::write(&self.by_shard) = shards;
     }
 
@@ -268,9 +268,9 @@ impl Caches {
     }
 }
 
-impl crate::dispatch::Latest for Caches {
-    fn latest(&self, key: &crate::dispatch::QueueKey) -> crate::dispatch::Lookup {
-        use crate::dispatch::Lookup;
+impl crate::event::Latest for Caches {
+    fn latest(&self, key: &crate::event::QueueKey) -> crate::event::Lookup {
+        use crate::event::Lookup;
         match self.for_resource(&key.resource) {
             Some(cache) if cache.is_synced() => match cache.get(&key.object) {
                 Some(o) => Lookup::Present(o),

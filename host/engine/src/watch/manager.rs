@@ -25,9 +25,9 @@ use kubewasm_core::event::EventType;
 use kubewasm_core::kind::{KindInfo, ResolveError};
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 
-use crate::ops::access::{Access, Need, Rule};
-use crate::ops::metrics::{Metrics, ResourceLabel};
-use crate::ops::shards::ShardSet;
+use crate::replicas::shards::ShardSet;
+use crate::serve::access::{Access, Need, Rule};
+use crate::serve::metrics::{Metrics, ResourceLabel};
 use crate::watch::backoff::{self, Class, Policy};
 use crate::watch::cache::{CachedObject, Caches, ObjectKey, ResourceCache, ResourceKey};
 use crate::watch::discovery::{Discovery, api_resource};

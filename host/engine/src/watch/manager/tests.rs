@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{WatchConfig, WatchManager, WatchSignal};
-use crate::ops::access::Access;
-use crate::ops::metrics::Metrics;
+use crate::serve::access::Access;
+use crate::serve::metrics::Metrics;
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 

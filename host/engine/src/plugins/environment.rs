@@ -12,7 +12,7 @@ use kubewasm_runtime::{CompiledPlugin, ReadScope};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::dispatch::{Delivery, Health, Queue, QueueKey};
+use crate::event::{Delivery, Health, Queue, QueueKey};
 use crate::watch::cache::{CachedObject, ResourceKey};
 use crate::watch::manager::{Demand, shared_demand};
 use crate::watch::{WatchEvent, WatchManager};

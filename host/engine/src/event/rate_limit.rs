@@ -98,7 +98,7 @@ impl Bucket {
 mod tests {
     use super::*;
     use crate::Error;
-    use crate::dispatch::testing::api_error;
+    use crate::event::testing::api_error;
     use kubewasm_runtime::CallError;
 
     #[test]

@@ -9,7 +9,7 @@ use kubewasm_runtime::CallError;
 use super::Handle;
 use crate::Error;
 use crate::cases::record::{Outcome, Recorder};
-use crate::host::handler::{Report, Request, plugin_event};
+use crate::event::pipeline::{Report, Request, plugin_event};
 
 /// Records events when a recorder is configured.
 pub(crate) struct Record<S> {

@@ -23,8 +23,8 @@ use kubewasm_core::event::EventType;
 use kubewasm_core::resource::ResourceRef;
 use tokio::time::Instant;
 
-use crate::host::environment::{Active, Current, Environment};
-use crate::ops::ownership::Ownership;
+use crate::plugins::environment::{Active, Current, Environment};
+use crate::replicas::ownership::Ownership;
 use crate::watch::cache::Caches;
 use crate::watch::{WatchEvent, WatchManager};
 use kubewasm_core::sync::lock;

@@ -6,8 +6,8 @@
 
 use super::Handle;
 use crate::Error;
-use crate::host::handler::{Report, Request};
-use crate::ops::ownership::Ownership;
+use crate::event::pipeline::{Report, Request};
+use crate::replicas::ownership::Ownership;
 
 /// Lets an event through only while this replica handles its key.
 pub(crate) struct Gate<S> {

@@ -113,14 +113,14 @@ impl LeaderConfig {
         Ok(())
     }
 
-    /// The RBAC rules the election needs, for [`crate::ops::access::Access::require`]:
+    /// The RBAC rules the election needs, for [`crate::serve::access::Access::require`]:
     /// `get`, `create` and `update` on its Lease's namespace's leases. Without them this
     /// replica never leads, so the host is not ready.
-    pub fn needs(&self) -> Vec<crate::ops::access::Need> {
+    pub fn needs(&self) -> Vec<crate::serve::access::Need> {
         ["get", "create", "update"]
             .into_iter()
-            .map(|verb| crate::ops::access::Need {
-                rule: crate::ops::access::Rule::new(
+            .map(|verb| crate::serve::access::Need {
+                rule: crate::serve::access::Rule::new(
                     verb,
                     "coordination.k8s.io",
                     "leases",
@@ -462,7 +462,7 @@ impl Elector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::lease::{Observer, Record};
+    use crate::replicas::lease::{Observer, Record};
     use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
     use k8s_openapi::jiff::SignedDuration;

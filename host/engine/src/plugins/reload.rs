@@ -30,15 +30,15 @@ use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
 
 use crate::Error;
 use crate::apply::identity::{AccessVerdict, AccountReviews};
-use crate::dispatch::{Health, QuarantinePolicy};
-use crate::host::compiles::{COMPILE_SLOTS, Jobs, Outcome, Progress};
-use crate::host::environment::{Active, Environment, PluginStatus, Version};
-use crate::host::plugin_objects::{
+use crate::event::{Health, QuarantinePolicy};
+use crate::plugins::compiles::{COMPILE_SLOTS, Jobs, Outcome, Progress};
+use crate::plugins::environment::{Active, Environment, PluginStatus, Version};
+use crate::plugins::objects::{
     Busy, Candidate, Failure, Fetch, ObjectSource, ObjectState, Pulled, STAGE_LOADING,
     STAGE_PULLING, TagMove,
 };
-use crate::host::replay::Replay;
-use crate::ops::metrics::{InfoLabels, Metrics};
+use crate::plugins::replay::Replay;
+use crate::serve::metrics::{InfoLabels, Metrics};
 use crate::watch::cache::CachedObject;
 use kubewasm_core::sync::write;
 
@@ -171,7 +171,7 @@ impl Announcement {
                 file,
                 watches,
             } => {
-                tracing::info!(plugin = %name, version = %version, how, took_ms = crate::ops::millis(took),
+                tracing::info!(plugin = %name, version = %version, how, took_ms = crate::millis(took),
                 source = %file, watches, "plugin loaded")
             }
             Announcement::Replaced {
@@ -182,7 +182,7 @@ impl Announcement {
                 took,
                 file,
             } => {
-                tracing::info!(plugin = %name, from = %from, to = %to, how, took_ms = crate::ops::millis(took),
+                tracing::info!(plugin = %name, from = %from, to = %to, how, took_ms = crate::millis(took),
                 source = %file, "plugin replaced")
             }
         }

@@ -96,7 +96,7 @@ pub struct Metrics {
     /// Objects in this replica's caches, per resource.
     pub cached_objects: Family<ResourceLabel, Gauge>,
     /// Shards held, shard moves and members (`--shards`).
-    pub shards: crate::ops::shards::ShardMetrics,
+    pub shards: crate::replicas::shards::ShardMetrics,
     /// Plugin calls that waited for the call memory budget.
     pub budget_waits: Family<PluginLabel, Counter>,
     /// Of those, the calls that waited `--call-budget-wait` and were not run.

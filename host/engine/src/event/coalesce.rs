@@ -45,7 +45,7 @@ pub(super) fn coalesce(events: &mut VecDeque<Delivery>, new: Delivery) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dispatch::testing::{ev, rv};
+    use crate::event::testing::{ev, rv};
 
     #[test]
     fn coalescing_keeps_latest_state_and_first_type() {

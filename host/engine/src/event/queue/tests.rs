@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use kubewasm_runtime::CallError;
 
 use super::*;
-use crate::dispatch::testing::{api_error, ev, key, obj, rv};
+use crate::event::testing::{api_error, ev, key, obj, rv};
 
 /// A [`Latest`] that never knows better than the queued event (no cache).
 struct NoCache;

@@ -8,8 +8,8 @@ use tracing::Instrument;
 
 use super::Handle;
 use crate::Error;
-use crate::host::handler::{Report, Request, Written};
-use crate::ops::metrics::{EventLabels, Metrics, PluginLabel};
+use crate::event::pipeline::{Report, Request, Written};
+use crate::serve::metrics::{EventLabels, Metrics, PluginLabel};
 
 /// Counts and logs events, calls and writes.
 pub(crate) struct Observe<S> {
@@ -60,7 +60,7 @@ impl<S> Observe<S> {
                 .get_or_create(&label())
                 .observe(took.as_secs_f64());
             if report.call_error.is_none() {
-                tracing::debug!(plugin = %name, object = %object, intents = report.returned, took_ms = crate::ops::millis(took), "plugin returned");
+                tracing::debug!(plugin = %name, object = %object, intents = report.returned, took_ms = crate::millis(took), "plugin returned");
             }
         }
         let prepared = report.prepared();

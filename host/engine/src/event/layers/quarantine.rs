@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::Handle;
 use crate::Error;
-use crate::host::handler::{Report, Request};
-use crate::ops::metrics::Metrics;
+use crate::event::pipeline::{Report, Request};
+use crate::serve::metrics::Metrics;
 
 /// Defers events of a quarantined plugin and keeps each version's health.
 pub(crate) struct Quarantine<S> {

@@ -24,7 +24,7 @@ use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
-use crate::ops::metrics::Metrics;
+use crate::serve::metrics::Metrics;
 
 /// What `/readyz` and `/status` report.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -45,8 +45,8 @@ pub struct ReadinessReport {
     /// RBAC, never the plugin's words, so they are shown.
     pub missing_reads: Vec<(String, Vec<String>)>,
     /// RBAC rules the host needs and the API server says it lacks
-    /// ([`crate::ops::access`]); a blocking one holds readiness back.
-    pub missing: Vec<crate::ops::access::Missing>,
+    /// ([`crate::serve::access`]); a blocking one holds readiness back.
+    pub missing: Vec<crate::serve::access::Missing>,
     /// With `--shards`: the shards this replica holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shards: Option<ShardsReport>,
@@ -538,7 +538,7 @@ mod tests {
     #[test]
     fn a_missing_rule_is_named_and_only_a_blocking_one_holds_readiness() {
         let mut r = report("x");
-        let missing = |blocking: bool| crate::ops::access::Missing {
+        let missing = |blocking: bool| crate::serve::access::Missing {
             rule: "list configmaps cluster-wide".into(),
             group: String::new(),
             plural: "configmaps".into(),

@@ -1,13 +1,13 @@
 //! The router: hands each watch event to every plugin whose watch selects the object, by
 //! the routes the current environment resolved. It only routes: replays are
-//! [`crate::host::replay`]'s, and whether this replica may act on an event is the
+//! [`crate::plugins::replay`]'s, and whether this replica may act on an event is the
 //! handler's gate's. With shards it leaves out the keys of shards this replica does not
 //! hold (their holder routes them), so its queues hold only its own keys.
 
 use kubewasm_core::event::EventType;
 
-use crate::host::environment::Current;
-use crate::ops::ownership::Ownership;
+use crate::plugins::environment::Current;
+use crate::replicas::ownership::Ownership;
 use crate::watch::WatchEvent;
 
 /// Routes events into plugin queues. Cheap to clone.

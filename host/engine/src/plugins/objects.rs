@@ -26,7 +26,7 @@ use kubewasm_runtime::{LimitOverrides, PluginFile};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use crate::host::compiles::{PULL_SLOTS, Progress};
+use crate::plugins::compiles::{PULL_SLOTS, Progress};
 
 /// Stages of a Plugin object's job, as [`Progress`] reports them: 0 is its start (the
 /// tag resolved, when it has one).
@@ -34,7 +34,7 @@ pub(crate) const STAGE_PULLING: u8 = 1;
 /// Pulled; the module is being loaded.
 pub(crate) const STAGE_LOADING: u8 = 2;
 
-use crate::ops::ownership::Ownership;
+use crate::replicas::ownership::Ownership;
 use crate::watch::cache::CachedObject;
 
 /// Field manager of the host's status writes.

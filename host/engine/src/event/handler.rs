@@ -1,6 +1,6 @@
 //! A plugin's queue handler: takes the version serving when an event starts, gives it the
 //! view of the cluster it may read, and runs the layered pipeline
-//! ([`crate::host::layers::Stack`]); reports what the queue says failed.
+//! ([`crate::event::layers::Stack`]); reports what the queue says failed.
 
 use std::sync::Arc;
 
@@ -8,11 +8,11 @@ use kubewasm_core::event::EventType;
 
 use crate::Error;
 use crate::apply::events::{EventRecorder, failure_message};
-use crate::dispatch::{Delivery, Handler};
-use crate::host::environment::Current;
-use crate::host::handler::Request;
-use crate::host::layers::{Handle, Stack};
-use crate::ops::ownership::Ownership;
+use crate::event::layers::{Handle, Stack};
+use crate::event::pipeline::Request;
+use crate::event::{Delivery, Handler};
+use crate::plugins::environment::Current;
+use crate::replicas::ownership::Ownership;
 use crate::watch::cache::{Caches, PluginView};
 
 /// What every plugin's handler shares.

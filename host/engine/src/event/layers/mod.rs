@@ -1,4 +1,4 @@
-//! The layers around the pipeline ([`crate::host::handler`]). Each takes a [`Request`],
+//! The layers around the pipeline ([`crate::event::pipeline`]). Each takes a [`Request`],
 //! may answer it alone (a follower, a quarantined plugin) or hand it to the layer inside,
 //! and reads the [`Report`] on the way out. Outermost first:
 //!
@@ -30,9 +30,9 @@ pub(crate) use self::gate::Gate;
 pub(crate) use self::observe::Observe;
 pub(crate) use self::quarantine::Quarantine;
 pub(crate) use self::record::Record;
-use crate::host::handler::{Pipeline, Report, Request};
-use crate::ops::metrics::Metrics;
-use crate::ops::ownership::Ownership;
+use crate::event::pipeline::{Pipeline, Report, Request};
+use crate::replicas::ownership::Ownership;
+use crate::serve::metrics::Metrics;
 
 /// Handles one event: the pipeline, or a layer around it.
 pub(crate) trait Handle: Send + Sync + 'static {

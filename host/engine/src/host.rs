@@ -1,29 +1,7 @@
-//! The host: owns its parts and wires them together — watch → router → queue →
-//! handler (layers around call → admit → apply) — and the reloader that keeps the plugin
-//! set in line with its sources, the plugin directory and the Plugin objects.
-//!
-//! | module | box |
-//! | --- | --- |
-//! | [`environment`] | the immutable set of plugins at work and their resolved routes, swapped whole |
-//! | [`router`] | watch events into plugin queues |
-//! | [`replay`] | cached objects into plugin queues: new plugins, new versions, a new leader |
-//! | [`plugin_handler`] | a plugin queue's handler: the version serving, the plugin's view, failure reports |
-//! | [`layers`] | gate, quarantine, observe, record: around the pipeline |
-//! | [`handler`] | the pipeline: call, admit, apply |
-//! | [`reload`] | plugin directory and Plugin objects → the next environment |
-//! | [`plugin_objects`] | Plugin objects: modules pulled from registries, status written |
-//! | [`dir_watch`] | notify watcher on the plugin directory |
-
-pub(crate) mod compiles;
-pub(crate) mod dir_watch;
-pub(crate) mod environment;
-pub(crate) mod handler;
-pub(crate) mod layers;
-pub(crate) mod plugin_handler;
-pub(crate) mod plugin_objects;
-pub(crate) mod reload;
-pub(crate) mod replay;
-pub(crate) mod router;
+//! The host, as controller-runtime's Manager: it owns every part and wires them together
+//! — `watch` → `event::route` → `event::queue` → `event::handler` (the layers around the
+//! pipeline: call → admit → apply) — with the reloader (`plugins`) that keeps the plugin set
+//! in line with its sources, the plugin directory and the Plugin objects.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -35,23 +13,25 @@ use tokio::sync::mpsc;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
-pub use self::environment::PluginStatus;
-use self::environment::{Active, Current, Version};
-use self::handler::Pipeline;
-use self::plugin_handler::{PluginHandler, Shared};
-pub use self::plugin_objects::ObjectsConfig;
-use self::plugin_objects::{ObjectSource, StatusWriter, plugin_kind};
-use self::reload::Reloader;
-use self::replay::Replayer;
-use self::router::Router;
 use crate::Error;
 use crate::apply::Applier;
 use crate::apply::events::EventRecorder;
-use crate::dispatch::{QuarantinePolicy, Queue, QueueConfig};
-use crate::ops::access::{Access, Missing, Need, Rule};
-use crate::ops::http::{BlockedObject, PluginReport, ReadinessReport};
-use crate::ops::metrics::{Metrics, PluginLabel};
-use crate::ops::ownership::Ownership;
+use crate::event::handler::{PluginHandler, Shared};
+use crate::event::layers;
+use crate::event::pipeline::Pipeline;
+use crate::event::route::Router;
+use crate::event::{QuarantinePolicy, Queue, QueueConfig};
+pub use crate::plugins::environment::PluginStatus;
+use crate::plugins::environment::{Active, Current, Version};
+pub use crate::plugins::objects::ObjectsConfig;
+use crate::plugins::objects::{ObjectSource, StatusWriter, plugin_kind};
+use crate::plugins::reload::Reloader;
+use crate::plugins::replay::Replayer;
+use crate::plugins::{dir_watch, environment, reload};
+use crate::replicas::ownership::Ownership;
+use crate::serve::access::{Access, Missing, Need, Rule};
+use crate::serve::http::{BlockedObject, PluginReport, ReadinessReport};
+use crate::serve::metrics::{Metrics, PluginLabel};
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 use crate::watch::{WatchConfig, WatchManager, WatchSignal};
@@ -660,7 +640,7 @@ impl Host {
                 shards: parts
                     .ownership
                     .shards()
-                    .map(|s| crate::ops::http::ShardsReport {
+                    .map(|s| crate::serve::http::ShardsReport {
                         total: s.total(),
                         held: s.held().into_iter().collect(),
                         members: s.members(),
@@ -804,7 +784,7 @@ async fn follow_ownership(
 /// cached objects; the holder of shard 0 writes the Plugin objects' status.
 async fn follow_shards(
     parts: Arc<Parts>,
-    shards: crate::ops::shards::ShardSet,
+    shards: crate::replicas::shards::ShardSet,
     metrics: Arc<Metrics>,
     cancel: CancellationToken,
 ) {
@@ -887,7 +867,7 @@ async fn report_queue_depths(
         for cache in caches.all() {
             metrics
                 .cached_objects
-                .get_or_create(&crate::ops::metrics::ResourceLabel {
+                .get_or_create(&crate::serve::metrics::ResourceLabel {
                     resource: cache.resource.to_string(),
                 })
                 .set(cache.len() as i64);

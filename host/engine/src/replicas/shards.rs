@@ -151,11 +151,11 @@ impl ShardConfig {
 
     /// The RBAC rules the shard set needs: `get`, `list`, `create`, `update` and `delete`
     /// on leases in the Lease namespace. Without them this replica holds no shard.
-    pub fn needs(&self) -> Vec<crate::ops::access::Need> {
+    pub fn needs(&self) -> Vec<crate::serve::access::Need> {
         ["get", "list", "create", "update", "delete"]
             .into_iter()
-            .map(|verb| crate::ops::access::Need {
-                rule: crate::ops::access::Rule::new(
+            .map(|verb| crate::serve::access::Need {
+                rule: crate::serve::access::Rule::new(
                     verb,
                     "coordination.k8s.io",
                     "leases",

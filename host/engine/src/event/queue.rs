@@ -461,7 +461,7 @@ impl Queue {
                     coalesce(&mut ks.pending, d);
                 }
                 let delay = self.limiter.when(ks.attempts, how);
-                tracing::debug!(plugin = %self.name, object = %key.object, attempts = ks.attempts, delay_ms = crate::ops::millis(delay), "retry scheduled");
+                tracing::debug!(plugin = %self.name, object = %key.object, attempts = ks.attempts, delay_ms = crate::millis(delay), "retry scheduled");
                 let at = Instant::now() + delay;
                 ks.phase = Phase::Retrying(at);
                 drop(st);

@@ -1,6 +1,6 @@
 //! The pipeline of one event: call the plugin, admit what it returns, apply it. Nothing
 //! else happens here; leadership, quarantine, metrics, logs and recording are the layers
-//! around it ([`crate::host::layers`]), each reading the [`Report`] this returns.
+//! around it ([`crate::event::layers`]), each reading the [`Report`] this returns.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,9 +11,9 @@ use kubewasm_runtime::{CallError, ClusterView, PluginEvent};
 
 use crate::Error;
 use crate::apply::{Applier, Outcome, preflight};
-use crate::dispatch::Delivery;
-use crate::host::environment::Version;
-use crate::ops::ownership::Ownership;
+use crate::event::Delivery;
+use crate::plugins::environment::Version;
+use crate::replicas::ownership::Ownership;
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 
@@ -103,7 +103,7 @@ pub(crate) struct Pipeline {
     pub(crate) ownership: Ownership,
 }
 
-impl crate::host::layers::Handle for Pipeline {
+impl crate::event::layers::Handle for Pipeline {
     async fn handle(&self, req: Request<'_>) -> Report {
         let plugin = &req.version.plugin;
         let name = plugin.name();

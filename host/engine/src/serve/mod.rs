@@ -1,0 +1,8 @@
+//! What the host serves and checks about itself: its own permissions (`access`), Prometheus
+//! metrics, the `/healthz`, `/readyz` and `/metrics` endpoints (`http`), and the in-cluster
+//! client configuration.
+
+pub mod access;
+pub mod http;
+pub mod incluster;
+pub mod metrics;

@@ -18,6 +18,15 @@ pub enum Error {
     /// Serialising the kubeconfig failed.
     #[error("kubeconfig serialisation failed: {0}")]
     Kubeconfig(#[from] serde_yaml_ng::Error),
+    /// An in-process write ([`crate::ApiServer::seed`]) was refused, as the API would
+    /// refuse it.
+    #[error("{message} ({code})")]
+    Refused {
+        /// The HTTP status code the API would answer.
+        code: u16,
+        /// The Status message.
+        message: String,
+    },
 }
 
 /// A failed API request, answered as a `meta/v1 Status` object.

@@ -224,6 +224,24 @@ impl ApiServer {
         self.token.clone()
     }
 
+    /// Stores `objects`, in order, as a cluster already holds them: the starting state
+    /// of a test. Each is validated as a create is (name, CRD schema after pruning, a
+    /// CRD's structure; a CRD registers its kind for the objects after it), its namespace
+    /// is created when missing, and it keeps the `uid`, `creationTimestamp`, `generation`,
+    /// `deletionTimestamp` and `status` it is written with. Its field owners are its
+    /// `metadata.managedFields` as written, else `manager` owns every field but `status`
+    /// as a server-side apply would (`status` is owned by no one). Stored under one lock,
+    /// so the garbage collector never sees an owner missing that comes later in the list.
+    /// The objects as stored; the first refusal ends it (earlier objects stay).
+    pub fn seed(&self, objects: Vec<serde_json::Value>, manager: &str) -> Result<Vec<serde_json::Value>, Error> {
+        self.store
+            .seed(objects, manager)
+            .map_err(|e| Error::Refused {
+                code: e.code,
+                message: e.message,
+            })
+    }
+
     /// Drops all watch history: a watch from any older resourceVersion now gets 410 Expired.
     pub fn compact(&self) {
         self.store.compact();

@@ -177,6 +177,31 @@ impl ApprovedWatch {
 }
 
 impl Approval {
+    /// The approval of exactly what `manifest` asks for (`kubewasm test` without an
+    /// operator's approval): each watch in its namespace (everywhere without one), each
+    /// read where the watches are, its grants.
+    pub fn asked_by(manifest: &Manifest) -> Approval {
+        Approval {
+            watches: manifest
+                .watches
+                .iter()
+                .map(|w| ApprovedWatch {
+                    resource: w.resource.clone(),
+                    namespaces: w.namespace.iter().cloned().collect(),
+                })
+                .collect(),
+            grants: manifest.grants.clone(),
+            reads: manifest
+                .reads
+                .iter()
+                .map(|r| ApprovedRead {
+                    resource: r.clone(),
+                    namespaces: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
     /// Where the approval lets the plugin read: each approved watch's resource where it
     /// is approved (no namespaces: cluster-wide), each approved read where it lists
     /// (`*`: cluster-wide; none: the namespaces the approved watches list). The union

@@ -214,17 +214,37 @@ impl Watch {
         name: &str,
         namespace: Option<&str>,
     ) -> bool {
-        self.namespace
-            .as_deref()
-            .is_none_or(|want| namespace == Some(want))
-            && self
-                .label_selector
-                .as_ref()
-                .is_none_or(|s| s.matches_with(labels))
-            && self
-                .field_selector
-                .as_ref()
-                .is_none_or(|s| s.matches_meta(name, namespace))
+        self.rejects(labels, name, namespace).is_none()
+    }
+
+    /// Why an object with these labels, name and namespace is not selected (its
+    /// namespace, the label selector or the field selector, as a phrase), or None when it
+    /// is: the one selection check, whose answer [`Watch::selects`] gives.
+    pub fn rejects<'a>(
+        &self,
+        labels: impl Fn(&str) -> Option<&'a str>,
+        name: &str,
+        namespace: Option<&str>,
+    ) -> Option<String> {
+        if let Some(want) = self.namespace.as_deref()
+            && namespace != Some(want)
+        {
+            return Some(format!(
+                "it watches namespace {want}, the object is in {}",
+                namespace.unwrap_or("no namespace")
+            ));
+        }
+        if let Some(s) = &self.label_selector
+            && !s.matches_with(labels)
+        {
+            return Some(format!("its label selector {s} does not select the object's labels"));
+        }
+        if let Some(s) = &self.field_selector
+            && !s.matches_meta(name, namespace)
+        {
+            return Some(format!("its field selector {s} does not select the object"));
+        }
+        None
     }
 }
 

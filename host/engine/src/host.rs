@@ -18,6 +18,7 @@ use crate::apply::Applier;
 use crate::apply::events::EventRecorder;
 use crate::event::handler::{PluginHandler, Shared};
 use crate::event::layers;
+use crate::event::cluster::ApiCluster;
 use crate::event::pipeline::Pipeline;
 use crate::event::route::Router;
 use crate::event::{QuarantinePolicy, Queue, QueueConfig};
@@ -439,12 +440,14 @@ impl Host {
         let current = Current::default();
         let ownership = config.ownership.clone();
         let pipeline = Pipeline {
-            applier: Arc::new(Applier::with_identity(
-                client.clone(),
-                config.write_identity.clone(),
-            )),
-            discovery,
-            caches: caches.clone(),
+            cluster: ApiCluster {
+                applier: Arc::new(Applier::with_identity(
+                    client.clone(),
+                    config.write_identity.clone(),
+                )),
+                discovery,
+                caches: caches.clone(),
+            },
             ownership: ownership.clone(),
         };
         let recorder = match &config.record {

@@ -23,6 +23,7 @@ mod crd;
 mod history;
 mod namespaces;
 mod read;
+mod seed;
 mod ssa;
 mod write;
 
@@ -69,6 +70,9 @@ pub(crate) enum Ownership {
     Given(Vec<ManagedEntry>),
     /// Internal write (metadata changes by controllers) tracked for this manager.
     System(String),
+    /// A seeded object ([`Store::seed`]): these entries, and the identity and status
+    /// the object is written with.
+    Seeded(Vec<ManagedEntry>),
 }
 
 /// Target of a write: resource, version, namespace and subresource.

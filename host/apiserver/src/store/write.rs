@@ -130,7 +130,7 @@ impl State {
             .map(|v| v.name.clone())
             .unwrap_or_default();
         if t.info.status
-            && !matches!(own, Ownership::Given(_))
+            && !matches!(own, Ownership::Given(_) | Ownership::Seeded(_))
             && let Some(o) = body.as_object_mut()
         {
             o.remove("status");
@@ -144,12 +144,15 @@ impl State {
                 "deletionGracePeriodSeconds",
                 "selfLink",
             ] {
-                m.remove(f);
+                if !super::seed::keeps(&own, f) {
+                    m.remove(f);
+                }
             }
         }
         // Ownership is computed against an empty object, before server-set fields.
+        let seeded = matches!(own, Ownership::Seeded(_));
         let entries = match own {
-            Ownership::Given(e) => e,
+            Ownership::Given(e) | Ownership::Seeded(e) => e,
             Ownership::Track(m) | Ownership::System(m) => {
                 let from_body = apply::decode_managed(body.pointer("/metadata/managedFields"))
                     .unwrap_or_default();
@@ -176,12 +179,20 @@ impl State {
         set_managed(&mut body, &entries);
         {
             let m = meta::meta_mut(&mut body);
-            m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-            m.insert("creationTimestamp".into(), json!(meta::now()));
-            if t.info.generation {
-                m.insert("generation".into(), json!(1));
-            } else {
-                m.remove("generation");
+            // A seeded object keeps the identity it is written with.
+            let keep = |m: &serde_json::Map<String, Value>, f: &str| seeded && m.contains_key(f);
+            if !keep(m, "uid") {
+                m.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            }
+            if !keep(m, "creationTimestamp") {
+                m.insert("creationTimestamp".into(), json!(meta::now()));
+            }
+            if !keep(m, "generation") {
+                if t.info.generation {
+                    m.insert("generation".into(), json!(1));
+                } else {
+                    m.remove("generation");
+                }
             }
         }
         if gr_is(&gr, "", "namespaces") {
@@ -317,7 +328,7 @@ impl State {
             .map(|v| v.schema.clone())
             .unwrap_or(crate::schema::Schema::Deduced);
         let entries = match own {
-            Ownership::Given(e) => e,
+            Ownership::Given(e) | Ownership::Seeded(e) => e,
             Ownership::Track(m) | Ownership::System(m) => {
                 let requested = if t.is_status() {
                     None

@@ -1,5 +1,5 @@
-//! `kubewasm test`: run a plugin's real `.wasm` offline against YAML test cases, through
-//! `run`'s call path (`kubewasm::cases::replay`).
+//! `kubewasm test`: run a plugin's real `.wasm` against YAML test cases, through `run`'s
+//! pipeline on an embedded API server per case (`kubewasm::cases::replay`).
 //!
 //! The file format: [`FORMAT`], shown by `kubewasm test --help` and written into every
 //! project `kubewasm new` makes (as `tests/README.md`); the full account is
@@ -32,6 +32,10 @@ pub struct TestArgs {
     /// plugin asks for.
     #[arg(long, value_name = "PATH")]
     approvals: Option<PathBuf>,
+    /// CustomResourceDefinitions (every .yaml/.yml in DIR) every case's embedded API
+    /// server holds before the case's own objects; a case's CRD of the same name wins.
+    #[arg(long, value_name = "DIR")]
+    crds: Option<PathBuf>,
     /// Rewrite each case's expectation with the plugin's actual output.
     #[arg(long)]
     update: bool,
@@ -81,6 +85,7 @@ pub async fn command(args: TestArgs) -> Result<()> {
         cache_key_file: cache.key_file,
         instances: args.instances.into(),
         approvals: args.approvals,
+        crds: args.crds,
     };
     let report = replay::run(&args.paths, &opts).await?;
     // The summary ends the output with a newline, so a shell prompt starts on its own

@@ -28,8 +28,8 @@ use kubewasm_core::intent::Action;
 use kubewasm_core::manifest::Manifest;
 use serde_json::Value;
 
-use super::Applier;
 use crate::Error;
+use crate::event::cluster::Cluster;
 
 /// Check every merge patch of `prepared` (the plugin `plugin`'s, writing as `manager`),
 /// and every create that writes owner references where the plugin may not delete,
@@ -38,7 +38,7 @@ use crate::Error;
 /// adopting an existing object, refuses the call (an [`Error::Refused`]); a failed read
 /// ends it like a failed write would.
 pub(crate) async fn check_merges(
-    applier: &Applier,
+    cluster: &impl Cluster,
     plugin: &str,
     manifest: &Manifest,
     manager: &str,
@@ -46,14 +46,14 @@ pub(crate) async fn check_merges(
 ) -> Result<(), Error> {
     for (index, p) in prepared.iter_mut().enumerate() {
         if admit::adoption_matters(manifest, p) {
-            check_adoption(applier, plugin, manifest, manager, index, p).await?;
+            check_adoption(cluster, plugin, manifest, manager, index, p).await?;
             continue;
         }
         if !matches!(p.intent.action, Action::Merge { .. }) {
             continue;
         }
         // Not there: nothing is owned; the patch itself will find it missing.
-        let Some(live) = applier.current(manager, p).await? else {
+        let Some(live) = cluster.current(manager, p).await? else {
             continue;
         };
         admit::check_merge(manifest, p, &live, manager).map_err(|e| {
@@ -80,7 +80,7 @@ pub(crate) async fn check_merges(
 /// when the object exists without them, sent with the `resourceVersion` checked when it
 /// carries them already (see the module documentation).
 async fn check_adoption(
-    applier: &Applier,
+    cluster: &impl Cluster,
     plugin: &str,
     manifest: &Manifest,
     manager: &str,
@@ -88,7 +88,7 @@ async fn check_adoption(
     p: &mut Prepared,
 ) -> Result<(), Error> {
     // Not there: the apply creates it, with the owners the plugin may give a new object.
-    let Some(live) = applier.current(manager, p).await? else {
+    let Some(live) = cluster.current(manager, p).await? else {
         return Ok(());
     };
     admit::check_adoption(manifest, p, &live).map_err(|e| {

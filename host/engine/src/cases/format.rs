@@ -27,13 +27,22 @@ pub struct TestCase {
     /// the case runs approving exactly what the plugin asks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<Permissions>,
-    /// Objects served to `host.get` / `host.list`.
+    /// Objects the case's cluster holds before the event (its CRDs first), stored as
+    /// written (`uid`, `creationTimestamp`, `status` kept), validated as a create; the
+    /// plugin reads them through `host.get` / `host.list`. Field owners: the object's
+    /// `metadata.managedFields` when written, else manager `kubectl` owns every field but
+    /// `status` (which no manager owns), as `kubectl apply --server-side` leaves them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cluster: Vec<Value>,
     /// The event.
     pub event: CaseEvent,
     /// What must come out.
     pub expect: Expect,
+    /// Objects expected in the case's cluster afterwards, each compared as a subset
+    /// (`"<any>"` matches anything) with the object of its apiVersion, kind, namespace
+    /// and name; `--update` keeps them as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Value>,
 }
 
 /// The event of a case.
@@ -43,10 +52,12 @@ pub struct CaseEvent {
     /// added | modified | deleted | resync.
     #[serde(rename = "type")]
     pub event_type: String,
-    /// Watch id; default: the one watch whose resource is the object's kind.
+    /// Watch id; default: the one watch that selects the object (its kind, namespace
+    /// and selectors, as `run` routes it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch: Option<String>,
-    /// The object.
+    /// The object: stored in the case's cluster (but for `deleted`) as `cluster:`
+    /// objects are, and handed to the plugin as the server holds it.
     pub object: Value,
     /// The previous object, for modified.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -309,6 +309,7 @@ impl Recording {
                 old_object: self.event.old_object.as_deref().map(object),
             },
             expect,
+            after: Vec::new(),
         }
     }
 }

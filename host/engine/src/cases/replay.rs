@@ -1,33 +1,32 @@
-//! Running test cases offline (`kubewasm test`), through the call path of `run`: the
-//! plugin loaded and bounded by the operator's approval as `run` loads it
-//! ([`Loader::load_approved_as`]; without one, by what it asks for), its reads answered by the scoped view `run` gives it
-//! ([`PluginView`], over caches filled with the case's `cluster:` objects), and its
-//! intents admitted by the same pipeline (`kubewasm_core::admit::admit`, with kinds
-//! resolved offline). So a case passes exactly when `run` would apply its intents.
+//! Running test cases (`kubewasm test`) through `run`'s own pipeline: the plugin loaded
+//! and bounded by the operator's approval as `run` loads it ([`Loader::load_approved_as`];
+//! without one, by what it asks for), the event routed by the plugin's real watch, and the
+//! call, admission, preflight and writes done by `run`'s [`Pipeline`], on a fresh embedded
+//! API server per case ([`CaseCluster`]) instead of the cluster. The plugin reads through
+//! the view `run` gives it, scoped by its approval's read scopes. So a case fails where
+//! `run` would: a selector that does not select, a schema violation, a conflict with
+//! another field manager, a merge patch over another manager's field.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kube::api::DynamicObject;
-use kubewasm_core::admit::{self, Trigger};
-use kubewasm_core::event::EventType;
-use kubewasm_core::kind::{self, KindInfo, ResolveError, Resolver};
-use kubewasm_core::manifest::{Manifest, Watch};
-use kubewasm_core::resource::{ResourceArg, ResourceRef, TypeRef};
+use kubewasm_core::grant::{Approval, ReadScopes};
 use kubewasm_runtime::approval::Approvals;
 use kubewasm_runtime::plugin::InstancePolicy;
-use kubewasm_runtime::{
-    CallError, CompiledPlugin, LoadOptions, Loader, PluginEngine, PluginEvent, PluginFile,
-    ReadScope,
-};
+use kubewasm_runtime::{CallError, CompiledPlugin, LoadOptions, Loader, PluginEngine, PluginFile};
 use serde_json::{Value, json};
 
+use super::cluster::CaseCluster;
 use super::format::{self, TestCase, intent_json, show_owner_references};
 use crate::Error;
 use crate::apply::manifests::files_with_extensions;
-use crate::watch::cache::{CachedObject, Caches, PluginView, ResourceCache};
+use crate::event::layers::Handle;
+use crate::event::pipeline::{Pipeline, Report as EventReport, Request};
+use crate::event::{Health, QuarantinePolicy};
+use crate::plugins::environment::Version;
+use crate::replicas::ownership::Ownership;
 
 /// Which instances run the cases.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -71,6 +70,9 @@ pub struct RunOptions {
     /// without `approval:` runs approving exactly what the plugin asks for (the author's
     /// tests are about behaviour; `--approvals` also tests the approval).
     pub approvals: Option<PathBuf>,
+    /// `--crds DIR`: CustomResourceDefinitions (every .yaml/.yml there) every case's
+    /// server holds before the case's own objects.
+    pub crds: Option<PathBuf>,
 }
 
 /// What a run found: the report to print, and the counts.
@@ -84,172 +86,6 @@ pub struct Report {
     pub failed: usize,
 }
 
-/// Offline kind resolution for a case: a CustomResourceDefinition among the case's
-/// `cluster:` objects gives the kind's real plural and scope, as discovery would on a
-/// cluster; anything else is [`kind::guess`]ed.
-struct FixtureResolver<'a> {
-    objects: &'a [Value],
-}
-
-impl FixtureResolver<'_> {
-    /// The CRDs among the case's objects, with their spec.
-    fn crds(&self) -> impl Iterator<Item = &Value> {
-        self.objects
-            .iter()
-            .filter(|o| o["kind"] == "CustomResourceDefinition")
-            .filter_map(|o| o.get("spec"))
-    }
-
-    /// The kind of a CRD's `spec` in one of its versions (the first served, when `version`
-    /// is None).
-    fn crd_info(spec: &Value, version: Option<&str>) -> Option<KindInfo> {
-        let v = spec["versions"]
-            .as_array()?
-            .iter()
-            .find(|v| match version {
-                Some(want) => v["name"].as_str() == Some(want),
-                None => v["served"].as_bool() != Some(false),
-            })?;
-        Some(KindInfo {
-            group: spec["group"].as_str()?.to_string(),
-            version: v["name"].as_str()?.to_string(),
-            kind: spec.pointer("/names/kind")?.as_str()?.to_string(),
-            plural: spec.pointer("/names/plural")?.as_str()?.to_string(),
-            namespaced: spec["scope"].as_str() != Some("Cluster"),
-            has_status: v.pointer("/subresources/status").is_some(),
-            guessed: false,
-        })
-    }
-
-    fn crd_kind(&self, t: &TypeRef) -> Option<KindInfo> {
-        self.crds()
-            .filter(|spec| {
-                spec["group"].as_str() == Some(t.group())
-                    && spec.pointer("/names/kind").and_then(Value::as_str) == Some(&t.kind)
-            })
-            .find_map(|spec| Self::crd_info(spec, Some(t.version())))
-    }
-
-    /// A kind as discovery would resolve it: the case's CRD, or the offline guess.
-    fn kind(&self, t: &TypeRef) -> KindInfo {
-        self.crd_kind(t)
-            .unwrap_or_else(|| kind::guess(&ResourceRef::Kind(t.clone())))
-    }
-
-    /// The kind a resource argument names, when known offline: from the case's CRD or the
-    /// built-in table.
-    fn resource_kind(&self, arg: &ResourceArg) -> Option<KindInfo> {
-        let crd = self
-            .crds()
-            .filter(|spec| {
-                spec["group"].as_str() == Some(arg.group.as_str())
-                    && spec.pointer("/names/plural").and_then(Value::as_str)
-                        == Some(arg.plural.as_str())
-            })
-            .find_map(|spec| Self::crd_info(spec, arg.version.as_deref()));
-        crd.or_else(|| {
-            let k = kind::guess(&ResourceRef::Resource(arg.clone()));
-            (!k.guessed).then_some(k)
-        })
-    }
-}
-
-impl Resolver for FixtureResolver<'_> {
-    async fn resolve_kind(&self, t: &TypeRef) -> Result<KindInfo, ResolveError> {
-        Ok(self.kind(t))
-    }
-}
-
-/// The case's `cluster:` objects as `run`'s watch caches would hold them: one cache per
-/// kind (resolved as admission resolves it), and an empty one for every kind the plugin
-/// may read. The plugin reads them through [`PluginView`], and admission checks owner
-/// references against them, as in `run`.
-struct Fixture {
-    caches: Arc<Caches>,
-    /// The kinds the plugin may read, resolved offline.
-    readable: HashSet<TypeRef>,
-}
-
-impl Fixture {
-    fn new(
-        case: &TestCase,
-        manifest: &Manifest,
-        resolver: &FixtureResolver,
-    ) -> Result<Self, String> {
-        let caches = Arc::new(Caches::default());
-        let cache = |t: &TypeRef| -> Arc<ResourceCache> {
-            caches.get(t).unwrap_or_else(|| {
-                let k = resolver.kind(t);
-                let c = Arc::new(ResourceCache::new(k.key(), t.clone(), k.namespaced));
-                caches.insert(c.clone());
-                c
-            })
-        };
-        for (i, o) in case.cluster.iter().enumerate() {
-            let mut object: DynamicObject = serde_json::from_value(o.clone())
-                .map_err(|e| format!("cluster object #{i}: {e}"))?;
-            let Some(types) = &object.types else {
-                return Err(format!(
-                    "cluster object #{i}: apiVersion and kind are required"
-                ));
-            };
-            let c = cache(&TypeRef::new(&types.api_version, &types.kind));
-            if !c.namespaced {
-                // The API server has no namespace for it; neither do `run`'s caches.
-                object.metadata.namespace = None;
-            }
-            c.insert(CachedObject::new(object));
-        }
-        let readable = Self::readable(case, manifest, resolver);
-        for t in &readable {
-            cache(t);
-        }
-        Ok(Fixture { caches, readable })
-    }
-
-    /// The kinds of the plugin's watches and reads, resolved offline. A resource argument
-    /// whose kind neither a CRD of the case nor the built-in table gives names the kinds
-    /// of the case's objects its guessed plural matches.
-    fn readable(
-        case: &TestCase,
-        manifest: &Manifest,
-        resolver: &FixtureResolver,
-    ) -> HashSet<TypeRef> {
-        let present: HashSet<TypeRef> = case
-            .cluster
-            .iter()
-            .chain([&case.event.object])
-            .chain(&case.event.old_object)
-            .filter_map(|o| Some(TypeRef::new(o["apiVersion"].as_str()?, o["kind"].as_str()?)))
-            .collect();
-        manifest
-            .read_resources()
-            .flat_map(|r| match r {
-                ResourceRef::Kind(t) => vec![t.clone()],
-                ResourceRef::Resource(arg) => match resolver.resource_kind(arg) {
-                    Some(k) => vec![k.type_ref()],
-                    None => present
-                        .iter()
-                        .filter(|t| kind::resource_names_kind(arg, t))
-                        .cloned()
-                        .collect(),
-                },
-            })
-            .collect()
-    }
-
-    /// The view `run` gives the plugin: its readable kinds, in its read scope, within its
-    /// memory cap.
-    fn view(&self, plugin: &CompiledPlugin) -> Arc<PluginView> {
-        Arc::new(PluginView::new(
-            self.caches.clone(),
-            self.readable.clone(),
-            ReadScope::of(&plugin.manifest),
-            plugin.limits.memory,
-        ))
-    }
-}
-
 /// Loads the plugins of the cases as `run` loads them ([`Loader::load_approved_as`]):
 /// compiled once (and through the code cache); a fresh `CompiledPlugin` per case for
 /// fresh instances, one per plugin file and settings, kept for the whole run, for the
@@ -258,8 +94,11 @@ struct Plugins {
     loader: Loader,
     /// `--approvals`, read once.
     approvals: Option<Approvals>,
-    reused: HashMap<(PathBuf, String), Arc<CompiledPlugin>>,
+    reused: HashMap<(PathBuf, String), Loaded>,
 }
+
+/// A loaded plugin and where its approval lets it read.
+type Loaded = (Arc<CompiledPlugin>, Arc<ReadScopes>);
 
 impl Plugins {
     /// The plugin at `path` with the settings of `case` (from `case_file`) in place of its
@@ -271,7 +110,7 @@ impl Plugins {
         case_file: &Path,
         case: &TestCase,
         reuse: bool,
-    ) -> Result<Arc<CompiledPlugin>, Error> {
+    ) -> Result<Loaded, Error> {
         let mut file = PluginFile::read(path)?;
         if let Some(settings) = &case.settings {
             file.set_settings(settings, case_file)?;
@@ -298,7 +137,11 @@ impl Plugins {
             None => self.loader.load_as(file, instances).await?,
         };
         tracing::debug!(file = %path.display(), how = loaded.source.as_str(), "component ready");
-        let plugin = Arc::new(loaded.plugin);
+        // Without an approval, the case approves what the plugin asks for, reads included.
+        let approval = loaded
+            .approval
+            .unwrap_or_else(|| Approval::asked_by(&loaded.plugin.manifest));
+        let plugin = (Arc::new(loaded.plugin), Arc::new(approval.read_scopes()));
         if reuse {
             self.reused.insert(key, plugin.clone());
         }
@@ -306,190 +149,123 @@ impl Plugins {
     }
 }
 
-/// What came out of one case: the intents as cases write them, and the error (the
-/// plugin's, or admission's refusal of the call).
-type Outcome = (Vec<Value>, Option<String>);
+/// What came out of one case: the intents as cases write them, the error (the plugin's,
+/// admission's refusal, or the cluster's), and the case's cluster afterwards.
+struct Outcome {
+    intents: Vec<Value>,
+    error: Option<String>,
+    cluster: CaseCluster,
+}
 
+/// The plugin file a case runs: `--plugin`, else the case's `plugin:` (relative to its file).
+fn plugin_path(opts: &RunOptions, file: &Path, case: &TestCase) -> Result<PathBuf, String> {
+    match (&opts.plugin, &case.plugin) {
+        (Some(p), _) => Ok(p.clone()),
+        (None, Some(p)) => Ok(file.parent().unwrap_or(Path::new(".")).join(p)),
+        (None, None) => Err("no plugin: give `plugin:` in the case or --plugin".into()),
+    }
+}
+
+/// One case on one instance mode: a fresh cluster seeded with it, the event routed by the
+/// plugin's watches, then `run`'s pipeline on that cluster.
 async fn run_case(
     plugins: &mut Plugins,
     file: &Path,
     case: &TestCase,
-    opts: &RunOptions,
+    ctx: &Context,
     reuse: bool,
     watch: &mut Option<String>,
 ) -> Result<Outcome, String> {
-    let plugin_path = match (&opts.plugin, &case.plugin) {
-        (Some(p), _) => p.clone(),
-        (None, Some(p)) => file.parent().unwrap_or(Path::new(".")).join(p),
-        (None, None) => return Err("no plugin: give `plugin:` in the case or --plugin".into()),
-    };
+    let path = plugin_path(&ctx.opts, file, case)?;
     // Worded as `run` logs a plugin it does not load.
-    let plugin = plugins
-        .get(&plugin_path, file, case, reuse)
+    let (plugin, scopes) = plugins
+        .get(&path, file, case, reuse)
         .await
         .map_err(|e| format!("plugin rejected: {e}"))?;
     let m = &plugin.manifest;
-    let resolver = FixtureResolver {
-        objects: &case.cluster,
+    let cluster = CaseCluster::start(&ctx.crds, case).await?;
+    let delivery = cluster.route(m, case).await?;
+    *watch = Some(delivery.watch_id.to_string());
+    let view = cluster
+        .view(m, &scopes, plugin.limits.memory, case)
+        .await?;
+    let version = Version::new(plugin.clone(), Health::new(QuarantinePolicy::default()), scopes);
+    let pipeline: CasePipeline = Pipeline {
+        cluster,
+        ownership: Ownership::always(),
     };
-    let watch_id = match &case.event.watch {
-        Some(id) => id.clone(),
-        None => infer_watch(m, &case.event.object, &resolver)?,
+    let request = Request {
+        version: &version,
+        delivery: &delivery,
+        view,
+        keep_intents: true,
     };
-    if m.watch(&watch_id).is_none() {
-        return Err(format!(
-            "watch {watch_id:?} is not in the manifest of {} (its watches: {})",
-            m.name,
-            watches_list(m.watches.iter())
-        ));
-    }
-    *watch = Some(watch_id.clone());
-    let event_type = &case.event.event_type;
-    let event = PluginEvent {
-        event_type: EventType::parse(event_type)
-            .ok_or_else(|| format!("unknown event type {event_type:?}"))?,
-        watch_id,
-        object: case.event.object.to_string().into(),
-        old_object: case.event.old_object.as_ref().map(|o| o.to_string().into()),
-    };
-    let fixture = Fixture::new(case, m, &resolver)?;
-    let trigger = Trigger::from_json(&case.event.object);
-    let label = trigger.describe();
-    match plugin.handle(&event, &label, fixture.view(&plugin)).await {
-        Ok(raw) => {
-            let mut intents: Vec<Value> = raw.iter().map(intent_json).collect();
-            let admitted = admit::admit(
-                m,
-                raw,
-                plugin.limits.max_intent_bytes,
-                &trigger,
-                &resolver,
-                fixture.caches.as_ref(),
-            )
-            .await;
-            match admitted.and_then(|prepared| {
-                check_adoptions(m, &prepared, &case.cluster)?;
-                Ok(prepared)
-            }) {
-                Ok(prepared) => {
-                    show_owner_references(&mut intents, &prepared);
-                    Ok((intents, None))
-                }
-                Err(refused) => Ok((intents, Some(refused.to_string()))),
-            }
-        }
-        Err(CallError::Plugin { message, retry }) => Ok((
-            vec![],
-            Some(format!("plugin error (retry: {retry}): {message}")),
-        )),
-        Err(e) => Ok((vec![], Some(e.to_string()))),
-    }
+    let report = pipeline.handle(request).await;
+    let (intents, error) = outcome(&report);
+    Ok(Outcome {
+        intents,
+        error,
+        cluster: pipeline.cluster,
+    })
 }
 
-/// What `run` checks against the cluster before a create that writes owner references
-/// where the plugin may not delete ([`admit::check_adoption`]), checked here against the
-/// case's `cluster:` objects: one of them that the create would adopt refuses the call.
-fn check_adoptions(
-    manifest: &Manifest,
-    prepared: &[admit::Prepared],
-    cluster: &[Value],
-) -> Result<(), admit::Rejection> {
-    for (index, p) in prepared.iter().enumerate() {
-        if !admit::adoption_matters(manifest, p) {
-            continue;
+/// `kubewasm test`'s pipeline: `run`'s [`Pipeline`] type, on a case's cluster.
+type CasePipeline = Pipeline<CaseCluster>;
+
+/// The intents (as cases write them, each `owned-by-trigger` create with the owner
+/// reference admission bound) and the error, of a pipeline's report.
+fn outcome(report: &EventReport) -> (Vec<Value>, Option<String>) {
+    let mut intents: Vec<Value> = report.raw.iter().flatten().map(intent_json).collect();
+    show_owner_references(&mut intents, report.prepared());
+    let error = match (&report.call_error, &report.result) {
+        (Some(CallError::Plugin { message, retry }), _) => {
+            Some(format!("plugin error (retry: {retry}): {message}"))
         }
-        let Some(live) = cluster.iter().find(|o| is_target(o, p)) else {
-            continue;
-        };
-        admit::check_adoption(manifest, p, live).map_err(|e| admit::Rejection {
-            index,
-            error: e.into(),
+        (Some(e), _) => Some(e.to_string()),
+        (None, Ok(())) => None,
+        (None, Err(Error::Refused { rejection, .. } | Error::InvalidIntent { rejection, .. })) => {
+            Some(rejection.to_string())
+        }
+        (None, Err(e)) => Some(e.to_string()),
+    };
+    (intents, error)
+}
+
+/// What every case of a run shares.
+struct Context {
+    opts: RunOptions,
+    /// The CRDs of `--crds`.
+    crds: Vec<Value>,
+}
+
+/// The CustomResourceDefinitions of every .yaml/.yml file under `dir`.
+fn read_crds(dir: &Path) -> Result<Vec<Value>, Error> {
+    let mut crds = Vec::new();
+    for file in files_with_extensions(&[dir.to_path_buf()], &["yaml", "yml"])? {
+        let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
+            context: format!("reading {}", file.display()),
+            source,
         })?;
-    }
-    Ok(())
-}
-
-/// Whether a case's object is the object `p` writes.
-fn is_target(o: &Value, p: &admit::Prepared) -> bool {
-    let text = |ptr: &str| o.pointer(ptr).and_then(Value::as_str);
-    let t = TypeRef::new(
-        text("/apiVersion").unwrap_or(""),
-        text("/kind").unwrap_or(""),
-    );
-    t.group() == p.kind.group
-        && t.kind == p.kind.kind
-        && text("/metadata/name") == Some(p.intent.target.name.as_str())
-        && (!p.kind.namespaced || text("/metadata/namespace") == p.namespace.as_deref())
-}
-
-/// Watches as an error names them: `id (what it watches)`.
-fn watches_list<'a>(watches: impl Iterator<Item = &'a Watch>) -> String {
-    let shown: Vec<String> = watches
-        .map(|w| format!("{} ({})", w.id, w.resource))
-        .collect();
-    match shown.is_empty() {
-        true => "none".into(),
-        false => shown.join(", "),
-    }
-}
-
-/// Whether a watch on `r` delivers objects of kind `t`, judged offline: a kind by its
-/// apiVersion and kind, a resource argument by the kind the case's CRD or the built-in
-/// table gives it, else by its guessed plural.
-fn watch_delivers(r: &ResourceRef, t: &TypeRef, resolver: &FixtureResolver) -> bool {
-    match r {
-        ResourceRef::Kind(w) => w == t,
-        ResourceRef::Resource(arg) => match resolver.resource_kind(arg) {
-            Some(k) => {
-                k.group == t.group()
-                    && k.kind == t.kind
-                    && arg.version.as_deref().is_none_or(|v| v == t.version())
-            }
-            None => kind::resource_names_kind(arg, t),
-        },
-    }
-}
-
-/// The watch a case without `watch:` is delivered to: the one watch whose resource is the
-/// object's kind. Delivering it to another watch would show the plugin an event `run`
-/// never sends (a Certificate as an Ingress event), so anything but exactly one match is
-/// an error naming the candidates.
-fn infer_watch(m: &Manifest, object: &Value, resolver: &FixtureResolver) -> Result<String, String> {
-    let api_version = object["apiVersion"].as_str();
-    let object_kind = object["kind"].as_str();
-    let (Some(api_version), Some(object_kind)) = (api_version, object_kind) else {
-        // Nothing to contradict: a lone watch is the one.
-        return match m.watches.as_slice() {
-            [w] => Ok(w.id.clone()),
-            _ => Err(format!(
-                "the event's object has no apiVersion and kind to pick a watch by: give \
-                 `event.watch:` (the watches of {}: {})",
-                m.name,
-                watches_list(m.watches.iter())
-            )),
+        let document = |reason: String| Error::Document {
+            path: file.clone(),
+            reason,
         };
-    };
-    let t = TypeRef::new(api_version, object_kind);
-    let matching: Vec<&Watch> = m
-        .watches
-        .iter()
-        .filter(|w| watch_delivers(&w.resource, &t, resolver))
-        .collect();
-    match matching.as_slice() {
-        [w] => Ok(w.id.clone()),
-        [] => Err(format!(
-            "the event's object ({t}) is of no kind {} watches: fix its apiVersion/kind or \
-             give `event.watch:` (its watches: {})",
-            m.name,
-            watches_list(m.watches.iter())
-        )),
-        several => Err(format!(
-            "the event's object ({t}) matches several watches of {}: give `event.watch:` \
-             (one of {})",
-            m.name,
-            watches_list(several.iter().copied())
-        )),
+        for de in serde_yaml_ng::Deserializer::from_str(&text) {
+            let doc: Value =
+                serde::Deserialize::deserialize(de).map_err(|e| document(e.to_string()))?;
+            match doc["kind"].as_str() {
+                _ if doc.is_null() => {}
+                Some("CustomResourceDefinition") => crds.push(doc),
+                other => {
+                    return Err(document(format!(
+                        "--crds takes CustomResourceDefinitions, not {}",
+                        other.unwrap_or("an object without a kind")
+                    )));
+                }
+            }
+        }
     }
+    Ok(crds)
 }
 
 /// Fill the defaults a test author may leave out, so `{create: {object}}` equals the full form.
@@ -547,8 +323,32 @@ fn json_diff(expected: &Value, actual: &Value, subset: bool, path: &str, out: &m
     }
 }
 
+/// What is wrong with a case's `after:` objects, as report lines: each compared as a
+/// subset with the object the case's cluster holds afterwards.
+async fn check_after(case: &TestCase, cluster: &CaseCluster, report: &mut String) {
+    for (i, expected) in case.after.iter().enumerate() {
+        let actual = match cluster.object(expected).await {
+            Ok(Some(actual)) => actual,
+            Ok(None) => {
+                let _ = writeln!(report, "  after[{i}]: expected {expected}, missing");
+                continue;
+            }
+            Err(e) => {
+                let _ = writeln!(report, "  {e}");
+                continue;
+            }
+        };
+        let mut diffs = Vec::new();
+        json_diff(expected, &actual, true, &format!("after[{i}]"), &mut diffs);
+        for d in diffs {
+            let _ = writeln!(report, "  {d}");
+        }
+    }
+}
+
 /// What is wrong with a case's outcome, as report lines; None when it passes.
-fn check(case: &TestCase, intents: &[Value], error: &Option<String>) -> Option<String> {
+async fn check(case: &TestCase, outcome: &Outcome) -> Option<String> {
+    let (intents, error) = (&outcome.intents, &outcome.error);
     let subset = case.expect.r#match.as_deref() == Some("subset");
     let mut report = String::new();
     match (&case.expect.error, error) {
@@ -606,9 +406,10 @@ fn check(case: &TestCase, intents: &[Value], error: &Option<String>) -> Option<S
         for d in diffs {
             let _ = writeln!(report, "  {d}");
         }
-    } else if case.expect.error.is_none() {
+    } else if case.expect.error.is_none() && case.after.is_empty() {
         let _ = writeln!(report, "  the case expects neither intents nor an error");
     }
+    check_after(case, &outcome.cluster, &mut report).await;
     (!report.is_empty()).then_some(report)
 }
 
@@ -627,14 +428,11 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
         approvals,
         reused: HashMap::new(),
     };
-    // --update records one output: the first mode's.
-    let modes = match opts.update {
-        true => &opts.instances.modes()[..1],
-        false => opts.instances.modes(),
+    let ctx = Context {
+        opts: opts.clone(),
+        crds: opts.crds.as_deref().map(read_crds).transpose()?.unwrap_or_default(),
     };
-    let both = modes.len() > 1;
     let mut report = Report::default();
-    let out = &mut report.text;
     let mut seen = HashSet::new();
     for file in files_with_extensions(paths, &["yaml", "yml"])? {
         let text = std::fs::read_to_string(&file).map_err(|source| Error::Io {
@@ -647,64 +445,15 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
                 Ok(c) => c,
                 Err(e) => {
                     report.failed += 1;
-                    let _ = writeln!(out, "FAIL {}: not a test case: {e}", file.display());
+                    let _ = writeln!(report.text, "FAIL {}: not a test case: {e}", file.display());
                     continue;
                 }
             };
             let label = format!("{}: {}", file.display(), case.name);
             if !seen.insert(label.clone()) {
-                let _ = writeln!(out, "note: duplicate case name {label}");
+                let _ = writeln!(report.text, "note: duplicate case name {label}");
             }
-            let mut failures = Vec::new();
-            let mut record = None;
-            for &reuse in modes {
-                let mode = if reuse {
-                    "reused instance"
-                } else {
-                    "fresh instance"
-                };
-                // Every failure names the watch the event went to.
-                let mut watch = None;
-                let outcome = run_case(&mut plugins, &file, &case, opts, reuse, &mut watch).await;
-                let mode = match &watch {
-                    Some(w) => format!("{mode}, watch {w}"),
-                    None => mode.to_string(),
-                };
-                match outcome {
-                    Err(e) => failures.push((mode, format!("  {e}\n"))),
-                    Ok((intents, error)) if opts.update => record = Some((intents, error)),
-                    Ok((intents, error)) => {
-                        if let Some(report) = check(&case, &intents, &error) {
-                            failures.push((mode, report));
-                        }
-                    }
-                }
-            }
-            if let Some((intents, error)) = record {
-                let mut c = case.clone();
-                c.expect.intents = error.is_none().then_some(intents);
-                c.expect.error = error;
-                updated.push(c);
-                report.passed += 1;
-                let _ = writeln!(out, "updated {label}");
-                continue;
-            }
-            if failures.is_empty() {
-                report.passed += 1;
-                let _ = writeln!(out, "ok   {label}");
-            } else {
-                report.failed += 1;
-                let only_reused =
-                    both && failures.len() == 1 && failures[0].0.starts_with("reused instance");
-                for (mode, report) in &failures {
-                    let why = if only_reused {
-                        " (passes on a fresh instance: the plugin keeps state between calls)"
-                    } else {
-                        ""
-                    };
-                    let _ = write!(out, "FAIL {label} [{mode}]{why}\n{report}");
-                }
-            }
+            let case = run_modes(&mut plugins, &file, case, &ctx, &label, &mut report).await;
             updated.push(case);
         }
         if opts.update {
@@ -714,14 +463,75 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
             })?;
         }
     }
-    let _ = writeln!(out, "{} passed, {} failed", report.passed, report.failed);
+    let _ = writeln!(report.text, "{} passed, {} failed", report.passed, report.failed);
     Ok(report)
+}
+
+/// One case in each instance mode (`--update`: the first mode only, recorded), counted
+/// and written into `report`; the case as the file keeps it.
+async fn run_modes(
+    plugins: &mut Plugins,
+    file: &Path,
+    case: TestCase,
+    ctx: &Context,
+    label: &str,
+    report: &mut Report,
+) -> TestCase {
+    let opts = &ctx.opts;
+    let modes = match opts.update {
+        true => &opts.instances.modes()[..1],
+        false => opts.instances.modes(),
+    };
+    let mut failures = Vec::new();
+    for &reuse in modes {
+        let mode = if reuse { "reused instance" } else { "fresh instance" };
+        // Every failure names the watch the event went to.
+        let mut watch = None;
+        let outcome = run_case(plugins, file, &case, ctx, reuse, &mut watch).await;
+        let mode = match &watch {
+            Some(w) => format!("{mode}, watch {w}"),
+            None => mode.to_string(),
+        };
+        match outcome {
+            Err(e) => failures.push((mode, format!("  {e}\n"))),
+            // --update records intents and error; `after:` is kept as written.
+            Ok(o) if opts.update => {
+                let mut c = case.clone();
+                c.expect.intents = o.error.is_none().then_some(o.intents);
+                c.expect.error = o.error;
+                report.passed += 1;
+                let _ = writeln!(report.text, "updated {label}");
+                return c;
+            }
+            Ok(o) => {
+                if let Some(lines) = check(&case, &o).await {
+                    failures.push((mode, lines));
+                }
+            }
+        }
+    }
+    if failures.is_empty() {
+        report.passed += 1;
+        let _ = writeln!(report.text, "ok   {label}");
+        return case;
+    }
+    report.failed += 1;
+    let only_reused = modes.len() > 1
+        && failures.len() == 1
+        && failures[0].0.starts_with("reused instance");
+    for (mode, lines) in &failures {
+        let why = match only_reused {
+            true => " (passes on a fresh instance: the plugin keeps state between calls)",
+            false => "",
+        };
+        let _ = write!(report.text, "FAIL {label} [{mode}]{why}\n{lines}");
+    }
+    case
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubewasm_runtime::{ClusterView, ListLimit, ReadError};
 
     #[test]
     fn diff_reports_paths_and_subset_ignores_extras() {
@@ -758,209 +568,22 @@ mod tests {
         assert_eq!(n["patch"]["strategy"], json!("apply"));
     }
 
-    fn case(cluster: Value, object: Value) -> TestCase {
-        serde_json::from_value(json!({
-            "name": "c", "cluster": cluster,
-            "event": {"type": "added", "object": object},
-            "expect": {"intents": []},
-        }))
-        .unwrap()
-    }
-
-    fn manifest(watch: ResourceRef, reads: Vec<ResourceRef>, namespace: Option<&str>) -> Manifest {
-        Manifest {
-            name: "p".into(),
-            version: "1".into(),
-            watches: vec![kubewasm_core::manifest::Watch {
-                id: "w".into(),
-                resource: watch,
-                namespace: namespace.map(str::to_string),
-                label_selector: None,
-                field_selector: None,
-            }],
-            grants: vec![],
-            reads,
+    /// `kubewasm test` runs `run`'s pipeline: one generic type over two cluster ports.
+    /// This does not compile if cases build their own call, admission and writes (the
+    /// case pipeline is `event::pipeline::Pipeline`, which `run`'s layers also stack).
+    #[test]
+    fn cases_run_the_pipeline_type_run_uses() {
+        use crate::event::cluster::{ApiCluster, Cluster};
+        fn handles<C: Cluster>(_: Option<&Pipeline<C>>)
+        where
+            Pipeline<C>: Handle,
+        {
         }
-    }
-
-    /// A case without `watch:` goes to the one watch of its object's kind (a kind or a
-    /// resource argument); none or several matching is an error naming the candidates.
-    #[test]
-    fn the_watch_is_inferred_from_the_object_s_kind() {
-        let watch = |id: &str, resource: ResourceRef| kubewasm_core::manifest::Watch {
-            id: id.into(),
-            resource,
-            namespace: None,
-            label_selector: None,
-            field_selector: None,
-        };
-        let kind = |av: &str, k: &str| ResourceRef::Kind(TypeRef::new(av, k));
-        let arg = |s: &str| ResourceRef::Resource(ResourceArg::parse(s).unwrap());
-        let mut m = manifest(kind("networking.k8s.io/v1", "Ingress"), vec![], None);
-        m.watches[0].id = "ingresses".into();
-        m.watches
-            .push(watch("certs", arg("certificates.cert-manager.io")));
-        m.watches.push(watch("cms", kind("v1", "ConfigMap")));
-        m.watches.push(watch("cms-too", arg("configmaps")));
-        let r = FixtureResolver { objects: &[] };
-        let obj =
-            |av: &str, k: &str| json!({"apiVersion": av, "kind": k, "metadata": {"name": "x"}});
-
-        let got = infer_watch(&m, &obj("cert-manager.io/v1", "Certificate"), &r);
-        assert_eq!(got.as_deref(), Ok("certs"));
-        let got = infer_watch(&m, &obj("networking.k8s.io/v1", "Ingress"), &r);
-        assert_eq!(got.as_deref(), Ok("ingresses"));
-
-        let err = infer_watch(&m, &obj("v1", "ConfigMap"), &r).unwrap_err();
-        assert!(err.contains("matches several watches"), "{err}");
-        assert!(
-            err.contains("cms (v1/ConfigMap), cms-too (configmaps)"),
-            "{err}"
-        );
-        assert!(!err.contains("ingresses"), "{err}");
-
-        let err = infer_watch(&m, &obj("v1", "Secret"), &r).unwrap_err();
-        assert!(err.contains("(v1/Secret) is of no kind p watches"), "{err}");
-        assert!(
-            err.contains("ingresses (networking.k8s.io/v1/Ingress)"),
-            "{err}"
-        );
-
-        let err = infer_watch(&m, &json!({}), &r).unwrap_err();
-        assert!(err.contains("no apiVersion and kind"), "{err}");
-        // A lone watch takes an object that names no kind.
-        let one = manifest(kind("v1", "ConfigMap"), vec![], None);
-        assert_eq!(infer_watch(&one, &json!({}), &r).as_deref(), Ok("w"));
-    }
-
-    const LIMIT: ListLimit = ListLimit {
-        items: 100,
-        bytes: 1 << 20,
-    };
-
-    /// A resource argument's kind comes from the case's CRD, the built-in table, or the
-    /// kinds of the case's objects its plural names; the guess matches one version only.
-    #[test]
-    fn resource_watches_name_their_kinds_offline() {
-        let sd = json!({"apiVersion": "machinelearning.seldon.io/v1", "kind": "SeldonDeployment",
-                        "metadata": {"name": "m", "namespace": "a"}});
-        let c = case(json!([]), sd);
-        let r = FixtureResolver {
-            objects: &c.cluster,
-        };
-        let arg = |s: &str| ResourceRef::Resource(ResourceArg::parse(s).unwrap());
-        let readable =
-            |w: &str| Fixture::readable(&c, &manifest(arg(w), vec![arg("secrets")], None), &r);
-        let got = readable("seldondeployments.v1.machinelearning.seldon.io");
-        assert!(got.contains(&TypeRef::new(
-            "machinelearning.seldon.io/v1",
-            "SeldonDeployment"
-        )));
-        assert!(got.contains(&TypeRef::new("v1", "Secret")), "{got:?}");
-        let got = readable("seldondeployments.v2.machinelearning.seldon.io");
-        assert_eq!(got, [TypeRef::new("v1", "Secret")].into());
-
-        // A CRD in the case gives the real plural (MongoDB's is `mongodb`) and scope.
-        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": "mongodb.mongodb.com"},
-            "spec": {"group": "mongodb.com", "scope": "Namespaced",
-                     "names": {"kind": "MongoDB", "plural": "mongodb"},
-                     "versions": [{"name": "v1", "served": true, "subresources": {"status": {}}}]}});
-        let c = case(json!([crd]), json!({}));
-        let r = FixtureResolver {
-            objects: &c.cluster,
-        };
-        let got = Fixture::readable(&c, &manifest(arg("mongodb.mongodb.com"), vec![], None), &r);
-        assert_eq!(got, [TypeRef::new("mongodb.com/v1", "MongoDB")].into());
-        assert_eq!(
-            r.kind(&TypeRef::new("mongodb.com/v1", "MongoDB")).plural,
-            "mongodb"
-        );
-    }
-
-    /// The case's objects are read through `run`'s view: readable kinds only, in the
-    /// watches' namespaces, by label selector, an allowed kind with no object answering
-    /// empty.
-    #[test]
-    fn the_case_s_cluster_is_read_through_the_plugin_s_view() {
-        let cm = |ns: &str, name: &str, app: &str| {
-            json!({"apiVersion": "v1", "kind": "ConfigMap",
-                   "metadata": {"name": name, "namespace": ns, "labels": {"app": app}}})
-        };
-        let secret = json!({"apiVersion": "v1", "kind": "Secret",
-                            "metadata": {"name": "s", "namespace": "a", "uid": "u-s"}});
-        let node = json!({"apiVersion": "v1", "kind": "Node",
-                          "metadata": {"name": "n1", "namespace": "stray"}});
-        let c = case(
-            json!([
-                cm("a", "two", "x"),
-                cm("a", "one", "y"),
-                cm("b", "three", "x"),
-                secret,
-                node
-            ]),
-            cm("a", "trigger", "x"),
-        );
-        let r = FixtureResolver {
-            objects: &c.cluster,
-        };
-        let kind = |av: &str, k: &str| ResourceRef::Kind(TypeRef::new(av, k));
-        let m = manifest(
-            kind("v1", "ConfigMap"),
-            vec![kind("v1", "Node"), kind("v1", "Pod")],
-            Some("a"),
-        );
-        let f = Fixture::new(&c, &m, &r).unwrap();
-        let view = PluginView::new(
-            f.caches.clone(),
-            f.readable.clone(),
-            ReadScope::of(&m),
-            1 << 20,
-        );
-        let names = |listed: Vec<String>| -> Vec<String> {
-            listed
-                .iter()
-                .map(|o| serde_json::from_str::<Value>(o).unwrap()["metadata"]["name"].to_string())
-                .collect()
-        };
-        // Sorted by key, as `run`'s caches answer.
-        assert_eq!(
-            names(
-                view.list("v1", "ConfigMap", Some("a"), None, LIMIT)
-                    .unwrap()
-            ),
-            ["\"one\"", "\"two\""]
-        );
-        assert_eq!(
-            names(
-                view.list("v1", "ConfigMap", Some("a"), Some("app=x"), LIMIT)
-                    .unwrap()
-            ),
-            ["\"two\""]
-        );
-        assert!(matches!(
-            view.get("v1", "ConfigMap", Some("b"), "three"),
-            Err(ReadError::OutsideScope { .. })
-        ));
-        assert!(matches!(
-            view.get("v1", "Secret", Some("a"), "s"),
-            Err(ReadError::NotAllowed(_))
-        ));
-        // Cluster-scoped: found without a namespace, whatever the case wrote.
-        assert!(view.get("v1", "Node", None, "n1").unwrap().is_some());
-        assert_eq!(
-            view.list("v1", "Pod", Some("a"), None, LIMIT).unwrap(),
-            Vec::<String>::new()
-        );
-        // Owners are checked against the same objects, readable or not.
-        let k = r.kind(&TypeRef::new("v1", "Secret"));
-        assert_eq!(
-            admit::Owners::uid(f.caches.as_ref(), &k, Some("a"), "s").as_deref(),
-            Some("u-s")
-        );
-
-        let bad = case(json!([{"metadata": {"name": "x"}}]), json!({}));
-        let err = Fixture::new(&bad, &m, &r).err().unwrap();
-        assert!(err.contains("cluster object #0"), "{err}");
+        let case: Option<&CasePipeline> = None;
+        handles::<CaseCluster>(case);
+        let run: Option<&crate::event::layers::Stack> = None;
+        let inner: Option<&Pipeline<ApiCluster>> = None;
+        handles::<ApiCluster>(inner);
+        assert!(run.is_none());
     }
 }

@@ -3,7 +3,8 @@
 //! pieces, as client-go's workqueue, and the health that quarantines a plugin whose calls
 //! keep failing: `health`), the queue's handler (`handler`: the version serving, the
 //! plugin's view), the layers around the pipeline (`layers`: gate, quarantine, observe,
-//! record) and the pipeline itself (`pipeline`: call, admit, apply).
+//! record) and the pipeline itself (`pipeline`: call, admit, apply), over the cluster port
+//! (`cluster`: the API server for `run`, an embedded one for `kubewasm test`).
 
 mod coalesce;
 mod health;
@@ -18,6 +19,7 @@ pub use queue::QueueConfig;
 pub(crate) use health::Health;
 pub(crate) use queue::{Delivery, Handler, Latest, Lookup, Queue, QueueKey};
 
+pub(crate) mod cluster;
 pub(crate) mod handler;
 pub(crate) mod layers;
 pub(crate) mod pipeline;

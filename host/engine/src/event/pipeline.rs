@@ -10,12 +10,11 @@ use kubewasm_core::intent::RawIntent;
 use kubewasm_runtime::{CallError, ClusterView, PluginEvent};
 
 use crate::Error;
-use crate::apply::{Applier, Outcome, preflight};
+use crate::apply::{Outcome, preflight};
 use crate::event::Delivery;
+use crate::event::cluster::Cluster;
 use crate::plugins::environment::Version;
 use crate::replicas::ownership::Ownership;
-use crate::watch::cache::Caches;
-use crate::watch::discovery::Discovery;
 
 /// One event for one plugin version, as it goes down the layers.
 pub(crate) struct Request<'a> {
@@ -92,18 +91,17 @@ pub(crate) fn plugin_event(d: &Delivery) -> PluginEvent {
     }
 }
 
-/// Calls, admits, applies.
-pub(crate) struct Pipeline {
-    pub(crate) applier: Arc<Applier>,
-    pub(crate) discovery: Arc<Discovery>,
-    pub(crate) caches: Arc<Caches>,
+/// Calls, admits, applies, on the cluster `C` (`run`'s API server, or `kubewasm test`'s
+/// embedded one: the same pipeline either way).
+pub(crate) struct Pipeline<C> {
+    pub(crate) cluster: C,
     /// Every plugin call and every write runs under the guard of the term over its key
     /// (the leader's, or its shard's): a call in flight when the term ends is dropped, and
     /// no write starts after it.
     pub(crate) ownership: Ownership,
 }
 
-impl crate::event::layers::Handle for Pipeline {
+impl<C: Cluster> crate::event::layers::Handle for Pipeline<C> {
     async fn handle(&self, req: Request<'_>) -> Report {
         let plugin = &req.version.plugin;
         let name = plugin.name();
@@ -156,8 +154,8 @@ impl crate::event::layers::Handle for Pipeline {
             raw,
             plugin.limits.max_intent_bytes,
             &trigger,
-            self.discovery.as_ref(),
-            self.caches.as_ref(),
+            &self.cluster,
+            &self.cluster,
         )
         .await;
         let mut prepared = match admitted {
@@ -175,7 +173,7 @@ impl crate::event::layers::Handle for Pipeline {
             .guard(
                 &key,
                 preflight::check_merges(
-                    &self.applier,
+                    &self.cluster,
                     name,
                     &plugin.manifest,
                     &manager,
@@ -206,7 +204,7 @@ impl crate::event::layers::Handle for Pipeline {
             }
             let Ok(result) = self
                 .ownership
-                .guard(&key, self.applier.execute(&manager, p))
+                .guard(&key, self.cluster.execute(&manager, p))
                 .await
             else {
                 report.result = Err(not_leader());

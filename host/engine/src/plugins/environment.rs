@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
 use kubewasm_core::grant::{ReadScopes, ReadWhere};
-use kubewasm_core::manifest::Watch;
+use kubewasm_core::manifest::{Manifest, Watch};
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_runtime::{CompiledPlugin, ReadScope};
 
@@ -40,6 +40,16 @@ impl Route {
     pub(crate) fn selects(&self, o: &CachedObject) -> bool {
         let labels = o.labels();
         self.watch.selects(
+            |k| labels.get(k).map(String::as_str),
+            o.object.metadata.name.as_deref().unwrap_or_default(),
+            o.object.metadata.namespace.as_deref(),
+        )
+    }
+
+    /// Why the watch's namespace and selectors do not select the object (None: they do).
+    pub(crate) fn rejects(&self, o: &CachedObject) -> Option<String> {
+        let labels = o.labels();
+        self.watch.rejects(
             |k| labels.get(k).map(String::as_str),
             o.object.metadata.name.as_deref().unwrap_or_default(),
             o.object.metadata.namespace.as_deref(),
@@ -205,30 +215,9 @@ impl Environment {
                         .push((name.clone(), i));
                 }
             }
-            let mut reads: HashMap<TypeRef, ReadScope> = HashMap::new();
-            for r in a.plugin().manifest.read_resources() {
-                let Some(resolved) = watches.resolved(r) else {
-                    continue;
-                };
-                // Where the approval lets it read this resource; nothing approved: nowhere.
-                let here = match a.version.reads.get(r) {
-                    Some(ReadWhere::ClusterWide) => ReadScope::ClusterWide,
-                    Some(ReadWhere::Namespaces(ns)) => ReadScope::Namespaces(ns.clone()),
-                    None => ReadScope::Namespaces(BTreeSet::new()),
-                };
-                // Two spellings of one kind: where either may be read.
-                let scope = match (reads.remove(&resolved.type_ref()), here) {
-                    (None, here) => here,
-                    (Some(ReadScope::ClusterWide), _) | (_, ReadScope::ClusterWide) => {
-                        ReadScope::ClusterWide
-                    }
-                    (Some(ReadScope::Namespaces(mut a)), ReadScope::Namespaces(b)) => {
-                        a.extend(b);
-                        ReadScope::Namespaces(a)
-                    }
-                };
-                reads.insert(resolved.type_ref(), scope);
-            }
+            let reads = plugin_reads(&a.plugin().manifest, &a.version.reads, |r| {
+                watches.resolved(r).map(|k| k.type_ref())
+            });
             self.reads.insert(name.clone(), Arc::new(reads));
         }
     }
@@ -249,6 +238,40 @@ impl Environment {
     pub(crate) fn reads(&self, plugin: &str) -> Arc<HashMap<TypeRef, ReadScope>> {
         self.reads.get(plugin).cloned().unwrap_or_default()
     }
+}
+
+/// The kinds a plugin with `manifest` may read, as `resolve` says they are served (what
+/// is not served is left out), each where its approval's `scopes` let it read it
+/// (nothing approved: nowhere); two spellings of one kind read where either may. `run`'s
+/// environment and `kubewasm test` both scope a plugin's view with it.
+pub(crate) fn plugin_reads(
+    manifest: &Manifest,
+    scopes: &ReadScopes,
+    resolve: impl Fn(&ResourceRef) -> Option<TypeRef>,
+) -> HashMap<TypeRef, ReadScope> {
+    let mut reads: HashMap<TypeRef, ReadScope> = HashMap::new();
+    for r in manifest.read_resources() {
+        let Some(kind) = resolve(r) else {
+            continue;
+        };
+        let here = match scopes.get(r) {
+            Some(ReadWhere::ClusterWide) => ReadScope::ClusterWide,
+            Some(ReadWhere::Namespaces(ns)) => ReadScope::Namespaces(ns.clone()),
+            None => ReadScope::Namespaces(BTreeSet::new()),
+        };
+        let scope = match (reads.remove(&kind), here) {
+            (None, here) => here,
+            (Some(ReadScope::ClusterWide), _) | (_, ReadScope::ClusterWide) => {
+                ReadScope::ClusterWide
+            }
+            (Some(ReadScope::Namespaces(mut a)), ReadScope::Namespaces(b)) => {
+                a.extend(b);
+                ReadScope::Namespaces(a)
+            }
+        };
+        reads.insert(kind, scope);
+    }
+    reads
 }
 
 /// The current environment, shared by the router, the handlers, the reloader and the

@@ -30,6 +30,7 @@ pub(crate) use self::gate::Gate;
 pub(crate) use self::observe::Observe;
 pub(crate) use self::quarantine::Quarantine;
 pub(crate) use self::record::Record;
+use crate::event::cluster::ApiCluster;
 use crate::event::pipeline::{Pipeline, Report, Request};
 use crate::replicas::ownership::Ownership;
 use crate::serve::metrics::Metrics;
@@ -41,11 +42,11 @@ pub(crate) trait Handle: Send + Sync + 'static {
 }
 
 /// The pipeline with every layer around it.
-pub(crate) type Stack = Gate<Quarantine<Observe<Record<Pipeline>>>>;
+pub(crate) type Stack = Gate<Quarantine<Observe<Record<Pipeline<ApiCluster>>>>>;
 
 /// Wrap `pipeline` in the layers, outermost first.
 pub(crate) fn stack(
-    pipeline: Pipeline,
+    pipeline: Pipeline<ApiCluster>,
     ownership: Ownership,
     metrics: Arc<Metrics>,
     recorder: Option<Arc<crate::cases::record::Recorder>>,

@@ -51,7 +51,7 @@ for scenario in "${scenarios[@]}"; do
         wasm="target/plugins/$lang/$scenario.wasm"
         echo "-- $wasm"
         if ! "$kubewasm" --log warn test --approvals "$root/plugins/approvals.yaml" \
-            --plugin "$root/$wasm" "$here/$scenario/"; then
+            --crds "$root/examples/crds" --plugin "$root/$wasm" "$here/$scenario/"; then
             failed+=("$lang $scenario")
         fi
     done

@@ -67,10 +67,19 @@ impl CaseCluster {
             .iter()
             .filter(|c| !own_crds.iter().any(|o| named(o) == named(c)));
         let mut objects: Vec<Value> = shared.chain(own_crds.iter().copied()).cloned().collect();
-        objects.extend(case.cluster.iter().filter(|o| !is_crd(o)).cloned());
         let deleted = case.event.event_type == "deleted";
+        // The event's object is stored as the event has it, in place of a `cluster:`
+        // object of the same name (a recorded case lists what the plugin read, itself too).
+        let event = &case.event.object;
+        let replaced = |o: &Value| !deleted && same_object(o, event);
+        objects.extend(
+            case.cluster
+                .iter()
+                .filter(|o| !is_crd(o) && !replaced(o))
+                .cloned(),
+        );
         if !deleted {
-            objects.push(case.event.object.clone());
+            objects.push(event.clone());
         }
         let mut stored = server
             .seed(objects, SEED_MANAGER)
@@ -175,13 +184,29 @@ impl CaseCluster {
         };
         let mut selected = Vec::new();
         let mut why = Vec::new();
+        let mut of_its_kind = false;
         for w in watches {
             match self.event_for(w, event_type, &object, &old).await {
                 Ok(t) => selected.push((w, t)),
-                Err(reason) => why.push(format!("{} ({}): {reason}", w.id, w.resource)),
+                Err(NotSelected::Kind(reason)) => {
+                    why.push(format!("{} ({}): {reason}", w.id, w.resource))
+                }
+                Err(NotSelected::Selector(reason)) => {
+                    of_its_kind = true;
+                    why.push(format!("{} ({}): {reason}", w.id, w.resource))
+                }
             }
         }
         let what = object.describe();
+        if selected.is_empty() && !of_its_kind && case.event.watch.is_none() {
+            let t = type_of(&object);
+            return Err(format!(
+                "the event's object ({t}) is of no kind {} watches: fix its apiVersion/kind \
+                 or give `event.watch:` (its watches: {})",
+                m.name,
+                watches_list(m.watches.iter())
+            ));
+        }
         match selected.as_slice() {
             [(w, t)] => Ok(Delivery {
                 watch_id: w.id.as_str().into(),
@@ -211,18 +236,16 @@ impl CaseCluster {
         event_type: EventType,
         object: &Arc<CachedObject>,
         old: &Option<Arc<CachedObject>>,
-    ) -> Result<EventType, String> {
-        let kind = self
-            .resolve(&w.resource)
-            .await
-            .map_err(|e| format!("not served by the case's cluster ({e})"))?;
-        let types = object.object.types.as_ref();
-        let t = TypeRef::new(
-            types.map_or("", |t| t.api_version.as_str()),
-            types.map_or("", |t| t.kind.as_str()),
-        );
+    ) -> Result<EventType, NotSelected> {
+        let kind = self.resolve(&w.resource).await.map_err(|e| {
+            NotSelected::Kind(format!("not served by the case's cluster ({e})"))
+        })?;
+        let t = type_of(object);
         if kind.type_ref() != t {
-            return Err(format!("the object is a {t}, not a {}", kind.type_ref()));
+            return Err(NotSelected::Kind(format!(
+                "the object is a {t}, not a {}",
+                kind.type_ref()
+            )));
         }
         let route = Route::new(w);
         let ev = WatchEvent {
@@ -232,9 +255,11 @@ impl CaseCluster {
             old: old.clone(),
         };
         route.event_for(&ev).ok_or_else(|| {
-            route
-                .rejects(object)
-                .unwrap_or_else(|| "neither the object nor its old state is selected".into())
+            NotSelected::Selector(
+                route
+                    .rejects(object)
+                    .unwrap_or_else(|| "neither the object nor its old state is selected".into()),
+            )
         })
     }
 
@@ -265,6 +290,34 @@ impl CaseCluster {
         got.map(|o| serde_json::to_value(o).map_err(|e| e.to_string()))
             .transpose()
     }
+}
+
+/// Why a watch does not see an event: the object is not of its kind, or its namespace
+/// or a selector leaves the object out.
+enum NotSelected {
+    Kind(String),
+    Selector(String),
+}
+
+/// An object's apiVersion and kind.
+fn type_of(o: &CachedObject) -> TypeRef {
+    let types = o.object.types.as_ref();
+    TypeRef::new(
+        types.map_or("", |t| t.api_version.as_str()),
+        types.map_or("", |t| t.kind.as_str()),
+    )
+}
+
+/// Whether two of a case's objects name the same object (kind, namespace and name).
+fn same_object(a: &Value, b: &Value) -> bool {
+    let group = |o: &Value| {
+        let av = o["apiVersion"].as_str().unwrap_or_default();
+        av.rsplit_once('/').map_or("", |(g, _)| g).to_string()
+    };
+    ["/kind", "/metadata/namespace", "/metadata/name"]
+        .iter()
+        .all(|p| a.pointer(p) == b.pointer(p))
+        && group(a) == group(b)
 }
 
 /// A listed object as a watch cache holds it: its type named, `managedFields` dropped.

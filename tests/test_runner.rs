@@ -639,3 +639,172 @@ fn a_create_adopting_a_cluster_object_is_refused_as_run_refuses_it() {
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("2 passed, 0 failed"), "{out}");
 }
+
+/// A case runs on an embedded API server through `run`'s pipeline, so it fails where
+/// `run` would. First: an object the watch's label selector does not select is never
+/// handed to the plugin by `run`'s router, so the case fails, naming the watch and why
+/// (it passed when cases were routed by kind only). Labelled as the selector asks, the
+/// same case passes, and `after:` sees the create applied, owned by the trigger.
+#[test]
+fn a_case_the_watch_s_selector_does_not_select_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    install_testkit(dir.path());
+    let mut stray = configmap("stray", "copy");
+    stray["metadata"]["labels"] = json!({"kubewasm.dev/testkit": "another"});
+    let copied = json!({"create": {"object": {"metadata": {"name": "<any>"}}, "ownedByTrigger": true}});
+    let case = |name: &str, object: Value| {
+        json!({"name": name, "plugin": "testkit.wasm",
+               "event": {"type": "added", "object": object},
+               "expect": {"match": "subset", "intents": [copied]}})
+    };
+    let file = dir.path().join("cases.yaml");
+    write_cases(&file, &[case("stray", stray)]);
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "no watch of testkit selects the event's object ConfigMap shop/stray, so `run` \
+             would never hand it to the plugin: configmaps (v1/ConfigMap): its label \
+             selector kubewasm.dev/testkit=testkit does not select the object's labels"
+        ),
+        "{out}"
+    );
+    let mut selected = case("selected", configmap("picked", "copy"));
+    selected["after"] = json!([{"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "picked-out", "namespace": "shop",
+                     "ownerReferences": [{"kind": "ConfigMap", "name": "picked",
+                                          "uid": "uid-picked", "controller": true}]},
+        "data": {"from": "testkit"}}]);
+    write_cases(&file, &[selected.clone()]);
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 0, "{out}");
+    // `after:` is checked against the server: another value fails the case.
+    selected["after"][0]["data"]["from"] = json!("someone");
+    write_cases(&file, &[selected]);
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("after[0].data.from: expected \"someone\", got \"testkit\""),
+        "{out}"
+    );
+}
+
+/// An intent the CRD's schema refuses fails the case with the API server's 422, as it
+/// fails in `run`: the provisioner copies its settings' database type into the MongoDB
+/// it creates, and the MongoDB CRD (`--crds examples/crds`) allows three.
+#[test]
+fn an_intent_the_crd_schema_refuses_fails_the_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = json!({"apiVersion": "sites.kubewasm.dev/v1alpha1", "kind": "ContentSite",
+        "metadata": {"name": "blog", "namespace": "shop", "uid": "uid-blog"},
+        "spec": {"title": "Blog"}});
+    let case = |db_type: &str| {
+        json!({"name": format!("type {db_type}"),
+               "plugin": example_plugin("contentsite-provisioner"),
+               "settings": {"database": {"type": db_type}},
+               "event": {"type": "added", "object": site},
+               "expect": {"match": "subset", "intents": [{}, {}, {}]}})
+    };
+    let file = dir.path().join("cases.yaml");
+    write_cases(&file, &[case("Standalone"), case("Bogus")]);
+    let crds = root().join("examples/crds");
+    let args = ["--instances", "fresh", "--crds", crds.to_str().unwrap()];
+    let (code, out) = kubewasm_test(&args, &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("ok   ") && out.contains("type Standalone"), "{out}");
+    assert!(
+        out.contains("type Bogus [fresh instance, watch sites]\n  unexpected error: ")
+            && out.contains("spec.type: Unsupported value: \"Bogus\""),
+        "{out}"
+    );
+    assert!(out.contains("1 passed, 1 failed"), "{out}");
+}
+
+/// A server-side apply of a field another manager owns is a 409 conflict, as `run`
+/// reports it: testkit's `write-shared` applies `shared`'s `data.key`, which the case's
+/// cluster object gives to manager `kubectl` (a `cluster:` object's fields are
+/// `kubectl`'s unless its `managedFields` say otherwise). The case expecting that
+/// conflict passes; with force granted and asked for, the apply takes the field.
+#[test]
+fn a_case_conflicting_with_another_manager_s_field_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    install_testkit(dir.path());
+    let shared = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "shared", "namespace": "shop"}, "data": {"key": "mine"}});
+    let case = |name: &str, settings: Value, expect: Value| {
+        json!({"name": name, "plugin": "testkit.wasm", "settings": settings,
+               "cluster": [shared],
+               "event": {"type": "added", "object": configmap("w", "write-shared")},
+               "expect": expect})
+    };
+    let applies = |force: bool| {
+        json!({"match": "subset", "intents": [{"create": {"object": {}, "force": force}}]})
+    };
+    let file = dir.path().join("cases.yaml");
+    write_cases(
+        &file,
+        &[
+            case("conflicts", json!({"value": "theirs"}), applies(false)),
+            case(
+                "expects the conflict",
+                json!({"value": "theirs"}),
+                json!({"error": "409 Conflict"}),
+            ),
+            case(
+                "forces",
+                json!({"value": "theirs", "force": true, "allowForce": true}),
+                applies(true),
+            ),
+        ],
+    );
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("conflicts [fresh instance, watch configmaps]\n  unexpected error: ")
+            && out.contains("409 Conflict")
+            && out.contains("kubectl"),
+        "{out}"
+    );
+    assert!(out.contains("2 passed, 1 failed"), "{out}");
+}
+
+/// A merge patch changing a field another manager owns is refused before any write, as
+/// `run`'s preflight refuses it (the API server itself would move the field silently):
+/// hostile's `merge-raw` merges into `victim`, whose `data.owned` is `kubectl`'s.
+#[test]
+fn a_merge_patch_over_another_manager_s_field_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    // Named as its settings name it (a plugin's name is its file's).
+    std::fs::copy(test_plugin("hostile"), dir.path().join("merger.wasm")).unwrap();
+    let victim = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "victim", "namespace": "default"}, "data": {"owned": "theirs"}});
+    let case = |name: &str, body: Value, expect: Value| {
+        json!({"name": name, "plugin": "merger.wasm",
+               "settings": {"name": "merger", "grantVerbs": ["patch"]},
+               "cluster": [victim],
+               "event": {"type": "added", "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "take", "namespace": "default",
+                                "labels": {"kubewasm.dev/hostile": "merger"}},
+                   "data": {"attack": "merge-raw", "body": body.to_string()}}},
+               "expect": expect})
+    };
+    let merges = json!({"match": "subset", "intents": [{"patch": {"strategy": "merge"}}]});
+    let file = dir.path().join("cases.yaml");
+    write_cases(
+        &file,
+        &[
+            case("takes", json!({"data": {"owned": "pwned"}}), merges.clone()),
+            case("adds", json!({"data": {"added": "ok"}}), merges),
+        ],
+    );
+    let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(
+            "merge patch of ConfigMap default/victim changes data.owned, which field \
+             manager \"kubectl\" owns"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("1 passed, 1 failed"), "{out}");
+}

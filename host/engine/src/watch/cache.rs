@@ -1,7 +1,7 @@
 //! The host's caches of watched resources: one per resource, shared by every plugin,
 //! filled by `watch` and read by plugins through `host.get`/`host.list`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -293,10 +293,11 @@ pub struct PluginView {
 
 impl PluginView {
     /// A view of `caches` limited to `allowed` kinds, namespaced kinds to `scope`, one
-    /// call reading at most `budget` bytes.
-    pub fn new(
+    /// call reading at most `budget` bytes (the tests' shorthand for [`Self::per_kind`]).
+    #[cfg(test)]
+    pub(crate) fn new(
         caches: Arc<Caches>,
-        allowed: HashSet<TypeRef>,
+        allowed: std::collections::HashSet<TypeRef>,
         scope: ReadScope,
         budget: usize,
     ) -> Self {

@@ -23,7 +23,6 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use kubewasm_core::manifest::Manifest;
 use wasmtime::component::{Linker, WasmStr};
 use wasmtime::{AsContext, StoreContext};
 
@@ -273,23 +272,6 @@ pub enum ReadScope {
 }
 
 impl ReadScope {
-    /// The scope a manifest's watches give: the union of its watches' namespaces, or
-    /// cluster-wide when any watch is: what `kubewasm test` reads with, and what
-    /// `kubewasm approve` approves a plugin's reads for. `run` scopes each kind by what
-    /// the approval lets the plugin read (`Approval::read_scopes`), never by its watches.
-    pub fn of(manifest: &Manifest) -> Self {
-        let mut namespaces = BTreeSet::new();
-        for w in &manifest.watches {
-            match &w.namespace {
-                Some(ns) => {
-                    namespaces.insert(ns.clone());
-                }
-                None => return ReadScope::ClusterWide,
-            }
-        }
-        ReadScope::Namespaces(namespaces)
-    }
-
     /// Whether a read of namespaced kind `kind` in `namespace` (None: every namespace) is
     /// inside the scope.
     pub fn check(&self, kind: &str, namespace: Option<&str>) -> Result<(), ReadError> {
@@ -532,32 +514,10 @@ impl ClusterState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kubewasm_core::manifest::Watch;
-    use kubewasm_core::resource::{ResourceRef, TypeRef};
-
-    fn watch(ns: Option<&str>) -> Watch {
-        Watch {
-            id: format!("w{}", ns.unwrap_or("all")),
-            resource: ResourceRef::Kind(TypeRef::new("v1", "Secret")),
-            namespace: ns.map(str::to_string),
-            label_selector: None,
-            field_selector: None,
-        }
-    }
-
-    fn manifest(watches: Vec<Watch>) -> Manifest {
-        Manifest {
-            name: "p".into(),
-            version: "1".into(),
-            watches,
-            grants: vec![],
-            reads: vec![],
-        }
-    }
 
     #[test]
-    fn the_scope_is_the_watches_namespaces() {
-        let s = ReadScope::of(&manifest(vec![watch(Some("a")), watch(Some("b"))]));
+    fn reads_stay_in_the_scope_s_namespaces() {
+        let s = ReadScope::Namespaces(["a".to_string(), "b".to_string()].into());
         assert!(s.check("v1/Secret", Some("a")).is_ok());
         assert!(s.check("v1/Secret", Some("b")).is_ok());
         let err = s.check("v1/Secret", Some("c")).unwrap_err();
@@ -567,9 +527,7 @@ mod tests {
         );
         let err = s.check("v1/Secret", None).unwrap_err();
         assert!(err.to_string().contains("across all namespaces"), "{err}");
-        let wide = ReadScope::of(&manifest(vec![watch(Some("a")), watch(None)]));
-        assert_eq!(wide, ReadScope::ClusterWide);
-        assert!(wide.check("v1/Secret", None).is_ok());
+        assert!(ReadScope::ClusterWide.check("v1/Secret", None).is_ok());
     }
 
     #[test]

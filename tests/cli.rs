@@ -202,10 +202,14 @@ fn inspect_and_test_share_a_per_user_cache_by_default() {
          metadata: {name: a, namespace: b, uid: u}}}\nexpect: {intents: []}\n",
     )
     .unwrap();
+    // A custom kind is served by its CRD (`--crds`), as on a cluster.
+    let crds = root().join("examples/crds");
     let test = [
         std::ffi::OsStr::new("--log"),
         std::ffi::OsStr::new("kubewasm::cases=debug"),
         std::ffi::OsStr::new("test"),
+        std::ffi::OsStr::new("--crds"),
+        crds.as_os_str(),
         std::ffi::OsStr::new("--plugin"),
         wasm.as_os_str(),
         cases.as_os_str(),
@@ -241,8 +245,11 @@ expect:
 ",
     )
     .unwrap();
+    let crds = root().join("examples/crds");
     let (code, out, err) = kubewasm(&[
         "test",
+        "--crds",
+        crds.to_str().unwrap(),
         "--plugin",
         wasm.to_str().unwrap(),
         dir.path().to_str().unwrap(),
@@ -266,8 +273,11 @@ expect:
 fn the_test_runner_passes_good_cases_and_fails_with_a_diff() {
     let wasm = example_plugin("mongodb-monitor");
     let cases = root().join("plugins/conformance/mongodb-monitor");
+    let crds = root().join("examples/crds");
     let (code, out, err) = kubewasm(&[
         "test",
+        "--crds",
+        crds.to_str().unwrap(),
         "--plugin",
         wasm.to_str().unwrap(),
         cases.to_str().unwrap(),
@@ -289,6 +299,8 @@ fn the_test_runner_passes_good_cases_and_fails_with_a_diff() {
     std::fs::write(&case, first).unwrap();
     let (code, out, _) = kubewasm(&[
         "test",
+        "--crds",
+        crds.to_str().unwrap(),
         "--plugin",
         wasm.to_str().unwrap(),
         case.to_str().unwrap(),
@@ -613,6 +625,9 @@ fn the_case_format_is_in_the_help_and_in_every_new_project() {
         "approval:",
         "error:",
         "<<: *cm",
+        "after:",
+        "managedFields",
+        "--crds",
     ] {
         assert!(help.contains(word), "{word} is not in the help: {help}");
     }

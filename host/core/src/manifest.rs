@@ -416,6 +416,38 @@ mod tests {
     use super::*;
     use crate::resource::{ResourceArg, TypeRef};
 
+    /// A watch says why it does not select an object: its namespace, then its label
+    /// selector, then its field selector; `selects` is that answer being None.
+    #[test]
+    fn a_watch_says_why_it_does_not_select() {
+        let (label_selector, field_selector) =
+            Watch::parse_selectors("w", Some("app=web"), Some("metadata.name=a")).unwrap();
+        let w = Watch {
+            id: "w".into(),
+            resource: ResourceRef::Kind(TypeRef::new("v1", "ConfigMap")),
+            namespace: Some("shop".into()),
+            label_selector,
+            field_selector,
+        };
+        let web = |k: &str| (k == "app").then_some("web");
+        let db = |k: &str| (k == "app").then_some("db");
+        assert_eq!(w.rejects(web, "a", Some("shop")), None);
+        assert!(w.selects(web, "a", Some("shop")));
+        assert_eq!(
+            w.rejects(web, "a", Some("other")).as_deref(),
+            Some("it watches namespace shop, the object is in other")
+        );
+        assert_eq!(
+            w.rejects(db, "a", Some("shop")).as_deref(),
+            Some("its label selector app=web does not select the object's labels")
+        );
+        assert_eq!(
+            w.rejects(web, "b", Some("shop")).as_deref(),
+            Some("its field selector metadata.name=a does not select the object")
+        );
+        assert!(!w.selects(web, "b", Some("shop")));
+    }
+
     fn manifest() -> Manifest {
         Manifest {
             name: "mongodb-monitor".into(),

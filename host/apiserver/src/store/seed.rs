@@ -141,3 +141,81 @@ fn owners(t: &Target, object: &Value, manager: &str) -> ApiResult<Vec<ManagedEnt
 pub(super) fn keeps(own: &Ownership, field: &str) -> bool {
     matches!(own, Ownership::Seeded(_)) && KEPT.contains(&field)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seed(store: &Store, objects: Vec<Value>) -> ApiResult<Vec<Value>> {
+        store.seed(objects, "kubectl")
+    }
+
+    fn managers(o: &Value) -> Vec<(String, String)> {
+        o["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| (e["manager"].to_string(), e["fieldsV1"].to_string()))
+            .collect()
+    }
+
+    /// A seeded object keeps its identity and status, its namespace is made, and its
+    /// fields but `status` are `kubectl`'s as an apply leaves them.
+    #[test]
+    fn a_seeded_object_keeps_what_it_is_written_with() {
+        let store = Store::new(100);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "shop", "uid": "u-a", "generation": 4,
+                         "creationTimestamp": "2026-01-02T03:04:05Z"},
+            "data": {"k": "v"}});
+        let out = seed(&store, vec![cm]).unwrap();
+        let m = &out[0]["metadata"];
+        assert_eq!(m["uid"], "u-a");
+        assert_eq!(m["creationTimestamp"], "2026-01-02T03:04:05Z");
+        assert!(m["resourceVersion"].is_string(), "{m}");
+        let owners = managers(&out[0]);
+        assert_eq!(owners.len(), 1, "{owners:?}");
+        assert_eq!(owners[0].0, "\"kubectl\"");
+        assert!(owners[0].1.contains("f:k"), "{owners:?}");
+        let ns = store.target("", "v1", "namespaces", "").unwrap();
+        assert!(store.get(&ns, "shop").is_ok());
+        // A uid already stored is refused, like a second object of one name.
+        let again = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "b", "namespace": "shop", "uid": "u-a"}});
+        assert_eq!(seed(&store, vec![again]).unwrap_err().code, 409);
+    }
+
+    /// Written `managedFields` are taken as written; a kind nothing serves is a 404; a
+    /// CRD seeded first serves its kind to the objects after it, validated by its schema.
+    #[test]
+    fn owners_as_written_and_crds_first() {
+        let store = Store::new(100);
+        let managed = json!([{"manager": "someone", "operation": "Apply", "apiVersion": "v1",
+                              "fieldsType": "FieldsV1", "fieldsV1": {"f:data": {"f:k": {}}}}]);
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "managedFields": managed}, "data": {"k": "v"}});
+        let out = seed(&store, vec![cm]).unwrap();
+        assert_eq!(managers(&out[0])[0].0, "\"someone\"");
+        let site = json!({"apiVersion": "example.com/v1", "kind": "Site",
+                          "metadata": {"name": "s"}, "spec": {"n": "x"}});
+        assert_eq!(seed(&store, vec![site.clone()]).unwrap_err().code, 404);
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "sites.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"kind": "Site", "plural": "sites", "singular": "site", "listKind": "SiteList"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                         "subresources": {"status": {}},
+                         "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                             "spec": {"type": "object", "properties": {"n": {"type": "integer"}}},
+                             "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}}]}});
+        let err = seed(&store, vec![crd, site]).unwrap_err();
+        assert_eq!(err.code, 422, "{}", err.message);
+        assert!(err.message.contains("spec.n"), "{}", err.message);
+        let good = json!({"apiVersion": "example.com/v1", "kind": "Site",
+                          "metadata": {"name": "s"}, "spec": {"n": 1}, "status": {"phase": "Up"}});
+        let out = seed(&store, vec![good]).unwrap();
+        // The status is kept (a create would drop it) and owned by no one.
+        assert_eq!(out[0]["status"]["phase"], "Up");
+        assert!(!managers(&out[0])[0].1.contains("status"), "{out:?}");
+    }
+}

@@ -42,7 +42,7 @@ if [ -n "${KUBEWASM:-}" ]; then
         name="$(basename "${p%/...}")"
         [ "$name" != kubewasm ] && [ -d "$root/plugins/conformance/$name" ] || continue
         echo "== conformance: $name"
-        "$KUBEWASM" --log warn test --plugin "$root/target/plugins/go/$name.wasm" \
-            "$root/plugins/conformance/$name/"
+        "$KUBEWASM" --log warn test --crds "$root/examples/crds" \
+            --plugin "$root/target/plugins/go/$name.wasm" "$root/plugins/conformance/$name/"
     done
 fi

@@ -651,7 +651,8 @@ fn a_case_the_watch_s_selector_does_not_select_fails() {
     install_testkit(dir.path());
     let mut stray = configmap("stray", "copy");
     stray["metadata"]["labels"] = json!({"kubewasm.dev/testkit": "another"});
-    let copied = json!({"create": {"object": {"metadata": {"name": "<any>"}}, "ownedByTrigger": true}});
+    let copied =
+        json!({"create": {"object": {"metadata": {"name": "<any>"}}, "ownedByTrigger": true}});
     let case = |name: &str, object: Value| {
         json!({"name": name, "plugin": "testkit.wasm",
                "event": {"type": "added", "object": object},
@@ -711,7 +712,10 @@ fn an_intent_the_crd_schema_refuses_fails_the_case() {
     let args = ["--instances", "fresh", "--crds", crds.to_str().unwrap()];
     let (code, out) = kubewasm_test(&args, &[&file]);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("ok   ") && out.contains("type Standalone"), "{out}");
+    assert!(
+        out.contains("ok   ") && out.contains("type Standalone"),
+        "{out}"
+    );
     assert!(
         out.contains("type Bogus [fresh instance, watch sites]\n  unexpected error: ")
             && out.contains("spec.type: Unsupported value: \"Bogus\""),
@@ -737,9 +741,7 @@ fn a_case_conflicting_with_another_manager_s_field_fails() {
                "event": {"type": "added", "object": configmap("w", "write-shared")},
                "expect": expect})
     };
-    let applies = |force: bool| {
-        json!({"match": "subset", "intents": [{"create": {"object": {}, "force": force}}]})
-    };
+    let applies = |force: bool| json!({"match": "subset", "intents": [{"create": {"object": {}, "force": force}}]});
     let file = dir.path().join("cases.yaml");
     write_cases(
         &file,

@@ -233,7 +233,11 @@ impl ApiServer {
     /// as a server-side apply would (`status` is owned by no one). Stored under one lock,
     /// so the garbage collector never sees an owner missing that comes later in the list.
     /// The objects as stored; the first refusal ends it (earlier objects stay).
-    pub fn seed(&self, objects: Vec<serde_json::Value>, manager: &str) -> Result<Vec<serde_json::Value>, Error> {
+    pub fn seed(
+        &self,
+        objects: Vec<serde_json::Value>,
+        manager: &str,
+    ) -> Result<Vec<serde_json::Value>, Error> {
         self.store
             .seed(objects, manager)
             .map_err(|e| Error::Refused {

@@ -237,7 +237,9 @@ impl Watch {
         if let Some(s) = &self.label_selector
             && !s.matches_with(labels)
         {
-            return Some(format!("its label selector {s} does not select the object's labels"));
+            return Some(format!(
+                "its label selector {s} does not select the object's labels"
+            ));
         }
         if let Some(s) = &self.field_selector
             && !s.matches_meta(name, namespace)

@@ -14,7 +14,12 @@ use crate::meta::{self, meta_str};
 use serde_json::{Value, json};
 
 /// Metadata a seeded object keeps as written (a create would set or drop it).
-const KEPT: [&str; 4] = ["uid", "creationTimestamp", "generation", "deletionTimestamp"];
+const KEPT: [&str; 4] = [
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "deletionTimestamp",
+];
 
 impl Store {
     /// Store `objects` in order, under one lock (the garbage collector sees all or none
@@ -90,7 +95,9 @@ impl State {
                 )
             })?;
         let namespace = match info.namespaced {
-            true => meta_str(object, "namespace").unwrap_or("default").to_string(),
+            true => meta_str(object, "namespace")
+                .unwrap_or("default")
+                .to_string(),
             false => String::new(),
         };
         Ok(Target {

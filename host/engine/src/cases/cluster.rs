@@ -218,7 +218,11 @@ impl CaseCluster {
                 "no watch of {} selects the event's object {what}, so `run` would never \
                  hand it to the plugin: {}",
                 m.name,
-                if why.is_empty() { "it has no watches".into() } else { why.join("; ") }
+                if why.is_empty() {
+                    "it has no watches".into()
+                } else {
+                    why.join("; ")
+                }
             )),
             several => Err(format!(
                 "the event's object {what} matches several watches of {}: give \
@@ -237,9 +241,10 @@ impl CaseCluster {
         object: &Arc<CachedObject>,
         old: &Option<Arc<CachedObject>>,
     ) -> Result<EventType, NotSelected> {
-        let kind = self.resolve(&w.resource).await.map_err(|e| {
-            NotSelected::Kind(format!("not served by the case's cluster ({e})"))
-        })?;
+        let kind = self
+            .resolve(&w.resource)
+            .await
+            .map_err(|e| NotSelected::Kind(format!("not served by the case's cluster ({e})")))?;
         let t = type_of(object);
         if kind.type_ref() != t {
             return Err(NotSelected::Kind(format!(
@@ -278,9 +283,11 @@ impl CaseCluster {
             .await
             .map_err(|e| format!("after: {t}: {e}"))?;
         let api: Api<DynamicObject> = match (k.namespaced, text("/metadata/namespace")) {
-            (true, ns) => {
-                Api::namespaced_with(self.client.clone(), ns.unwrap_or("default"), &api_resource(&k))
-            }
+            (true, ns) => Api::namespaced_with(
+                self.client.clone(),
+                ns.unwrap_or("default"),
+                &api_resource(&k),
+            ),
             (false, _) => Api::all_with(self.client.clone(), &api_resource(&k)),
         };
         let got = api

@@ -186,10 +186,12 @@ async fn run_case(
     let cluster = CaseCluster::start(&ctx.crds, case).await?;
     let delivery = cluster.route(m, case).await?;
     *watch = Some(delivery.watch_id.to_string());
-    let view = cluster
-        .view(m, &scopes, plugin.limits.memory, case)
-        .await?;
-    let version = Version::new(plugin.clone(), Health::new(QuarantinePolicy::default()), scopes);
+    let view = cluster.view(m, &scopes, plugin.limits.memory, case).await?;
+    let version = Version::new(
+        plugin.clone(),
+        Health::new(QuarantinePolicy::default()),
+        scopes,
+    );
     let pipeline: CasePipeline = Pipeline {
         cluster,
         ownership: Ownership::always(),
@@ -430,7 +432,12 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
     };
     let ctx = Context {
         opts: opts.clone(),
-        crds: opts.crds.as_deref().map(read_crds).transpose()?.unwrap_or_default(),
+        crds: opts
+            .crds
+            .as_deref()
+            .map(read_crds)
+            .transpose()?
+            .unwrap_or_default(),
     };
     let mut report = Report::default();
     let mut seen = HashSet::new();
@@ -463,7 +470,11 @@ pub async fn run(paths: &[PathBuf], opts: &RunOptions) -> Result<Report, Error> 
             })?;
         }
     }
-    let _ = writeln!(report.text, "{} passed, {} failed", report.passed, report.failed);
+    let _ = writeln!(
+        report.text,
+        "{} passed, {} failed",
+        report.passed, report.failed
+    );
     Ok(report)
 }
 
@@ -484,7 +495,11 @@ async fn run_modes(
     };
     let mut failures = Vec::new();
     for &reuse in modes {
-        let mode = if reuse { "reused instance" } else { "fresh instance" };
+        let mode = if reuse {
+            "reused instance"
+        } else {
+            "fresh instance"
+        };
         // Every failure names the watch the event went to.
         let mut watch = None;
         let outcome = run_case(plugins, file, &case, ctx, reuse, &mut watch).await;
@@ -516,9 +531,8 @@ async fn run_modes(
         return case;
     }
     report.failed += 1;
-    let only_reused = modes.len() > 1
-        && failures.len() == 1
-        && failures[0].0.starts_with("reused instance");
+    let only_reused =
+        modes.len() > 1 && failures.len() == 1 && failures[0].0.starts_with("reused instance");
     for (mode, lines) in &failures {
         let why = match only_reused {
             true => " (passes on a fresh instance: the plugin keeps state between calls)",

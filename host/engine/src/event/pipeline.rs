@@ -103,52 +103,89 @@ pub(crate) struct Pipeline<C> {
 
 impl<C: Cluster> crate::event::layers::Handle for Pipeline<C> {
     async fn handle(&self, req: Request<'_>) -> Report {
-        let plugin = &req.version.plugin;
-        let name = plugin.name();
-        let d = req.delivery;
-        let not_leader = || Error::NotLeader {
-            plugin: name.to_string(),
-        };
         let mut report = Report::skipped(Ok(()));
-        let key = d.object.key();
+        let Some(raw) = self.call(&req, &mut report).await else {
+            return report;
+        };
+        let Some(prepared) = self.admit(&req, raw, &mut report).await else {
+            return report;
+        };
+        self.apply(&req, &prepared, &mut report).await;
+        report.admitted = Some(prepared);
+        report
+    }
+}
 
-        // 1. Call.
+/// The term ended: nothing more of the event is done.
+fn not_leader(req: &Request<'_>) -> Error {
+    Error::NotLeader {
+        plugin: req.version.plugin.name().to_string(),
+    }
+}
+
+/// The version left the environment: nothing more of it is done.
+fn retired(req: &Request<'_>) -> Error {
+    let plugin = &req.version.plugin;
+    Error::Retired {
+        plugin: plugin.name().to_string(),
+        version: plugin.manifest.version.clone(),
+    }
+}
+
+impl<C: Cluster> Pipeline<C> {
+    /// 1. Call the plugin, under the term's guard and while its version serves; None
+    /// when the event ends here (`report` says why).
+    async fn call(&self, req: &Request<'_>, report: &mut Report) -> Option<Vec<RawIntent>> {
+        let plugin = &req.version.plugin;
+        let d = req.delivery;
         let event = plugin_event(d);
         let started = Instant::now();
-        let retired = || Error::Retired {
-            plugin: name.to_string(),
-            version: plugin.manifest.version.clone(),
-        };
         // Dropped when the term ends or when the version is unloaded, waiting (for a live
         // instance, for the memory budget) or running: its instance goes with it.
+        let label = d.object.describe();
+        let call = plugin.handle(&event, &label, req.view.clone());
         let called = self
             .ownership
-            .guard(
-                &key,
-                req.version
-                    .while_serving(plugin.handle(&event, &d.object.describe(), req.view)),
-            )
+            .guard(&d.object.key(), req.version.while_serving(call))
             .await;
         let raw = match called {
-            Err(_) => return Report::skipped(Err(not_leader())),
-            Ok(None) => return Report::skipped(Err(retired())),
+            Err(_) => {
+                report.result = Err(not_leader(req));
+                return None;
+            }
+            Ok(None) => {
+                report.result = Err(retired(req));
+                return None;
+            }
             Ok(Some(Err(kind))) => {
                 report.call = Some(started.elapsed());
                 report.call_error = Some(kind.clone());
                 report.result = Err(Error::Call {
-                    plugin: name.to_string(),
+                    plugin: plugin.name().to_string(),
                     kind,
                 });
-                return report;
+                return None;
             }
             Ok(Some(Ok(raw))) => raw,
         };
         report.call = Some(started.elapsed());
         report.returned = raw.len();
         report.raw = req.keep_intents.then(|| raw.clone());
+        Some(raw)
+    }
 
-        // 2. Admit everything before writing anything: a call is applied whole or not at all.
-        let trigger = d.object.trigger();
+    /// 2. Admit everything before writing anything (a call is applied whole or not at
+    /// all), then what only the cluster can tell (merge patches taking other managers'
+    /// fields, creates adopting existing objects); None when refused (`report` says why).
+    async fn admit(
+        &self,
+        req: &Request<'_>,
+        raw: Vec<RawIntent>,
+        report: &mut Report,
+    ) -> Option<Vec<Prepared>> {
+        let plugin = &req.version.plugin;
+        let name = plugin.name();
+        let trigger = req.delivery.object.trigger();
         let admitted = admit::admit(
             &plugin.manifest,
             raw,
@@ -162,52 +199,44 @@ impl<C: Cluster> crate::event::layers::Handle for Pipeline<C> {
             Ok(p) => p,
             Err(r) => {
                 report.result = Err(Error::rejected(name, r));
-                return report;
+                return None;
             }
         };
         let manager = plugin.manifest.field_manager();
-        // What only the cluster can tell (merge patches taking other managers' fields,
-        // creates adopting existing objects), still before anything is written.
-        let checked = self
-            .ownership
-            .guard(
-                &key,
-                preflight::check_merges(
-                    &self.cluster,
-                    name,
-                    &plugin.manifest,
-                    &manager,
-                    &mut prepared,
-                ),
-            )
-            .await;
-        match checked {
-            Err(_) => {
-                report.result = Err(not_leader());
-                return report;
-            }
-            Ok(Err(e)) => {
-                report.result = Err(e);
-                return report;
-            }
-            Ok(Ok(())) => {}
+        let check = preflight::check_merges(
+            &self.cluster,
+            name,
+            &plugin.manifest,
+            &manager,
+            &mut prepared,
+        );
+        let key = req.delivery.object.key();
+        match self.ownership.guard(&key, check).await {
+            Err(_) => report.result = Err(not_leader(req)),
+            Ok(Err(e)) => report.result = Err(e),
+            Ok(Ok(())) => return Some(prepared),
         }
+        None
+    }
 
-        // 3. Apply, in order; the first failure ends the event, and says what was applied.
+    /// 3. Apply, in order; the first failure ends the event, and says what was applied.
+    async fn apply(&self, req: &Request<'_>, prepared: &[Prepared], report: &mut Report) {
+        let plugin = &req.version.plugin;
+        let d = req.delivery;
+        let key = d.object.key();
+        let trigger = d.object.trigger();
+        let manager = plugin.manifest.field_manager();
         for (i, p) in prepared.iter().enumerate() {
             // Written only under grants still in force: no write of a version unloaded
             // since the call (a write already sent is not recalled; it was sent while the
             // version served).
             if req.version.is_retired() {
-                report.result = Err(retired());
+                report.result = Err(retired(req));
                 break;
             }
-            let Ok(result) = self
-                .ownership
-                .guard(&key, self.cluster.execute(&manager, p))
-                .await
-            else {
-                report.result = Err(not_leader());
+            let write = self.cluster.execute(&manager, p);
+            let Ok(result) = self.ownership.guard(&key, write).await else {
+                report.result = Err(not_leader(req));
                 break;
             };
             match result {
@@ -224,13 +253,12 @@ impl<C: Cluster> crate::event::layers::Handle for Pipeline<C> {
                 Err(e) => {
                     let conflict = e.status() == Some(409);
                     report.writes.push((i, Written::Failed { conflict }));
-                    report.result = Err(partial(name, &d.object.describe(), &prepared, i, e));
+                    let describe = d.object.describe();
+                    report.result = Err(partial(plugin.name(), &describe, prepared, i, e));
                     break;
                 }
             }
         }
-        report.admitted = Some(prepared);
-        report
     }
 }
 

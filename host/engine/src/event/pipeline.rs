@@ -133,8 +133,8 @@ fn retired(req: &Request<'_>) -> Error {
 }
 
 impl<C: Cluster> Pipeline<C> {
-    /// 1. Call the plugin, under the term's guard and while its version serves; None
-    /// when the event ends here (`report` says why).
+    /// Step 1, the call: under the term's guard and while its version serves; None when
+    /// the event ends here (`report` says why).
     async fn call(&self, req: &Request<'_>, report: &mut Report) -> Option<Vec<RawIntent>> {
         let plugin = &req.version.plugin;
         let d = req.delivery;
@@ -174,9 +174,10 @@ impl<C: Cluster> Pipeline<C> {
         Some(raw)
     }
 
-    /// 2. Admit everything before writing anything (a call is applied whole or not at
-    /// all), then what only the cluster can tell (merge patches taking other managers'
-    /// fields, creates adopting existing objects); None when refused (`report` says why).
+    /// Step 2, admission: everything before writing anything (a call is applied whole or
+    /// not at all), then what only the cluster can tell (merge patches taking other
+    /// managers' fields, creates adopting existing objects); None when refused (`report`
+    /// says why).
     async fn admit(
         &self,
         req: &Request<'_>,
@@ -219,7 +220,8 @@ impl<C: Cluster> Pipeline<C> {
         None
     }
 
-    /// 3. Apply, in order; the first failure ends the event, and says what was applied.
+    /// Step 3, the writes, in order; the first failure ends the event, and says what was
+    /// applied.
     async fn apply(&self, req: &Request<'_>, prepared: &[Prepared], report: &mut Report) {
         let plugin = &req.version.plugin;
         let d = req.delivery;

@@ -679,6 +679,15 @@ fn a_case_the_watch_s_selector_does_not_select_fails() {
     write_cases(&file, &[selected.clone()]);
     let (code, out) = kubewasm_test(&["--instances", "fresh"], &[&file]);
     assert_eq!(code, 0, "{out}");
+    // `--update` records the intents and keeps `after:` as written.
+    let (code, out) = kubewasm_test(&["--update"], &[&file]);
+    assert_eq!(code, 0, "{out}");
+    let updated = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        updated.contains("after:") && updated.contains("from: testkit"),
+        "{updated}"
+    );
+    assert!(!updated.contains("<any>"), "{updated}");
     // `after:` is checked against the server: another value fails the case.
     selected["after"][0]["data"]["from"] = json!("someone");
     write_cases(&file, &[selected]);

@@ -57,8 +57,12 @@ impl CaseCluster {
         let server = ApiServer::start(Config::default())
             .await
             .map_err(|e| format!("embedded API server: {e}"))?;
-        let client = kube::Client::try_from(server.client_config())
-            .map_err(|e| format!("embedded API server: {e}"))?;
+        let mut config = server.client_config();
+        // Plain HTTP on loopback: an empty root store, or the client would read the
+        // system's CA certificates again for every case (most of a case's time).
+        config.root_cert.get_or_insert_with(Vec::new);
+        let client =
+            kube::Client::try_from(config).map_err(|e| format!("embedded API server: {e}"))?;
         let is_crd = |o: &&Value| o["kind"] == "CustomResourceDefinition";
         let named = |o: &Value| o.pointer("/metadata/name").cloned();
         let own_crds: Vec<&Value> = case.cluster.iter().filter(is_crd).collect();

@@ -75,7 +75,8 @@ enum Command {
     /// plugin asks for, and its RBAC, as one YAML stream for `kubectl apply -f -` (or, without
     /// --module, for --approvals in directory mode).
     Approve(approve::ApproveArgs),
-    /// Run plugins offline against YAML test cases (the case format ends `kubewasm test --help`).
+    /// Run plugins against YAML test cases through `run`'s pipeline, on an embedded API
+    /// server per case (the case format ends `kubewasm test --help`).
     /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
     /// any failure.
     Test(test::TestArgs),

@@ -1,6 +1,6 @@
 //! The recorder behind `kubewasm run --record DIR` / `dev --record DIR`: every handled
 //! event written as a test case ([`super::format`]), so a real cluster's behaviour becomes
-//! an offline regression test that [`super::replay`] runs.
+//! a regression test that [`super::replay`] runs (no cluster needed).
 //!
 //! A recorded case holds the plugin file, its settings, the event (type, watch id, object,
 //! old object), every object the plugin read through `host.get`/`host.list` during the

@@ -151,11 +151,7 @@ fn anchors(text: &str) -> BTreeSet<String> {
         };
         let slug = slug(title);
         let n = seen.entry(slug.clone()).or_default();
-        out.insert(if *n == 0 {
-            slug
-        } else {
-            format!("{slug}-{n}")
-        });
+        out.insert(if *n == 0 { slug } else { format!("{slug}-{n}") });
         *n += 1;
     }
     out
@@ -385,7 +381,10 @@ fn reference_rows(text: &str, known: &[String]) -> Vec<Row> {
             table = (!named.is_empty()).then_some(named);
             continue;
         }
-        let flags: Vec<String> = code_spans(first).into_iter().flat_map(flag_tokens).collect();
+        let flags: Vec<String> = code_spans(first)
+            .into_iter()
+            .flat_map(flag_tokens)
+            .collect();
         if flags.is_empty() {
             continue;
         }
@@ -395,7 +394,11 @@ fn reference_rows(text: &str, known: &[String]) -> Vec<Row> {
         } else {
             table.clone().or(sub.clone()).unwrap_or(section.clone())
         };
-        rows.push(Row { line: n + 1, flags, commands });
+        rows.push(Row {
+            line: n + 1,
+            flags,
+            commands,
+        });
     }
     rows
 }
@@ -415,7 +418,10 @@ fn the_reference_page_lists_every_command_and_flag_and_no_other() {
     flags.insert(String::new(), global.clone());
     for c in &commands {
         let own = help_flags(&help(&[c]));
-        assert!(own.contains("--help"), "`kubewasm {c} --help` did not parse");
+        assert!(
+            own.contains("--help"),
+            "`kubewasm {c} --help` did not parse"
+        );
         flags.insert(c.clone(), own.difference(&global).cloned().collect());
     }
     let every: BTreeSet<&String> = flags.values().flatten().collect();
@@ -426,10 +432,18 @@ fn the_reference_page_lists_every_command_and_flag_and_no_other() {
         }
     }
     let rows = reference_rows(&text, &commands);
-    assert!(rows.len() > 50, "the flag tables did not parse: {} rows", rows.len());
+    assert!(
+        rows.len() > 50,
+        "the flag tables did not parse: {} rows",
+        rows.len()
+    );
     // Every flag a row defines exists in each command the row is for.
     for row in &rows {
-        assert!(!row.commands.is_empty(), "line {}: a row for no command", row.line);
+        assert!(
+            !row.commands.is_empty(),
+            "line {}: a row for no command",
+            row.line
+        );
         for flag in &row.flags {
             for c in &row.commands {
                 if !flags[c].contains(flag) {
@@ -457,7 +471,11 @@ fn the_reference_page_lists_every_command_and_flag_and_no_other() {
             }
         }
     }
-    assert!(wrong.is_empty(), "{REFERENCE} and the binary disagree:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "{REFERENCE} and the binary disagree:\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]
@@ -515,7 +533,11 @@ fn documented_metrics(text: &str) -> BTreeMap<String, String> {
         .take_while(|l| !l.starts_with("## "))
         .filter_map(|l| {
             let mut cells = l.strip_prefix("| ")?.split(" | ");
-            let name = code_spans(cells.next()?).first()?.split('{').next()?.to_string();
+            let name = code_spans(cells.next()?)
+                .first()?
+                .split('{')
+                .next()?
+                .to_string();
             let kind = cells.next()?.trim().to_string();
             name.starts_with("kubewasm_").then_some((name, kind))
         })

@@ -69,6 +69,8 @@ pub(crate) struct Version {
     /// Where its approval lets it read each resource (as the approval spells it): the
     /// namespaces its view of the caches answers in, never its own watches'.
     pub(crate) reads: Arc<ReadScopes>,
+    /// The source it was loaded from: a file's path, or `plugins.kubewasm.dev/NAME`.
+    pub(crate) origin: String,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
     /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
     /// its writes is sent after it. Revocation is immediate, not at the end of a call.
@@ -76,11 +78,17 @@ pub(crate) struct Version {
 }
 
 impl Version {
-    pub(crate) fn new(plugin: Arc<CompiledPlugin>, health: Health, reads: Arc<ReadScopes>) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<CompiledPlugin>,
+        health: Health,
+        reads: Arc<ReadScopes>,
+        origin: String,
+    ) -> Self {
         Version {
             plugin,
             health,
             reads,
+            origin,
             retired: CancellationToken::new(),
         }
     }
@@ -159,6 +167,17 @@ pub(crate) struct Environment {
 }
 
 impl Environment {
+    /// The plugins at work: name → (version, the source it was loaded from).
+    pub(crate) fn loaded(&self) -> BTreeMap<String, (String, String)> {
+        self.plugins
+            .iter()
+            .map(|(name, a)| {
+                let version = a.plugin().manifest.version.clone();
+                (name.clone(), (version, a.version.origin.clone()))
+            })
+            .collect()
+    }
+
     /// The targets some plugin declared under `reads`: cached whole even with shards.
     pub(crate) fn read_whole(&self) -> BTreeSet<ResourceRef> {
         self.plugins

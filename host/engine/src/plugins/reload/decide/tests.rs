@@ -1,0 +1,1 @@
+//! Reload's decision, without a cluster.

@@ -35,7 +35,8 @@ use crate::plugins::compiles::{COMPILE_SLOTS, Jobs, Outcome, Progress};
 mod decide;
 
 use self::decide::{
-    Action, FileJob, Item, Job, Look, Newest, ObjectJob, ObjectLoad, Serving, SourceState, decide,
+    Action, FileJob, Item, Job, Look, Looked, Newest, ObjectJob, ObjectLoad, Serving, SourceState,
+    decide, gone,
 };
 use crate::plugins::environment::{Active, Environment, PluginStatus, Version};
 use crate::plugins::objects::{
@@ -520,21 +521,11 @@ impl Reloader {
         looked_at: Looked,
         next: &mut Reconciled,
     ) {
-        let gone: Vec<Origin> = sources
-            .keys()
-            .filter(|o| !listed.contains(*o))
-            .filter(|o| match o {
-                Origin::File(_) => looked_at.files,
-                Origin::Object(_) => looked_at.objects,
-            })
-            .cloned()
-            .collect();
-        for origin in gone {
+        for (origin, serving) in gone(sources, listed, looked_at) {
             // A Plugin deleted during its pull: the pull stops.
             self.compiles.discard(&origin);
             self.fetches.discard(&origin);
-            if let Some(state) = sources.remove(&origin)
-                && let Some(name) = state.serving
+            if let Some(name) = serving
                 && let Some(active) = next.env.plugins.remove(&name)
             {
                 tracing::info!(plugin = %name, version = %active.plugin().manifest.version, source = %origin, "plugin removed");
@@ -759,13 +750,6 @@ impl Reloader {
             self.loaded_once.store(true, Ordering::Release);
         }
     }
-}
-
-/// Which kinds of sources a reconcile looked at.
-#[derive(Clone, Copy)]
-struct Looked {
-    files: bool,
-    objects: bool,
 }
 
 /// What the sources came to as of the last reconcile, for the host's status.

@@ -5,7 +5,7 @@
 //! work; nothing: the version serving keeps serving). [`super::Reloader`] gathers the
 //! inputs and carries the actions out.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::time::Duration;
 
 use kubewasm_core::grant::{Approval, approve, check_approval, still_fits};
@@ -541,6 +541,38 @@ impl<L: Loadable> Decider<'_, L> {
         self.actions.push(Action::Unload(name.to_string()));
         true
     }
+}
+
+/// Which kinds of sources a reconcile looked at: a kind not looked at this time (the
+/// Plugin objects' cache not synced) keeps its sources as they are.
+#[derive(Clone, Copy)]
+pub(super) struct Looked {
+    pub(super) files: bool,
+    pub(super) objects: bool,
+}
+
+/// The sources that disappeared (not `listed`, of a kind looked at), taken out of
+/// `sources`: each with the plugin it served, to unload.
+pub(super) fn gone(
+    sources: &mut BTreeMap<Origin, SourceState>,
+    listed: &HashSet<Origin>,
+    looked_at: Looked,
+) -> Vec<(Origin, Option<String>)> {
+    let gone: Vec<Origin> = sources
+        .keys()
+        .filter(|o| !listed.contains(*o))
+        .filter(|o| match o {
+            Origin::File(_) => looked_at.files,
+            Origin::Object(_) => looked_at.objects,
+        })
+        .cloned()
+        .collect();
+    gone.into_iter()
+        .map(|origin| {
+            let serving = sources.remove(&origin).and_then(|s| s.serving);
+            (origin, serving)
+        })
+        .collect()
 }
 
 /// What a Plugin's status says while the job of `fetch` runs (None: nothing; a rescan's

@@ -99,8 +99,12 @@ impl<T: Send + 'static> Jobs<T> {
     /// version of the same source is stopped: a compile's worker is killed, a pull's
     /// connection closed, so a source rewritten many times holds one slot at most).
     /// `work` must take its slot itself.
-    pub(crate) fn start<F>(&self, origin: &Origin, fingerprint: &str, work: impl FnOnce(Progress) -> F)
-    where
+    pub(crate) fn start<F>(
+        &self,
+        origin: &Origin,
+        fingerprint: &str,
+        work: impl FnOnce(Progress) -> F,
+    ) where
         F: Future<Output = T> + Send + 'static,
     {
         let mut jobs = lock(&self.jobs);

@@ -345,64 +345,7 @@ impl Reloader {
         };
         let items = listing
             .into_iter()
-            .map(|path| {
-                let origin = Origin::File(path.clone());
-                match PluginFile::read(&path) {
-                    // Unreadable now (e.g. mid-write, or bad settings): keep what runs.
-                    Err(e) => Item {
-                        fingerprint: format!("unreadable: {e}"),
-                        newest: Newest::Failed {
-                            failure: Failure::new("Unreadable", e.to_string()),
-                            retry: false,
-                        },
-                        origin,
-                        approval_now: None,
-                        object: None,
-                        account: None,
-                    },
-                    Ok(mut file) => {
-                        // Looked up by the name the plugin must give itself.
-                        let name = file.name();
-                        let fingerprint =
-                            format!("{}/{}", file.fingerprint(), approvals.fingerprint_of(&name));
-                        // Nothing approved, or an approval that cannot be used, approves
-                        // nothing: what runs from this file must fit that.
-                        let approval_now = match approvals.problem(&name) {
-                            Some(_) => Approval::default(),
-                            None => approvals.get(&name).cloned().unwrap_or_default(),
-                        };
-                        let newest = if known
-                            .get(&origin)
-                            .is_some_and(|s| s.unchanged(&fingerprint))
-                        {
-                            Newest::Unchanged
-                        } else if let Some(problem) = approvals.problem(&name) {
-                            Newest::Failed {
-                                failure: Failure::new(
-                                    "ApprovalUnusable",
-                                    format!(
-                                        "plugin {name}: its approval cannot be used: {problem}"
-                                    ),
-                                ),
-                                retry: false,
-                            }
-                        } else {
-                            if let Some(limits) = approvals.limits(&name) {
-                                file.overrides = limits.clone();
-                            }
-                            Newest::Read(Box::new(file), approvals.get(&name).cloned())
-                        };
-                        Item {
-                            origin,
-                            fingerprint,
-                            newest,
-                            approval_now: Some(approval_now),
-                            object: None,
-                            account: Some(name),
-                        }
-                    }
-                }
-            })
+            .map(|path| file_item(path, known, approvals))
             .collect();
         Some(items)
     }
@@ -767,6 +710,64 @@ impl Serving for Environment {
     fn serving(&self, name: &str) -> Option<(&Manifest, String)> {
         let plugin = self.plugins.get(name)?.plugin();
         Some((&plugin.manifest, plugin.path.display().to_string()))
+    }
+}
+
+/// The newest version of the plugin file at `path`, under the operator's `approvals`.
+fn file_item(path: PathBuf, known: &BTreeMap<Origin, SourceState>, approvals: &Approvals) -> Item {
+    let origin = Origin::File(path.clone());
+    let mut file = match PluginFile::read(&path) {
+        Ok(file) => file,
+        // Unreadable now (e.g. mid-write, or bad settings): keep what runs.
+        Err(e) => {
+            return Item {
+                fingerprint: format!("unreadable: {e}"),
+                newest: Newest::Failed {
+                    failure: Failure::new("Unreadable", e.to_string()),
+                    retry: false,
+                },
+                origin,
+                approval_now: None,
+                object: None,
+                account: None,
+            };
+        }
+    };
+    // Looked up by the name the plugin must give itself.
+    let name = file.name();
+    let fingerprint = format!("{}/{}", file.fingerprint(), approvals.fingerprint_of(&name));
+    // Nothing approved, or an approval that cannot be used, approves nothing: what runs
+    // from this file must fit that.
+    let approval_now = match approvals.problem(&name) {
+        Some(_) => Approval::default(),
+        None => approvals.get(&name).cloned().unwrap_or_default(),
+    };
+    let newest = if known
+        .get(&origin)
+        .is_some_and(|s| s.unchanged(&fingerprint))
+    {
+        Newest::Unchanged
+    } else if let Some(problem) = approvals.problem(&name) {
+        Newest::Failed {
+            failure: Failure::new(
+                "ApprovalUnusable",
+                format!("plugin {name}: its approval cannot be used: {problem}"),
+            ),
+            retry: false,
+        }
+    } else {
+        if let Some(limits) = approvals.limits(&name) {
+            file.overrides = limits.clone();
+        }
+        Newest::Read(Box::new(file), approvals.get(&name).cloned())
+    };
+    Item {
+        origin,
+        fingerprint,
+        newest,
+        approval_now: Some(approval_now),
+        object: None,
+        account: Some(name),
     }
 }
 

@@ -115,11 +115,8 @@ impl WatchTask {
                 resource: self.res.key().to_string(),
             })
             .clone();
-        let reflector = Reflector::new(
-            self.cache.clone(),
-            self.shards.clone(),
-            self.scopes.clone(),
-        );
+        let reflector =
+            Reflector::new(self.cache.clone(), self.shards.clone(), self.scopes.clone());
         let mut state = Running {
             reflector,
             failing: HashMap::new(),

@@ -96,7 +96,10 @@ pub(crate) enum Newest {
     Fetch(Box<Fetch>, Option<Approval>),
     /// Unreadable (a file mid-write, bad settings, a failed pull): the fingerprint is
     /// kept only when `retry` is false.
-    Failed { failure: Failure, retry: bool },
+    Failed {
+        failure: Failure,
+        retry: bool,
+    },
 }
 
 /// One source to look at in a reconcile.

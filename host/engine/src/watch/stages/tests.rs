@@ -85,7 +85,10 @@ async fn strip_keeps_no_managed_fields_and_fills_in_the_kind() {
     };
     assert!(o.object.metadata.managed_fields.is_none());
     let types = o.object.types.as_ref().expect("types");
-    assert_eq!((types.api_version.as_str(), types.kind.as_str()), ("v1", "ConfigMap"));
+    assert_eq!(
+        (types.api_version.as_str(), types.kind.as_str()),
+        ("v1", "ConfigMap")
+    );
 }
 
 #[tokio::test]
@@ -179,7 +182,12 @@ fn a_relist_is_diffed_against_what_was_cached() {
     // Nothing for what did not change, nor for a deletion of another replica's object.
     assert_eq!(
         said(&changes),
-        ["added new", "deleted gone", "modified changed", "resync gained"]
+        [
+            "added new",
+            "deleted gone",
+            "modified changed",
+            "resync gained"
+        ]
     );
     let modified = changes
         .iter()
@@ -202,7 +210,12 @@ async fn the_reflector_syncs_on_the_first_list_and_diffs_the_next() {
     assert_eq!(said(&first.0), ["added one"]);
     assert_eq!(first.1, Some(Listing::First { all: true }));
     // A watch event of the same version changes nothing; a newer one is a modification.
-    assert!(reflector.apply(&scope(), Step::Applied(cached("a", "one", "1"))).0.is_empty());
+    assert!(
+        reflector
+            .apply(&scope(), Step::Applied(cached("a", "one", "1")))
+            .0
+            .is_empty()
+    );
     let (changes, _) = reflector.apply(&scope(), Step::Applied(cached("a", "one", "2")));
     assert_eq!(said(&changes), ["modified one"]);
     // After a 410: the relist brings what changed during the break.
@@ -225,9 +238,11 @@ async fn the_reflector_syncs_on_the_first_list_and_diffs_the_next() {
     assert_eq!(cache.len(), 1);
     // And each change becomes the router's signal, of this resource.
     let signals: Vec<WatchSignal> = events(res().key(), stream::iter(all)).collect().await;
-    assert!(signals.iter().all(
-        |s| matches!(s, WatchSignal::Event(e) if e.resource == res().key())
-    ));
+    assert!(
+        signals
+            .iter()
+            .all(|s| matches!(s, WatchSignal::Event(e) if e.resource == res().key()))
+    );
     assert_eq!(signals.len(), 2);
 }
 

@@ -157,7 +157,11 @@ async fn a_changed_file_is_loaded_in_a_job_then_replaces_the_version_serving() {
     assert!(d.running);
     assert_eq!(state.serving.as_deref(), Some("a"));
     // The next reconcile while it runs: nothing new to do.
-    let d = decide(&mut state, look("a", "fp2", read("a"), Job::Running(0)), &env);
+    let d = decide(
+        &mut state,
+        look("a", "fp2", read("a"), Job::Running(0)),
+        &env,
+    );
     assert!(said(&d).is_empty() && d.running);
     // It ended: the new version serves, and the file counts as looked at.
     let loaded = Job::Loaded(Ok(manifest("a", "2", &[configmaps()])));
@@ -172,7 +176,11 @@ async fn a_changed_file_is_loaded_in_a_job_then_replaces_the_version_serving() {
 async fn an_unchanged_file_keeps_serving_and_wants_no_job() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
     let mut state = serving("a", "fp1");
-    let d = decide(&mut state, look("a", "fp1", Newest::Unchanged, Job::None), &env);
+    let d = decide(
+        &mut state,
+        look("a", "fp1", Newest::Unchanged, Job::None),
+        &env,
+    );
     assert_eq!(said(&d), ["discard"]);
     assert_eq!(state.serving.as_deref(), Some("a"));
 }

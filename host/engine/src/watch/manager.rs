@@ -283,10 +283,11 @@ impl WatchManager {
         waiting_logged.retain(|r| desired.contains_key(r));
         self.require_access(&wanted).await;
         for (key, (res, demands)) in wanted {
-            if !running.contains_key(&key) {
-                let cache = kept.remove(&key);
-                let started = self.start(&key, res, &demands, sharded.contains(&key), cache);
-                running.insert(key, started);
+            if let std::collections::hash_map::Entry::Vacant(slot) = running.entry(key) {
+                let key = slot.key();
+                let cache = kept.remove(key);
+                let started = self.start(key, res, &demands, sharded.contains(key), cache);
+                slot.insert(started);
             }
         }
     }

@@ -208,28 +208,14 @@ pub(crate) fn decide<L: Loadable>(
     look: Look<L>,
     env: &dyn Serving,
 ) -> Decision<L> {
-    let Look {
-        item,
-        access,
-        job,
-        pull_timeout,
-    } = look;
     let mut d = Decider {
         state,
-        origin: item.origin,
+        origin: look.item.origin.clone(),
         env,
         unloaded: HashSet::new(),
         actions: Vec::new(),
     };
-    let running = d.run(
-        item.fingerprint,
-        item.newest,
-        item.approval_now,
-        item.object,
-        access,
-        job,
-        pull_timeout,
-    );
+    let running = d.run(look);
     Decision {
         actions: d.actions,
         running,
@@ -254,17 +240,20 @@ enum Flow {
 }
 
 impl<L: Loadable> Decider<'_, L> {
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &mut self,
-        fingerprint: String,
-        newest: Newest,
-        approval_now: Option<Approval>,
-        object: Option<ObjectSeen>,
-        access: Option<AccessVerdict>,
-        job: Job<L>,
-        pull_timeout: Duration,
-    ) -> bool {
+    fn run(&mut self, look: Look<L>) -> bool {
+        let Look {
+            item,
+            access,
+            job,
+            pull_timeout,
+        } = look;
+        let Item {
+            fingerprint,
+            newest,
+            approval_now,
+            object,
+            ..
+        } = item;
         let state = &mut *self.state;
         state.running = false;
         // A generation is observed once its job has ended (status says so then; while a

@@ -14,7 +14,7 @@ use kubewasm_core::sync::lock;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
-use crate::plugins::reload::Origin;
+use crate::plugins::environment::Origin;
 
 /// Loads that run at once. Each is a compile worker process at most (a cache hit is only
 /// a link and a describe call): two keep a slow one from holding back the rest without

@@ -2,6 +2,8 @@
 //! swaps it whole (Kubewarden-style), so every reader sees one consistent set of plugins.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
@@ -62,6 +64,24 @@ impl Route {
     }
 }
 
+/// Where a plugin comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Origin {
+    /// A `.wasm` file of the plugin directory.
+    File(PathBuf),
+    /// A Plugin object, by name.
+    Object(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Object(name) => write!(f, "plugins.kubewasm.dev/{name}"),
+        }
+    }
+}
+
 /// One version of a plugin and its health (a new version starts healthy).
 pub(crate) struct Version {
     pub(crate) plugin: Arc<CompiledPlugin>,
@@ -69,8 +89,8 @@ pub(crate) struct Version {
     /// Where its approval lets it read each resource (as the approval spells it): the
     /// namespaces its view of the caches answers in, never its own watches'.
     pub(crate) reads: Arc<ReadScopes>,
-    /// The source it was loaded from: a file's path, or `plugins.kubewasm.dev/NAME`.
-    pub(crate) origin: String,
+    /// The source it was loaded from: the one record of which source serves a plugin.
+    pub(crate) origin: Origin,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
     /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
     /// its writes is sent after it. Revocation is immediate, not at the end of a call.
@@ -82,7 +102,7 @@ impl Version {
         plugin: Arc<CompiledPlugin>,
         health: Health,
         reads: Arc<ReadScopes>,
-        origin: String,
+        origin: Origin,
     ) -> Self {
         Version {
             plugin,
@@ -173,9 +193,17 @@ impl Environment {
             .iter()
             .map(|(name, a)| {
                 let version = a.plugin().manifest.version.clone();
-                (name.clone(), (version, a.version.origin.clone()))
+                (name.clone(), (version, a.version.origin.to_string()))
             })
             .collect()
+    }
+
+    /// The plugin serving from `origin`, if any.
+    pub(crate) fn served_from(&self, origin: &Origin) -> Option<&str> {
+        self.plugins
+            .iter()
+            .find(|(_, a)| a.version.origin == *origin)
+            .map(|(name, _)| name.as_str())
     }
 
     /// The targets some plugin declared under `reads`: cached whole even with shards.

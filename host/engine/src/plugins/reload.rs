@@ -14,7 +14,6 @@
 //! version meanwhile, and a Plugin's status says `Pulling` or `Loading`.
 
 use std::collections::{BTreeMap, HashSet};
-use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
@@ -38,7 +37,7 @@ use self::decide::{
     Action, FileJob, Item, Job, Look, Looked, Newest, ObjectJob, ObjectLoad, Serving, SourceState,
     decide, gone,
 };
-use crate::plugins::environment::{Active, Environment, PluginStatus, Version};
+use crate::plugins::environment::{Active, Environment, Origin, PluginStatus, Version};
 use crate::plugins::objects::{
     Candidate, Failure, Fetch, ObjectSource, ObjectState, Pulled, STAGE_LOADING,
 };
@@ -46,24 +45,6 @@ use crate::plugins::replay::Replay;
 use crate::serve::metrics::{InfoLabels, Metrics};
 use crate::watch::cache::CachedObject;
 use kubewasm_core::sync::write;
-
-/// Where a plugin comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Origin {
-    /// A `.wasm` file of the plugin directory.
-    File(PathBuf),
-    /// A Plugin object, by name.
-    Object(String),
-}
-
-impl fmt::Display for Origin {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Origin::File(p) => write!(f, "{}", p.display()),
-            Origin::Object(name) => write!(f, "plugins.kubewasm.dev/{name}"),
-        }
-    }
-}
 
 /// A plugin that came into effect, for the log.
 enum Announcement {
@@ -250,7 +231,7 @@ impl Reloader {
             plugin,
             Health::new(self.quarantine),
             Arc::new(approval.map(Approval::read_scopes).unwrap_or_default()),
-            origin.to_string(),
+            origin.clone(),
         ))
     }
 
@@ -464,11 +445,11 @@ impl Reloader {
         looked_at: Looked,
         next: &mut Reconciled,
     ) {
-        for (origin, serving) in gone(sources, listed, looked_at) {
+        for origin in gone(sources, listed, looked_at) {
             // A Plugin deleted during its pull: the pull stops.
             self.compiles.discard(&origin);
             self.fetches.discard(&origin);
-            if let Some(name) = serving
+            if let Some(name) = next.env.served_from(&origin).map(str::to_string)
                 && let Some(active) = next.env.plugins.remove(&name)
             {
                 tracing::info!(plugin = %name, version = %active.plugin().manifest.version, source = %origin, "plugin removed");
@@ -510,7 +491,7 @@ impl Reloader {
         let states: BTreeMap<String, ObjectState> = sources
             .iter()
             .filter_map(|(o, s)| match o {
-                Origin::Object(name) => Some((name.clone(), object_state(s, &next.env))),
+                Origin::Object(name) => Some((name.clone(), object_state(o, s, &next.env))),
                 Origin::File(_) => None,
             })
             .collect();
@@ -711,6 +692,10 @@ impl Serving for Environment {
         let plugin = self.plugins.get(name)?.plugin();
         Some((&plugin.manifest, plugin.path.display().to_string()))
     }
+
+    fn served_from(&self, origin: &Origin) -> Option<String> {
+        Environment::served_from(self, origin).map(str::to_string)
+    }
 }
 
 /// The newest version of the plugin file at `path`, under the operator's `approvals`.
@@ -804,8 +789,8 @@ async fn object_job(
 }
 
 /// Where a Plugin object stands, from its source's state and the environment.
-fn object_state(s: &SourceState, env: &Environment) -> ObjectState {
-    let serving = s.serving.as_ref().and_then(|name| {
+fn object_state(origin: &Origin, s: &SourceState, env: &Environment) -> ObjectState {
+    let serving = env.served_from(origin).and_then(|name| {
         let active = env.plugins.get(name)?;
         let (pinned, digest) = s.object.serving_module.clone()?;
         Some((pinned, digest, active.plugin().manifest.version.clone()))

@@ -18,16 +18,13 @@ use crate::Error;
 use crate::apply::identity::AccessVerdict;
 use crate::plugins::objects::{Busy, Failure, Fetch, STAGE_LOADING, STAGE_PULLING, TagMove};
 
-use super::Origin;
+use crate::plugins::environment::Origin;
 
 /// What the reloader knows about one source of a plugin.
 #[derive(Default)]
 pub(super) struct SourceState {
     /// Fingerprint of the last version looked at (loaded or rejected); empty: look again.
     pub(super) fingerprint: String,
-    /// The plugin this source currently serves (an older version when the newest was
-    /// rejected).
-    pub(super) serving: Option<String>,
     /// Why the newest version was rejected.
     pub(super) rejected: Option<String>,
     /// Plugin objects only: what serves (pinned reference, digest) and how the newest
@@ -134,6 +131,9 @@ impl Loadable for Loaded {
 pub(crate) trait Serving {
     /// The manifest of the plugin `name` at work, and where it was loaded from.
     fn serving(&self, name: &str) -> Option<(&Manifest, String)>;
+
+    /// The plugin serving from `origin` (an older version when the newest was rejected).
+    fn served_from(&self, origin: &Origin) -> Option<String>;
 }
 
 /// What a file's job came to: the version loaded, or why not.
@@ -211,6 +211,7 @@ pub(crate) fn decide<L: Loadable>(
     let mut d = Decider {
         state,
         origin: look.item.origin.clone(),
+        serving: env.served_from(&look.item.origin),
         env,
         unloaded: HashSet::new(),
         actions: Vec::new(),
@@ -226,6 +227,8 @@ pub(crate) fn decide<L: Loadable>(
 struct Decider<'a, L> {
     state: &'a mut SourceState,
     origin: Origin,
+    /// The plugin this source serves, as the decision goes.
+    serving: Option<String>,
     env: &'a dyn Serving,
     /// Plugins this decision has unloaded (the environment still has them).
     unloaded: HashSet<String>,
@@ -286,7 +289,7 @@ impl<L: Loadable> Decider<'_, L> {
             Newest::Unchanged => return false,
             Newest::Failed { failure, retry } => {
                 self.actions.push(Action::Discard);
-                failed(self.state, &self.origin, fingerprint, failure, retry);
+                self.failed(fingerprint, failure, retry);
                 return false;
             }
             Newest::Read(file, approval) => match job {
@@ -341,7 +344,7 @@ impl<L: Loadable> Decider<'_, L> {
             Some(AccessVerdict::Allowed) | None
                 if state.access_refused
                     && matches!(newest, Newest::Unchanged)
-                    && state.serving.is_none() =>
+                    && self.serving.is_none() =>
             {
                 state.fingerprint.clear();
                 state.retry_at = Some(tokio::time::Instant::now());
@@ -353,11 +356,11 @@ impl<L: Loadable> Decider<'_, L> {
             }
         };
         if unload
-            && let Some(name) = state.serving.clone()
+            && let Some(name) = self.serving.clone()
             && self.unload(&name)
         {
             tracing::error!(plugin = %name, source = %self.origin, error = %why, "plugin unloaded: its ServiceAccount may not read what it is approved to read");
-            self.state.serving = None;
+            self.serving = None;
             self.state.object.serving_module = None;
         }
         let loading = !matches!(newest, Newest::Unchanged);
@@ -371,7 +374,7 @@ impl<L: Loadable> Decider<'_, L> {
         let state = &mut *self.state;
         state.object.busy = None;
         if state.rejected.as_deref() != Some(why.as_str()) {
-            tracing::error!(source = %self.origin, error = %why, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+            tracing::error!(source = %self.origin, error = %why, still_serving = self.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
         }
         if loading {
             state.fingerprint = fingerprint.to_string();
@@ -385,7 +388,7 @@ impl<L: Loadable> Decider<'_, L> {
 
     /// Unload the version serving when `approval` no longer covers it.
     fn narrowed(&mut self, approval: &Approval) {
-        let Some(name) = self.state.serving.clone() else {
+        let Some(name) = self.serving.clone() else {
             return;
         };
         let Some(why) = self
@@ -396,7 +399,7 @@ impl<L: Loadable> Decider<'_, L> {
         };
         tracing::error!(plugin = %name, source = %self.origin, error = %why, "plugin unloaded: its approval no longer covers it");
         self.unload(&name);
-        self.state.serving = None;
+        self.serving = None;
         self.state.object.serving_module = None;
     }
 
@@ -421,7 +424,7 @@ impl<L: Loadable> Decider<'_, L> {
         match result {
             Err(failure) => {
                 let retry = failure.retry();
-                failed(self.state, &self.origin, fingerprint, failure, retry);
+                self.failed(fingerprint, failure, retry);
                 None
             }
             Ok(None) => {
@@ -474,13 +477,13 @@ impl<L: Loadable> Decider<'_, L> {
         if let Some(module) = module {
             self.state.object.serving_module = Some(module);
         }
-        if let Some(old_name) = self.state.serving.clone().filter(|n| *n != name)
+        if let Some(old_name) = self.serving.clone().filter(|n| *n != name)
             && self.unload(&old_name)
         {
             tracing::info!(plugin = %old_name, source = %self.origin, "plugin renamed to {name}");
         }
         self.actions.push(Action::Serve(loaded, approval));
-        self.state.serving = Some(name);
+        self.serving = Some(name);
     }
 
     /// Why a version naming itself `name` may not serve from this source, if it may not:
@@ -498,7 +501,7 @@ impl<L: Loadable> Decider<'_, L> {
             ));
         }
         let (_, other) = self.serving(name)?;
-        if self.state.serving.as_deref() == Some(name) {
+        if self.serving.as_deref() == Some(name) {
             return None;
         }
         let e = Error::DuplicateName {
@@ -509,9 +512,34 @@ impl<L: Loadable> Decider<'_, L> {
         Some(("NameInUse", e.to_string()))
     }
 
+    /// The newest version failed before any load: said once per failure, retried with
+    /// backoff when `retry` (registry trouble), else when it changes.
+    fn failed(&mut self, fingerprint: String, failure: Failure, retry: bool) {
+        let state = &mut *self.state;
+        // Said once per failure, not at every retry of the same one.
+        if state.object.failure.as_ref() != Some(&failure) {
+            tracing::error!(source = %self.origin, error = %failure.message, still_serving = self.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+        }
+        state.fingerprint = fingerprint;
+        if retry {
+            let backoff = RETRY_BASE
+                .saturating_mul(1 << state.retries.min(10))
+                .min(RETRY_MAX);
+            state.retries += 1;
+            state.retry_at = Some(tokio::time::Instant::now() + backoff);
+        } else {
+            state.retries = 0;
+            state.retry_at = None;
+        }
+        state.rejected = Some(failure.message.clone());
+        state.object.pulled = failure.is_pull().then_some(false);
+        state.object.approved = None;
+        state.object.failure = Some(failure);
+    }
+
     /// The newest version is rejected: the version serving, if any, keeps serving.
     fn reject(&mut self, error: String, reason: &'static str, why: String) {
-        tracing::error!(error = %error, source = %self.origin, still_serving = self.state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
+        tracing::error!(error = %error, source = %self.origin, still_serving = self.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
         self.state.rejected = Some(why.clone());
         self.state.object.failure = Some(Failure::new(reason, why));
     }
@@ -544,12 +572,12 @@ pub(super) struct Looked {
 }
 
 /// The sources that disappeared (not `listed`, of a kind looked at), taken out of
-/// `sources`: each with the plugin it served, to unload.
+/// `sources`: the plugins they serve are to be unloaded.
 pub(super) fn gone(
     sources: &mut BTreeMap<Origin, SourceState>,
     listed: &HashSet<Origin>,
     looked_at: Looked,
-) -> Vec<(Origin, Option<String>)> {
+) -> Vec<Origin> {
     let gone: Vec<Origin> = sources
         .keys()
         .filter(|o| !listed.contains(*o))
@@ -559,12 +587,10 @@ pub(super) fn gone(
         })
         .cloned()
         .collect();
-    gone.into_iter()
-        .map(|origin| {
-            let serving = sources.remove(&origin).and_then(|s| s.serving);
-            (origin, serving)
-        })
-        .collect()
+    for origin in &gone {
+        sources.remove(origin);
+    }
+    gone
 }
 
 /// What a Plugin's status says while the job of `fetch` runs (None: nothing; a rescan's
@@ -581,36 +607,6 @@ fn busy<L>(fetch: &Fetch, job: &Job<L>, deadline: Duration) -> Option<Busy> {
         _ if fetch.recheck() => None,
         _ => Some(Busy::Pulling { module, deadline }),
     }
-}
-
-/// Record that `origin`'s newest version failed before any load: said once per failure,
-/// retried with backoff when `retry` (registry trouble), else when it changes.
-pub(super) fn failed(
-    state: &mut SourceState,
-    origin: &Origin,
-    fingerprint: String,
-    failure: Failure,
-    retry: bool,
-) {
-    // Said once per failure, not at every retry of the same one.
-    if state.object.failure.as_ref() != Some(&failure) {
-        tracing::error!(source = %origin, error = %failure.message, still_serving = state.serving.as_deref().unwrap_or("nothing"), "plugin rejected");
-    }
-    state.fingerprint = fingerprint;
-    if retry {
-        let backoff = RETRY_BASE
-            .saturating_mul(1 << state.retries.min(10))
-            .min(RETRY_MAX);
-        state.retries += 1;
-        state.retry_at = Some(tokio::time::Instant::now() + backoff);
-    } else {
-        state.retries = 0;
-        state.retry_at = None;
-    }
-    state.rejected = Some(failure.message.clone());
-    state.object.pulled = failure.is_pull().then_some(false);
-    state.object.approved = None;
-    state.object.failure = Some(failure);
 }
 
 /// Whether a running version still fits `approval` ([`still_fits`]), and if not, why.

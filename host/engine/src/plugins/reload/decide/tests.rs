@@ -16,14 +16,19 @@ impl Loadable for Manifest {
     }
 }
 
-/// The plugins at work: name → manifest.
+/// The plugins at work: name → (manifest, the source it serves from).
 #[derive(Default)]
-struct Env(BTreeMap<String, Manifest>);
+struct Env(BTreeMap<String, (Manifest, Origin)>);
 
 impl Serving for Env {
     fn serving(&self, name: &str) -> Option<(&Manifest, String)> {
-        let m = self.0.get(name)?;
-        Some((m, format!("/plugins/{name}.wasm")))
+        let (m, origin) = self.0.get(name)?;
+        Some((m, origin.to_string()))
+    }
+
+    fn served_from(&self, origin: &Origin) -> Option<String> {
+        let (name, _) = self.0.iter().find(|(_, (_, o))| o == origin)?;
+        Some(name.clone())
     }
 }
 
@@ -131,31 +136,30 @@ fn said(d: &Decision<Manifest>) -> Vec<String> {
         .collect()
 }
 
-/// A source serving `name`, its version at `fingerprint` looked at.
-fn serving(name: &str, fingerprint: &str) -> SourceState {
+/// A source whose version at `fingerprint` was looked at.
+fn looked_at(fingerprint: &str) -> SourceState {
     SourceState {
-        serving: Some(name.into()),
         fingerprint: fingerprint.into(),
         ..SourceState::default()
     }
 }
 
+/// The plugins at work, each serving from the file named after it.
 fn env_with(manifests: &[Manifest]) -> Env {
     Env(manifests
         .iter()
-        .map(|m| (m.name.clone(), m.clone()))
+        .map(|m| (m.name.clone(), (m.clone(), origin(&m.name))))
         .collect())
 }
 
 #[tokio::test]
 async fn a_changed_file_is_loaded_in_a_job_then_replaces_the_version_serving() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     // Changed: its load starts; the old version serves meanwhile.
     let d = decide(&mut state, look("a", "fp2", read("a"), Job::None), &env);
     assert_eq!(said(&d), ["load /plugins/a.wasm"]);
     assert!(d.running);
-    assert_eq!(state.serving.as_deref(), Some("a"));
     // The next reconcile while it runs: nothing new to do.
     let d = decide(
         &mut state,
@@ -175,24 +179,22 @@ async fn a_changed_file_is_loaded_in_a_job_then_replaces_the_version_serving() {
 #[tokio::test]
 async fn an_unchanged_file_keeps_serving_and_wants_no_job() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     let d = decide(
         &mut state,
         look("a", "fp1", Newest::Unchanged, Job::None),
         &env,
     );
     assert_eq!(said(&d), ["discard"]);
-    assert_eq!(state.serving.as_deref(), Some("a"));
 }
 
 #[tokio::test]
 async fn a_load_failing_keeps_the_old_version_serving() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     let failed = Job::Loaded(Err("not a component".into()));
     let d = decide(&mut state, look("a", "fp2", read("a"), failed), &env);
     assert!(said(&d).is_empty(), "{:?}", said(&d));
-    assert_eq!(state.serving.as_deref(), Some("a"));
     assert_eq!(state.rejected.as_deref(), Some("not a component"));
     // Looked at: the same bytes are not loaded again.
     assert!(state.unchanged("fp2"));
@@ -204,27 +206,24 @@ async fn a_load_failing_keeps_the_old_version_serving() {
 async fn an_approval_narrowed_unloads_the_version_serving() {
     // Serving a version that watches Secrets, whose approval now covers ConfigMaps only.
     let env = env_with(&[manifest("a", "1", &[configmaps(), secrets()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     let d = decide(&mut state, look("a", "fp2", read("a"), Job::None), &env);
     // Unloaded at once, whatever becomes of the newest version, whose load starts.
     assert_eq!(said(&d), ["unload a", "load /plugins/a.wasm"]);
-    assert_eq!(state.serving, None);
     // Its load ends, and it fits: it serves again, as a new plugin.
     let loaded = Job::Loaded(Ok(manifest("a", "2", &[configmaps()])));
     let env = Env::default();
     let d = decide(&mut state, look("a", "fp2", read("a"), loaded), &env);
     assert_eq!(said(&d), ["serve a 2"]);
-    assert_eq!(state.serving.as_deref(), Some("a"));
 }
 
 #[tokio::test]
 async fn a_version_asking_more_than_its_approval_is_refused_and_the_old_one_serves() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     let greedy = Job::Loaded(Ok(manifest("a", "2", &[configmaps(), secrets()])));
     let d = decide(&mut state, look("a", "fp2", read("a"), greedy), &env);
     assert!(said(&d).is_empty(), "{:?}", said(&d));
-    assert_eq!(state.serving.as_deref(), Some("a"));
     let rejected = state.rejected.clone().unwrap_or_default();
     assert!(rejected.contains("Secret"), "{rejected}");
     assert!(matches!(state.object.approved, Some(Err(_))));
@@ -237,25 +236,26 @@ async fn a_name_another_source_serves_is_refused() {
     let copy = Job::Loaded(Ok(manifest("a", "1", &[configmaps()])));
     let d = decide(&mut state, look("b", "fp", read("b"), copy), &env);
     assert!(said(&d).is_empty(), "{:?}", said(&d));
-    assert_eq!(state.serving, None);
     let reason = state.object.failure.as_ref().map(|f| f.reason);
     assert_eq!(reason, Some("NameInUse"));
 }
 
 #[tokio::test]
 async fn a_renamed_plugin_takes_its_old_name_out() {
-    let env = env_with(&[manifest("old", "1", &[configmaps()])]);
-    let mut state = serving("old", "fp1");
+    // Source a serves plugin "old"; its newest version calls itself "new".
+    let mut env = Env::default();
+    let old = manifest("old", "1", &[configmaps()]);
+    env.0.insert("old".into(), (old, origin("a")));
+    let mut state = looked_at("fp1");
     let renamed = Job::Loaded(Ok(manifest("new", "1", &[configmaps()])));
     let d = decide(&mut state, look("a", "fp2", read("a"), renamed), &env);
     assert_eq!(said(&d), ["unload old", "serve new 1"]);
-    assert_eq!(state.serving.as_deref(), Some("new"));
 }
 
 #[tokio::test]
 async fn an_account_denied_its_reads_unloads_and_refuses_until_granted() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     let mut denied = look("a", "fp1", Newest::Unchanged, Job::None);
     denied.access = Some(AccessVerdict::Denied {
         why: "may not list configmaps".into(),
@@ -263,7 +263,6 @@ async fn an_account_denied_its_reads_unloads_and_refuses_until_granted() {
     });
     let d = decide(&mut state, denied, &env);
     assert_eq!(said(&d), ["unload a", "discard"]);
-    assert_eq!(state.serving, None);
     assert!(state.access_refused);
     assert_eq!(state.missing_reads, ["list configmaps cluster-wide"]);
     // Granted while nothing changed: looked at again at once (it has no version to load
@@ -279,25 +278,23 @@ async fn an_account_denied_its_reads_unloads_and_refuses_until_granted() {
 #[tokio::test]
 async fn an_unanswered_review_keeps_the_version_serving() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     let mut unanswered = look("a", "fp1", Newest::Unchanged, Job::None);
     unanswered.access = Some(AccessVerdict::Unanswered("no answer".into()));
     let d = decide(&mut state, unanswered, &env);
     assert_eq!(said(&d), ["discard"]);
-    assert_eq!(state.serving.as_deref(), Some("a"));
 }
 
 #[tokio::test]
 async fn registry_trouble_is_retried_with_backoff_and_the_old_version_serves() {
     let env = env_with(&[manifest("a", "1", &[configmaps()])]);
-    let mut state = serving("a", "fp1");
+    let mut state = looked_at("fp1");
     let newest = Newest::Failed {
         failure: Failure::new("RegistryUnavailable", "registry down"),
         retry: true,
     };
     let d = decide(&mut state, look("a", "fp2", newest, Job::None), &env);
     assert_eq!(said(&d), ["discard"]);
-    assert_eq!(state.serving.as_deref(), Some("a"));
     // Not tried again before its backoff.
     assert!(state.unchanged("fp2"));
     assert!(state.retry_at.is_some());
@@ -306,9 +303,9 @@ async fn registry_trouble_is_retried_with_backoff_and_the_old_version_serves() {
 #[test]
 fn a_removed_file_takes_its_plugin_and_unseen_objects_stay() {
     let mut sources: BTreeMap<Origin, SourceState> = BTreeMap::from([
-        (origin("a"), serving("a", "fp")),
-        (origin("b"), serving("b", "fp")),
-        (Origin::Object("c".into()), serving("c", "fp")),
+        (origin("a"), looked_at("fp")),
+        (origin("b"), looked_at("fp")),
+        (Origin::Object("c".into()), looked_at("fp")),
     ]);
     let listed = HashSet::from([origin("b")]);
     let looked_at = Looked {
@@ -316,7 +313,7 @@ fn a_removed_file_takes_its_plugin_and_unseen_objects_stay() {
         objects: false,
     };
     let gone = gone(&mut sources, &listed, looked_at);
-    assert_eq!(gone, [(origin("a"), Some("a".to_string()))]);
+    assert_eq!(gone, [origin("a")]);
     // The Plugin objects were not looked at this time (their cache not synced): kept.
     assert_eq!(sources.len(), 2);
     assert!(sources.contains_key(&Origin::Object("c".into())));

@@ -588,7 +588,7 @@ impl Host {
 
     /// Plugins, rejected files and reload count.
     pub fn status(&self) -> PluginStatus {
-        self.parts.reloader.status()
+        self.parts.reloader.status(&self.parts.current.get())
     }
 
     /// Ready: the plugin directory was loaded once and every watched resource the API
@@ -614,7 +614,7 @@ impl Host {
                     report
                 })
                 .collect();
-            let status = parts.reloader.status();
+            let status = parts.reloader.status(&env);
             let rejected = status
                 .rejected
                 .iter()

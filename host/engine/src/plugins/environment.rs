@@ -65,6 +65,8 @@ impl Route {
 /// One version of a plugin and its health (a new version starts healthy).
 pub(crate) struct Version {
     pub(crate) plugin: Arc<CompiledPlugin>,
+    /// The source it was loaded from: a file's path, or `plugins.kubewasm.dev/NAME`.
+    pub(crate) source: String,
     pub(crate) health: Health,
     /// Where its approval lets it read each resource (as the approval spells it): the
     /// namespaces its view of the caches answers in, never its own watches'.
@@ -76,9 +78,15 @@ pub(crate) struct Version {
 }
 
 impl Version {
-    pub(crate) fn new(plugin: Arc<CompiledPlugin>, health: Health, reads: Arc<ReadScopes>) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<CompiledPlugin>,
+        health: Health,
+        reads: Arc<ReadScopes>,
+        source: String,
+    ) -> Self {
         Version {
             plugin,
+            source,
             health,
             reads,
             retired: CancellationToken::new(),
@@ -243,6 +251,20 @@ impl Environment {
                 let a = self.plugins.get(name)?;
                 Some((a, a.routes.get(*i)?))
             })
+    }
+
+    /// The plugins at work: name → (version, the source it was loaded from).
+    pub(crate) fn loaded(&self) -> BTreeMap<String, (String, String)> {
+        self.plugins
+            .iter()
+            .map(|(name, a)| {
+                let v = &a.version;
+                (
+                    name.clone(),
+                    (v.plugin.manifest.version.clone(), v.source.clone()),
+                )
+            })
+            .collect()
     }
 
     /// The kinds `plugin` may read, as served now, and where.

@@ -347,23 +347,24 @@ impl Reloader {
     }
 
     /// A new version of a plugin: healthy, so not quarantined.
-    fn version(&self, plugin: Arc<CompiledPlugin>, approval: Option<&Approval>) -> Arc<Version> {
+    fn version(
+        &self,
+        plugin: Arc<CompiledPlugin>,
+        approval: Option<&Approval>,
+        origin: &Origin,
+    ) -> Arc<Version> {
         self.metrics.set_quarantined(plugin.name(), false);
         Arc::new(Version::new(
             plugin,
             Health::new(self.quarantine),
             Arc::new(approval.map(Approval::read_scopes).unwrap_or_default()),
+            origin.to_string(),
         ))
     }
 
     /// The plugin sources, loaded once.
     pub(crate) fn loaded_once(&self) -> bool {
         self.loaded_once.load(Ordering::Acquire)
-    }
-
-    /// Whether Plugin objects are a source.
-    pub(crate) fn follows_objects(&self) -> bool {
-        self.objects.is_some()
     }
 
     /// The Plugin objects, reconciled once from a synced cache.
@@ -948,7 +949,7 @@ impl Reloader {
                 });
                 // The queue stays; the new version (healthy) serves its next events.
                 let replaced = Active::new(
-                    self.version(plugin, approval.as_ref()),
+                    self.version(plugin, approval.as_ref(), &origin),
                     active.queue.clone(),
                 );
                 env.plugins.insert(name.clone(), replaced);
@@ -963,7 +964,7 @@ impl Reloader {
                     file: origin.to_string(),
                     watches: plugin.manifest.watches.len(),
                 });
-                let active = activate(self.version(plugin, approval.as_ref()));
+                let active = activate(self.version(plugin, approval.as_ref(), &origin));
                 env.plugins.insert(name.clone(), active);
                 next.replays.push(Replay::Added(name.clone()));
             }

@@ -471,6 +471,54 @@ impl Parts {
 
     /// The plugin set over new watches and caches, and the channel of the watch events.
     async fn plugin_set(&self) -> Result<(Arc<Plugins>, mpsc::Receiver<WatchSignal>), Error> {
+        let discovery = Arc::new(Discovery::new(self.client.clone()));
+        let reloader = self.reloader(&discovery).await?;
+        let caches = Arc::new(Caches::default());
+        let (tx, rx) = mpsc::channel::<WatchSignal>(4096);
+        let watches = WatchManager::new(
+            self.client.clone(),
+            discovery.clone(),
+            caches.clone(),
+            self.config.watch.clone(),
+            tx,
+            self.metrics.clone(),
+            self.access.clone(),
+        );
+        if let Some(shards) = self.ownership.shards() {
+            watches.shard_caches(shards.clone());
+        }
+        let current = Current::default();
+        let workers = self.workers(&current, &caches, discovery)?;
+        let plugins = Plugins {
+            replayer: Arc::new(Replayer::new(
+                current.clone(),
+                watches.clone(),
+                caches.clone(),
+                self.ownership.clone(),
+                self.config.replicas.tombstone_retention,
+            )),
+            objects: self.config.plugins.objects.as_ref().map(|o| {
+                Arc::new(ObjectsWatch::new(
+                    StatusWriter::new(self.client.clone(), self.ownership.clone()),
+                    watches.clone(),
+                    caches,
+                    o.watch_grace,
+                ))
+            }),
+            writes: Arc::new(self.write_checks(&current)),
+            reloading: tokio::sync::Mutex::new(()),
+            ownership: self.ownership.clone(),
+            current,
+            reloader,
+            watches,
+            workers,
+        };
+        Ok((Arc::new(plugins), rx))
+    }
+
+    /// The reloader over the plugin sources: the directory (which must exist), the
+    /// Plugin objects (what they need asked of the API server), the approvals.
+    async fn reloader(&self, discovery: &Arc<Discovery>) -> Result<Reloader, Error> {
         let config = &self.config.plugins;
         if let Some(dir) = &config.dir
             && !dir.is_dir()
@@ -496,57 +544,15 @@ impl Parts {
                 .require(&self.client, "plugin objects", needs)
                 .await;
         }
-        let discovery = Arc::new(Discovery::new(self.client.clone()));
-        let caches = Arc::new(Caches::default());
-        let (tx, rx) = mpsc::channel::<WatchSignal>(4096);
-        let watches = WatchManager::new(
-            self.client.clone(),
-            discovery.clone(),
-            caches.clone(),
-            self.config.watch.clone(),
-            tx,
-            self.metrics.clone(),
-            self.access.clone(),
-        );
-        if let Some(shards) = self.ownership.shards() {
-            watches.shard_caches(shards.clone());
-        }
-        let current = Current::default();
-        let reloader = Reloader::new(
+        Ok(Reloader::new(
             config.dir.clone(),
             config.approvals.clone(),
             objects,
             loader,
             self.config.events.quarantine,
             self.metrics.clone(),
-            self.reviews(&discovery),
-        );
-        let workers = self.workers(&current, &caches, discovery)?;
-        let plugins = Plugins {
-            replayer: Arc::new(Replayer::new(
-                current.clone(),
-                watches.clone(),
-                caches.clone(),
-                self.ownership.clone(),
-                self.config.replicas.tombstone_retention,
-            )),
-            objects: config.objects.as_ref().map(|o| {
-                Arc::new(ObjectsWatch::new(
-                    StatusWriter::new(self.client.clone(), self.ownership.clone()),
-                    watches.clone(),
-                    caches,
-                    o.watch_grace,
-                ))
-            }),
-            writes: Arc::new(self.write_checks(&current)),
-            reloading: tokio::sync::Mutex::new(()),
-            ownership: self.ownership.clone(),
-            current,
-            reloader,
-            watches,
-            workers,
-        };
-        Ok((Arc::new(plugins), rx))
+            self.reviews(discovery),
+        ))
     }
 
     /// The queues' workers and the handler stack they run: the pipeline within the layers.

@@ -43,8 +43,8 @@ use crate::event::pipeline::Pipeline;
 use crate::event::route::Router;
 use crate::event::{QuarantinePolicy, Queue, QueueConfig};
 use crate::plugins::dir_watch::{self, DirWatch};
-use crate::plugins::environment::{Active, Current, Environment, Version};
 pub use crate::plugins::environment::PluginStatus;
+use crate::plugins::environment::{Active, Current, Environment, Version};
 pub use crate::plugins::objects::ObjectsConfig;
 use crate::plugins::objects::{ObjectSource, StatusWriter, plugin_kind};
 use crate::plugins::reload::{Loading, Reloader};
@@ -419,11 +419,9 @@ impl Standing {
 }
 
 /// Resolves once `readiness` says ready.
-fn once_ready(readiness: Readiness) -> impl Future<Output = ()> + Send + 'static {
-    async move {
-        while !readiness.ready() {
-            tokio::time::sleep(READY_POLL).await;
-        }
+async fn once_ready(readiness: Readiness) {
+    while !readiness.ready() {
+        tokio::time::sleep(READY_POLL).await;
     }
 }
 
@@ -1477,7 +1475,10 @@ mod tests {
             e.store(true, Ordering::SeqCst);
         });
         tasks.stop().await;
-        assert!(ended.load(Ordering::SeqCst), "stop waits for the task to end");
+        assert!(
+            ended.load(Ordering::SeqCst),
+            "stop waits for the task to end"
+        );
         assert!(lock(&tasks.handles).is_empty());
     }
 }

@@ -328,7 +328,11 @@ impl HostArgs {
     }
 
     /// Where plugins come from and how they load.
-    fn plugins_config(&self, ceilings: LimitCeilings, host_namespace: &str) -> Result<PluginsConfig> {
+    fn plugins_config(
+        &self,
+        ceilings: LimitCeilings,
+        host_namespace: &str,
+    ) -> Result<PluginsConfig> {
         let load = LoadOptions {
             limits: Limits {
                 deadline: self.call_deadline,

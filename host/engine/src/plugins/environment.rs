@@ -65,12 +65,12 @@ impl Route {
 /// One version of a plugin and its health (a new version starts healthy).
 pub(crate) struct Version {
     pub(crate) plugin: Arc<CompiledPlugin>,
-    /// The source it was loaded from: a file's path, or `plugins.kubewasm.dev/NAME`.
-    pub(crate) source: String,
     pub(crate) health: Health,
     /// Where its approval lets it read each resource (as the approval spells it): the
     /// namespaces its view of the caches answers in, never its own watches'.
     pub(crate) reads: Arc<ReadScopes>,
+    /// The source it was loaded from: a file's path, or `plugins.kubewasm.dev/NAME`.
+    pub(crate) origin: String,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
     /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
     /// its writes is sent after it. Revocation is immediate, not at the end of a call.
@@ -82,13 +82,13 @@ impl Version {
         plugin: Arc<CompiledPlugin>,
         health: Health,
         reads: Arc<ReadScopes>,
-        source: String,
+        origin: String,
     ) -> Self {
         Version {
             plugin,
-            source,
             health,
             reads,
+            origin,
             retired: CancellationToken::new(),
         }
     }
@@ -167,6 +167,17 @@ pub(crate) struct Environment {
 }
 
 impl Environment {
+    /// The plugins at work: name → (version, the source it was loaded from).
+    pub(crate) fn loaded(&self) -> BTreeMap<String, (String, String)> {
+        self.plugins
+            .iter()
+            .map(|(name, a)| {
+                let version = a.plugin().manifest.version.clone();
+                (name.clone(), (version, a.version.origin.clone()))
+            })
+            .collect()
+    }
+
     /// The targets some plugin declared under `reads`: cached whole even with shards.
     pub(crate) fn read_whole(&self) -> BTreeSet<ResourceRef> {
         self.plugins
@@ -251,20 +262,6 @@ impl Environment {
                 let a = self.plugins.get(name)?;
                 Some((a, a.routes.get(*i)?))
             })
-    }
-
-    /// The plugins at work: name → (version, the source it was loaded from).
-    pub(crate) fn loaded(&self) -> BTreeMap<String, (String, String)> {
-        self.plugins
-            .iter()
-            .map(|(name, a)| {
-                let v = &a.version;
-                (
-                    name.clone(),
-                    (v.plugin.manifest.version.clone(), v.source.clone()),
-                )
-            })
-            .collect()
     }
 
     /// The kinds `plugin` may read, as served now, and where.

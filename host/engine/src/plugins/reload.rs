@@ -346,7 +346,7 @@ impl Reloader {
         }
     }
 
-    /// A new version of a plugin: healthy, so not quarantined.
+    /// A new version of a plugin from `origin`: healthy, so not quarantined.
     fn version(
         &self,
         plugin: Arc<CompiledPlugin>,

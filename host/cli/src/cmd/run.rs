@@ -284,9 +284,9 @@ pub struct RunArgs {
 }
 
 impl HostArgs {
-    /// The host's configuration from the flags; `client` gives the namespaces they leave
-    /// out (the plugins' ServiceAccounts', the Lease's).
-    fn config(&self, client: &kube::Client) -> Result<HostConfig> {
+    /// The host's configuration from the flags; `default_namespace` (the client's) is the
+    /// namespace they leave out (the plugins' ServiceAccounts', the Lease's).
+    fn config(&self, default_namespace: &str) -> Result<HostConfig> {
         if self.plugins.is_none() && self.no_plugin_objects {
             anyhow::bail!(
                 "nothing to load: give --plugins DIR, or drop --no-plugin-objects to load Plugin objects"
@@ -308,7 +308,7 @@ impl HostArgs {
         let host_namespace = self
             .plugin_namespace
             .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
+            .unwrap_or_else(|| default_namespace.to_string());
         let identity = self.identity();
         Ok(HostConfig {
             plugins: self.plugins_config(ceilings, &host_namespace)?,
@@ -318,7 +318,7 @@ impl HostArgs {
                 namespaces: self.watch_namespaces()?,
             },
             events: self.events_config(host_namespace),
-            replicas: self.replicas_config(client, &identity),
+            replicas: self.replicas_config(default_namespace, &identity),
             serve: ServeConfig {
                 metrics_addr: self.metrics_addr()?,
                 probe_addr: self.probe_addr()?,
@@ -388,11 +388,7 @@ impl HostArgs {
                 ..self.registry.config()
             },
             auths: Arc::new(self.registry.auths()?),
-            // None: a directory private to the process.
-            store_dir: self
-                .module_store
-                .clone()
-                .or_else(|| self.cache_dir.as_ref().map(|c| c.join("modules"))),
+            store_dir: self.module_store(),
             namespace: host_namespace.to_string(),
             max_module_bytes: (self.max_module_mib as u64) << 20,
             ceilings,
@@ -431,8 +427,16 @@ impl HostArgs {
         }
     }
 
+    /// Where pulled modules are kept: --module-store, else CACHE_DIR/modules; None: a
+    /// directory private to the process.
+    fn module_store(&self) -> Option<PathBuf> {
+        self.module_store
+            .clone()
+            .or_else(|| self.cache_dir.as_ref().map(|c| c.join("modules")))
+    }
+
     /// Alone, the leader's Lease, or the shards' Leases: one Lease setup for both.
-    fn replicas_config(&self, client: &kube::Client, identity: &str) -> ReplicasConfig {
+    fn replicas_config(&self, default_namespace: &str, identity: &str) -> ReplicasConfig {
         let lease = || LeaderConfig {
             lease_duration: self.lease_duration,
             renew_deadline: self.renew_deadline,
@@ -441,7 +445,7 @@ impl HostArgs {
                 &self.lease_name,
                 self.lease_namespace
                     .clone()
-                    .unwrap_or_else(|| client.default_namespace().to_string()),
+                    .unwrap_or_else(|| default_namespace.to_string()),
                 leader::process_identity(identity),
             )
         };
@@ -610,7 +614,7 @@ pub async fn run_host(
     args: &HostArgs,
     started: impl FnOnce(&Host),
 ) -> Result<()> {
-    let config = args.config(&client)?;
+    let config = args.config(client.default_namespace())?;
     let host = Host::start(client, config).await?;
     tracing::info!(plugins = %host.plugins().join(","), "host running; Ctrl-C to stop");
     started(&host);
@@ -714,4 +718,97 @@ fn within(text: &str, max: usize) -> Result<usize, String> {
         return Err(format!("must be between 1 and {max}"));
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        host: HostArgs,
+    }
+
+    fn flags(args: &[&str]) -> HostArgs {
+        let mut all = vec!["kubewasm"];
+        all.extend_from_slice(args);
+        Flags::try_parse_from(all).expect("flags parse").host
+    }
+
+    #[test]
+    fn a_leader_and_shards_stand_on_the_same_lease_setup() {
+        let lease = [
+            "--lease-name",
+            "kw",
+            "--lease-duration",
+            "9s",
+            "--renew-deadline",
+            "6s",
+        ];
+        let leader =
+            flags(&[&["--leader-elect"][..], &lease].concat()).replicas_config("ns", "pod");
+        let Election::Leader(l) = &leader.election else {
+            panic!("--leader-elect: {:?}", leader.election);
+        };
+        let sharded =
+            flags(&[&["--shards", "4"][..], &lease].concat()).replicas_config("ns", "pod");
+        let Election::Shards(s) = &sharded.election else {
+            panic!("--shards: {:?}", sharded.election);
+        };
+        assert_eq!(s.shards, 4);
+        for l in [l, &s.lease] {
+            assert_eq!(l.lease_name, "kw");
+            assert_eq!(
+                l.namespace, "ns",
+                "the client's namespace without --lease-namespace"
+            );
+            assert_eq!(l.lease_duration, Duration::from_secs(9));
+            assert_eq!(l.renew_deadline, Duration::from_secs(6));
+            assert!(
+                l.identity.starts_with("pod_"),
+                "a per-process identity: {}",
+                l.identity
+            );
+        }
+        assert_ne!(
+            l.identity, s.lease.identity,
+            "each process its own candidate"
+        );
+        assert_eq!(leader.tombstone_retention, Duration::from_secs(18));
+        let alone = flags(&["--lease-namespace", "other"]).replicas_config("ns", "pod");
+        assert!(
+            matches!(alone.election, Election::Alone),
+            "{:?}",
+            alone.election
+        );
+    }
+
+    #[test]
+    fn pulled_modules_go_to_the_module_store_else_the_cache_else_a_private_directory() {
+        let both = flags(&["--module-store", "/m", "--cache-dir", "/c"]);
+        assert_eq!(both.module_store(), Some(PathBuf::from("/m")));
+        let cache = flags(&["--cache-dir", "/c"]);
+        assert_eq!(cache.module_store(), Some(PathBuf::from("/c/modules")));
+        // KUBEWASM_CACHE_DIR stands for --cache-dir: only without it is the store private.
+        if std::env::var_os("KUBEWASM_CACHE_DIR").is_none() {
+            assert_eq!(flags(&[]).module_store(), None);
+        }
+    }
+
+    #[test]
+    fn endpoints_are_addresses_or_off() {
+        let args = flags(&["--metrics-addr", "off", "--probe-addr", "0.0.0.0:8081"]);
+        assert_eq!(args.metrics_addr().expect("off"), None);
+        assert_eq!(
+            args.probe_addr().expect("an address"),
+            Some("0.0.0.0:8081".parse().expect("address"))
+        );
+        assert!(
+            flags(&["--metrics-addr", "localhost"])
+                .metrics_addr()
+                .is_err()
+        );
+    }
 }

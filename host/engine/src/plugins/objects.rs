@@ -48,8 +48,9 @@ pub struct ObjectsConfig {
     /// The host's own registry credentials (its Docker config file), used when a Plugin
     /// names no pull secret.
     pub auths: Arc<Auths>,
-    /// The content-addressed module store.
-    pub store_dir: PathBuf,
+    /// The content-addressed module store; None: a directory private to this process,
+    /// removed when the host stops.
+    pub store_dir: Option<PathBuf>,
     /// Where pull secrets are read from: the host's namespace.
     pub namespace: String,
     /// Largest module pulled, checked against the manifest before any layer byte.
@@ -223,6 +224,8 @@ pub(crate) struct ObjectSource {
     client: Client,
     oci: kubewasm_oci::Client,
     store: Store,
+    /// The store's directory when none was given: kept while the host runs.
+    _private_store: Option<tempfile::TempDir>,
     config: ObjectsConfig,
     /// Tag references resolved: (reference, spec fingerprint) → digest, and whether since
     /// the last rescan. A tag is resolved again when the object changes or on a rescan,
@@ -241,14 +244,28 @@ impl ObjectSource {
             context: format!("registry client: {e}"),
             source: std::io::Error::other("registry client"),
         })?;
-        let store = Store::open(&config.store_dir).map_err(|e| crate::Error::Io {
-            context: format!("module store {}: {e}", config.store_dir.display()),
+        let (dir, private) = match &config.store_dir {
+            Some(dir) => (dir.clone(), None),
+            None => {
+                let private = tempfile::Builder::new()
+                    .prefix("kubewasm-modules-")
+                    .tempdir()
+                    .map_err(|source| crate::Error::Io {
+                        context: "a directory for pulled modules".into(),
+                        source,
+                    })?;
+                (private.path().to_path_buf(), Some(private))
+            }
+        };
+        let store = Store::open(&dir).map_err(|e| crate::Error::Io {
+            context: format!("module store {}: {e}", dir.display()),
             source: std::io::Error::other("module store"),
         })?;
         Ok(ObjectSource {
             client,
             oci,
             store,
+            _private_store: private,
             config,
             resolved: Mutex::new(BTreeMap::new()),
             tags: Mutex::new(BTreeMap::new()),

@@ -240,11 +240,6 @@ impl Reloader {
         self.loaded_once.load(Ordering::Acquire)
     }
 
-    /// Whether Plugin objects are a source.
-    pub(crate) fn follows_objects(&self) -> bool {
-        self.objects.is_some()
-    }
-
     /// The Plugin objects, reconciled once from a synced cache.
     pub(crate) fn objects_loaded_once(&self) -> bool {
         self.objects_loaded_once.load(Ordering::Acquire)

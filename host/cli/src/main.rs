@@ -160,9 +160,9 @@ fn main() -> std::process::ExitCode {
         .and_then(|runtime| runtime.block_on(run_command(cli)));
     // A replica that lost its Lease is not a crash: its own exit code (deploy/README.md).
     if let Err(e) = &result
-        && let Some(lost) = e.downcast_ref::<run::LostLease>()
+        && let Some(lost @ kubewasm::Error::LostLease { lease }) = e.downcast_ref()
     {
-        tracing::error!(lease = %lost.lease, exit_code = run::EXIT_LOST_LEASE, "{lost}");
+        tracing::error!(lease = %lease, exit_code = run::EXIT_LOST_LEASE, "{lost}");
         std::process::exit(run::EXIT_LOST_LEASE);
     }
     match result {

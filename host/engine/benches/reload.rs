@@ -4,15 +4,15 @@
 //! `tests/plugins/build.sh`. Prints medians and the cold/cached ratio per plugin.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kubewasm::event::QuarantinePolicy;
 use kubewasm::event::QueueConfig;
-use kubewasm::host::{Host, HostConfig};
+use kubewasm::host::{
+    Election, EventsConfig, Host, HostConfig, PluginsConfig, ReplicasConfig, ServeConfig,
+};
 use kubewasm::runtime::LoadOptions;
-use kubewasm::serve::metrics::Metrics;
 use kubewasm::watch::WatchConfig;
 use serde_json::{Value, json};
 
@@ -70,32 +70,36 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
     )
     .unwrap();
     let config = HostConfig {
-        plugins_dir: Some(dir.path().to_path_buf()),
-        objects: None,
-        approvals: Some(approvals.path().to_path_buf()),
-        load: LoadOptions::default(),
+        identity: "bench".into(),
+        plugins: PluginsConfig {
+            dir: Some(dir.path().to_path_buf()),
+            objects: None,
+            approvals: Some(approvals.path().to_path_buf()),
+            load: LoadOptions::default(),
+            cache_dir: Some(cache_dir.to_path_buf()),
+            reload_debounce: Some(Duration::from_millis(50)),
+            rescan_interval: None,
+            access_review_interval: Duration::from_secs(120),
+        },
         watch: WatchConfig {
             resync: None,
             discovery_interval: Duration::from_millis(200),
             namespaces: Vec::new(),
         },
-        queue: QueueConfig::default(),
-        cache_dir: Some(cache_dir.to_path_buf()),
-        reload_debounce: Some(Duration::from_millis(50)),
-        rescan_interval: None,
-        quarantine: QuarantinePolicy::default(),
-        ownership: kubewasm::replicas::ownership::Ownership::always(),
-        event_interval: None,
-        identity: "bench".into(),
-        record: None,
-        write_identity: kubewasm::apply::WriteIdentity::Host,
-        tombstone_retention: Duration::from_secs(30),
-        access: Default::default(),
-        access_review_interval: Duration::from_secs(120),
+        events: EventsConfig {
+            queue: QueueConfig::default(),
+            quarantine: QuarantinePolicy::default(),
+            event_interval: None,
+            record: None,
+            write_identity: kubewasm::apply::WriteIdentity::Host,
+        },
+        replicas: ReplicasConfig {
+            election: Election::Alone,
+            tombstone_retention: Duration::from_secs(30),
+        },
+        serve: ServeConfig::default(),
     };
-    let host = Host::start(client.clone(), config, Arc::new(Metrics::new()))
-        .await
-        .unwrap();
+    let host = Host::start(client.clone(), config).await.unwrap();
     let out: Api<DynamicObject> = Api::namespaced_with(client, "default", &case.output.0);
     let tmp = dir.path().join(".incoming");
     std::fs::copy(&case.wasm, &tmp).unwrap();

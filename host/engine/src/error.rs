@@ -162,6 +162,16 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A single leader lost its Lease (renewals failed until the renew deadline, or
+    /// another replica took it): it stops, and the process exits so a fresh one starts as
+    /// a follower (`Host::run` returns it).
+    #[error(
+        "lost the lease {lease} (not renewed within the renew deadline, or taken by another replica); exiting so the new leader takes over"
+    )]
+    LostLease {
+        /// `namespace/name` of the Lease.
+        lease: String,
+    },
 }
 
 /// How a failed event is retried.
@@ -272,7 +282,8 @@ impl Error {
             | Error::Io { .. }
             | Error::Document { .. }
             | Error::InCluster(_)
-            | Error::LeaderElection { .. } => Retry::Never,
+            | Error::LeaderElection { .. }
+            | Error::LostLease { .. } => Retry::Never,
         }
     }
 

@@ -8,14 +8,15 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use kubewasm::apply::WriteIdentity;
+use kubewasm::cases::record::RecordConfig;
 use kubewasm::event::{QuarantinePolicy, QueueConfig};
-use kubewasm::host::{Host, HostConfig};
-use kubewasm::replicas::leader::{self, LeaderConfig, Leadership};
-use kubewasm::replicas::ownership::Ownership;
+use kubewasm::host::{
+    Election, EventsConfig, Host, HostConfig, ObjectsConfig, PluginsConfig, ReplicasConfig,
+    ServeConfig,
+};
+use kubewasm::replicas::leader::{self, LeaderConfig};
 use kubewasm::replicas::shards::ShardConfig;
 use kubewasm::runtime::{LimitCeilings, LimitOverrides, Limits, LoadOptions};
-use kubewasm::serve::http::{self, Readiness};
-use kubewasm::serve::metrics::Metrics;
 use kubewasm::watch::WatchConfig;
 
 /// Flags of the host, shared by `run` and `dev`.
@@ -283,7 +284,9 @@ pub struct RunArgs {
 }
 
 impl HostArgs {
-    fn config(&self) -> Result<HostConfig> {
+    /// The host's configuration from the flags; `default_namespace` (the client's) is the
+    /// namespace they leave out (the plugins' ServiceAccounts', the Lease's).
+    fn config(&self, default_namespace: &str) -> Result<HostConfig> {
         if self.plugins.is_none() && self.no_plugin_objects {
             anyhow::bail!(
                 "nothing to load: give --plugins DIR, or drop --no-plugin-objects to load Plugin objects"
@@ -302,37 +305,102 @@ impl HostArgs {
                  FILE.wasm` prints an approval)"
             );
         }
+        let host_namespace = self
+            .plugin_namespace
+            .clone()
+            .unwrap_or_else(|| default_namespace.to_string());
+        let identity = self.identity();
         Ok(HostConfig {
-            plugins_dir: self.plugins.clone(),
-            // The namespace is filled in by `run_host`, which knows the client's.
-            objects: None,
-            approvals: self.approvals.clone(),
-            load: LoadOptions {
-                limits: Limits {
-                    deadline: self.call_deadline,
-                    memory: self.memory_mib << 20,
-                    max_intents: self.max_intents,
-                    max_intent_bytes: self.max_intent_kib << 10,
-                    max_log_lines: self.max_log_lines,
-                    recycle_after_calls: self.recycle_after_calls.max(1),
-                    pool_memory: self.pool_memory_mib << 20,
-                    max_instances: self.max_instances,
-                },
-                reuse_instances: !self.fresh_instances,
-                pool_size: self.concurrency,
-                // A long-running host keeps the compiler's memory out of its own.
-                compiler: super::worker_compiler(
-                    self.compile_timeout,
-                    (self.compile_memory_mib as u64) << 20,
-                )?,
-                call_budget: self.call_memory_budget.budget(self.call_budget_wait),
-                ceilings,
-            },
+            plugins: self.plugins_config(ceilings, &host_namespace)?,
             watch: WatchConfig {
                 resync: (!self.resync.is_zero()).then_some(self.resync),
                 discovery_interval: self.discovery_interval,
                 namespaces: self.watch_namespaces()?,
             },
+            events: self.events_config(host_namespace),
+            replicas: self.replicas_config(default_namespace, &identity),
+            serve: ServeConfig {
+                metrics_addr: self.metrics_addr()?,
+                probe_addr: self.probe_addr()?,
+            },
+            identity,
+        })
+    }
+
+    /// Where plugins come from and how they load.
+    fn plugins_config(
+        &self,
+        ceilings: LimitCeilings,
+        host_namespace: &str,
+    ) -> Result<PluginsConfig> {
+        let load = LoadOptions {
+            limits: Limits {
+                deadline: self.call_deadline,
+                memory: self.memory_mib << 20,
+                max_intents: self.max_intents,
+                max_intent_bytes: self.max_intent_kib << 10,
+                max_log_lines: self.max_log_lines,
+                recycle_after_calls: self.recycle_after_calls.max(1),
+                pool_memory: self.pool_memory_mib << 20,
+                max_instances: self.max_instances,
+            },
+            reuse_instances: !self.fresh_instances,
+            pool_size: self.concurrency,
+            // A long-running host keeps the compiler's memory out of its own.
+            compiler: super::worker_compiler(
+                self.compile_timeout,
+                (self.compile_memory_mib as u64) << 20,
+            )?,
+            call_budget: self.call_memory_budget.budget(self.call_budget_wait),
+            ceilings,
+        };
+        Ok(PluginsConfig {
+            dir: self.plugins.clone(),
+            objects: self.objects_config(ceilings, host_namespace)?,
+            approvals: self.approvals.clone(),
+            load,
+            cache_dir: self.cache_dir.clone(),
+            reload_debounce: (!self.no_reload).then_some(self.reload_debounce),
+            rescan_interval: (!self.no_reload && !self.rescan_interval.is_zero())
+                .then_some(self.rescan_interval),
+            // At least a second: a zero interval would ask the API server in a loop.
+            access_review_interval: self.access_review_interval.max(Duration::from_secs(1)),
+        })
+    }
+
+    /// How Plugin objects' modules are pulled; None with --no-plugin-objects.
+    fn objects_config(
+        &self,
+        ceilings: LimitCeilings,
+        host_namespace: &str,
+    ) -> Result<Option<ObjectsConfig>> {
+        if self.no_plugin_objects {
+            return Ok(None);
+        }
+        anyhow::ensure!(
+            !self.pull_timeout.is_zero(),
+            "--pull-timeout must be more than 0"
+        );
+        Ok(Some(ObjectsConfig {
+            registry: kubewasm_oci::RegistryConfig {
+                allowed: self.allowed_registry.clone(),
+                require_digest: self.require_digest,
+                ..self.registry.config()
+            },
+            auths: Arc::new(self.registry.auths()?),
+            store_dir: self.module_store(),
+            namespace: host_namespace.to_string(),
+            max_module_bytes: (self.max_module_mib as u64) << 20,
+            ceilings,
+            pull_timeout: self.pull_timeout,
+            allowed_pull_secrets: self.allowed_pull_secret.clone(),
+            watch_grace: self.plugin_watch_grace,
+        }))
+    }
+
+    /// How events are queued, handled and written.
+    fn events_config(&self, host_namespace: String) -> EventsConfig {
+        EventsConfig {
             queue: QueueConfig {
                 concurrency: self.concurrency,
                 retry_base: self.retry_base,
@@ -340,33 +408,61 @@ impl HostArgs {
                 retry_rate: self.retry_rate,
                 retry_burst: self.retry_burst,
             },
-            cache_dir: self.cache_dir.clone(),
-            reload_debounce: (!self.no_reload).then_some(self.reload_debounce),
-            rescan_interval: (!self.no_reload && !self.rescan_interval.is_zero())
-                .then_some(self.rescan_interval),
             quarantine: QuarantinePolicy {
                 threshold: self.quarantine_after,
                 cooldown: self.quarantine_cooldown,
             },
-            ownership: Ownership::always(),
             event_interval: (!self.event_interval.is_zero()).then_some(self.event_interval),
-            identity: self.identity(),
-            record: self
-                .record
-                .clone()
-                .map(|dir| kubewasm::cases::record::RecordConfig {
-                    dir,
-                    secrets: self.record_secrets,
-                }),
-            // Set by `run_host`, which knows the client's namespace.
-            write_identity: WriteIdentity::Host,
+            record: self.record.clone().map(|dir| RecordConfig {
+                dir,
+                secrets: self.record_secrets,
+            }),
+            write_identity: if self.no_impersonation {
+                WriteIdentity::Host
+            } else {
+                WriteIdentity::PluginServiceAccounts {
+                    namespace: host_namespace,
+                }
+            },
+        }
+    }
+
+    /// Where pulled modules are kept: --module-store, else CACHE_DIR/modules; None: a
+    /// directory private to the process.
+    fn module_store(&self) -> Option<PathBuf> {
+        self.module_store
+            .clone()
+            .or_else(|| self.cache_dir.as_ref().map(|c| c.join("modules")))
+    }
+
+    /// Alone, the leader's Lease, or the shards' Leases: one Lease setup for both.
+    fn replicas_config(&self, default_namespace: &str, identity: &str) -> ReplicasConfig {
+        let lease = || LeaderConfig {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+            ..LeaderConfig::new(
+                &self.lease_name,
+                self.lease_namespace
+                    .clone()
+                    .unwrap_or_else(|| default_namespace.to_string()),
+                leader::process_identity(identity),
+            )
+        };
+        let election = match (self.leader_elect, self.shards) {
+            (true, _) => Election::Leader(lease()),
+            (false, Some(shards)) => Election::Shards(ShardConfig {
+                lease: lease(),
+                shards,
+            }),
+            (false, None) => Election::Alone,
+        };
+        ReplicasConfig {
+            election,
             // A handover takes at most a lease duration (plus a retry period); twice that
             // covers a follower that observed the old lease late.
             tombstone_retention: self.lease_duration.saturating_mul(2),
-            access: Default::default(),
-            // At least a second: a zero interval would ask the API server in a loop.
-            access_review_interval: self.access_review_interval.max(Duration::from_secs(1)),
-        })
+        }
     }
 
     /// The ceilings on plugins' limits, which the host's own defaults must respect too.
@@ -510,178 +606,19 @@ pub async fn shutdown_signal() {
     }
 }
 
-/// Run the host on `client` until SIGINT/SIGTERM.
+/// Run the host on `client` until SIGINT/SIGTERM (or, for a leader, until it loses its
+/// Lease: `kubewasm::Error::LostLease`, which exits with [`EXIT_LOST_LEASE`]).
 /// `started` sees the host once its plugins are loaded (`dev` prints its banner there).
 pub async fn run_host(
     client: kube::Client,
     args: &HostArgs,
     started: impl FnOnce(&Host),
 ) -> Result<()> {
-    let mut config = args.config()?;
-    let host_namespace = args
-        .plugin_namespace
-        .clone()
-        .unwrap_or_else(|| client.default_namespace().to_string());
-    // Kept alive while the host runs: the default module store when none is given.
-    let mut _private_store = None;
-    if !args.no_plugin_objects {
-        anyhow::ensure!(
-            !args.pull_timeout.is_zero(),
-            "--pull-timeout must be more than 0"
-        );
-        let store_dir = match (&args.module_store, &args.cache_dir) {
-            (Some(dir), _) => dir.clone(),
-            (None, Some(cache)) => cache.join("modules"),
-            (None, None) => {
-                let dir = tempfile::Builder::new()
-                    .prefix("kubewasm-modules-")
-                    .tempdir()
-                    .context("a directory for pulled modules")?;
-                let path = dir.path().to_path_buf();
-                _private_store = Some(dir);
-                path
-            }
-        };
-        config.objects = Some(kubewasm::host::ObjectsConfig {
-            registry: kubewasm_oci::RegistryConfig {
-                allowed: args.allowed_registry.clone(),
-                require_digest: args.require_digest,
-                ..args.registry.config()
-            },
-            auths: Arc::new(args.registry.auths()?),
-            store_dir,
-            namespace: host_namespace.clone(),
-            max_module_bytes: (args.max_module_mib as u64) << 20,
-            ceilings: config.load.ceilings,
-            pull_timeout: args.pull_timeout,
-            allowed_pull_secrets: args.allowed_pull_secret.clone(),
-            watch_grace: args.plugin_watch_grace,
-        });
-    }
-    if !args.no_impersonation {
-        let namespace = host_namespace;
-        tracing::info!(namespace = %namespace, "each plugin writes as its ServiceAccount kubewasm-<plugin> (impersonated)");
-        config.write_identity = WriteIdentity::PluginServiceAccounts { namespace };
-    }
-    let metrics = Arc::new(Metrics::new());
-    config.load.call_budget.observe(metrics.clone());
-    let readiness = Readiness::default();
-    let background = tokio_util::sync::CancellationToken::new();
-    if let Some(addr) = args.metrics_addr()? {
-        http::serve(addr, metrics.clone(), readiness.clone(), background.clone()).await?;
-    }
-    if let Some(addr) = args.probe_addr()? {
-        http::serve_probes(addr, readiness.clone(), background.clone()).await?;
-    }
-    let mut election = None;
-    let mut lease_name = None;
-    if args.leader_elect {
-        let namespace = args
-            .lease_namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
-        let lease = LeaderConfig {
-            lease_duration: args.lease_duration,
-            renew_deadline: args.renew_deadline,
-            retry_period: args.retry_period,
-            ..LeaderConfig::new(
-                &args.lease_name,
-                namespace,
-                leader::process_identity(&config.identity),
-            )
-        };
-        lease.validate()?;
-        lease_name = Some(format!("{}/{}", lease.namespace, lease.lease_name));
-        tracing::info!(identity = %lease.identity, lease = lease_name.as_deref().unwrap_or_default(),
-            "leader election: standing once ready to serve");
-        config
-            .access
-            .require(&client, "leader election", lease.needs())
-            .await;
-        // Stand only once ready to serve: plugins loaded, caches synced.
-        let gate = readiness.clone();
-        let ready = async move {
-            while !gate.ready() {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        };
-        let (leadership, task) =
-            leader::spawn_when(client.clone(), lease, ready, background.clone());
-        config.ownership = Ownership::Leader(leadership);
-        election = Some(task);
-    }
-    if let Some(shards) = args.shards {
-        let namespace = args
-            .lease_namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
-        let sharding = ShardConfig {
-            lease: LeaderConfig {
-                lease_duration: args.lease_duration,
-                renew_deadline: args.renew_deadline,
-                retry_period: args.retry_period,
-                ..LeaderConfig::new(
-                    &args.lease_name,
-                    namespace,
-                    leader::process_identity(&config.identity),
-                )
-            },
-            shards,
-        };
-        sharding.validate()?;
-        tracing::info!(identity = %sharding.lease.identity, leases = %sharding.describe(), shards,
-            "sharding: standing for shards once ready to serve");
-        config
-            .access
-            .require(&client, "shard Leases", sharding.needs())
-            .await;
-        let gate = readiness.clone();
-        let ready = async move {
-            while !gate.ready() {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-        };
-        let (set, task) = kubewasm::replicas::shards::spawn_when(
-            client.clone(),
-            sharding,
-            ready,
-            metrics.shards.clone(),
-            background.clone(),
-        );
-        config.ownership = Ownership::Shards(set);
-        election = Some(task);
-    }
-    // Only a single leader exits when it loses its Lease; a shard lost is given up alone.
-    let leadership = match &config.ownership {
-        Ownership::Leader(l) => l.clone(),
-        Ownership::Shards(_) => Leadership::always(),
-    };
-    let host = Host::start(client, config, metrics).await?;
-    readiness.set(host.readiness_check());
+    let config = args.config(client.default_namespace())?;
+    let host = Host::start(client, config).await?;
     tracing::info!(plugins = %host.plugins().join(","), "host running; Ctrl-C to stop");
     started(&host);
-    let lost = tokio::select! {
-        _ = shutdown_signal() => false,
-        _ = leadership.lost() => true,
-    };
-    if lost {
-        // Calls and applies in flight were abandoned at the write deadline and none starts
-        // after (Leadership::guard), so stopping the host only ends the workers (bounded,
-        // in case the API server is unreachable). No release: the Lease is no longer ours.
-        // A fresh process starts as a follower, as with controller-runtime.
-        let _ = tokio::time::timeout(args.renew_deadline, host.shutdown()).await;
-        return Err(LostLease {
-            lease: lease_name.unwrap_or_default(),
-        }
-        .into());
-    }
-    tracing::info!("shutting down: finishing in-flight events");
-    host.shutdown().await;
-    // Then give up the Lease, so another replica takes over at once.
-    background.cancel();
-    if let Some(task) = election {
-        let _ = task.await;
-    }
+    host.run(shutdown_signal()).await?;
     Ok(())
 }
 
@@ -689,25 +626,6 @@ pub async fn run_host(
 /// renew deadline, or another replica took it): not 1, so a hand-over is told from a
 /// crash (deploy/README.md says what to alert on).
 pub const EXIT_LOST_LEASE: i32 = 3;
-
-/// `kubewasm run` stepped down: it lost its Lease (exits with [`EXIT_LOST_LEASE`]).
-#[derive(Debug)]
-pub struct LostLease {
-    /// `namespace/name` of the Lease.
-    pub lease: String,
-}
-
-impl std::fmt::Display for LostLease {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "lost the lease {} (not renewed within the renew deadline, or taken by another replica); exiting so the new leader takes over",
-            self.lease
-        )
-    }
-}
-
-impl std::error::Error for LostLease {}
 
 /// A MiB count within the loader's range, so `<< 20` cannot overflow.
 /// `--call-memory-budget`: `auto`, `off` or MiB.
@@ -800,4 +718,97 @@ fn within(text: &str, max: usize) -> Result<usize, String> {
         return Err(format!("must be between 1 and {max}"));
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        host: HostArgs,
+    }
+
+    fn flags(args: &[&str]) -> HostArgs {
+        let mut all = vec!["kubewasm"];
+        all.extend_from_slice(args);
+        Flags::try_parse_from(all).expect("flags parse").host
+    }
+
+    #[test]
+    fn a_leader_and_shards_stand_on_the_same_lease_setup() {
+        let lease = [
+            "--lease-name",
+            "kw",
+            "--lease-duration",
+            "9s",
+            "--renew-deadline",
+            "6s",
+        ];
+        let leader =
+            flags(&[&["--leader-elect"][..], &lease].concat()).replicas_config("ns", "pod");
+        let Election::Leader(l) = &leader.election else {
+            panic!("--leader-elect: {:?}", leader.election);
+        };
+        let sharded =
+            flags(&[&["--shards", "4"][..], &lease].concat()).replicas_config("ns", "pod");
+        let Election::Shards(s) = &sharded.election else {
+            panic!("--shards: {:?}", sharded.election);
+        };
+        assert_eq!(s.shards, 4);
+        for l in [l, &s.lease] {
+            assert_eq!(l.lease_name, "kw");
+            assert_eq!(
+                l.namespace, "ns",
+                "the client's namespace without --lease-namespace"
+            );
+            assert_eq!(l.lease_duration, Duration::from_secs(9));
+            assert_eq!(l.renew_deadline, Duration::from_secs(6));
+            assert!(
+                l.identity.starts_with("pod_"),
+                "a per-process identity: {}",
+                l.identity
+            );
+        }
+        assert_ne!(
+            l.identity, s.lease.identity,
+            "each process its own candidate"
+        );
+        assert_eq!(leader.tombstone_retention, Duration::from_secs(18));
+        let alone = flags(&["--lease-namespace", "other"]).replicas_config("ns", "pod");
+        assert!(
+            matches!(alone.election, Election::Alone),
+            "{:?}",
+            alone.election
+        );
+    }
+
+    #[test]
+    fn pulled_modules_go_to_the_module_store_else_the_cache_else_a_private_directory() {
+        let both = flags(&["--module-store", "/m", "--cache-dir", "/c"]);
+        assert_eq!(both.module_store(), Some(PathBuf::from("/m")));
+        let cache = flags(&["--cache-dir", "/c"]);
+        assert_eq!(cache.module_store(), Some(PathBuf::from("/c/modules")));
+        // KUBEWASM_CACHE_DIR stands for --cache-dir: only without it is the store private.
+        if std::env::var_os("KUBEWASM_CACHE_DIR").is_none() {
+            assert_eq!(flags(&[]).module_store(), None);
+        }
+    }
+
+    #[test]
+    fn endpoints_are_addresses_or_off() {
+        let args = flags(&["--metrics-addr", "off", "--probe-addr", "0.0.0.0:8081"]);
+        assert_eq!(args.metrics_addr().expect("off"), None);
+        assert_eq!(
+            args.probe_addr().expect("an address"),
+            Some("0.0.0.0:8081".parse().expect("address"))
+        );
+        assert!(
+            flags(&["--metrics-addr", "localhost"])
+                .metrics_addr()
+                .is_err()
+        );
+    }
 }

@@ -15,12 +15,11 @@
 //! plugin read; the reloader refuses or unloads a plugin it may not
 //! (`plugins::reload`). [`check_account_name`] says which names may have an account.
 
-use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-};
 use kube::Api;
 use kube::api::PostParams;
 use kubewasm_core::manifest::Manifest;
+
+use crate::serve::access::{REVIEW_TIMEOUT, Rule, Subject, review};
 
 use super::WriteIdentity;
 
@@ -38,30 +37,16 @@ pub async fn check_impersonation(
         return Ok(());
     };
     let account = plugin.field_manager();
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                namespace: Some(namespace.clone()),
-                verb: Some("impersonate".into()),
-                group: Some(String::new()),
-                resource: Some("serviceaccounts".into()),
-                name: Some(account.clone()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    let answer = match reviews.create(&PostParams::default(), &review).await {
-        Ok(a) => a,
+    let rule = Rule::new("impersonate", "", "serviceaccounts", Some(namespace)).named(&account);
+    let allowed = match review(client, Subject::Caller, &rule).await {
+        Ok(allowed) => allowed,
         Err(e) => {
             tracing::warn!(plugin = %plugin.name, account = %account, namespace = %namespace, error = %e,
                 "cannot ask whether the host may impersonate the plugin's ServiceAccount; its writes will tell");
             return Ok(());
         }
     };
-    if answer.status.as_ref().is_some_and(|s| s.allowed) {
+    if allowed {
         return Ok(());
     }
     Err(format!(
@@ -149,11 +134,8 @@ pub struct AccountReviews {
     host_namespaces: Vec<String>,
     /// The host's own user, asked once (None inside: not known).
     host_user: tokio::sync::OnceCell<Option<String>>,
-    allowed: std::sync::Mutex<std::collections::HashSet<(String, crate::serve::access::Rule)>>,
+    allowed: std::sync::Mutex<std::collections::HashSet<(String, Rule)>>,
 }
-
-/// How long one review may take before it counts as not answered.
-const REVIEW_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Verbs a reading plugin's account needs: the host's caches list and watch, a plugin's
 /// `get` reads one object.
@@ -203,17 +185,20 @@ impl AccountReviews {
         }
         let rules = self.rules(approval).await;
         let user = service_account_user(&self.namespace, plugin);
-        let asks: Vec<crate::serve::access::Rule> = {
+        let asks: Vec<Rule> = {
             let known = kubewasm_core::sync::lock(&self.allowed);
             rules
                 .into_iter()
                 .filter(|r| !known.contains(&(user.clone(), r.clone())))
                 .collect()
         };
-        let answers = futures::future::join_all(
-            asks.iter()
-                .map(|r| subject_access_review(&self.client, &user, &self.namespace, r)),
-        )
+        let answers = futures::future::join_all(asks.iter().map(|r| {
+            let subject = Subject::Account {
+                user: &user,
+                namespace: &self.namespace,
+            };
+            review(&self.client, subject, r)
+        }))
         .await;
         let mut missing = Vec::new();
         let mut unanswered = None;
@@ -249,10 +234,7 @@ impl AccountReviews {
 
     /// The rules to ask: each read rule of the approval, each verb; a cluster-wide read
     /// of a namespaced kind in each namespace the host watches, when it watches only some.
-    async fn rules(
-        &self,
-        approval: &kubewasm_core::grant::Approval,
-    ) -> Vec<crate::serve::access::Rule> {
+    async fn rules(&self, approval: &kubewasm_core::grant::Approval) -> Vec<Rule> {
         let scopes = approval.read_scopes();
         let mut resolved = std::collections::HashMap::new();
         for r in scopes.keys() {
@@ -276,7 +258,7 @@ impl AccountReviews {
             };
             for place in places {
                 for verb in READ_VERBS {
-                    out.push(crate::serve::access::Rule::new(
+                    out.push(Rule::new(
                         verb,
                         &rule.group,
                         &rule.resource,
@@ -306,47 +288,6 @@ async fn host_user(client: &kube::Client) -> Option<String> {
             None
         }
         Err(_) => None,
-    }
-}
-
-/// Whether `user` (a ServiceAccount of `namespace`, with the groups kube-apiserver gives
-/// it) may do `rule`.
-async fn subject_access_review(
-    client: &kube::Client,
-    user: &str,
-    namespace: &str,
-    rule: &crate::serve::access::Rule,
-) -> Result<bool, String> {
-    use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewSpec};
-    let review = SubjectAccessReview {
-        spec: SubjectAccessReviewSpec {
-            user: Some(user.to_string()),
-            groups: Some(vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{namespace}"),
-                "system:authenticated".into(),
-            ]),
-            resource_attributes: Some(ResourceAttributes {
-                namespace: rule.namespace.clone(),
-                verb: Some(rule.verb.to_string()),
-                group: Some(rule.group.clone()),
-                resource: Some(rule.resource.clone()),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let reviews: Api<SubjectAccessReview> = Api::all(client.clone());
-    match tokio::time::timeout(
-        REVIEW_TIMEOUT,
-        reviews.create(&PostParams::default(), &review),
-    )
-    .await
-    {
-        Ok(Ok(answer)) => Ok(answer.status.is_some_and(|s| s.allowed)),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {REVIEW_TIMEOUT:?}")),
     }
 }
 

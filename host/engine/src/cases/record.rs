@@ -239,49 +239,8 @@ impl Recording {
             }
             v
         };
-        let mut cluster: Vec<Value> = Vec::new();
-        let reads = kubewasm_core::sync::lock(&self.reads.objects).clone();
-        for o in reads.iter().map(|o| object(o)) {
-            // Read twice (a get and a list): serve it once.
-            let same = |c: &Value| {
-                [
-                    "/apiVersion",
-                    "/kind",
-                    "/metadata/namespace",
-                    "/metadata/name",
-                ]
-                .iter()
-                .all(|p| c.pointer(p) == o.pointer(p))
-            };
-            if !cluster.iter().any(same) {
-                cluster.push(o);
-            }
-        }
-        let mut expect = Expect::default();
-        match outcome {
-            Outcome::Returned { raw, admitted } => {
-                let mut intents: Vec<Value> = raw.iter().map(intent_json).collect();
-                if !secrets {
-                    for i in &mut intents {
-                        for p in ["/create/object", "/patch/body"] {
-                            if let Some(o) = i.pointer_mut(p) {
-                                redact(o);
-                            }
-                        }
-                    }
-                }
-                match admitted {
-                    Ok(prepared) => show_owner_references(&mut intents, prepared),
-                    // Spelled as `run` and `kubewasm test` report it.
-                    Err(r) => expect.error = Some(r.to_string()),
-                }
-                expect.intents = expect.error.is_none().then_some(intents);
-            }
-            Outcome::PluginError { message, retry } => {
-                expect.error = Some(message.to_string());
-                expect.retry = Some(retry);
-            }
-        }
+        let cluster = self.objects_read(&object);
+        let expect = expectation(outcome, secrets);
         let event_object = object(&self.event.object);
         let name = format!(
             "recorded: {} {} (resourceVersion {})",
@@ -312,6 +271,62 @@ impl Recording {
             after: Vec::new(),
         }
     }
+}
+
+impl Recording {
+    /// The objects the plugin read, each once (a get and a list of one object serve it
+    /// once), as `object` shows them.
+    fn objects_read(&self, object: &dyn Fn(&str) -> Value) -> Vec<Value> {
+        let mut cluster: Vec<Value> = Vec::new();
+        let reads = kubewasm_core::sync::lock(&self.reads.objects).clone();
+        for o in reads.iter().map(|o| object(o)) {
+            let same = |c: &Value| {
+                [
+                    "/apiVersion",
+                    "/kind",
+                    "/metadata/namespace",
+                    "/metadata/name",
+                ]
+                .iter()
+                .all(|p| c.pointer(p) == o.pointer(p))
+            };
+            if !cluster.iter().any(same) {
+                cluster.push(o);
+            }
+        }
+        cluster
+    }
+}
+
+/// What a recorded case expects: the intents as returned (Secrets redacted unless
+/// `secrets`) and the ownerReferences bound, or the error as `run` reported it.
+fn expectation(outcome: Outcome<'_>, secrets: bool) -> Expect {
+    let mut expect = Expect::default();
+    match outcome {
+        Outcome::Returned { raw, admitted } => {
+            let mut intents: Vec<Value> = raw.iter().map(intent_json).collect();
+            if !secrets {
+                for i in &mut intents {
+                    for p in ["/create/object", "/patch/body"] {
+                        if let Some(o) = i.pointer_mut(p) {
+                            redact(o);
+                        }
+                    }
+                }
+            }
+            match admitted {
+                Ok(prepared) => show_owner_references(&mut intents, prepared),
+                // Spelled as `run` and `kubewasm test` report it.
+                Err(r) => expect.error = Some(r.to_string()),
+            }
+            expect.intents = expect.error.is_none().then_some(intents);
+        }
+        Outcome::PluginError { message, retry } => {
+            expect.error = Some(message.to_string());
+            expect.retry = Some(retry);
+        }
+    }
+    expect
 }
 
 /// Redact a `v1` Secret's values in place (keys kept).

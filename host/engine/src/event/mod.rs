@@ -17,7 +17,7 @@ pub use health::QuarantinePolicy;
 pub use queue::QueueConfig;
 
 pub(crate) use health::Health;
-pub(crate) use queue::{Delivery, Handler, Latest, Lookup, Queue, QueueKey};
+pub(crate) use queue::{Delivery, Handler, Queue, QueueKey};
 
 pub(crate) mod cluster;
 pub(crate) mod handler;

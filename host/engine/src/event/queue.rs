@@ -72,6 +72,21 @@ pub(crate) enum Lookup {
     Unknown,
 }
 
+// The watch caches answer for the queue here, so the watch never names the queue: the
+// dependency points from events to the watch only.
+impl Latest for crate::watch::cache::Caches {
+    fn latest(&self, key: &QueueKey) -> Lookup {
+        match self.for_resource(&key.resource) {
+            Some(cache) if cache.is_synced() => match cache.get(&key.object) {
+                Some(o) => Lookup::Present(o),
+                None => Lookup::Absent,
+            },
+            // Not synced yet, or not cached any more: the queued event is all there is.
+            _ => Lookup::Unknown,
+        }
+    }
+}
+
 /// Handles one delivery; an `Err` is retried as [`Error::retry`] says: with backoff, after
 /// the server's `Retry-After`, or not hot at all.
 pub(crate) trait Handler: Send + Sync + 'static {

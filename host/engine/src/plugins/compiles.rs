@@ -14,7 +14,7 @@ use kubewasm_core::sync::lock;
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
-use crate::plugins::reload::Origin;
+use crate::plugins::environment::Origin;
 
 /// Loads that run at once. Each is a compile worker process at most (a cache hit is only
 /// a link and a describe call): two keep a slow one from holding back the rest without
@@ -28,7 +28,7 @@ pub(crate) const PULL_SLOTS: usize = 4;
 
 /// What a source's job came to, or that it still runs.
 pub(crate) enum Outcome<T> {
-    /// The job of this version finished (taken: the next poll starts a new one).
+    /// The job of this version finished (taken: the next start begins a new one).
     Done(Box<T>),
     /// It runs (started now, or earlier), at the stage it said last ([`Progress::stage`],
     /// 0 at first); the reloader is woken when it ends.
@@ -78,41 +78,42 @@ impl<T: Send + 'static> Jobs<T> {
         }
     }
 
-    /// The job of `origin` at version `fingerprint`: its result once it has finished,
-    /// else started from `work` (a job of an older version of the same source is stopped:
-    /// a compile's worker is killed, a pull's connection closed, so a source rewritten
-    /// many times holds one slot at most). `work` is called only to start a job, and must
-    /// take its slot itself.
-    pub(crate) fn poll<F>(
+    /// The job of `origin` at version `fingerprint`: its result once it has finished
+    /// (taken), or the stage it runs at; None when no job of that version is known.
+    pub(crate) fn peek(&self, origin: &Origin, fingerprint: &str) -> Option<Outcome<T>> {
+        let mut jobs = lock(&self.jobs);
+        let job = jobs.get(origin).filter(|j| j.fingerprint == fingerprint)?;
+        if matches!(job.state, JobState::Running(_)) {
+            return Some(Outcome::Running(job.stage.load(Ordering::Acquire)));
+        }
+        match jobs.remove(origin) {
+            Some(Job {
+                state: JobState::Done(result),
+                ..
+            }) => Some(Outcome::Done(result)),
+            _ => None,
+        }
+    }
+
+    /// Start the job of `origin` at version `fingerprint` from `work` (a job of another
+    /// version of the same source is stopped: a compile's worker is killed, a pull's
+    /// connection closed, so a source rewritten many times holds one slot at most).
+    /// `work` must take its slot itself.
+    pub(crate) fn start<F>(
         &self,
         origin: &Origin,
         fingerprint: &str,
         work: impl FnOnce(Progress) -> F,
-    ) -> Outcome<T>
-    where
+    ) where
         F: Future<Output = T> + Send + 'static,
     {
         let mut jobs = lock(&self.jobs);
-        if let Some(job) = jobs.get(origin) {
-            if job.fingerprint == fingerprint {
-                if matches!(job.state, JobState::Running(_)) {
-                    return Outcome::Running(job.stage.load(Ordering::Acquire));
-                }
-                if let Some(Job {
-                    state: JobState::Done(result),
-                    ..
-                }) = jobs.remove(origin)
-                {
-                    return Outcome::Done(result);
-                }
-            }
-            if let Some(Job {
-                state: JobState::Running(task),
-                ..
-            }) = jobs.remove(origin)
-            {
-                task.abort();
-            }
+        if let Some(Job {
+            state: JobState::Running(task),
+            ..
+        }) = jobs.remove(origin)
+        {
+            task.abort();
         }
         let stage = Arc::new(AtomicU8::new(0));
         let work = work(Progress {
@@ -141,7 +142,6 @@ impl<T: Send + 'static> Jobs<T> {
                 stage,
             },
         );
-        Outcome::Running(0)
     }
 
     /// Forget `origin`'s job (the source is gone, unchanged again or unreadable): a

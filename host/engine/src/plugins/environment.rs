@@ -2,6 +2,8 @@
 //! swaps it whole (Kubewarden-style), so every reader sees one consistent set of plugins.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
@@ -72,6 +74,24 @@ impl Route {
     }
 }
 
+/// Where a plugin comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Origin {
+    /// A `.wasm` file of the plugin directory.
+    File(PathBuf),
+    /// A Plugin object, by name.
+    Object(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Object(name) => write!(f, "plugins.kubewasm.dev/{name}"),
+        }
+    }
+}
+
 /// One version of a plugin and its health (a new version starts healthy).
 pub(crate) struct Version {
     pub(crate) plugin: Arc<CompiledPlugin>,
@@ -79,6 +99,8 @@ pub(crate) struct Version {
     /// Where its approval lets it read each resource (as the approval spells it): the
     /// namespaces its view of the caches answers in, never its own watches'.
     pub(crate) reads: Arc<ReadScopes>,
+    /// The source it was loaded from: the one record of which source serves a plugin.
+    pub(crate) origin: Origin,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
     /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
     /// its writes is sent after it. Revocation is immediate, not at the end of a call.
@@ -86,11 +108,17 @@ pub(crate) struct Version {
 }
 
 impl Version {
-    pub(crate) fn new(plugin: Arc<CompiledPlugin>, health: Health, reads: Arc<ReadScopes>) -> Self {
+    pub(crate) fn new(
+        plugin: Arc<CompiledPlugin>,
+        health: Health,
+        reads: Arc<ReadScopes>,
+        origin: Origin,
+    ) -> Self {
         Version {
             plugin,
             health,
             reads,
+            origin,
             retired: CancellationToken::new(),
         }
     }
@@ -169,6 +197,25 @@ pub(crate) struct Environment {
 }
 
 impl Environment {
+    /// The plugins at work: name → (version, the source it was loaded from).
+    pub(crate) fn loaded(&self) -> BTreeMap<String, (String, String)> {
+        self.plugins
+            .iter()
+            .map(|(name, a)| {
+                let version = a.plugin().manifest.version.clone();
+                (name.clone(), (version, a.version.origin.to_string()))
+            })
+            .collect()
+    }
+
+    /// The plugin serving from `origin`, if any.
+    pub(crate) fn served_from(&self, origin: &Origin) -> Option<&str> {
+        self.plugins
+            .iter()
+            .find(|(_, a)| a.version.origin == *origin)
+            .map(|(name, _)| name.as_str())
+    }
+
     /// The targets some plugin declared under `reads`: cached whole even with shards.
     pub(crate) fn read_whole(&self) -> BTreeSet<ResourceRef> {
         self.plugins

@@ -48,8 +48,9 @@ pub struct ObjectsConfig {
     /// The host's own registry credentials (its Docker config file), used when a Plugin
     /// names no pull secret.
     pub auths: Arc<Auths>,
-    /// The content-addressed module store.
-    pub store_dir: PathBuf,
+    /// The content-addressed module store; None: a directory private to this process,
+    /// removed when the host stops.
+    pub store_dir: Option<PathBuf>,
     /// Where pull secrets are read from: the host's namespace.
     pub namespace: String,
     /// Largest module pulled, checked against the manifest before any layer byte.
@@ -223,6 +224,8 @@ pub(crate) struct ObjectSource {
     client: Client,
     oci: kubewasm_oci::Client,
     store: Store,
+    /// The store's directory when none was given: kept while the host runs.
+    _private_store: Option<tempfile::TempDir>,
     config: ObjectsConfig,
     /// Tag references resolved: (reference, spec fingerprint) → digest, and whether since
     /// the last rescan. A tag is resolved again when the object changes or on a rescan,
@@ -241,14 +244,28 @@ impl ObjectSource {
             context: format!("registry client: {e}"),
             source: std::io::Error::other("registry client"),
         })?;
-        let store = Store::open(&config.store_dir).map_err(|e| crate::Error::Io {
-            context: format!("module store {}: {e}", config.store_dir.display()),
+        let (dir, private) = match &config.store_dir {
+            Some(dir) => (dir.clone(), None),
+            None => {
+                let private = tempfile::Builder::new()
+                    .prefix("kubewasm-modules-")
+                    .tempdir()
+                    .map_err(|source| crate::Error::Io {
+                        context: "a directory for pulled modules".into(),
+                        source,
+                    })?;
+                (private.path().to_path_buf(), Some(private))
+            }
+        };
+        let store = Store::open(&dir).map_err(|e| crate::Error::Io {
+            context: format!("module store {}: {e}", dir.display()),
             source: std::io::Error::other("module store"),
         })?;
         Ok(ObjectSource {
             client,
             oci,
             store,
+            _private_store: private,
             config,
             resolved: Mutex::new(BTreeMap::new()),
             tags: Mutex::new(BTreeMap::new()),
@@ -634,24 +651,51 @@ impl ObjectState {
     /// The status this state reads as; transition times kept from `previous` when a
     /// condition's status did not change.
     pub(crate) fn status(&self, now: &str) -> PluginObjectStatus {
-        let gen_ = Some(self.generation);
-        let mut conditions = Vec::new();
-        let cond = |type_: &str, status: &str, reason: &str, message: String| {
-            let since = self
-                .previous
-                .iter()
-                .find(|c| c.type_ == type_ && c.status == status)
-                .map(|c| c.last_transition_time.clone())
-                .unwrap_or_else(|| now.to_string());
-            Condition {
-                type_: type_.into(),
-                status: status.into(),
-                observed_generation: gen_,
-                last_transition_time: since,
-                reason: reason.into(),
-                message: kubewasm_core_excerpt(&message),
-            }
-        };
+        let (ready, reason, message) = self.ready();
+        let mut conditions = vec![self.condition(now, "Ready", ready, reason, message)];
+        let (status, reason, message) = self.approval();
+        conditions.push(self.condition(now, "Approved", status, reason, message));
+        if let Some((status, reason, message)) = self.pull() {
+            conditions.push(self.condition(now, "Pulled", status, reason, message));
+        }
+        PluginObjectStatus {
+            observed_generation: Some(self.generation),
+            module: self.serving.as_ref().map(|s| s.0.clone()),
+            digest: self.serving.as_ref().map(|s| s.1.clone()),
+            version: self.serving.as_ref().map(|s| s.2.clone()),
+            requested: self.requested.clone(),
+            conditions,
+        }
+    }
+
+    /// One condition, its transition time kept from `previous` when its status is the
+    /// same.
+    fn condition(
+        &self,
+        now: &str,
+        type_: &str,
+        status: &str,
+        reason: &str,
+        message: String,
+    ) -> Condition {
+        let since = self
+            .previous
+            .iter()
+            .find(|c| c.type_ == type_ && c.status == status)
+            .map(|c| c.last_transition_time.clone())
+            .unwrap_or_else(|| now.to_string());
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            observed_generation: Some(self.generation),
+            last_transition_time: since,
+            reason: reason.into(),
+            message: kubewasm_core_excerpt(&message),
+        }
+    }
+
+    /// `Ready`: what serves, and what the newest spec came to (status, reason, message).
+    fn ready(&self) -> (&'static str, &'static str, String) {
         let (ready, reason, mut message) = match (&self.busy, &self.serving, &self.failure) {
             (Some(busy), serving, _) => {
                 let reason = match busy {
@@ -694,43 +738,37 @@ impl ObjectState {
                 m.reference, m.from, m.to
             ));
         }
-        conditions.push(cond("Ready", ready, reason, message));
+        (ready, reason, message)
+    }
+
+    /// `Approved`: whether the newest module fits `spec.permissions`.
+    fn approval(&self) -> (&'static str, &'static str, String) {
         match &self.approved {
-            Some(Ok(())) => conditions.push(cond(
-                "Approved",
+            Some(Ok(())) => (
                 "True",
                 "WithinPermissions",
                 "the module asks for nothing beyond spec.permissions".into(),
-            )),
-            Some(Err(why)) => {
-                conditions.push(cond("Approved", "False", "NotApproved", why.clone()))
-            }
-            None => conditions.push(cond(
-                "Approved",
+            ),
+            Some(Err(why)) => ("False", "NotApproved", why.clone()),
+            None => (
                 "Unknown",
                 "NotEvaluated",
                 "the module was not loaded".into(),
-            )),
+            ),
         }
+    }
+
+    /// `Pulled`, when there is something to say: the newest module's pull.
+    fn pull(&self) -> Option<(&'static str, &'static str, String)> {
         match (&self.busy, self.pulled, &self.failure) {
             (Some(busy @ Busy::Pulling { .. }), _, _) => {
-                conditions.push(cond("Pulled", "Unknown", "Pulling", busy.describe()))
+                Some(("Unknown", "Pulling", busy.describe()))
             }
             (Some(Busy::Loading { .. }), _, _) | (None, Some(true), _) => {
-                conditions.push(cond("Pulled", "True", "Pulled", String::new()))
+                Some(("True", "Pulled", String::new()))
             }
-            (None, Some(false), Some(f)) => {
-                conditions.push(cond("Pulled", "False", f.reason, f.message.clone()))
-            }
-            _ => {}
-        }
-        PluginObjectStatus {
-            observed_generation: gen_,
-            module: self.serving.as_ref().map(|s| s.0.clone()),
-            digest: self.serving.as_ref().map(|s| s.1.clone()),
-            version: self.serving.as_ref().map(|s| s.2.clone()),
-            requested: self.requested.clone(),
-            conditions,
+            (None, Some(false), Some(f)) => Some(("False", f.reason, f.message.clone())),
+            _ => None,
         }
     }
 }

@@ -638,12 +638,7 @@ impl Coordinator {
     fn lose(&mut self, shard: u32, why: &str) {
         self.set.end_term(shard);
         self.last_ok.remove(&shard);
-        self.metrics
-            .moves
-            .get_or_create(&MoveLabel {
-                change: "lost".into(),
-            })
-            .inc();
+        self.count_move("lost");
         tracing::warn!(shard, identity = %self.config.lease.identity, reason = why, "shard lost");
     }
 
@@ -651,23 +646,7 @@ impl Coordinator {
     async fn balance(&mut self) {
         let now = Instant::now();
         let me = self.config.lease.identity.clone();
-        // A member that let a shard Lease of its own expire without releasing it is gone,
-        // whatever its member Lease still says: counted as holding nothing it would make
-        // the others release shards for it.
-        let gone: BTreeSet<String> = self
-            .shards
-            .iter()
-            .filter(|l| l.valid_holder(now).is_none())
-            .filter_map(|l| l.last_holder().map(str::to_string))
-            .collect();
-        // Live members other than this one.
-        let seconds = lease_seconds(&self.config.lease);
-        let others: BTreeSet<String> = self
-            .others
-            .values()
-            .filter_map(|(holder, obs)| obs.valid_holder(now, seconds).and(holder.clone()))
-            .filter(|h| *h != me && !gone.contains(h))
-            .collect();
+        let others = self.live_others(now, &me);
         let mut free: Vec<u32> = (0..self.shards.len() as u32)
             .filter(|i| self.shards[*i as usize].valid_holder(now).is_none() && !self.set.holds(*i))
             .collect();
@@ -680,31 +659,57 @@ impl Coordinator {
         let p = plan(self.shards.len(), n, rank, held.len());
         // Give up the highest-numbered shards first: a stable, predictable choice.
         let releasing: Vec<u32> = held.iter().rev().take(p.release).copied().collect();
+        self.release_shards(releasing, n).await;
+        // Start the free ones at a random place, so replicas racing for them spread out.
+        if p.acquire > 0 && !free.is_empty() {
+            let offset = rand::random_range(0..free.len());
+            free.rotate_left(offset);
+        }
+        self.acquire_shards(free, p.acquire, n).await;
+        self.collect_members(now).await;
+    }
+
+    /// The live members other than this one (`me`), as last seen at `now`.
+    fn live_others(&self, now: Instant, me: &str) -> BTreeSet<String> {
+        // A member that let a shard Lease of its own expire without releasing it is gone,
+        // whatever its member Lease still says: counted as holding nothing it would make
+        // the others release shards for it.
+        let gone: BTreeSet<String> = self
+            .shards
+            .iter()
+            .filter(|l| l.valid_holder(now).is_none())
+            .filter_map(|l| l.last_holder().map(str::to_string))
+            .collect();
+        let seconds = lease_seconds(&self.config.lease);
+        self.others
+            .values()
+            .filter_map(|(holder, obs)| obs.valid_holder(now, seconds).and(holder.clone()))
+            .filter(|h| h != me && !gone.contains(h))
+            .collect()
+    }
+
+    /// Ends the terms of `releasing` and releases their Leases (`members`: for the log).
+    async fn release_shards(&mut self, releasing: Vec<u32>, members: usize) {
         for shard in &releasing {
             self.set.end_term(*shard);
             self.last_ok.remove(shard);
         }
         self.release_all(&releasing).await;
         for shard in releasing {
-            self.metrics
-                .moves
-                .get_or_create(&MoveLabel {
-                    change: "released".into(),
-                })
-                .inc();
-            tracing::info!(shard, identity = %me, members = n, "shard released");
+            self.count_move("released");
+            let me = &self.config.lease.identity;
+            tracing::info!(shard, identity = %me, members, "shard released");
         }
-        // Start the free ones at a random place, so replicas racing for them spread out.
-        if p.acquire > 0 && !free.is_empty() {
-            let offset = rand::random_range(0..free.len());
-            free.rotate_left(offset);
-        }
-        // Free shards are tried together, as many as wanted at a time; those lost to a
-        // faster replica are made up from the rest of the list.
+    }
+
+    /// Acquires `wanted` of the `free` shards, in order. Free shards are tried together,
+    /// as many as wanted at a time; those lost to a faster replica are made up from the
+    /// rest of the list.
+    async fn acquire_shards(&mut self, free: Vec<u32>, wanted: usize, members: usize) {
         let mut free = free.into_iter();
         let mut taken = 0;
-        while taken < p.acquire && !self.cancel.is_cancelled() {
-            let batch: Vec<u32> = free.by_ref().take(p.acquire - taken).collect();
+        while taken < wanted && !self.cancel.is_cancelled() {
+            let batch: Vec<u32> = free.by_ref().take(wanted - taken).collect();
             if batch.is_empty() {
                 break;
             }
@@ -728,13 +733,9 @@ impl Coordinator {
                         taken += 1;
                         self.last_ok.insert(shard, start);
                         self.set.start_term(shard, start + timeout);
-                        self.metrics
-                            .moves
-                            .get_or_create(&MoveLabel {
-                                change: "acquired".into(),
-                            })
-                            .inc();
-                        tracing::info!(shard, identity = %me, members = n, "shard acquired");
+                        self.count_move("acquired");
+                        let me = &self.config.lease.identity;
+                        tracing::info!(shard, identity = %me, members, "shard acquired");
                     }
                     Ok(Ok(_)) => {}
                     Ok(Err(e)) => {
@@ -744,7 +745,16 @@ impl Coordinator {
                 }
             }
         }
-        self.collect_members(now).await;
+    }
+
+    /// Counts one shard move (`acquired`, `released`, `lost`).
+    fn count_move(&self, change: &str) {
+        self.metrics
+            .moves
+            .get_or_create(&MoveLabel {
+                change: change.into(),
+            })
+            .inc();
     }
 
     /// Deletes other members' Leases expired for three lease durations (a process that

@@ -24,7 +24,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use kube::Api;
 use kube::api::PostParams;
@@ -33,7 +34,7 @@ use tokio::sync::watch;
 use kubewasm_core::sync::lock;
 
 /// How long one review may take before it counts as not asked.
-const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const REVIEW_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One RBAC rule the host needs: a verb on a resource (`plugins/status` for a
 /// subresource), cluster-wide or in one namespace.
@@ -195,7 +196,7 @@ impl Access {
         let mut denied = Vec::new();
         let mut unanswered = Vec::new();
         for rule in unknown {
-            let verdict = match review(client, &rule).await {
+            let verdict = match review(client, Subject::Caller, &rule).await {
                 Ok(true) => Verdict::Allowed,
                 Ok(false) => Verdict::Denied,
                 Err(e) => {
@@ -231,7 +232,7 @@ impl Access {
             .collect();
         let mut now_granted = Vec::new();
         for rule in denied {
-            if let Ok(true) = review(client, &rule).await {
+            if let Ok(true) = review(client, Subject::Caller, &rule).await {
                 now_granted.push(rule);
             }
         }
@@ -328,35 +329,79 @@ fn purposes(e: &Entry) -> String {
         .join("; ")
 }
 
-/// Ask whether the caller may do `rule`.
-async fn review(client: &kube::Client, rule: &Rule) -> Result<bool, String> {
+/// Whose access a review asks about.
+#[derive(Clone, Copy)]
+pub(crate) enum Subject<'a> {
+    /// The caller, the host itself (a SelfSubjectAccessReview).
+    Caller,
+    /// A ServiceAccount's user name and namespace, with the groups kube-apiserver gives
+    /// a ServiceAccount (a SubjectAccessReview).
+    Account { user: &'a str, namespace: &'a str },
+}
+
+/// Ask the API server whether `subject` may do `rule`, within [`REVIEW_TIMEOUT`]: the
+/// one access review every check of the host and of the plugins' accounts goes through.
+pub(crate) async fn review(
+    client: &kube::Client,
+    subject: Subject<'_>,
+    rule: &Rule,
+) -> Result<bool, String> {
     let (resource, subresource) = match rule.resource.split_once('/') {
         Some((r, s)) => (r.to_string(), Some(s.to_string())),
         None => (rule.resource.clone(), None),
     };
-    let review = SelfSubjectAccessReview {
-        spec: SelfSubjectAccessReviewSpec {
-            resource_attributes: Some(ResourceAttributes {
-                namespace: rule.namespace.clone(),
-                verb: Some(rule.verb.to_string()),
-                group: Some(rule.group.clone()),
-                resource: Some(resource),
-                subresource,
-                name: rule.name.clone(),
-                ..Default::default()
-            }),
-            ..Default::default()
-        },
+    let attributes = ResourceAttributes {
+        namespace: rule.namespace.clone(),
+        verb: Some(rule.verb.to_string()),
+        group: Some(rule.group.clone()),
+        resource: Some(resource),
+        subresource,
+        name: rule.name.clone(),
         ..Default::default()
     };
-    let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
-    match tokio::time::timeout(
-        REVIEW_TIMEOUT,
-        reviews.create(&PostParams::default(), &review),
-    )
-    .await
-    {
-        Ok(Ok(answer)) => Ok(answer.status.is_some_and(|s| s.allowed)),
+    let answer = match subject {
+        Subject::Caller => {
+            let review = SelfSubjectAccessReview {
+                spec: SelfSubjectAccessReviewSpec {
+                    resource_attributes: Some(attributes),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+            bounded(api.create(&PostParams::default(), &review))
+                .await
+                .map(|a| a.status)
+        }
+        Subject::Account { user, namespace } => {
+            let review = SubjectAccessReview {
+                spec: SubjectAccessReviewSpec {
+                    user: Some(user.to_string()),
+                    groups: Some(vec![
+                        "system:serviceaccounts".into(),
+                        format!("system:serviceaccounts:{namespace}"),
+                        "system:authenticated".into(),
+                    ]),
+                    resource_attributes: Some(attributes),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let api: Api<SubjectAccessReview> = Api::all(client.clone());
+            bounded(api.create(&PostParams::default(), &review))
+                .await
+                .map(|a| a.status)
+        }
+    };
+    answer.map(|status| status.is_some_and(|s| s.allowed))
+}
+
+/// A request to the API server, bounded by [`REVIEW_TIMEOUT`], its error as text.
+async fn bounded<T>(
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(REVIEW_TIMEOUT, request).await {
+        Ok(Ok(answer)) => Ok(answer),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer within {REVIEW_TIMEOUT:?}")),
     }

@@ -347,7 +347,7 @@ type Check = Box<dyn Fn() -> ReadinessReport + Send + Sync>;
 
 /// The readiness check, set once the host exists (not ready until then).
 #[derive(Clone, Default)]
-pub struct Readiness(Arc<RwLock<Option<Check>>>);
+pub(crate) struct Readiness(Arc<RwLock<Option<Check>>>);
 
 impl Readiness {
     /// Install the check.
@@ -426,7 +426,7 @@ async fn metrics(State(ops): State<Ops>) -> impl IntoResponse {
 /// Serve `/healthz`, `/readyz`, `/status` and `/metrics` on `addr` until `cancel`; returns
 /// the bound address (port 0 picks one). Meant for loopback: bound elsewhere, whoever
 /// reaches the address reads the metrics and the plugins' status (said at start).
-pub async fn serve(
+pub(crate) async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     readiness: Readiness,
@@ -450,7 +450,7 @@ pub async fn serve(
 
 /// Serve only the probes, `/healthz` and `/readyz`, on `addr` until `cancel` (for the
 /// kubelet, on the pod's address); returns the bound address.
-pub async fn serve_probes(
+pub(crate) async fn serve_probes(
     addr: SocketAddr,
     readiness: Readiness,
     cancel: CancellationToken,

@@ -142,104 +142,128 @@ impl Metrics {
                 Histogram::new(exponential_buckets(0.001, 4.0, 10))
             }),
         };
-        registry.register("events", "Events handed to plugins", m.events.clone());
-        registry.register(
-            "plugin_call_seconds",
-            "Duration of plugin calls",
-            m.call_seconds.clone(),
-        );
-        registry.register("intents", "Intents by verb and result", m.intents.clone());
-        registry.register(
-            "conflicts",
-            "Server-side apply conflicts (409)",
-            m.conflicts.clone(),
-        );
-        registry.register("errors", "Failed events by cause", m.errors.clone());
-        registry.register(
-            "plugin_quarantined",
-            "1 while the plugin is quarantined",
-            m.quarantined.clone(),
-        );
-        registry.register(
-            "plugin_info",
-            "Loaded plugins by version",
-            m.plugin_info.clone(),
-        );
-        registry.register(
-            "queue_depth",
-            "Events waiting per plugin",
-            m.queue_depth.clone(),
-        );
-        registry.register(
-            "blocked_objects",
-            "Objects whose last event failed permanently (400, 403, 404, 422, refused or invalid intents, permanent plugin errors); not retried until the object, the plugin or its settings change",
-            m.blocked.clone(),
-        );
-        registry.register(
-            "watch_restarts",
-            "Relists and watch errors per resource",
-            m.watch_restarts.clone(),
-        );
-        registry.register(
-            "resource_unserved",
-            "Resources plugins watch or read that the API server does not serve (yet); they do not block readiness",
-            m.unserved.clone(),
-        );
-        registry.register(
-            "reloads",
-            "Plugin directory reloads that changed something",
-            m.reloads.clone(),
-        );
-        registry.register(
-            "rejected_plugin_files",
-            "Plugin files whose newest version is rejected",
-            m.rejected_files.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica applies intents",
-            m.leader.clone(),
-        );
-        registry.register(
-            "cached_objects",
-            "Objects in this replica's caches, per resource (with --shards: only its shards' objects of resources no plugin reads whole)",
-            m.cached_objects.clone(),
-        );
-        registry.register(
-            "shards_held",
-            "Shards this replica holds (--shards)",
-            m.shards.held.clone(),
-        );
-        registry.register(
-            "shard_moves",
-            "Shards this replica acquired, released or lost (--shards)",
-            m.shards.moves.clone(),
-        );
-        registry.register(
-            "shard_members",
-            "Replicas sharing the shards, this one included, as last seen (--shards)",
-            m.shards.members.clone(),
-        );
-        registry.register(
-            "call_budget_waits",
-            "Plugin calls that waited for the call memory budget (--call-memory-budget)",
-            m.budget_waits.clone(),
-        );
-        registry.register(
-            "call_budget_wait_timeouts",
-            "Plugin calls that waited --call-budget-wait for the call memory budget and were not run (the event is retried with backoff)",
-            m.budget_wait_timeouts.clone(),
-        );
-        registry.register(
-            "call_budget_wait_seconds",
-            "How long plugin calls that waited for the call memory budget waited",
-            m.budget_wait_seconds.clone(),
-        );
+        m.register_events(&mut registry);
+        m.register_plugins(&mut registry);
+        m.register_replicas(&mut registry);
+        m.register_budget(&mut registry);
         {
             let mut r = kubewasm_core::sync::lock(&m.registry);
             *r = registry;
         }
         m
+    }
+
+    /// What happens to events: handed out, called, written, failed, queued.
+    fn register_events(&self, r: &mut Registry) {
+        r.register("events", "Events handed to plugins", self.events.clone());
+        r.register(
+            "plugin_call_seconds",
+            "Duration of plugin calls",
+            self.call_seconds.clone(),
+        );
+        r.register(
+            "intents",
+            "Intents by verb and result",
+            self.intents.clone(),
+        );
+        r.register(
+            "conflicts",
+            "Server-side apply conflicts (409)",
+            self.conflicts.clone(),
+        );
+        r.register("errors", "Failed events by cause", self.errors.clone());
+        r.register(
+            "plugin_quarantined",
+            "1 while the plugin is quarantined",
+            self.quarantined.clone(),
+        );
+        r.register(
+            "plugin_info",
+            "Loaded plugins by version",
+            self.plugin_info.clone(),
+        );
+        r.register(
+            "queue_depth",
+            "Events waiting per plugin",
+            self.queue_depth.clone(),
+        );
+        r.register(
+        "blocked_objects",
+        "Objects whose last event failed permanently (400, 403, 404, 422, refused or invalid intents, permanent plugin errors); not retried until the object, the plugin or its settings change",
+        self.blocked.clone(),
+    );
+    }
+
+    /// The plugins and the watches: reloads, rejected files, restarts, unserved resources.
+    fn register_plugins(&self, r: &mut Registry) {
+        r.register(
+            "watch_restarts",
+            "Relists and watch errors per resource",
+            self.watch_restarts.clone(),
+        );
+        r.register(
+        "resource_unserved",
+        "Resources plugins watch or read that the API server does not serve (yet); they do not block readiness",
+        self.unserved.clone(),
+    );
+        r.register(
+            "reloads",
+            "Plugin directory reloads that changed something",
+            self.reloads.clone(),
+        );
+        r.register(
+            "rejected_plugin_files",
+            "Plugin files whose newest version is rejected",
+            self.rejected_files.clone(),
+        );
+    }
+
+    /// Leadership, shards and what this replica caches.
+    fn register_replicas(&self, r: &mut Registry) {
+        r.register(
+            "leader",
+            "1 while this replica applies intents",
+            self.leader.clone(),
+        );
+        r.register(
+        "cached_objects",
+        "Objects in this replica's caches, per resource (with --shards: only its shards' objects of resources no plugin reads whole)",
+        self.cached_objects.clone(),
+    );
+        r.register(
+            "shards_held",
+            "Shards this replica holds (--shards)",
+            self.shards.held.clone(),
+        );
+        r.register(
+            "shard_moves",
+            "Shards this replica acquired, released or lost (--shards)",
+            self.shards.moves.clone(),
+        );
+        r.register(
+            "shard_members",
+            "Replicas sharing the shards, this one included, as last seen (--shards)",
+            self.shards.members.clone(),
+        );
+    }
+
+    /// The call memory budget (`--call-memory-budget`).
+    fn register_budget(&self, r: &mut Registry) {
+        r.register(
+            "call_budget_waits",
+            "Plugin calls that waited for the call memory budget (--call-memory-budget)",
+            self.budget_waits.clone(),
+        );
+        r.register(
+        "call_budget_wait_timeouts",
+        "Plugin calls that waited --call-budget-wait for the call memory budget and were not run (the event is retried with backoff)",
+        self.budget_wait_timeouts.clone(),
+    );
+        r.register(
+            "call_budget_wait_seconds",
+            "How long plugin calls that waited for the call memory budget waited",
+            self.budget_wait_seconds.clone(),
+        );
     }
 
     /// The Prometheus text exposition.

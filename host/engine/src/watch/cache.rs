@@ -268,20 +268,6 @@ impl Caches {
     }
 }
 
-impl crate::event::Latest for Caches {
-    fn latest(&self, key: &crate::event::QueueKey) -> crate::event::Lookup {
-        use crate::event::Lookup;
-        match self.for_resource(&key.resource) {
-            Some(cache) if cache.is_synced() => match cache.get(&key.object) {
-                Some(o) => Lookup::Present(o),
-                None => Lookup::Absent,
-            },
-            // Not synced yet, or not cached any more: the queued event is all there is.
-            _ => Lookup::Unknown,
-        }
-    }
-}
-
 /// What one plugin may read: the caches, limited to the kinds it watches or declared and
 /// to the namespaces of its read scope (one for all kinds, or one per kind), within the
 /// call's read budget.

@@ -1,6 +1,7 @@
 //! The watch manager: resolves what plugins watch through discovery, runs one watcher and
-//! cache per served resource (shared by every plugin), and turns the watcher's stream into
-//! added / modified(old, new) / deleted / resync events.
+//! cache per served resource (shared by every plugin, [`super::task`]), whose stream of
+//! changes becomes added / modified(old, new) / deleted / resync events
+//! ([`super::stages`]).
 //!
 //! A resource that is not served yet (a CRD not installed) is retried on an interval and
 //! started when it appears. A watch broken by `410 Gone` is relisted by kube's watcher; the
@@ -13,11 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, DynamicObject};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
 use tokio::sync::{mpsc, watch as tokio_watch};
 use tokio_util::sync::CancellationToken;
 
@@ -28,12 +25,16 @@ use kubewasm_core::resource::{ResourceRef, TypeRef};
 use crate::replicas::shards::ShardSet;
 use crate::serve::access::{Access, Need, Rule};
 use crate::serve::metrics::{Metrics, ResourceLabel};
-use crate::watch::backoff::{self, Class, Policy};
-use crate::watch::cache::{CachedObject, Caches, ObjectKey, ResourceCache, ResourceKey};
-use crate::watch::discovery::{Discovery, api_resource};
+use crate::watch::backoff::Policy;
+use crate::watch::cache::{CachedObject, Caches, ResourceCache, ResourceKey};
+use crate::watch::discovery::Discovery;
+use crate::watch::task::WatchTask;
 
 /// A served resource being watched.
 type Resolved = KindInfo;
+
+/// Per served resource: what it resolves from, and its consumers' demands.
+type Wanted = HashMap<ResourceKey, (Arc<Resolved>, BTreeSet<Demand>)>;
 
 /// A change to one cached object.
 #[derive(Debug, Clone)]
@@ -265,119 +266,145 @@ impl WatchManager {
     }
 
     async fn reconcile(
-        self: &Arc<Self>,
+        &self,
         desired: &BTreeMap<ResourceRef, Demand>,
         running: &mut HashMap<ResourceKey, Running>,
         waiting_logged: &mut HashSet<ResourceRef>,
     ) {
-        // Resolve what is not resolved yet.
         for r in desired.keys() {
-            if self.resolved(r).is_some() {
-                continue;
-            }
-            let lookup = self.discovery.resolve(r).await;
-            {
-                let mut looked_up = kubewasm_core::sync::write(&self.looked_up);
-                if lookup.is_ok() {
-                    looked_up.remove(r);
-                } else {
-                    looked_up.insert(r.clone());
-                }
-            }
-            match lookup {
-                Ok(res) => {
-                    self.metrics.unserved.remove(&ResourceLabel {
-                        resource: r.to_string(),
-                    });
-                    if waiting_logged.remove(r) {
-                        tracing::info!(resource = %r, "resource is now served; starting its watch");
-                    }
-                    {
-                        let mut m = kubewasm_core::sync::write(&self.resolved);
-                        m.insert(r.clone(), res);
-                    }
-                    let _ = self.events.send(WatchSignal::Resolved(r.clone())).await;
-                }
-                Err(ResolveError::NotServed(_)) => {
-                    self.metrics
-                        .unserved
-                        .get_or_create(&ResourceLabel {
-                            resource: r.to_string(),
-                        })
-                        .set(1);
-                    if waiting_logged.insert(r.clone()) {
-                        tracing::warn!(resource = %r, "not served by the API server yet; the watch starts when it appears");
-                    }
-                }
-                Err(e) => tracing::warn!(resource = %r, error = %e, "discovery failed; will retry"),
+            if self.resolved(r).is_none() {
+                self.look_up(r, waiting_logged).await;
             }
         }
-        // Forget resolutions nobody wants any more.
+        self.forget_unwanted(desired);
+        let wanted = self.wanted(desired);
+        let sharded = self.sharded(&wanted);
+        let mut kept = self.stop_stale(running, &wanted, &sharded).await;
+        waiting_logged.retain(|r| desired.contains_key(r));
+        self.require_access(&wanted).await;
+        for (key, (res, demands)) in wanted {
+            if let std::collections::hash_map::Entry::Vacant(slot) = running.entry(key) {
+                let key = slot.key();
+                let cache = kept.remove(key);
+                let started = self.start(key, res, &demands, sharded.contains(key), cache);
+                slot.insert(started);
+            }
+        }
+    }
+
+    /// Ask discovery what `r` resolves to: a served resource is watched from now on (the
+    /// router is told), one not served yet is waited for (said once).
+    async fn look_up(&self, r: &ResourceRef, waiting_logged: &mut HashSet<ResourceRef>) {
+        let lookup = self.discovery.resolve(r).await;
         {
-            let mut m = kubewasm_core::sync::write(&self.resolved);
-            m.retain(|r, _| desired.contains_key(r));
-            kubewasm_core::sync::write(&self.looked_up).retain(|r| desired.contains_key(r));
-        }
-        // Per served resource: what it resolves from, and the selector every consumer of
-        // every spelling shares (sent to the server), if any.
-        let mut wanted: HashMap<ResourceKey, (Arc<Resolved>, BTreeSet<Demand>)> = HashMap::new();
-        {
-            let m = kubewasm_core::sync::read(&self.resolved);
-            for (r, res) in m.iter() {
-                let demand = desired.get(r).cloned().flatten();
-                wanted
-                    .entry(res.key())
-                    .or_insert_with(|| (res.clone(), BTreeSet::new()))
-                    .1
-                    .insert(demand);
+            let mut looked_up = kubewasm_core::sync::write(&self.looked_up);
+            if lookup.is_ok() {
+                looked_up.remove(r);
+            } else {
+                looked_up.insert(r.clone());
             }
         }
-        // Resources some plugin reads whole are cached whole; with shards, the others by shard.
-        let sharded_keys: HashSet<ResourceKey> = match self.shards.get() {
-            None => HashSet::new(),
-            Some(_) => {
-                let whole = kubewasm_core::sync::read(&self.whole);
-                let m = kubewasm_core::sync::read(&self.resolved);
-                let whole_keys: HashSet<ResourceKey> = m
-                    .iter()
-                    .filter(|(r, _)| whole.contains(*r))
-                    .map(|(_, res)| res.key())
-                    .collect();
-                wanted
-                    .keys()
-                    .filter(|k| !whole_keys.contains(*k))
-                    .cloned()
-                    .collect()
-            }
+        let label = ResourceLabel {
+            resource: r.to_string(),
         };
-        // Stop watchers no longer needed, or whose server-side selector or sharding changed
-        // (the cache is kept: the new watcher's first list is diffed against it).
-        let mut kept: HashMap<ResourceKey, Arc<ResourceCache>> = HashMap::new();
+        match lookup {
+            Ok(res) => {
+                self.metrics.unserved.remove(&label);
+                if waiting_logged.remove(r) {
+                    tracing::info!(resource = %r, "resource is now served; starting its watch");
+                }
+                kubewasm_core::sync::write(&self.resolved).insert(r.clone(), res);
+                let _ = self.events.send(WatchSignal::Resolved(r.clone())).await;
+            }
+            Err(ResolveError::NotServed(_)) => {
+                self.metrics.unserved.get_or_create(&label).set(1);
+                if waiting_logged.insert(r.clone()) {
+                    tracing::warn!(resource = %r, "not served by the API server yet; the watch starts when it appears");
+                }
+            }
+            Err(e) => tracing::warn!(resource = %r, error = %e, "discovery failed; will retry"),
+        }
+    }
+
+    /// Forget resolutions nobody wants any more.
+    fn forget_unwanted(&self, desired: &BTreeMap<ResourceRef, Demand>) {
+        let mut m = kubewasm_core::sync::write(&self.resolved);
+        m.retain(|r, _| desired.contains_key(r));
+        kubewasm_core::sync::write(&self.looked_up).retain(|r| desired.contains_key(r));
+    }
+
+    /// Per served resource: what it resolves from, and the demands of every spelling of it
+    /// (their shared selector is sent to the server, if any).
+    fn wanted(&self, desired: &BTreeMap<ResourceRef, Demand>) -> Wanted {
+        let mut wanted = Wanted::new();
+        for (r, res) in kubewasm_core::sync::read(&self.resolved).iter() {
+            let demand = desired.get(r).cloned().flatten();
+            wanted
+                .entry(res.key())
+                .or_insert_with(|| (res.clone(), BTreeSet::new()))
+                .1
+                .insert(demand);
+        }
+        wanted
+    }
+
+    /// The resources cached by shard: with shards, those no plugin reads whole.
+    fn sharded(&self, wanted: &Wanted) -> HashSet<ResourceKey> {
+        if self.shards.get().is_none() {
+            return HashSet::new();
+        }
+        let whole = kubewasm_core::sync::read(&self.whole);
+        let whole_keys: HashSet<ResourceKey> = kubewasm_core::sync::read(&self.resolved)
+            .iter()
+            .filter(|(r, _)| whole.contains(*r))
+            .map(|(_, res)| res.key())
+            .collect();
+        wanted
+            .keys()
+            .filter(|k| !whole_keys.contains(*k))
+            .cloned()
+            .collect()
+    }
+
+    /// Stop the watchers no longer needed, or whose server-side selector or sharding
+    /// changed; the caches of those to restart are kept (the new watcher's first list is
+    /// diffed against them) and returned.
+    async fn stop_stale(
+        &self,
+        running: &mut HashMap<ResourceKey, Running>,
+        wanted: &Wanted,
+        sharded: &HashSet<ResourceKey>,
+    ) -> HashMap<ResourceKey, Arc<ResourceCache>> {
         let stale: Vec<ResourceKey> = running
             .iter()
             .filter(|(k, r)| {
                 wanted.get(*k).is_none_or(|(_, demands)| {
-                    shared_demand(demands) != r.selector || sharded_keys.contains(*k) != r.sharded
+                    shared_demand(demands) != r.selector || sharded.contains(*k) != r.sharded
                 })
             })
             .map(|(k, _)| k.clone())
             .collect();
+        let mut kept = HashMap::new();
         for key in stale {
-            if let Some(r) = running.remove(&key) {
-                r.cancel.cancel();
-                let _ = r.task.await;
-                if wanted.contains_key(&key) {
-                    tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, or whether it is read whole, changed");
-                    kept.insert(key, r.cache);
-                } else {
-                    self.caches.remove(&r.kind);
-                    tracing::info!(resource = %key, "watch stopped: no plugin needs it");
-                }
+            let Some(r) = running.remove(&key) else {
+                continue;
+            };
+            r.cancel.cancel();
+            let _ = r.task.await;
+            if wanted.contains_key(&key) {
+                tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, or whether it is read whole, changed");
+                kept.insert(key, r.cache);
+            } else {
+                self.caches.remove(&r.kind);
+                tracing::info!(resource = %key, "watch stopped: no plugin needs it");
             }
         }
-        waiting_logged.retain(|r| desired.contains_key(r));
-        // What every watch needs of RBAC, asked once per rule (one error line for those
-        // denied); the watches start anyway, and back off while forbidden.
+        kept
+    }
+
+    /// What every watch needs of RBAC, asked once per rule (one error line for those
+    /// denied); the watches start anyway, and back off while forbidden.
+    async fn require_access(&self, wanted: &Wanted) {
         let needs = wanted
             .values()
             .flat_map(|(res, _)| {
@@ -390,367 +417,62 @@ impl WatchManager {
             })
             .collect();
         self.access.require(&self.client, "watches", needs).await;
-        // Start the new ones.
-        for (key, (res, demands)) in wanted {
-            if running.contains_key(&key) {
-                continue;
-            }
-            let selector = shared_demand(&demands);
-            let sharded = sharded_keys.contains(&key);
-            let cache = kept.remove(&key).unwrap_or_else(|| {
-                Arc::new(ResourceCache::new(
-                    res.key(),
-                    res.type_ref(),
-                    res.namespaced,
-                ))
-            });
-            cache.set_by_shard(sharded.then(|| self.shards.get().cloned()).flatten());
-            self.caches.insert(cache.clone());
-            let scopes = self.scopes(&res);
-            let cancel = CancellationToken::new();
-            let task = tokio::spawn(
-                WatchTask {
-                    client: self.client.clone(),
-                    res: res.clone(),
-                    cache: cache.clone(),
-                    tx: self.events.clone(),
-                    resync: self.config.resync,
-                    metrics: self.metrics.clone(),
-                    scopes,
-                    selector: selector.clone(),
-                    rules: self.rules(&res),
-                    access: self.access.clone(),
-                    backoff: self.backoff,
-                    shards: sharded.then(|| self.shards.get().cloned()).flatten(),
-                }
-                .run(cancel.clone()),
-            );
-            match &selector {
-                Some(s) => {
-                    tracing::info!(resource = %key, kind = %res.type_ref(), label_selector = %s, "watch started")
-                }
-                None => tracing::info!(resource = %key, kind = %res.type_ref(), "watch started"),
-            }
-            running.insert(
-                key,
-                Running {
-                    cancel,
-                    task,
-                    selector,
-                    sharded,
-                    cache,
-                    kind: res.type_ref(),
-                },
-            );
-        }
     }
-}
 
-async fn emit(
-    tx: &mpsc::Sender<WatchSignal>,
-    key: &ResourceKey,
-    event_type: EventType,
-    object: Arc<CachedObject>,
-    old: Option<Arc<CachedObject>>,
-) {
-    let _ = tx
-        .send(WatchSignal::Event(WatchEvent {
-            resource: key.clone(),
-            event_type,
-            object,
-            old,
-        }))
-        .await;
-}
-
-/// The watchers of one resource's scopes, merged: each item says its scope.
-type Streams = futures::stream::SelectAll<
-    futures::stream::BoxStream<
-        'static,
-        (
-            Option<String>,
-            Result<Event<DynamicObject>, backoff::Failed>,
-        ),
-    >,
->;
-
-/// The watcher of one resource.
-struct WatchTask {
-    client: Client,
-    res: Arc<Resolved>,
-    cache: Arc<ResourceCache>,
-    tx: mpsc::Sender<WatchSignal>,
-    resync: Option<Duration>,
-    metrics: Arc<Metrics>,
-    /// Namespaces to watch (`None`: cluster-wide), one watcher each.
-    scopes: Vec<Option<String>>,
-    /// The label selector sent to the server.
-    selector: Demand,
-    /// The RBAC rules it needs: shown to be granted once it syncs.
-    rules: Vec<Rule>,
-    access: Arc<Access>,
-    backoff: Policy,
-    /// Some: the cache keeps only the objects of these held shards.
-    shards: Option<ShardSet>,
-}
-
-impl WatchTask {
-    /// The merged stream of the watchers of every scope (one per namespace, or one
-    /// cluster-wide); each item says which scope it is from.
-    fn streams(&self) -> Streams {
-        let key = self.res.key();
-        let ar = api_resource(&self.res);
-        let mut config = watcher::Config::default();
-        if let Some(s) = &self.selector {
-            config = config.labels(s);
-        }
-        let streams = self.scopes.iter().map(|scope| {
-            let api: Api<DynamicObject> = match scope {
-                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-                None => Api::all_with(self.client.clone(), &ar),
-            };
-            let scope = scope.clone();
-            // managedFields are the server's bookkeeping, often larger than the object:
-            // caching them doubles what each object costs, and plugins have no use for them.
-            let config = config.clone();
-            let make = move || {
-                watcher::watcher(api.clone(), config.clone())
-                    .modify(|o: &mut DynamicObject| o.metadata.managed_fields = None)
-                    .boxed()
-            };
-            let target = match &scope {
-                Some(ns) => format!("{key} in namespace {ns}"),
-                None => key.to_string(),
-            };
-            backoff::with_backoff(make, target, self.backoff, self.access.granted())
-                .map(move |item| (scope.clone(), item))
-                .boxed()
+    /// Start the watch of `res` into its cache: `kept` from a watcher stopped to restart,
+    /// or a new one.
+    fn start(
+        &self,
+        key: &ResourceKey,
+        res: Arc<Resolved>,
+        demands: &BTreeSet<Demand>,
+        sharded: bool,
+        kept: Option<Arc<ResourceCache>>,
+    ) -> Running {
+        let selector = shared_demand(demands);
+        let shards = sharded.then(|| self.shards.get().cloned()).flatten();
+        let cache = kept.unwrap_or_else(|| {
+            Arc::new(ResourceCache::new(
+                res.key(),
+                res.type_ref(),
+                res.namespaced,
+            ))
         });
-        futures::stream::select_all(streams)
-    }
-
-    /// Whether the cache keeps `key` (always, unless it is cached by shard).
-    fn keeps(&self, key: &ObjectKey) -> bool {
-        self.shards.as_ref().is_none_or(|s| s.owns(key))
-    }
-
-    /// Watch until cancelled, keeping the cache current and emitting events.
-    async fn run(self, cancel: CancellationToken) {
-        let key = self.res.key();
-        let (tx, cache) = (self.tx.clone(), self.cache.clone());
-        // A clone shares the value: no registry lock is held across awaits.
-        let restarts = self
-            .metrics
-            .watch_restarts
-            .get_or_create(&ResourceLabel {
-                resource: key.to_string(),
-            })
-            .clone();
-        let mut stream = self.streams();
-        // Cached by shard: the held shards as last seen, and those gained whose objects a
-        // relist still has to bring (they arrive as `resync`: not new, new here).
-        let mut held_rx = self.shards.as_ref().map(ShardSet::subscribe);
-        let mut held: BTreeSet<u32> = held_rx
-            .as_mut()
-            .map(|rx| rx.borrow_and_update().clone())
-            .unwrap_or_default();
-        let mut refilling: BTreeSet<u32> = BTreeSet::new();
-        // A relist in progress, per scope.
-        let mut relist: HashMap<Option<String>, HashMap<ObjectKey, Arc<CachedObject>>> =
-            HashMap::new();
-        let mut listed: HashSet<Option<String>> = HashSet::new();
-        // Scopes still to list since the last refill started.
-        let mut to_refill: HashSet<Option<String>> = HashSet::new();
-        // Per scope, the failure last logged (class, message): logged again only when it
-        // changes, and its end once.
-        let mut failing: HashMap<Option<String>, (Class, String)> = HashMap::new();
-        let resync_every = self.resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
-        let mut resync_timer =
-            tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
-        loop {
-            let item = tokio::select! {
-                _ = cancel.cancelled() => break,
-                _ = resync_timer.tick() => {
-                    if self.resync.is_some() && cache.is_synced() {
-                        for obj in cache.snapshot() {
-                            emit(&tx, &key, EventType::Resync, obj, None).await;
-                        }
-                    }
-                    continue;
-                }
-                changed = async {
-                    match held_rx.as_mut() {
-                        Some(rx) => rx.changed().await,
-                        None => std::future::pending().await,
-                    }
-                } => {
-                    let Some(rx) = held_rx.as_mut() else { continue };
-                    if changed.is_err() {
-                        held_rx = None;
-                        continue;
-                    }
-                    let now = rx.borrow_and_update().clone();
-                    // Lost shards' objects leave the cache (their new holder handles them).
-                    let lost: BTreeSet<u32> = held.difference(&now).copied().collect();
-                    if !lost.is_empty()
-                        && let Some(shards) = &self.shards
-                    {
-                        let dropped = cache.retain(|k| !lost.contains(&shards.shard_of(k)));
-                        refilling.retain(|s| !lost.contains(s));
-                        tracing::debug!(resource = %key, shards = ?lost, dropped, "shards lost: their objects dropped from the cache");
-                    }
-                    // Gained shards' objects are listed again (a fresh list of every scope,
-                    // diffed against the cache as any relist is).
-                    let gained: BTreeSet<u32> = now.difference(&held).copied().collect();
-                    held = now;
-                    if !gained.is_empty() {
-                        refilling.extend(gained.iter().copied());
-                        to_refill = self.scopes.iter().cloned().collect();
-                        relist.clear();
-                        stream = self.streams();
-                        tracing::debug!(resource = %key, shards = ?gained, "shards gained: relisting their objects");
-                    }
-                    continue;
-                }
-                item = stream.next() => item,
-            };
-            let Some((scope, item)) = item else { break };
-            if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = &item {
-                cache.watch_works();
+        cache.set_by_shard(shards.clone());
+        self.caches.insert(cache.clone());
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(
+            WatchTask {
+                client: self.client.clone(),
+                res: res.clone(),
+                cache: cache.clone(),
+                tx: self.events.clone(),
+                resync: self.config.resync,
+                metrics: self.metrics.clone(),
+                scopes: self.scopes(&res),
+                selector: selector.clone(),
+                rules: self.rules(&res),
+                access: self.access.clone(),
+                backoff: self.backoff,
+                shards,
             }
-            if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = &item
-                && let Some((_, error)) = failing.remove(&scope)
-            {
-                tracing::info!(resource = %key, scope = scope.as_deref().unwrap_or("cluster-wide"),
-                    last_error = %error, "watch recovered");
+            .run(cancel.clone()),
+        );
+        match &selector {
+            Some(s) => {
+                tracing::info!(resource = %key, kind = %res.type_ref(), label_selector = %s, "watch started")
             }
-            match item {
-                Ok(Event::Init) => {
-                    relist.insert(scope, HashMap::new());
-                }
-                Ok(Event::InitApply(obj)) => {
-                    let o = with_types(obj, &self.res);
-                    if let Some(buf) = relist.get_mut(&scope)
-                        && self.keeps(&o.key())
-                    {
-                        buf.insert(o.key(), o);
-                    }
-                }
-                Ok(Event::InitDone) => {
-                    let mut fresh = relist.remove(&scope).unwrap_or_default();
-                    // A shard may have been lost while the list ran.
-                    fresh.retain(|k, _| self.keeps(k));
-                    let first = !listed.contains(&scope);
-                    let before = cache.replace_scope(scope.as_deref(), fresh.clone());
-                    let refill = to_refill.remove(&scope);
-                    let gained = |k: &ObjectKey| {
-                        refill
-                            && self
-                                .shards
-                                .as_ref()
-                                .is_some_and(|s| refilling.contains(&s.shard_of(k)))
-                    };
-                    // Diff the relist against what we had: this is how changes made while the
-                    // watch was broken (410 Gone, disconnects) still become events.
-                    for (k, obj) in &fresh {
-                        match before.get(k) {
-                            // An object of a shard just gained is not new: new here.
-                            None if gained(k) => {
-                                emit(&tx, &key, EventType::Resync, obj.clone(), None).await
-                            }
-                            None => emit(&tx, &key, EventType::Added, obj.clone(), None).await,
-                            Some(old) if old.resource_version() != obj.resource_version() => {
-                                emit(
-                                    &tx,
-                                    &key,
-                                    EventType::Modified,
-                                    obj.clone(),
-                                    Some(old.clone()),
-                                )
-                                .await
-                            }
-                            Some(_) => {}
-                        }
-                    }
-                    for (k, old) in before {
-                        if !fresh.contains_key(&k) && self.keeps(&k) {
-                            emit(&tx, &key, EventType::Deleted, old, None).await;
-                        }
-                    }
-                    if refill && to_refill.is_empty() {
-                        refilling.clear();
-                    }
-                    listed.insert(scope);
-                    if first {
-                        if listed.len() == self.scopes.len() && !cache.is_synced() {
-                            // Listed and watching: the RBAC it needs is there.
-                            self.access.allowed(&self.rules);
-                            cache.mark_synced();
-                            tracing::info!(resource = %key, objects = cache.len(), "cache synced");
-                        }
-                    } else if refill {
-                        tracing::info!(resource = %key, objects = cache.len(), "refilled for the shards gained");
-                    } else {
-                        restarts.inc();
-                        tracing::info!(resource = %key, objects = cache.len(), "relisted");
-                    }
-                }
-                Ok(Event::Apply(obj)) => {
-                    let o = with_types(obj, &self.res);
-                    if !self.keeps(&o.key()) {
-                        // Another replica's shard: not cached, not routed.
-                        cache.remove(&o.key());
-                        continue;
-                    }
-                    match cache.insert(o.clone()) {
-                        None => emit(&tx, &key, EventType::Added, o, None).await,
-                        Some(old) if old.resource_version() == o.resource_version() => {}
-                        Some(old) => emit(&tx, &key, EventType::Modified, o, Some(old)).await,
-                    }
-                }
-                Ok(Event::Delete(obj)) => {
-                    let o = with_types(obj, &self.res);
-                    cache.remove(&o.key());
-                    // Also another replica's: kept as a tombstone, for when this one gains
-                    // the shard during a move.
-                    emit(&tx, &key, EventType::Deleted, o, None).await;
-                }
-                Err(failed) => {
-                    restarts.inc();
-                    if failed.class != Class::Desync {
-                        cache.watch_failed();
-                    }
-                    let state = (failed.class, failed.message);
-                    let retry_in = format!("{:.1}s", failed.delay.as_secs_f64());
-                    let scope_name = scope.as_deref().unwrap_or("cluster-wide");
-                    if failed.class == Class::Desync {
-                        tracing::debug!(resource = %key, scope = scope_name, error = %state.1, "watch fell behind; relisting");
-                    } else if failing.get(&scope) != Some(&state) {
-                        tracing::warn!(resource = %key, scope = scope_name, error = %state.1,
-                            class = failed.class.as_str(), retry_in,
-                            "watch error; retrying with backoff by error class (logged again when it changes)");
-                        failing.insert(scope, state);
-                    } else {
-                        tracing::debug!(resource = %key, scope = scope_name, error = %state.1,
-                            class = failed.class.as_str(), retry_in, "watch error again");
-                    }
-                }
-            }
+            None => tracing::info!(resource = %key, kind = %res.type_ref(), "watch started"),
         }
-        // The manager takes the cache out of `caches` when the watch stops for good; a
-        // restarted watch keeps it there, so readers and readiness see no gap.
+        Running {
+            cancel,
+            task,
+            selector,
+            sharded,
+            cache,
+            kind: res.type_ref(),
+        }
     }
-}
-
-/// Objects from list responses may lack apiVersion/kind; plugins always get them.
-fn with_types(mut obj: DynamicObject, res: &Resolved) -> Arc<CachedObject> {
-    if obj.types.is_none() {
-        obj.types = Some(kube::api::TypeMeta {
-            api_version: res.api_version(),
-            kind: res.kind.clone(),
-        });
-    }
-    CachedObject::new(obj)
 }
 
 #[cfg(test)]

@@ -5,6 +5,8 @@ pub(crate) mod backoff;
 pub(crate) mod cache;
 pub mod discovery;
 pub(crate) mod manager;
+mod stages;
+mod task;
 
 pub use manager::WatchConfig;
 pub(crate) use manager::{WatchEvent, WatchManager, WatchReadiness, WatchSignal};

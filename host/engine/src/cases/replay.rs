@@ -25,7 +25,7 @@ use crate::apply::manifests::files_with_extensions;
 use crate::event::layers::Handle;
 use crate::event::pipeline::{Pipeline, Report as EventReport, Request};
 use crate::event::{Health, QuarantinePolicy};
-use crate::plugins::environment::Version;
+use crate::plugins::environment::{Origin, Version};
 use crate::replicas::ownership::Ownership;
 
 /// Which instances run the cases.
@@ -187,11 +187,8 @@ async fn run_case(
     let delivery = cluster.route(m, case).await?;
     *watch = Some(delivery.watch_id.to_string());
     let view = cluster.view(m, &scopes, plugin.limits.memory, case).await?;
-    let version = Version::new(
-        plugin.clone(),
-        Health::new(QuarantinePolicy::default()),
-        scopes,
-    );
+    let health = Health::new(QuarantinePolicy::default());
+    let version = Version::new(plugin.clone(), health, scopes, Origin::File(path));
     let pipeline: CasePipeline = Pipeline {
         cluster,
         ownership: Ownership::always(),

@@ -199,3 +199,165 @@ fn rust_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// The longest a function of the engine may be, in lines from its `fn` to its closing
+/// brace: past this a function does several things, and is split (issue 31).
+const LONGEST_ENGINE_FUNCTION: usize = 80;
+
+/// Every function of the engine (test modules aside) fits in [`LONGEST_ENGINE_FUNCTION`]
+/// lines: the loops are small stages one can read and test alone.
+#[test]
+fn engine_functions_are_small() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src");
+    let mut long = Vec::new();
+    for file in rust_files(&src) {
+        if is_test_module(&file) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (name, line, lines) in function_lengths(&text) {
+            if lines > LONGEST_ENGINE_FUNCTION {
+                let shown = file.strip_prefix(&src).unwrap_or(&file).display();
+                long.push(format!("{shown}:{line} fn {name}: {lines} lines"));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "engine functions over {LONGEST_ENGINE_FUNCTION} lines (split them):\n{}",
+        long.join("\n")
+    );
+}
+
+/// The functions of `text` outside its `#[cfg(test)]` module: (name, first line, lines).
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let code = strip_comments_and_literals(text);
+    let lines: Vec<&str> = code.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| w[0].trim() == "#[cfg(test)]" && w[1].trim_start().starts_with("mod "))
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let Some(name) = fn_name(line) else { continue };
+        // From the header to the brace that closes its body; a declaration without a body
+        // (a trait's) ends at its `;`.
+        let mut depth = 0i32;
+        let mut opened = false;
+        for (j, l) in lines[i..end].iter().enumerate() {
+            for c in l.chars() {
+                match c {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
+                    }
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth <= 0 {
+                out.push((name.to_string(), i + 1, j + 1));
+                break;
+            }
+            if !opened && l.trim_end().ends_with(';') {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The name of the function a line declares, if it does.
+fn fn_name(line: &str) -> Option<&str> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "fn")?;
+    let qualifiers = ["pub", "async", "const", "unsafe", "extern"];
+    let before_ok = words[..at]
+        .iter()
+        .all(|w| qualifiers.contains(w) || w.starts_with("pub("));
+    let name = words.get(at + 1)?;
+    let name = name.split(['(', '<']).next()?;
+    (before_ok && !name.is_empty()).then_some(name)
+}
+
+/// `text` with comments removed and string and char literals emptied (lines kept), so
+/// braces inside them are not counted.
+fn strip_comments_and_literals(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            i += 2;
+            while i + 1 < chars.len() && !(chars[i] == '*' && chars[i + 1] == '/') {
+                if chars[i] == '\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+            i += 2;
+        } else if c == '"' || (c == 'r' && (next == Some('"') || next == Some('#'))) {
+            i = skip_string(&chars, i, &mut out);
+        } else if c == '\'' {
+            // A char literal ('x', '\n', '\''), else a lifetime.
+            let close = if next == Some('\\') {
+                (i + 2..chars.len().min(i + 12)).find(|&k| chars[k] == '\'')
+            } else {
+                (chars.get(i + 2) == Some(&'\'')).then_some(i + 2)
+            };
+            match close {
+                Some(k) => i = k + 1,
+                None => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Skips the string literal starting at `i` (plain or raw), keeping its line breaks in
+/// `out`; returns the index after it.
+fn skip_string(chars: &[char], mut i: usize, out: &mut String) -> usize {
+    let raw = chars[i] == 'r';
+    let mut hashes = 0;
+    if raw {
+        i += 1;
+        while chars.get(i) == Some(&'#') {
+            hashes += 1;
+            i += 1;
+        }
+        if chars.get(i) != Some(&'"') {
+            // `r` was an identifier's letter, not a raw string.
+            out.push('r');
+            out.extend(std::iter::repeat_n('#', hashes));
+            return i;
+        }
+    }
+    i += 1;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' if !raw => i += 2,
+            '"' if (0..hashes).all(|h| chars.get(i + 1 + h) == Some(&'#')) => {
+                return i + 1 + hashes;
+            }
+            c => {
+                if c == '\n' {
+                    out.push('\n');
+                }
+                i += 1;
+            }
+        }
+    }
+    i
+}

@@ -953,7 +953,7 @@ mod pool {
 
     use kubewasm::core::event::EventType;
     use kubewasm::core::intent::RawIntent;
-    use kubewasm::runtime::plugin::PoolStats;
+    use kubewasm::runtime::PoolStats;
     use kubewasm::runtime::{
         CallError, CompiledPlugin, Error, LoadOptions, Loader, ManifestRejection, NoCluster,
         PluginEngine, PluginEvent, PluginFile,

@@ -16,7 +16,7 @@
 //! what the host serves about itself (probes, metrics), [`cases`] runs test cases through
 //! the same pipeline (`kubewasm test`) and records `run`'s events as cases.
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
 pub use kubewasm_core as core;
 pub use kubewasm_runtime as runtime;
@@ -26,7 +26,7 @@ pub mod cases;
 pub mod error;
 pub mod event;
 pub mod host;
-pub mod plugins;
+pub(crate) mod plugins;
 pub mod replicas;
 pub mod serve;
 pub mod watch;

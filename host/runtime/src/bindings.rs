@@ -7,4 +7,4 @@ wasmtime::component::bindgen!({
     exports: { default: async },
 });
 
-pub use self::kubewasm::plugin::types;
+pub(crate) use self::kubewasm::plugin::types;

@@ -106,7 +106,7 @@ impl std::fmt::Debug for CacheKey {
 
 impl CacheKey {
     /// A fresh random key for this process.
-    pub fn random() -> Result<Self, Error> {
+    pub(crate) fn random() -> Result<Self, Error> {
         let mut bytes = vec![0u8; 32];
         getrandom::fill(&mut bytes).map_err(EngineError::KeyRandomness)?;
         Ok(CacheKey {
@@ -117,7 +117,7 @@ impl CacheKey {
     }
 
     /// The key in `path` (surrounding whitespace trimmed, at least [`MIN_KEY_BYTES`]).
-    pub fn from_file(path: &Path) -> Result<Self, Error> {
+    pub(crate) fn from_file(path: &Path) -> Result<Self, Error> {
         let io = |source| Error::Io {
             context: format!("reading code cache key {}", path.display()),
             source,
@@ -152,7 +152,7 @@ impl CacheKey {
     }
 
     /// The key file named by [`KEY_FILE_ENV`], or a random key when it is unset.
-    pub fn from_env() -> Result<Self, Error> {
+    pub(crate) fn from_env() -> Result<Self, Error> {
         match std::env::var_os(KEY_FILE_ENV) {
             Some(path) if !path.is_empty() => Self::from_file(Path::new(&path)),
             _ => Self::random(),
@@ -242,12 +242,12 @@ impl std::fmt::Display for Miss {
 impl CodeCache {
     /// A cache in `dir` (created when missing) for `engine`'s configuration, keyed as the
     /// environment says ([`CacheKey::from_env`]), with the default budget.
-    pub fn new(dir: &Path, engine: &PluginEngine) -> Result<Self, Error> {
+    pub(crate) fn new(dir: &Path, engine: &PluginEngine) -> Result<Self, Error> {
         Self::with_key(dir, engine, CacheKey::from_env()?, CacheLimits::default())
     }
 
     /// A cache in `dir` with an explicit key and budget.
-    pub fn with_key(
+    pub(crate) fn with_key(
         dir: &Path,
         engine: &PluginEngine,
         key: CacheKey,
@@ -282,7 +282,7 @@ impl CodeCache {
     }
 
     /// The cache directory.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -296,7 +296,7 @@ impl CodeCache {
 
     /// The cached component for wasm with this sha256 `digest`, if there is an authentic
     /// entry.
-    pub fn get(&self, engine: &PluginEngine, digest: &str) -> Option<Component> {
+    pub(crate) fn get(&self, engine: &PluginEngine, digest: &str) -> Option<Component> {
         let path = self.entry(digest);
         let artifact = match self.read_verified(&path, &self.name(digest)) {
             Ok(a) => a,
@@ -379,7 +379,7 @@ impl CodeCache {
     }
 
     /// Store a compiled component. Failures only cost a recompile later, so they are logged.
-    pub fn put(&self, digest: &str, component: &Component) {
+    pub(crate) fn put(&self, digest: &str, component: &Component) {
         let path = self.entry(digest);
         let result = component
             .serialize()
@@ -450,7 +450,7 @@ impl CodeCache {
     /// Remove entries unused for `max_age`, crash leftovers, then the least recently used
     /// entries until the rest fit in `max_bytes`. Symlinks and other non-files that look
     /// like entries are removed too (the link, never its target).
-    pub fn prune(&self) {
+    pub(crate) fn prune(&self) {
         let Ok(read) = std::fs::read_dir(&self.dir) else {
             return;
         };

@@ -9,30 +9,36 @@
 // `deny`, not `forbid`: loading compiled code calls wasmtime's unsafe deserialization
 // (audited in `artifact`, the only module allowed to).
 #![deny(unsafe_code)]
-#![warn(missing_docs)]
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod approval;
+// One path per item: `budget`, `codecache` and `compiler` are namespaces callers name
+// (`budget::default_budget`, `compiler::landlock`); every other module is private and
+// what callers use of it is re-exported here.
+mod approval;
 mod artifact;
 mod bindings;
 pub mod budget;
-pub mod capability;
+mod capability;
 pub mod codecache;
 pub mod compiler;
 mod convert;
-pub mod engine;
-pub mod error;
+mod engine;
+mod error;
 mod lift;
-pub mod limits;
-pub mod loader;
-pub mod plugin;
+mod limits;
+mod loader;
+mod plugin;
 mod state;
 
-pub use budget::CallBudget;
+pub use approval::Approvals;
 pub use capability::cluster::{
     ClusterView, ListAnswer, ListLimit, NoCluster, ReadError, ReadScope,
 };
 pub use engine::PluginEngine;
-pub use error::{CallError, Error, ManifestRejection};
+pub use error::{CallError, EngineError, Error, LimitExceeded, ManifestRejection};
 pub use limits::Limits;
-pub use loader::{LimitCeilings, LimitOverrides, LoadOptions, Loader, PluginFile, load_plugin};
-pub use plugin::{CompiledPlugin, PluginEvent};
+pub use loader::{
+    LimitCeilings, LimitOverrides, LoadOptions, Loaded, Loader, MAX_INTENT_KIB, MAX_MEMORY_MIB,
+    PluginFile, load_plugin, plugin_files,
+};
+pub use plugin::{CompiledPlugin, InstancePolicy, PluginEvent, PoolStats};

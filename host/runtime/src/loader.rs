@@ -297,7 +297,7 @@ pub struct LimitOverrides {
 mod humantime_serde_opt {
     use serde::Deserialize;
 
-    pub fn serialize<S: serde::Serializer>(
+    pub(super) fn serialize<S: serde::Serializer>(
         d: &Option<std::time::Duration>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
@@ -307,7 +307,7 @@ mod humantime_serde_opt {
         }
     }
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
         d: D,
     ) -> Result<Option<std::time::Duration>, D::Error> {
         let text: Option<String> = Option::deserialize(d)?;

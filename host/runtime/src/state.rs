@@ -17,7 +17,7 @@ use crate::capability::wasi::WasiState;
 use crate::limits::Limits;
 
 /// Data of one plugin store.
-pub struct PluginState {
+pub(crate) struct PluginState {
     pub(crate) wasi: WasiState,
     pub(crate) log: LogState,
     pub(crate) cluster: ClusterState,

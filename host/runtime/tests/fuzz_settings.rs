@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 
 use kubewasm_runtime::Limits;
-use kubewasm_runtime::loader::PluginFile;
+use kubewasm_runtime::PluginFile;
 
 fn cases() -> u32 {
     std::env::var("FUZZ_CASES")

@@ -13,7 +13,7 @@ use kubewasm::core::grant::check_approval;
 use kubewasm::core::manifest::Manifest;
 use kubewasm::core::plugin_object::{self, Permissions};
 use kubewasm::core::resource::ResourceRef;
-use kubewasm::runtime::approval::Approvals;
+use kubewasm::runtime::Approvals;
 use kubewasm::runtime::{Error, PluginFile};
 use serde_json::{Value, json};
 

@@ -27,9 +27,9 @@ use kubewasm::core::manifest::Manifest;
 use kubewasm::core::plugin_object::{self, PluginObject};
 use kubewasm::core::rbac::{self, RbacOptions};
 use kubewasm::core::resource::ResourceRef;
+use kubewasm::runtime::Approvals;
 use kubewasm::runtime::PluginFile;
-use kubewasm::runtime::approval::Approvals;
-use kubewasm::runtime::loader::plugin_files;
+use kubewasm::runtime::plugin_files;
 use kubewasm::watch::discovery::Discovery;
 
 use super::run::client_for;

@@ -649,8 +649,8 @@ fn call_budget(text: &str) -> Result<CallBudgetArg, String> {
 impl CallBudgetArg {
     /// The budget, calls waiting at most `wait` for their share; said once in the log
     /// with where its figure came from (for `auto`, the memory limit found and its file).
-    fn budget(self, wait: Duration) -> kubewasm::runtime::CallBudget {
-        use kubewasm::runtime::{CallBudget, budget};
+    fn budget(self, wait: Duration) -> kubewasm::runtime::budget::CallBudget {
+        use kubewasm::runtime::budget::{self, CallBudget};
         let (b, from, limit_mib) = match self {
             CallBudgetArg::Auto => match budget::default_budget() {
                 (b, Some(limit)) => (
@@ -704,12 +704,12 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
 }
 
 fn mebibytes(text: &str) -> Result<usize, String> {
-    within(text, kubewasm::runtime::loader::MAX_MEMORY_MIB)
+    within(text, kubewasm::runtime::MAX_MEMORY_MIB)
 }
 
 /// A KiB count within the loader's range, so `<< 10` cannot overflow.
 fn kibibytes(text: &str) -> Result<usize, String> {
-    within(text, kubewasm::runtime::loader::MAX_INTENT_KIB)
+    within(text, kubewasm::runtime::MAX_INTENT_KIB)
 }
 
 fn within(text: &str, max: usize) -> Result<usize, String> {

@@ -23,7 +23,7 @@ use crate::watch::discovery::api_resource;
 
 /// What an executed intent did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The object as written has this resourceVersion.
     Written {
         /// The resourceVersion the server gave it.
@@ -78,7 +78,7 @@ fn impersonating(base: &Client, user: &str) -> Result<Client, http::header::Inva
 }
 
 /// Applies intents, each plugin's with its own client (see [`WriteIdentity`]).
-pub struct Applier {
+pub(crate) struct Applier {
     client: Client,
     identity: WriteIdentity,
     /// Impersonating clients, one per field manager, built on first use.
@@ -87,7 +87,7 @@ pub struct Applier {
 
 impl Applier {
     /// An applier writing each plugin's intents with `identity`, through `client`.
-    pub fn with_identity(client: Client, identity: WriteIdentity) -> Self {
+    pub(crate) fn with_identity(client: Client, identity: WriteIdentity) -> Self {
         Applier {
             client,
             identity,
@@ -157,7 +157,7 @@ impl Applier {
 
     /// Execute one prepared intent as the field manager `manager` (and, when impersonating,
     /// as that plugin's ServiceAccount).
-    pub async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
+    pub(crate) async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
         let resource = api_resource(&p.kind);
         let client = self.client_for(manager);
         let api: Api<DynamicObject> = match &p.namespace {

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 /// One test case.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct TestCase {
+pub(crate) struct TestCase {
     /// Shown in the report.
     pub name: String,
     /// The plugin file, relative to the test file.
@@ -48,7 +48,7 @@ pub struct TestCase {
 /// The event of a case.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CaseEvent {
+pub(crate) struct CaseEvent {
     /// added | modified | deleted | resync.
     #[serde(rename = "type")]
     pub event_type: String,
@@ -67,7 +67,7 @@ pub struct CaseEvent {
 /// Expected outcome.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct Expect {
+pub(crate) struct Expect {
     /// exact (default) or subset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub r#match: Option<String>,
@@ -85,7 +85,7 @@ pub struct Expect {
 /// The cases of one file (YAML documents separated by `---`; empty documents skipped),
 /// each parsed on its own so one bad case does not hide the others. Malformed YAML ends
 /// the stream: its error (with line and column) is the last entry.
-pub fn parse(text: &str) -> Vec<Result<TestCase, String>> {
+pub(crate) fn parse(text: &str) -> Vec<Result<TestCase, String>> {
     let mut cases = Vec::new();
     for de in serde_yaml_ng::Deserializer::from_str(text) {
         match serde_yaml_ng::Value::deserialize(de) {
@@ -111,7 +111,7 @@ pub fn parse(text: &str) -> Vec<Result<TestCase, String>> {
 }
 
 /// Cases as one file's text: YAML documents separated by `---`.
-pub fn to_yaml(cases: &[TestCase]) -> String {
+pub(crate) fn to_yaml(cases: &[TestCase]) -> String {
     let docs: Vec<String> = cases
         .iter()
         .filter_map(|c| serde_yaml_ng::to_string(c).ok())
@@ -120,7 +120,7 @@ pub fn to_yaml(cases: &[TestCase]) -> String {
 }
 
 /// An intent as test cases write it.
-pub fn intent_json(raw: &RawIntent) -> Value {
+pub(crate) fn intent_json(raw: &RawIntent) -> Value {
     let parsed =
         |s: &str| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_string()));
     let target = |t: &intent::ObjectRef| {
@@ -175,7 +175,7 @@ pub fn intent_json(raw: &RawIntent) -> Value {
 /// Show the controller ownerReference admission bound to each `owned-by-trigger` create
 /// (taken from the admitted object, not recomputed), as `create.ownerReference`.
 /// `intents` and `prepared` are the same call's, in order.
-pub fn show_owner_references(intents: &mut [Value], prepared: &[Prepared]) {
+pub(crate) fn show_owner_references(intents: &mut [Value], prepared: &[Prepared]) {
     for (shown, p) in intents.iter_mut().zip(prepared) {
         let Action::Apply { body, .. } = &p.intent.action else {
             continue;

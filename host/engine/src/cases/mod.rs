@@ -8,6 +8,6 @@
 //!   (call, admission, preflight, server-side apply), and the report.
 
 pub(crate) mod cluster;
-pub mod format;
+pub(crate) mod format;
 pub mod record;
 pub mod replay;

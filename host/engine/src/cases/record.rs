@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use kubewasm_core::admit::{Prepared, Rejection};
 use kubewasm_core::intent::RawIntent;
-use kubewasm_runtime::capability::cluster::ListLimit;
+use kubewasm_runtime::ListLimit;
 use kubewasm_runtime::{ClusterView, CompiledPlugin, PluginEvent, ReadError};
 use serde_json::Value;
 

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use kubewasm_core::grant::{Approval, ReadScopes};
-use kubewasm_runtime::approval::Approvals;
-use kubewasm_runtime::plugin::InstancePolicy;
+use kubewasm_runtime::Approvals;
+use kubewasm_runtime::InstancePolicy;
 use kubewasm_runtime::{CallError, CompiledPlugin, LoadOptions, Loader, PluginEngine, PluginFile};
 use serde_json::{Value, json};
 

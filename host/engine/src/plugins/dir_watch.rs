@@ -28,7 +28,7 @@ fn changes(kind: &notify::EventKind) -> bool {
 }
 
 /// Keeps the directory watch alive; dropping it stops watching.
-pub struct DirWatch {
+pub(crate) struct DirWatch {
     _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
 }
 
@@ -36,7 +36,7 @@ pub struct DirWatch {
 /// directory, so a file replaced by a rename or a ConfigMap's `..data` swap is seen); a
 /// message arrives on the receiver after each quiet period of `debounce` that followed a
 /// change.
-pub fn watch_dir(
+pub(crate) fn watch_dir(
     dir: &Path,
     approvals: Option<&Path>,
     debounce: Duration,

@@ -7,6 +7,6 @@
 pub(crate) mod compiles;
 pub(crate) mod dir_watch;
 pub(crate) mod environment;
-pub mod objects;
+pub(crate) mod objects;
 pub(crate) mod reload;
 pub(crate) mod replay;

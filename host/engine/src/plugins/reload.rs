@@ -23,9 +23,9 @@ use tokio::sync::{Notify, Semaphore};
 
 use kubewasm_core::grant::Approval;
 use kubewasm_core::manifest::Manifest;
-use kubewasm_runtime::approval::Approvals;
-use kubewasm_runtime::loader::Loaded;
-use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, loader};
+use kubewasm_runtime::Approvals;
+use kubewasm_runtime::Loaded;
+use kubewasm_runtime::{CompiledPlugin, Loader, PluginFile, plugin_files};
 
 use crate::apply::identity::{AccessVerdict, AccountReviews};
 use crate::event::{Health, QuarantinePolicy};
@@ -312,7 +312,7 @@ impl Reloader {
         approvals: &Approvals,
     ) -> Option<Vec<Item>> {
         let dir = self.dir.as_ref()?;
-        let listing = match loader::plugin_files(dir) {
+        let listing = match plugin_files(dir) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "cannot list the plugin directory; keeping the running plugins");

@@ -5,5 +5,5 @@
 
 pub mod leader;
 pub(crate) mod lease;
-pub mod ownership;
+pub(crate) mod ownership;
 pub mod shards;

@@ -10,7 +10,7 @@ use super::shards::ShardSet;
 
 /// This replica's share of the work.
 #[derive(Debug, Clone)]
-pub enum Ownership {
+pub(crate) enum Ownership {
     /// One leader (or a single replica: [`Leadership::always`]) handles every key.
     Leader(Leadership),
     /// The holder of a key's shard handles it.
@@ -19,12 +19,12 @@ pub enum Ownership {
 
 impl Ownership {
     /// A single replica: everything, always.
-    pub fn always() -> Ownership {
+    pub(crate) fn always() -> Ownership {
         Ownership::Leader(Leadership::always())
     }
 
     /// Whether this replica handles `key` now.
-    pub fn owns(&self, key: &ObjectKey) -> bool {
+    pub(crate) fn owns(&self, key: &ObjectKey) -> bool {
         match self {
             Ownership::Leader(l) => l.is_leader(),
             Ownership::Shards(s) => s.owns(key),
@@ -33,7 +33,11 @@ impl Ownership {
 
     /// Runs `fut` while this replica's term over `key` lasts, dropping it when the term
     /// ends ([`Leadership::guard`], [`ShardSet::guard`]).
-    pub async fn guard<F: Future>(&self, key: &ObjectKey, fut: F) -> Result<F::Output, NotLeading> {
+    pub(crate) async fn guard<F: Future>(
+        &self,
+        key: &ObjectKey,
+        fut: F,
+    ) -> Result<F::Output, NotLeading> {
         match self {
             Ownership::Leader(l) => l.guard(fut).await,
             Ownership::Shards(s) => s.guard(s.shard_of(key), fut).await,
@@ -42,7 +46,7 @@ impl Ownership {
 
     /// Whether this replica does the installation's one-of-a-kind work (Plugin objects'
     /// status): the leader, or the holder of shard 0.
-    pub fn is_first(&self) -> bool {
+    pub(crate) fn is_first(&self) -> bool {
         match self {
             Ownership::Leader(l) => l.is_leader(),
             Ownership::Shards(s) => s.holds(0),
@@ -50,7 +54,7 @@ impl Ownership {
     }
 
     /// Runs `fut` while this replica's term of the one-of-a-kind work lasts.
-    pub async fn guard_first<F: Future>(&self, fut: F) -> Result<F::Output, NotLeading> {
+    pub(crate) async fn guard_first<F: Future>(&self, fut: F) -> Result<F::Output, NotLeading> {
         match self {
             Ownership::Leader(l) => l.guard(fut).await,
             Ownership::Shards(s) => s.guard(0, fut).await,
@@ -58,7 +62,7 @@ impl Ownership {
     }
 
     /// The shard set, when sharded.
-    pub fn shards(&self) -> Option<&ShardSet> {
+    pub(crate) fn shards(&self) -> Option<&ShardSet> {
         match self {
             Ownership::Shards(s) => Some(s),
             Ownership::Leader(_) => None,

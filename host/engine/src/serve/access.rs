@@ -111,7 +111,7 @@ pub struct Need {
 /// A rule the API server says the host lacks, as `/readyz?verbose` and `/status` show it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Missing {
+pub(crate) struct Missing {
     /// The rule, spelled as [`Rule`]'s `Display`.
     pub rule: String,
     /// The group of the resource (to match a plugin's resources).
@@ -147,7 +147,7 @@ struct Entry {
 
 /// What the host knows of its own permissions. Cheap to share behind an `Arc`.
 #[derive(Debug)]
-pub struct Access {
+pub(crate) struct Access {
     entries: Mutex<BTreeMap<Rule, Entry>>,
     /// Bumped each time a denied rule turns out granted.
     granted: watch::Sender<u64>,
@@ -166,7 +166,12 @@ impl Access {
     /// Declare what part `source` of the host needs now (replacing what it declared
     /// before: rules nobody needs any more are forgotten), and ask the API server about
     /// each rule not known yet. The rules found denied are logged in one error line.
-    pub async fn require(&self, client: &kube::Client, source: &'static str, needs: Vec<Need>) {
+    pub(crate) async fn require(
+        &self,
+        client: &kube::Client,
+        source: &'static str,
+        needs: Vec<Need>,
+    ) {
         let unknown: Vec<Rule> = {
             let mut entries = lock(&self.entries);
             for e in entries.values_mut() {
@@ -224,7 +229,7 @@ impl Access {
 
     /// Ask again about every denied rule; the ones granted now are logged in one line,
     /// dropped from the report, and wake [`Access::granted`] subscribers.
-    pub async fn recheck(&self, client: &kube::Client) {
+    pub(crate) async fn recheck(&self, client: &kube::Client) {
         let denied: Vec<Rule> = lock(&self.entries)
             .iter()
             .filter(|(_, e)| e.verdict == Verdict::Denied)
@@ -240,7 +245,7 @@ impl Access {
     }
 
     /// The rules in `rules` were shown to work (a watch synced): no longer missing.
-    pub fn allowed(&self, rules: &[Rule]) {
+    pub(crate) fn allowed(&self, rules: &[Rule]) {
         let was_denied: Vec<Rule> = {
             let mut entries = lock(&self.entries);
             rules
@@ -278,19 +283,19 @@ impl Access {
 
     /// Changes each time a rule denied before is found granted: a watch backing off on
     /// a 403 tries again at once.
-    pub fn granted(&self) -> watch::Receiver<u64> {
+    pub(crate) fn granted(&self) -> watch::Receiver<u64> {
         self.granted.subscribe()
     }
 
     /// Whether some rule is still to be asked again.
-    pub fn any_denied(&self) -> bool {
+    pub(crate) fn any_denied(&self) -> bool {
         lock(&self.entries)
             .values()
             .any(|e| e.verdict == Verdict::Denied)
     }
 
     /// The rules the API server said the host lacks, in rule order.
-    pub fn missing(&self) -> Vec<Missing> {
+    pub(crate) fn missing(&self) -> Vec<Missing> {
         lock(&self.entries)
             .iter()
             .filter(|(_, e)| e.verdict == Verdict::Denied)

@@ -29,7 +29,7 @@ use crate::serve::metrics::Metrics;
 /// What `/readyz` and `/status` report.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ReadinessReport {
+pub(crate) struct ReadinessReport {
     /// The plugin directory was loaded once.
     pub plugins_loaded: bool,
     /// Where the watched and read resources stand.
@@ -55,7 +55,7 @@ pub struct ReadinessReport {
 /// The shards of one replica, in `/status`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ShardsReport {
+pub(crate) struct ShardsReport {
     /// S.
     pub total: u32,
     /// The shards this replica holds.
@@ -69,7 +69,7 @@ pub struct ShardsReport {
 /// Where one plugin stands.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PluginReport {
+pub(crate) struct PluginReport {
     /// The plugin.
     pub name: String,
     /// Its manifest version.
@@ -98,7 +98,7 @@ pub struct PluginReport {
 /// the error itself may quote the plugin (a `handle-error` message, an excerpt of an
 /// intent) and stays in the host's log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct BlockedObject {
+pub(crate) struct BlockedObject {
     /// The object's resource.
     pub resource: String,
     /// `namespace/name`.
@@ -125,7 +125,7 @@ impl serde::Serialize for BlockedObject {
 }
 
 /// What a failure class (`Error::kind`) means, in the host's words only.
-pub fn describe_reason(reason: &str) -> &'static str {
+pub(crate) fn describe_reason(reason: &str) -> &'static str {
     match reason {
         "refused" => "an intent was outside the plugin's grants; the host's log says which",
         "invalid-intent" => "the plugin returned an invalid intent; the host's log says why",
@@ -151,7 +151,7 @@ const ACCOUNT_LACKS: &str =
 
 impl PluginReport {
     /// The plugin's conditions, Kubernetes-style: `Ready` and `Blocked`.
-    pub fn conditions(&self) -> serde_json::Value {
+    pub(crate) fn conditions(&self) -> serde_json::Value {
         let (ready, reason, message) = if let Some(why) = &self.not_ready {
             ("False", "CannotWrite", why.clone())
         } else if !self.forbidden.is_empty() {
@@ -206,14 +206,14 @@ impl PluginReport {
 impl ReadinessReport {
     /// Ready: plugins loaded, and no served resource still syncing. Plugins waiting for a
     /// resource that is not served do not block: it may never be.
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         self.plugins_loaded
             && self.watches.syncing.is_empty()
             && !self.missing.iter().any(|m| m.blocking)
     }
 
     /// The one-line answer of `/readyz` without `?verbose`.
-    pub fn summary(&self) -> &'static str {
+    pub(crate) fn summary(&self) -> &'static str {
         if self.ready() {
             "ready\n"
         } else if self.missing.iter().any(|m| m.blocking) {
@@ -225,7 +225,7 @@ impl ReadinessReport {
 
     /// The `/status` document: readiness, and per plugin its conditions and the objects
     /// parked by permanent failures.
-    pub fn status(&self) -> serde_json::Value {
+    pub(crate) fn status(&self) -> serde_json::Value {
         let plugins: Vec<serde_json::Value> = self
             .plugins
             .iter()
@@ -263,7 +263,7 @@ impl ReadinessReport {
     }
 
     /// The `?verbose` text, one check a line, as kube-apiserver's `/readyz?verbose`.
-    pub fn verbose(&self) -> String {
+    pub(crate) fn verbose(&self) -> String {
         let mut out = String::new();
         let mark = |ok: bool| if ok { "[+]" } else { "[-]" };
         out.push_str(&format!("{}plugins loaded\n", mark(self.plugins_loaded)));
@@ -351,7 +351,7 @@ pub(crate) struct Readiness(Arc<RwLock<Option<Check>>>);
 
 impl Readiness {
     /// Install the check.
-    pub fn set(&self, check: impl Fn() -> ReadinessReport + Send + Sync + 'static) {
+    pub(crate) fn set(&self, check: impl Fn() -> ReadinessReport + Send + Sync + 'static) {
         {
             let mut c = kubewasm_core::sync::write(&self.0);
             *c = Some(Box::new(check));
@@ -359,7 +359,7 @@ impl Readiness {
     }
 
     /// The current report (not ready before the host exists).
-    pub fn report(&self) -> ReadinessReport {
+    pub(crate) fn report(&self) -> ReadinessReport {
         kubewasm_core::sync::read(&self.0)
             .as_ref()
             .map(|f| f())
@@ -367,7 +367,7 @@ impl Readiness {
     }
 
     /// Whether the host is ready.
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         self.report().ready()
     }
 }

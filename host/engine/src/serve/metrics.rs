@@ -11,14 +11,14 @@ use prometheus_client::registry::Registry;
 
 /// `plugin`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PluginLabel {
+pub(crate) struct PluginLabel {
     /// Plugin name.
     pub plugin: String,
 }
 
 /// `plugin`, `event`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct EventLabels {
+pub(crate) struct EventLabels {
     /// Plugin name.
     pub plugin: String,
     /// added | modified | deleted | resync.
@@ -27,7 +27,7 @@ pub struct EventLabels {
 
 /// `plugin`, `verb`, `result`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct IntentLabels {
+pub(crate) struct IntentLabels {
     /// Plugin name.
     pub plugin: String,
     /// create | patch | patch-status | delete.
@@ -38,7 +38,7 @@ pub struct IntentLabels {
 
 /// `plugin`, `kind`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ErrorLabels {
+pub(crate) struct ErrorLabels {
     /// Plugin name.
     pub plugin: String,
     /// deadline | memory | trap | limit | plugin | budget-wait | invalid-intent | refused |
@@ -48,7 +48,7 @@ pub struct ErrorLabels {
 
 /// `plugin`, `version`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct InfoLabels {
+pub(crate) struct InfoLabels {
     /// Plugin name.
     pub plugin: String,
     /// Plugin version.
@@ -57,13 +57,13 @@ pub struct InfoLabels {
 
 /// `resource`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceLabel {
+pub(crate) struct ResourceLabel {
     /// `plural.version.group`.
     pub resource: String,
 }
 
 /// Every metric the host exports.
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Mutex<Registry>,
     /// Events handed to plugins.
     pub events: Family<EventLabels, Counter>,
@@ -114,7 +114,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// All metrics, registered.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut registry = Registry::with_prefix("kubewasm");
         let m = Metrics {
             registry: Mutex::new(Registry::default()),
@@ -267,7 +267,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         {
             let r = kubewasm_core::sync::lock(&self.registry);
@@ -277,7 +277,7 @@ impl Metrics {
     }
 
     /// Count a failed event.
-    pub fn error(&self, plugin: &str, kind: &str) {
+    pub(crate) fn error(&self, plugin: &str, kind: &str) {
         self.errors
             .get_or_create(&ErrorLabels {
                 plugin: plugin.to_string(),
@@ -287,7 +287,7 @@ impl Metrics {
     }
 
     /// Set a plugin's quarantine gauge.
-    pub fn set_quarantined(&self, plugin: &str, quarantined: bool) {
+    pub(crate) fn set_quarantined(&self, plugin: &str, quarantined: bool) {
         self.quarantined
             .get_or_create(&PluginLabel {
                 plugin: plugin.to_string(),
@@ -296,7 +296,7 @@ impl Metrics {
     }
 
     /// Count an intent outcome.
-    pub fn intent(&self, plugin: &str, verb: &str, result: &str) {
+    pub(crate) fn intent(&self, plugin: &str, verb: &str, result: &str) {
         self.intents
             .get_or_create(&IntentLabels {
                 plugin: plugin.to_string(),

@@ -2,7 +2,7 @@
 //! metrics, the `/healthz`, `/readyz` and `/metrics` endpoints (`http`), and the in-cluster
 //! client configuration.
 
-pub mod access;
-pub mod http;
+pub(crate) mod access;
+pub(crate) mod http;
 pub mod incluster;
-pub mod metrics;
+pub(crate) mod metrics;

@@ -10,7 +10,7 @@ use kube::api::DynamicObject;
 use kubewasm_core::admit::{Owners, Trigger};
 use kubewasm_core::kind::KindInfo;
 use kubewasm_core::resource::TypeRef;
-pub use kubewasm_core::resource::{ObjectKey, ResourceKey};
+pub(crate) use kubewasm_core::resource::{ObjectKey, ResourceKey};
 use kubewasm_core::selector::LabelSelector;
 use kubewasm_runtime::{ClusterView, ListAnswer, ListLimit, ReadError, ReadScope};
 
@@ -19,30 +19,30 @@ use kubewasm_runtime::{ClusterView, ListAnswer, ListLimit, ReadError, ReadScope}
 /// plugin is handed the object or reads it, so objects no route selects cost no
 /// serialisation and the cache holds no second copy.
 #[derive(Debug)]
-pub struct CachedObject {
+pub(crate) struct CachedObject {
     /// The object.
     pub object: DynamicObject,
 }
 
 impl CachedObject {
     /// Wrap an object.
-    pub fn new(object: DynamicObject) -> Arc<Self> {
+    pub(crate) fn new(object: DynamicObject) -> Arc<Self> {
         Arc::new(CachedObject { object })
     }
 
     /// The object as JSON, as a plugin receives it. A `DynamicObject` always serialises
     /// (string keys, finite numbers from JSON), so the fallback is never taken in practice.
-    pub fn json(&self) -> Arc<str> {
+    pub(crate) fn json(&self) -> Arc<str> {
         self.json_string().into()
     }
 
     /// [`CachedObject::json`] as an owned string.
-    pub fn json_string(&self) -> String {
+    pub(crate) fn json_string(&self) -> String {
         serde_json::to_string(&self.object).unwrap_or_else(|_| "{}".to_string())
     }
 
     /// Its key.
-    pub fn key(&self) -> ObjectKey {
+    pub(crate) fn key(&self) -> ObjectKey {
         ObjectKey {
             namespace: self.object.metadata.namespace.clone(),
             name: self.object.metadata.name.clone().unwrap_or_default(),
@@ -50,18 +50,18 @@ impl CachedObject {
     }
 
     /// Its resourceVersion.
-    pub fn resource_version(&self) -> Option<&str> {
+    pub(crate) fn resource_version(&self) -> Option<&str> {
         self.object.metadata.resource_version.as_deref()
     }
 
     /// Its labels.
-    pub fn labels(&self) -> &BTreeMap<String, String> {
+    pub(crate) fn labels(&self) -> &BTreeMap<String, String> {
         static EMPTY: BTreeMap<String, String> = BTreeMap::new();
         self.object.metadata.labels.as_ref().unwrap_or(&EMPTY)
     }
 
     /// The object as the intent pipeline sees a trigger.
-    pub fn trigger(&self) -> Trigger {
+    pub(crate) fn trigger(&self) -> Trigger {
         let o = &self.object;
         Trigger {
             api_version: o
@@ -77,7 +77,7 @@ impl CachedObject {
     }
 
     /// `Kind namespace/name` for logs.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let kind = self
             .object
             .types
@@ -90,7 +90,7 @@ impl CachedObject {
 
 /// The cache of one resource.
 #[derive(Debug)]
-pub struct ResourceCache {
+pub(crate) struct ResourceCache {
     /// The resource it caches.
     pub resource: ResourceKey,
     /// What it holds.
@@ -107,7 +107,7 @@ pub struct ResourceCache {
 
 impl ResourceCache {
     /// An empty, unsynced cache of `resource`, whose objects are of `kind`.
-    pub fn new(resource: ResourceKey, kind: TypeRef, namespaced: bool) -> Self {
+    pub(crate) fn new(resource: ResourceKey, kind: TypeRef, namespaced: bool) -> Self {
         ResourceCache {
             resource,
             kind,
@@ -132,7 +132,7 @@ impl ResourceCache {
 
     /// How long its watch has been failing without a success in between (None: it works).
     /// What it holds may be that old.
-    pub fn failing_for(&self) -> Option<std::time::Duration> {
+    pub(crate) fn failing_for(&self) -> Option<std::time::Duration> {
         kubewasm_core::sync::lock(&self.failing_since).map(|at| at.elapsed())
     }
 
@@ -160,7 +160,7 @@ impl ResourceCache {
     }
 
     /// Whether the first list has completed.
-    pub fn is_synced(&self) -> bool {
+    pub(crate) fn is_synced(&self) -> bool {
         self.synced.load(Ordering::Acquire)
     }
 
@@ -169,12 +169,12 @@ impl ResourceCache {
     }
 
     /// One object.
-    pub fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+    pub(crate) fn get(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
         kubewasm_core::sync::read(&self.objects).get(key).cloned()
     }
 
     /// Every object.
-    pub fn snapshot(&self) -> Vec<Arc<CachedObject>> {
+    pub(crate) fn snapshot(&self) -> Vec<Arc<CachedObject>> {
         kubewasm_core::sync::read(&self.objects)
             .values()
             .cloned()
@@ -218,20 +218,20 @@ impl ResourceCache {
     }
 
     /// Number of cached objects.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         kubewasm_core::sync::read(&self.objects).len()
     }
 }
 
 /// All caches, by resource and by kind.
 #[derive(Debug, Default)]
-pub struct Caches {
+pub(crate) struct Caches {
     by_kind: RwLock<HashMap<TypeRef, Arc<ResourceCache>>>,
 }
 
 impl Caches {
     /// Register a cache for a kind (replacing any previous one).
-    pub fn insert(&self, cache: Arc<ResourceCache>) {
+    pub(crate) fn insert(&self, cache: Arc<ResourceCache>) {
         {
             let mut m = kubewasm_core::sync::write(&self.by_kind);
             m.insert(cache.kind.clone(), cache);
@@ -239,7 +239,7 @@ impl Caches {
     }
 
     /// Drop the cache of a kind.
-    pub fn remove(&self, kind: &TypeRef) {
+    pub(crate) fn remove(&self, kind: &TypeRef) {
         {
             let mut m = kubewasm_core::sync::write(&self.by_kind);
             m.remove(kind);
@@ -247,7 +247,7 @@ impl Caches {
     }
 
     /// Every cache.
-    pub fn all(&self) -> Vec<Arc<ResourceCache>> {
+    pub(crate) fn all(&self) -> Vec<Arc<ResourceCache>> {
         kubewasm_core::sync::read(&self.by_kind)
             .values()
             .cloned()
@@ -255,12 +255,12 @@ impl Caches {
     }
 
     /// The cache of a kind.
-    pub fn get(&self, kind: &TypeRef) -> Option<Arc<ResourceCache>> {
+    pub(crate) fn get(&self, kind: &TypeRef) -> Option<Arc<ResourceCache>> {
         kubewasm_core::sync::read(&self.by_kind).get(kind).cloned()
     }
 
     /// The cache of a resource.
-    pub fn for_resource(&self, resource: &ResourceKey) -> Option<Arc<ResourceCache>> {
+    pub(crate) fn for_resource(&self, resource: &ResourceKey) -> Option<Arc<ResourceCache>> {
         kubewasm_core::sync::read(&self.by_kind)
             .values()
             .find(|c| c.resource == *resource)
@@ -271,7 +271,7 @@ impl Caches {
 /// What one plugin may read: the caches, limited to the kinds it watches or declared and
 /// to the namespaces of its read scope (one for all kinds, or one per kind), within the
 /// call's read budget.
-pub struct PluginView {
+pub(crate) struct PluginView {
     caches: Arc<Caches>,
     allowed: Arc<HashMap<TypeRef, ReadScope>>,
     budget: usize,
@@ -293,7 +293,7 @@ impl PluginView {
 
     /// A view of `caches` limited to the kinds of `allowed`, each namespaced kind to its
     /// own scope (`run`: where the plugin's approval lets it read that kind).
-    pub fn per_kind(
+    pub(crate) fn per_kind(
         caches: Arc<Caches>,
         allowed: Arc<HashMap<TypeRef, ReadScope>>,
         budget: usize,

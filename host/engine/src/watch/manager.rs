@@ -38,7 +38,7 @@ type Wanted = HashMap<ResourceKey, (Arc<Resolved>, BTreeSet<Demand>)>;
 
 /// A change to one cached object.
 #[derive(Debug, Clone)]
-pub struct WatchEvent {
+pub(crate) struct WatchEvent {
     /// The resource it belongs to.
     pub resource: ResourceKey,
     /// What happened.
@@ -51,7 +51,7 @@ pub struct WatchEvent {
 
 /// What the watch manager tells the router, in order.
 #[derive(Debug, Clone)]
-pub enum WatchSignal {
+pub(crate) enum WatchSignal {
     /// A change to a cached object.
     Event(WatchEvent),
     /// A watch target (one spelling of a resource) now resolves to a served resource.
@@ -62,7 +62,7 @@ pub enum WatchSignal {
 
 /// Where the desired resources stand (see [`WatchManager::readiness`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WatchReadiness {
+pub(crate) struct WatchReadiness {
     /// Served, cache synced.
     pub synced: Vec<String>,
     /// Served, first list not done yet.
@@ -96,7 +96,7 @@ impl Default for WatchConfig {
 
 /// What the consumers of one watch target ask of it: the label selector every one of them
 /// uses (sent to the server), or `None` when some consumer needs every object.
-pub type Demand = Option<String>;
+pub(crate) type Demand = Option<String>;
 
 /// What consumers with these demands share: the one label selector they all ask for, or
 /// `None` (every object) as soon as two differ or one needs every object. The one rule
@@ -121,7 +121,7 @@ struct Running {
 }
 
 /// Owns the watchers. Cheap to share.
-pub struct WatchManager {
+pub(crate) struct WatchManager {
     client: Client,
     discovery: Arc<Discovery>,
     caches: Arc<Caches>,
@@ -147,7 +147,7 @@ pub struct WatchManager {
 
 impl WatchManager {
     /// A manager sending events to `events`.
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         discovery: Arc<Discovery>,
         caches: Arc<Caches>,
@@ -188,19 +188,19 @@ impl WatchManager {
 
     /// Set what must be watched, each target with its [`Demand`]; the manager converges to
     /// it in the background.
-    pub fn set_desired(&self, refs: BTreeMap<ResourceRef, Demand>) {
+    pub(crate) fn set_desired(&self, refs: BTreeMap<ResourceRef, Demand>) {
         self.desired.send_replace(refs);
     }
 
     /// The served resource a watch target resolved to, if it is being watched.
-    pub fn resolved(&self, r: &ResourceRef) -> Option<Arc<Resolved>> {
+    pub(crate) fn resolved(&self, r: &ResourceRef) -> Option<Arc<Resolved>> {
         kubewasm_core::sync::read(&self.resolved).get(r).cloned()
     }
 
     /// Where each desired resource stands: served and synced, served and still syncing,
     /// or not served (yet). Only syncing resources hold readiness back: a resource that is
     /// not served (a CRD not installed) may never be, and must not keep a host unready.
-    pub fn readiness(&self) -> WatchReadiness {
+    pub(crate) fn readiness(&self) -> WatchReadiness {
         let desired = self.desired.borrow().clone();
         let mut report = WatchReadiness::default();
         let resolved = kubewasm_core::sync::read(&self.resolved);
@@ -224,7 +224,7 @@ impl WatchManager {
     }
 
     /// Converge until cancelled; stops every watcher on the way out.
-    pub async fn run(self: Arc<Self>, cancel: CancellationToken) {
+    pub(crate) async fn run(self: Arc<Self>, cancel: CancellationToken) {
         let mut desired_rx = self.desired.subscribe();
         let mut running: HashMap<ResourceKey, Running> = HashMap::new();
         let mut waiting_logged: HashSet<ResourceRef> = HashSet::new();

@@ -425,7 +425,7 @@ pub(crate) struct ClusterState {
 
 impl ClusterState {
     /// Instantiate: no reads allowed until a call lends a view.
-    pub fn new(plugin: &str) -> Self {
+    pub(crate) fn new(plugin: &str) -> Self {
         ClusterState {
             plugin: plugin.to_string(),
             object: String::new(),
@@ -436,7 +436,7 @@ impl ClusterState {
     }
 
     /// Start of a call: the view this call may read, and the object it handles.
-    pub fn begin_call(&mut self, view: Arc<dyn ClusterView>, object: &str) {
+    pub(crate) fn begin_call(&mut self, view: Arc<dyn ClusterView>, object: &str) {
         self.view = view;
         self.object = object.to_string();
         self.read = 0;
@@ -445,7 +445,7 @@ impl ClusterState {
 
     /// End of a call: give the view back (a pooled instance keeps no reference to caches);
     /// the number of refused reads that were not logged.
-    pub fn end_call(&mut self) -> usize {
+    pub(crate) fn end_call(&mut self) -> usize {
         self.view = Arc::new(NoCluster);
         self.refusals.saturating_sub(LOGGED_REFUSALS)
     }
@@ -455,7 +455,7 @@ impl ClusterState {
     }
 
     /// The `get` import.
-    pub fn get(
+    pub(crate) fn get(
         &mut self,
         api_version: &str,
         kind: &str,
@@ -479,7 +479,7 @@ impl ClusterState {
     }
 
     /// The `list` import.
-    pub fn list(
+    pub(crate) fn list(
         &mut self,
         api_version: &str,
         kind: &str,

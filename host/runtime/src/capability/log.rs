@@ -41,10 +41,10 @@ pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
 }
 
 /// Longest log line a plugin may write; longer lines are truncated.
-pub const MAX_LOG_LINE_BYTES: usize = 4096;
+pub(crate) const MAX_LOG_LINE_BYTES: usize = 4096;
 
 /// Per-store state of the log capability.
-pub struct LogState {
+pub(crate) struct LogState {
     plugin: String,
     object: String,
     lines: usize,
@@ -54,7 +54,7 @@ pub struct LogState {
 
 impl LogState {
     /// Instantiate: a fresh state for `plugin`, at most `max_lines` lines per call.
-    pub fn new(plugin: &str, max_lines: usize) -> Self {
+    pub(crate) fn new(plugin: &str, max_lines: usize) -> Self {
         LogState {
             plugin: plugin.to_string(),
             object: String::new(),
@@ -65,19 +65,19 @@ impl LogState {
     }
 
     /// Start of a call: the object it handles (`Kind namespace/name`), counts reset.
-    pub fn begin_call(&mut self, object: &str) {
+    pub(crate) fn begin_call(&mut self, object: &str) {
         self.object = object.to_string();
         self.lines = 0;
         self.dropped = 0;
     }
 
     /// End of a call: how many lines were dropped over the cap.
-    pub fn end_call(&self) -> usize {
+    pub(crate) fn end_call(&self) -> usize {
         self.dropped
     }
 
     /// Write a line, excerpted to [`MAX_LOG_LINE_BYTES`].
-    pub fn write(&mut self, level: LogLevel, message: String) {
+    pub(crate) fn write(&mut self, level: LogLevel, message: String) {
         let line = excerpt(&message, MAX_LOG_LINE_BYTES).into_owned();
         self.emit(level, line);
     }

@@ -10,6 +10,6 @@
 //!
 //! Nothing else in the runtime touches a capability's state.
 
-pub mod cluster;
+pub(crate) mod cluster;
 pub(crate) mod log;
 pub(crate) mod wasi;

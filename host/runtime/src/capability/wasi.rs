@@ -37,17 +37,17 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 /// wasmtime-wasi's default (64 MiB) is allocated by the host outside the plugin's memory
 /// cap, per request; language runtimes ask for a few KiB (JavaScript's `getRandomValues`
 /// is limited to 64 KiB by its specification).
-pub const MAX_RANDOM_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_RANDOM_BYTES: u64 = 1 << 20;
 
 /// Most WASI handles (streams, pollables, descriptors) one plugin instance may hold at
 /// once. The table lives in the host's memory, outside the plugin's memory cap, and
 /// wasmtime-wasi's default lets it grow to 1,000,000 entries (~100 MiB); language runtimes
 /// hold a few dozen (stdio streams, a pollable per pending sleep). A plugin that opens
 /// more gets WASI's resource-exhausted error.
-pub const MAX_WASI_HANDLES: usize = 4096;
+pub(crate) const MAX_WASI_HANDLES: usize = 4096;
 
 /// Per-store state of the WASI capability.
-pub struct WasiState {
+pub(crate) struct WasiState {
     ctx: WasiCtx,
     table: ResourceTable,
     stderr: StderrTail,
@@ -59,7 +59,7 @@ impl WasiState {
     /// unless asked; sockets are refused at creation, so a plugin never holds an OS socket
     /// (a hostile one cannot exhaust the host's file descriptors), whatever wasmtime-wasi's
     /// defaults become.
-    pub fn new(plugin: &str) -> Self {
+    pub(crate) fn new(plugin: &str) -> Self {
         let stderr = StderrTail::default();
         WasiState {
             ctx: WasiCtx::builder()
@@ -81,12 +81,12 @@ impl WasiState {
     }
 
     /// What the guest wrote to stderr (its tail).
-    pub fn stderr(&self) -> &StderrTail {
+    pub(crate) fn stderr(&self) -> &StderrTail {
         &self.stderr
     }
 
     /// The view wasmtime-wasi's host functions use.
-    pub fn view(&mut self) -> WasiCtxView<'_> {
+    pub(crate) fn view(&mut self) -> WasiCtxView<'_> {
         WasiCtxView {
             ctx: &mut self.ctx,
             table: &mut self.table,
@@ -96,10 +96,10 @@ impl WasiState {
 
 /// Bytes of the guest's stderr kept from its start (a Go panic's message comes first,
 /// its goroutine trace after) ...
-pub const STDERR_HEAD_BYTES: usize = 512;
+pub(crate) const STDERR_HEAD_BYTES: usize = 512;
 /// ... and from its end (a Rust panic's message, the last lines of a log), for a failed
 /// call's error.
-pub const STDERR_TAIL_BYTES: usize = 2048;
+pub(crate) const STDERR_TAIL_BYTES: usize = 2048;
 /// What one write may carry (wasmtime copies that much guest memory per write).
 const STDERR_WRITE_PERMIT: usize = 4096;
 
@@ -107,7 +107,7 @@ const STDERR_WRITE_PERMIT: usize = 4096;
 /// [`STDERR_TAIL_BYTES`] are kept. Writes always succeed (a runtime that cannot write its
 /// panic would trap elsewhere, or loop).
 #[derive(Clone, Default)]
-pub struct StderrTail(Arc<Mutex<Kept>>);
+pub(crate) struct StderrTail(Arc<Mutex<Kept>>);
 
 #[derive(Default)]
 struct Kept {
@@ -137,14 +137,14 @@ impl StderrTail {
     }
 
     /// Forget what was written (a new call starts).
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         *lock(&self.0) = Kept::default();
     }
 
     /// What the guest wrote, its non-blank lines quoted with control characters escaped
     /// (one line of text whatever the guest wrote), `…` where bytes were dropped; `None`
     /// when it wrote nothing but whitespace.
-    pub fn excerpt(&self) -> Option<String> {
+    pub(crate) fn excerpt(&self) -> Option<String> {
         let kept = lock(&self.0);
         let (a, b) = kept.tail.as_slices();
         let mut lines: Vec<String> = Vec::new();
@@ -263,7 +263,7 @@ impl StdoutStream for StderrTail {
 }
 
 /// Link: add WASI p2 to the engine's linker.
-pub fn link<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub(crate) fn link<T: WasiView + 'static>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_async(linker)
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 use kubewasm_core::grant::{Approval, approve, check_approval, still_fits};
 use kubewasm_core::manifest::Manifest;
 use kubewasm_core::plugin_object::{Condition, Permissions};
+use kubewasm_runtime::Loaded;
 use kubewasm_runtime::PluginFile;
-use kubewasm_runtime::loader::Loaded;
 
 use crate::Error;
 use crate::apply::identity::AccessVerdict;

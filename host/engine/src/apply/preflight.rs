@@ -56,20 +56,11 @@ pub(crate) async fn check_merges(
         let Some(live) = cluster.current(manager, p).await? else {
             continue;
         };
-        admit::check_merge(manifest, p, &live, manager).map_err(|e| {
-            Error::rejected(
-                plugin,
-                Rejection {
-                    index,
-                    error: e.into(),
-                },
-            )
-        })?;
-        let version = live
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        if let (Some(version), Action::Merge { body, .. }) = (version, &mut p.intent.action) {
+        admit::check_merge(manifest, p, &live, manager)
+            .map_err(|e| refused(plugin, index, e.into()))?;
+        if let (Some(version), Action::Merge { body, .. }) =
+            (resource_version(&live), &mut p.intent.action)
+        {
             precondition(body, version);
         }
     }
@@ -91,20 +82,10 @@ async fn check_adoption(
     let Some(live) = cluster.current(manager, p).await? else {
         return Ok(());
     };
-    admit::check_adoption(manifest, p, &live).map_err(|e| {
-        Error::rejected(
-            plugin,
-            Rejection {
-                index,
-                error: e.into(),
-            },
-        )
-    })?;
-    let version = live
-        .pointer("/metadata/resourceVersion")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    if let (Some(version), Action::Apply { body, .. }) = (version, &mut p.intent.action) {
+    admit::check_adoption(manifest, p, &live).map_err(|e| refused(plugin, index, e.into()))?;
+    if let (Some(version), Action::Apply { body, .. }) =
+        (resource_version(&live), &mut p.intent.action)
+    {
         precondition(body, version);
     }
     Ok(())
@@ -112,6 +93,18 @@ async fn check_adoption(
 
 /// A merge patch (or an apply) naming `metadata.resourceVersion` is applied only to that version
 /// (kube-apiserver answers 409 otherwise). One the plugin named itself is kept.
+/// Intent `index` of `plugin`'s call refused, as admission refuses it.
+fn refused(plugin: &str, index: usize, error: admit::AdmitError) -> Error {
+    Error::rejected(plugin, Rejection { index, error })
+}
+
+/// The live object's `resourceVersion`, the one the write is checked against.
+fn resource_version(live: &Value) -> Option<String> {
+    live.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
 fn precondition(body: &mut Value, version: String) {
     let Some(obj) = body.as_object_mut() else {
         return;

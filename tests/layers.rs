@@ -361,3 +361,41 @@ fn skip_string(chars: &[char], mut i: usize, out: &mut String) -> usize {
     }
     i
 }
+
+/// Inside the engine, the lower folders name no higher one: the watch loop, writing and
+/// replicas know nothing of events, plugins, cases or the host that assembles them (the
+/// caches answer the queue from `event/`, the preflight is the pipeline's).
+#[test]
+fn engine_folders_point_down() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../engine/src");
+    let lower = [
+        ("watch", &["replicas", "serve"][..]),
+        ("apply", &["watch", "serve"][..]),
+        ("replicas", &["serve"][..]),
+    ];
+    let folders = [
+        "watch", "apply", "replicas", "serve", "event", "plugins", "cases", "host",
+    ];
+    let mut wrong = Vec::new();
+    for (folder, allowed) in lower {
+        for file in rust_files(&src.join(folder)) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            for other in folders {
+                if other == folder || allowed.contains(&other) {
+                    continue;
+                }
+                let path = format!("crate::{other}");
+                let names = text.lines().any(|l| {
+                    l.match_indices(&path).any(|(i, _)| {
+                        let rest = &l[i + path.len()..];
+                        !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_')
+                    })
+                });
+                if names {
+                    wrong.push(format!("{} names crate::{other}", file.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}

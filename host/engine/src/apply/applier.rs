@@ -119,7 +119,7 @@ impl Applier {
     }
 
     /// The object `p` writes as the API server has it now, `managedFields` included, read
-    /// as the plugin writing it (an empty dry-run merge patch: see `apply::preflight`);
+    /// as the plugin writing it (an empty dry-run merge patch: see `event::preflight`);
     /// None when it does not exist.
     pub(crate) async fn current(
         &self,

@@ -1,6 +1,6 @@
-//! Writing to the cluster: admitted intents (server-side apply, merge patch, delete),
-//! checked first where only the cluster can tell (`preflight`: merge patches over other
-//! managers' fields), Warning Events about failing objects, manifest files applied like
+//! Writing to the cluster: admitted intents (server-side apply, merge patch, delete;
+//! what only the cluster can tell is checked before, by the pipeline's
+//! `event::preflight`), Warning Events about failing objects, manifest files applied like
 //! `kubectl apply --server-side`, and whether the host may write as each plugin at all
 //! ([`identity`]).
 
@@ -8,7 +8,6 @@ pub(crate) mod applier;
 pub mod events;
 pub mod identity;
 pub mod manifests;
-pub(crate) mod preflight;
 
 pub use applier::WriteIdentity;
 pub(crate) use applier::{Applier, Outcome};

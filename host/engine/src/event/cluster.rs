@@ -1,7 +1,7 @@
 //! The cluster port: everything the pipeline ([`super::pipeline::Pipeline`]) asks of the
 //! cluster it writes to. Kinds are resolved through it ([`Resolver`]), owner uids read
 //! from it ([`Owners`]), the object a merge patch or an adopting create would change
-//! read from it as the plugin (`apply::preflight`'s question), and each admitted intent
+//! read from it as the plugin (`event::preflight`'s question), and each admitted intent
 //! executed on it. `run` plugs in the API server ([`ApiCluster`]); `kubewasm test` an
 //! embedded one per case (`cases::cluster::CaseCluster`). A small trait, so a wrapper (a
 //! dry run) can change what one of its answers does and pass the rest through.

@@ -23,4 +23,5 @@ pub(crate) mod cluster;
 pub(crate) mod handler;
 pub(crate) mod layers;
 pub(crate) mod pipeline;
+pub(crate) mod preflight;
 pub(crate) mod route;

@@ -10,9 +10,10 @@ use kubewasm_core::intent::RawIntent;
 use kubewasm_runtime::{CallError, ClusterView, PluginEvent};
 
 use crate::Error;
-use crate::apply::{Outcome, preflight};
+use crate::apply::Outcome;
 use crate::event::Delivery;
 use crate::event::cluster::Cluster;
+use crate::event::preflight;
 use crate::plugins::environment::Version;
 use crate::replicas::ownership::Ownership;
 

@@ -16,8 +16,9 @@
 #   KUBECONFIG=~/.kube/config bash tests/bench/python-provisioning-rss.sh
 #
 # Variables: PLUGIN (a .wasm), SETTINGS (its settings file; default the .yaml beside it,
-# else plugins/rust/contentsite-provisioner/contentsite-provisioner.yaml, which approves the
-# provisioner's grants), SITES, CONCURRENCY, KUBEWASM (the binary; default
+# else plugins/rust/contentsite-provisioner/contentsite-provisioner.yaml), APPROVALS (the
+# operator's approvals, default plugins/approvals.yaml, which approves the seed plugins in
+# every language), SITES, CONCURRENCY, KUBEWASM (the binary; default
 # target/release/kubewasm, built if missing), EXTRA (more host flags, e.g.
 # "--max-instances 4"), BENCH_CACHE_DIR (code cache, default target/kubewasm-bench-cache),
 # BENCH_CACHE_KEY_FILE (its key, default target/kubewasm-bench-cache.key, created if
@@ -37,6 +38,7 @@ mkdir -p "$KUBEWASM_CACHE_DIR"
 [ -f "$plugin" ] || { echo "$plugin is missing: run plugins/build.sh" >&2; exit 1; }
 settings="${SETTINGS:-${plugin%.wasm}.yaml}"
 [ -f "$settings" ] || settings="$root/plugins/contentsite-provisioner/contentsite-provisioner.yaml"
+approvals="${APPROVALS:-$root/plugins/approvals.yaml}"
 if [ ! -x "$bin" ]; then
     cargo build --quiet --release -p kubewasm-cli --manifest-path "$root/Cargo.toml"
 fi
@@ -63,12 +65,12 @@ if [ -n "$real" ]; then
     "${kc[@]}" create namespace "$ns" >/dev/null
     # shellcheck disable=SC2086
     "$bin" run --kubeconfig "$real" --no-impersonation --namespace "$ns" \
-        --plugins "$work/plugins" --concurrency "$concurrency" ${EXTRA:-} \
+        --plugins "$work/plugins" --approvals "$approvals" --concurrency "$concurrency" ${EXTRA:-} \
         2>"$work/host.log" &
     host_pid=$!
 else
     # shellcheck disable=SC2086
-    "$bin" dev --plugins "$work/plugins" --apply "$root/examples/crds" \
+    "$bin" dev --plugins "$work/plugins" --approvals "$approvals" --apply "$root/examples/crds" \
         --kubeconfig-out "$work/kubeconfig" --concurrency "$concurrency" ${EXTRA:-} \
         2>"$work/host.log" &
     host_pid=$!
@@ -86,6 +88,11 @@ for _ in $(seq 1200); do
     kill -0 "$host_pid" 2>/dev/null || { echo "host exited" >&2; tail -20 "$work/host.log" >&2; exit 1; }
     sleep 0.1
 done
+grep -q "plugin loaded" "$work/host.log" || {
+    echo "the plugin was not loaded within 120 s:" >&2
+    tail -20 "$work/host.log" >&2
+    exit 1
+}
 sleep 1
 {
     for i in $(seq "$sites"); do

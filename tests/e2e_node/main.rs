@@ -455,7 +455,7 @@ fn approve(n: &Node, wasm: &Path, settings: &Path, module: Option<&str>) -> Stri
 /// over the example overlay: the image of the tarball, one more plugin (`reloader`, the
 /// test plugin testkit, for the reload and failover checks) with its approval and the
 /// RBAC `kubewasm approve` prints for it, and `--insecure-registry` for the suite's
-/// registry.
+/// registry, with an egress rule to it in the NetworkPolicy (a private address).
 fn prepare_overlay(n: &Node) -> String {
     let kube_dir = n.dir.path().join("kubernetes");
     copy_dir(&root().join("deploy/kubernetes"), &kube_dir);
@@ -563,6 +563,21 @@ fn write_kustomization(n: &Node, extra_args: &[&str]) {
         )
         .collect();
     let mut patches = vec![json!({"path": "deployment-patch.yaml"})];
+    if let Some(r) = &n.registry {
+        // The base's NetworkPolicy opens registries at public addresses only; a registry
+        // of the operator's at a private one is added, as deploy/README says.
+        let host = r.lock().expect("registry").host();
+        let (ip, port) = host.rsplit_once(':').expect("registry IP:PORT");
+        let rule = json!({
+            "ports": [{"port": port.parse::<u16>().expect("registry port"), "protocol": "TCP"}],
+            "to": [{"ipBlock": {"cidr": format!("{ip}/32")}}],
+        });
+        patches.push(json!({
+            "target": {"group": "networking.k8s.io", "version": "v1", "kind": "NetworkPolicy", "name": NAME},
+            "patch": serde_json::to_string(&json!([{"op": "add", "path": "/spec/egress/-", "value": rule}]))
+                .expect("JSON"),
+        }));
+    }
     if !ops.is_empty() {
         patches.push(json!({
             "target": {"group": "apps", "version": "v1", "kind": "Deployment", "name": NAME},

@@ -97,9 +97,12 @@ pub(crate) fn finalizer_granted(manifest: &Manifest, a: &Access<'_>, name: &str)
 
 /// What the operator approved for one plugin, outside its `.wasm` (`spec.permissions` of
 /// its Plugin object, see [`crate::plugin_object`]): the watches, grants and extra reads
-/// the plugin may hold. A manifest asking for more is refused at load.
+/// the plugin may hold, and whether its writes take effect ([`Mode`]). A manifest asking
+/// for more is refused at load.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Approval {
+    /// Whether the plugin's writes are applied or only previewed (`spec.mode`).
+    pub mode: Mode,
     /// Watches the plugin may declare.
     pub watches: Vec<ApprovedWatch>,
     /// Grants the plugin may ask for (each requested grant must be covered by these).
@@ -107,6 +110,30 @@ pub struct Approval {
     /// Extra kinds (beyond its watches) the plugin may read from the host's caches, and
     /// where.
     pub reads: Vec<ApprovedRead>,
+}
+
+/// Whether a plugin's admitted writes take effect: `spec.mode` of its Plugin (or of its
+/// entry in `--approvals`), the operator's choice like the permissions.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize,
+)]
+pub enum Mode {
+    /// Written (the default).
+    #[default]
+    Enforce,
+    /// Sent with `dryRun=All`: the API server validates each write as the plugin's
+    /// identity and stores nothing; the host reports what would change.
+    DryRun,
+}
+
+impl Mode {
+    /// As `spec.mode` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "Enforce",
+            Mode::DryRun => "DryRun",
+        }
+    }
 }
 
 /// One approved read: a resource (compared as written, like a watch), in some namespaces.
@@ -182,6 +209,7 @@ impl Approval {
     /// read where the watches are, its grants.
     pub fn asked_by(manifest: &Manifest) -> Approval {
         Approval {
+            mode: Default::default(),
             watches: manifest
                 .watches
                 .iter()
@@ -563,6 +591,7 @@ mod tests {
             ),
         ]);
         let approval = Approval {
+            mode: Default::default(),
             watches: vec![],
             grants: vec![
                 grant(&["apps"], &["*"], &["web", "shop"], &[Verb::Patch], false),
@@ -619,6 +648,7 @@ mod tests {
         );
         // An approved `*` covers everything, reads are approved by name.
         let all = Approval {
+            mode: Default::default(),
             watches: vec![],
             grants: vec![grant(
                 &["*"],
@@ -644,6 +674,7 @@ mod tests {
         let mut with_fin = grant(&["apps"], &["Deployment"], &[], &[Verb::Create], false);
         with_fin.finalizers = vec!["example.com/cleanup".into()];
         let approval = Approval {
+            mode: Default::default(),
             watches: vec![],
             grants: vec![
                 with_fin,
@@ -700,6 +731,7 @@ mod tests {
     fn an_approval_as_a_manifest_holds_one_watch_per_namespace() {
         use crate::resource::TypeRef;
         let a = Approval {
+            mode: Default::default(),
             watches: vec![
                 ApprovedWatch {
                     resource: ResourceRef::Kind(TypeRef::new("v1", "ConfigMap")),
@@ -772,6 +804,7 @@ mod tests {
             namespaces: namespaces.iter().map(|s| s.to_string()).collect(),
         };
         let a = Approval {
+            mode: Default::default(),
             watches: vec![
                 ApprovedWatch {
                     resource: kind("ConfigMap"),
@@ -801,6 +834,7 @@ mod tests {
         assert_eq!(s[&kind("ConfigMap")], ns(&["a", "d"]));
         // Only cluster-wide watches: a read without namespaces reads in none.
         let wide = Approval {
+            mode: Default::default(),
             watches: vec![a.watches[1].clone()],
             grants: vec![],
             reads: vec![read("Secret", &[])],

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::grant::{Approval, ApprovedRead, ApprovedWatch};
+use crate::grant::{Approval, ApprovedRead, ApprovedWatch, Mode};
 use crate::manifest::{Grant, Manifest, Verb};
 use crate::resource::{ResourceArg, ResourceRef, TypeRef};
 
@@ -93,6 +93,39 @@ pub struct PluginSpec {
     /// registry's credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pull_secret_ref: Option<LocalObjectReference>,
+    /// `Enforce` (the default): admitted writes are applied. `DryRun`: each is sent with
+    /// `dryRun=All` as the plugin's identity, and status reports what would change.
+    #[serde(default, skip_serializing_if = "is_enforce")]
+    pub mode: Mode,
+    /// A new version run beside the serving one, in dry run, on the same events and the
+    /// same view of the cluster, under this Plugin's permissions, limits and pull secret;
+    /// status counts where the two disagree. Promotion: move its module into `module`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidateSpec>,
+}
+
+fn is_enforce(m: &Mode) -> bool {
+    *m == Mode::Enforce
+}
+
+/// `spec.candidate` of a Plugin: the module and settings of a shadow version.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CandidateSpec {
+    /// Where the candidate's component comes from, as `spec.module` spells it.
+    pub module: String,
+    /// The candidate's settings (the serving version's are not inherited).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<serde_json::Value>,
+}
+
+impl PluginSpec {
+    /// What the operator approved: `permissions`, in `mode`.
+    pub fn approval(&self) -> Result<Approval, String> {
+        let mut approval = self.permissions.to_approval()?;
+        approval.mode = self.mode;
+        Ok(approval)
+    }
 }
 
 /// A reference to an object by name, in a namespace the context gives.
@@ -198,9 +231,76 @@ pub struct PluginObjectStatus {
     /// `spec.permissions`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested: Option<Permissions>,
-    /// `Ready`, `Approved`, `Pulled`.
+    /// What the plugin's dry run and its candidate would do (present while `spec.mode`
+    /// is `DryRun` or `spec.candidate` is set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preview: Option<PreviewStatus>,
+    /// `Ready`, `Approved`, `Pulled`, `Previewing`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// `status.preview`: a bounded summary; the host serves the whole per-object report.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewStatus {
+    /// `spec.mode` in force.
+    pub mode: Mode,
+    /// Events the plugin handled in dry run.
+    #[serde(default)]
+    pub events: u64,
+    /// Objects its dry-run writes would change, as last seen.
+    #[serde(default)]
+    pub changes: u64,
+    /// Objects whose last dry-run write the API server refused.
+    #[serde(default)]
+    pub refusals: u64,
+    /// The shadow candidate, while `spec.candidate` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<CandidatePreview>,
+    /// The last few findings, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<PreviewItem>,
+}
+
+/// The candidate's part of `status.preview`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CandidatePreview {
+    /// The pinned reference of the candidate running (None: not running yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Its own version (its `describe()` answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Events it was compared on.
+    #[serde(default)]
+    pub events: u64,
+    /// Objects on which it agrees with the serving version, as last compared.
+    #[serde(default)]
+    pub agreements: u64,
+    /// Objects on which it diverges, as last compared.
+    #[serde(default)]
+    pub divergences: u64,
+}
+
+/// One finding of a preview.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewItem {
+    /// `Kind namespace/name` of the object written.
+    pub object: String,
+    /// `Create`, `Update`, `Delete`, `Refused` (the dry run), or `Diverges` (the
+    /// candidate).
+    pub action: String,
+    /// Who found it: `dryRun` or `candidate`.
+    pub source: String,
+    /// The changed (or diverging) field paths, at most a few.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// The refusal's or divergence's reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// A condition, as `metav1.Condition`.
@@ -328,6 +428,7 @@ impl Permissions {
             })
             .collect::<Result<Vec<_>, String>>()?;
         Ok(Approval {
+            mode: Mode::Enforce,
             watches,
             grants,
             reads,

@@ -50,6 +50,7 @@ pub use crate::plugins::objects::ObjectsConfig;
 use crate::plugins::objects::{ObjectSource, StatusWriter, plugin_kind};
 use crate::plugins::reload::{Loading, Reloader};
 use crate::plugins::replay::Replayer;
+use crate::preview::report::Previews;
 use crate::replicas::leader::{self, LeaderConfig, Leadership};
 use crate::replicas::ownership::Ownership;
 use crate::replicas::shards::{self, ShardConfig, ShardSet};
@@ -211,6 +212,7 @@ impl Host {
             ownership: standing.ownership.clone(),
             metrics,
             access,
+            previews: Arc::default(),
         };
         let (plugins, tasks, watching, dir_watch) = parts.assemble().await?;
         let ready = plugins.clone();
@@ -433,6 +435,8 @@ struct Parts {
     ownership: Ownership,
     metrics: Arc<Metrics>,
     access: Arc<Access>,
+    /// What the plugins in dry run and their candidates would do.
+    previews: Arc<Previews>,
 }
 
 /// The assembled host: its plugin set, its tasks, the watch manager's task, the
@@ -498,13 +502,18 @@ impl Parts {
             )),
             objects: self.config.plugins.objects.as_ref().map(|o| {
                 Arc::new(ObjectsWatch::new(
-                    StatusWriter::new(self.client.clone(), self.ownership.clone()),
+                    StatusWriter::new(
+                        self.client.clone(),
+                        self.ownership.clone(),
+                        self.previews.clone(),
+                    ),
                     watches.clone(),
                     caches,
                     o.watch_grace,
                 ))
             }),
             writes: Arc::new(self.write_checks(&current)),
+            previews: self.previews.clone(),
             reloading: tokio::sync::Mutex::new(()),
             ownership: self.ownership.clone(),
             current,
@@ -583,6 +592,7 @@ impl Parts {
             self.ownership.clone(),
             self.metrics.clone(),
             recorder,
+            self.previews.clone(),
         );
         let warnings = events.event_interval.map(|interval| {
             Arc::new(EventRecorder::new(
@@ -725,6 +735,7 @@ struct Plugins {
     /// The Plugin objects, when they are a source.
     objects: Option<Arc<ObjectsWatch>>,
     writes: Arc<WriteChecks>,
+    previews: Arc<Previews>,
     ownership: Ownership,
 }
 
@@ -757,6 +768,7 @@ impl Plugins {
         };
         next.announce();
         self.reloader.took_effect(&env, changed, next.loading);
+        self.previews.set(env.previewing());
         self.writes.check_new(&env).await;
         if let Some(o) = &self.objects
             && next.objects.is_some()

@@ -27,6 +27,7 @@ pub mod error;
 pub mod event;
 pub mod host;
 pub(crate) mod plugins;
+pub(crate) mod preview;
 pub mod replicas;
 pub mod serve;
 pub mod watch;

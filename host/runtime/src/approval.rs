@@ -19,10 +19,11 @@
 //!     grants:
 //!     - {apiGroups: [mongodb.com], kinds: [MongoDB], verbs: [create]}
 //!   limits: {memoryMiB: 128}   # optional: in place of the settings file's `kubewasm:` limits
+//!   mode: DryRun               # optional: writes only previewed (default Enforce)
 //! ```
 //!
-//! Of each object, `metadata.name`, `spec.permissions` and `spec.limits` are used;
-//! `spec.module` and `spec.settings` are not (the plugin directory delivers the module and
+//! Of each object, `metadata.name`, `spec.permissions`, `spec.limits` and `spec.mode` are
+//! used; `spec.module`, `spec.settings` and `spec.candidate` are not (the plugin directory delivers the module and
 //! its settings). Other documents in the stream — the RBAC `kubewasm approve` prints after
 //! the Plugin — are skipped. An object whose permissions or limits are malformed, or a name
 //! approved twice, leaves that plugin without an approval (so it is refused, with the
@@ -198,7 +199,7 @@ impl Approvals {
         let approved = serde_json::from_value::<PluginObject>(value)
             .map_err(|e| e.to_string())
             .and_then(|o| {
-                let approval = o.spec.permissions.to_approval()?;
+                let approval = o.spec.approval()?;
                 let limits = o
                     .spec
                     .limits

@@ -87,6 +87,7 @@ pub async fn command(args: ApproveArgs) -> Result<()> {
             permissions: permissions.clone(),
             limits,
             pull_secret_ref: None,
+            ..PluginSpec::default()
         },
         status: None,
     };

@@ -665,6 +665,7 @@ fn a_plugins_account_reads_where_its_approval_lets_it() {
     use crate::grant::{Approval, ApprovedRead, ApprovedWatch};
     let kind = |av: &str, k: &str| ResourceRef::Kind(TypeRef::new(av, k));
     let approval = Approval {
+        mode: Default::default(),
         watches: vec![
             ApprovedWatch {
                 resource: kind("v1", "ConfigMap"),

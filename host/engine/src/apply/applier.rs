@@ -33,6 +33,8 @@ pub(crate) enum Outcome {
     Deleted,
     /// Delete of an object that was already gone.
     AlreadyGone,
+    /// Sent in dry run: what it would change (a refusal included).
+    Previewed(crate::preview::change::Change),
 }
 
 /// Whose identity a plugin's writes are sent with.
@@ -158,6 +160,34 @@ impl Applier {
     /// Execute one prepared intent as the field manager `manager` (and, when impersonating,
     /// as that plugin's ServiceAccount).
     pub(crate) async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
+        Ok(match self.send(manager, p, false).await? {
+            Sent::Object(o) => Outcome::Written {
+                resource_version: o.metadata.resource_version.unwrap_or_default(),
+            },
+            Sent::Deleted => Outcome::Deleted,
+            Sent::AlreadyGone => Outcome::AlreadyGone,
+        })
+    }
+
+    /// Send one prepared intent with `dryRun=All`, as [`Applier::execute`] would send it:
+    /// the object as the write would leave it (None: it would be deleted, or is gone).
+    /// The API server validates it and stores nothing.
+    pub(crate) async fn dry_run(
+        &self,
+        manager: &str,
+        p: &Prepared,
+    ) -> Result<Option<serde_json::Value>, Error> {
+        match self.send(manager, p, true).await? {
+            Sent::Object(o) => serde_json::to_value(o).map(Some).map_err(|e| Error::Kube {
+                context: format!("reading the dry run of {}", p.describe()),
+                source: kube::Error::SerdeError(e),
+            }),
+            Sent::Deleted | Sent::AlreadyGone => Ok(None),
+        }
+    }
+
+    /// One intent as an API request: server-side apply, a merge patch, or a delete.
+    async fn send(&self, manager: &str, p: &Prepared, dry_run: bool) -> Result<Sent, Error> {
         let resource = api_resource(&p.kind);
         let client = self.client_for(manager);
         let api: Api<DynamicObject> = match &p.namespace {
@@ -166,25 +196,24 @@ impl Applier {
         };
         let name = p.intent.target.name.as_str();
         let what = p.describe();
-        let written = |o: DynamicObject| Outcome::Written {
-            resource_version: o.metadata.resource_version.unwrap_or_default(),
-        };
         match &p.intent.action {
             Action::Apply { body, status } => {
                 let mut params = PatchParams::apply(manager);
                 params.force = p.intent.force;
+                params.dry_run = dry_run;
                 let patch = Patch::Apply(body);
                 let res = if *status {
                     api.patch_status(name, &params, &patch).await
                 } else {
                     api.patch(name, &params, &patch).await
                 };
-                res.map(written)
+                res.map(|o| Sent::Object(Box::new(o)))
                     .map_err(|e| Error::from_kube("apply", what, e))
             }
             Action::Merge { body, status } => {
                 let params = PatchParams {
                     field_manager: Some(manager.to_string()),
+                    dry_run,
                     ..PatchParams::default()
                 };
                 let patch = Patch::Merge(body);
@@ -193,7 +222,7 @@ impl Applier {
                 } else {
                     api.patch(name, &params, &patch).await
                 };
-                res.map(written)
+                res.map(|o| Sent::Object(Box::new(o)))
                     .map_err(|e| Error::from_kube("merge-patch", what, e))
             }
             Action::Delete {
@@ -202,6 +231,7 @@ impl Applier {
                 propagation,
             } => {
                 let params = DeleteParams {
+                    dry_run,
                     preconditions: (uid.is_some() || resource_version.is_some()).then(|| {
                         Preconditions {
                             uid: uid.clone(),
@@ -216,12 +246,22 @@ impl Applier {
                     ..DeleteParams::default()
                 };
                 match api.delete(name, &params).await {
-                    Ok(_) => Ok(Outcome::Deleted),
+                    Ok(_) => Ok(Sent::Deleted),
                     // Already gone is the state the plugin asked for.
-                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(Outcome::AlreadyGone),
+                    Err(kube::Error::Api(s)) if s.code == 404 => Ok(Sent::AlreadyGone),
                     Err(e) => Err(Error::from_kube("delete", what, e)),
                 }
             }
         }
     }
+}
+
+/// What the API server answered one write with.
+enum Sent {
+    /// The object as written (or as a dry run would write it).
+    Object(Box<DynamicObject>),
+    /// Delete accepted.
+    Deleted,
+    /// Delete of an object that was already gone.
+    AlreadyGone,
 }

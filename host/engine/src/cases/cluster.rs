@@ -374,4 +374,8 @@ impl Cluster for CaseCluster {
     async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
         self.api.execute(manager, p).await
     }
+
+    async fn dry_run(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
+        self.api.dry_run(manager, p).await
+    }
 }

@@ -27,6 +27,7 @@ use crate::event::pipeline::{Pipeline, Report as EventReport, Request};
 use crate::event::{Health, QuarantinePolicy};
 use crate::plugins::environment::{Origin, Version};
 use crate::replicas::ownership::Ownership;
+use kubewasm_core::grant::Mode;
 
 /// Which instances run the cases.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -188,7 +189,13 @@ async fn run_case(
     *watch = Some(delivery.watch_id.to_string());
     let view = cluster.view(m, &scopes, plugin.limits.memory, case).await?;
     let health = Health::new(QuarantinePolicy::default());
-    let version = Version::new(plugin.clone(), health, scopes, Origin::File(path));
+    let version = Version::new(
+        plugin.clone(),
+        health,
+        scopes,
+        Origin::File(path),
+        Mode::Enforce,
+    );
     let pipeline: CasePipeline = Pipeline {
         cluster,
         ownership: Ownership::always(),
@@ -198,6 +205,8 @@ async fn run_case(
         delivery: &delivery,
         view,
         keep_intents: true,
+        dry_run: false,
+        shadow: None,
     };
     let report = pipeline.handle(request).await;
     let (intents, error) = outcome(&report);
@@ -588,7 +597,7 @@ mod tests {
         use crate::event::cluster::{ApiCluster, Cluster};
         use crate::event::layers::{Stack, stack};
         let _: fn(CasePipeline) -> Pipeline<CaseCluster> = |p| p;
-        let _: fn(Pipeline<ApiCluster>, _, _, _) -> Stack = stack;
+        let _: fn(Pipeline<ApiCluster>, _, _, _, _) -> Stack = stack;
         fn handles<C: Cluster>()
         where
             Pipeline<C>: Handle,

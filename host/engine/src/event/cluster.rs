@@ -21,7 +21,7 @@ use crate::watch::discovery::Discovery;
 
 /// What the pipeline asks of the cluster: kinds and owners (admission), the live object
 /// (preflight), and the writes.
-pub(crate) trait Cluster: Resolver + Owners + Send + Sync + 'static {
+pub(crate) trait Cluster: Resolver + Owners + Send + Sync {
     /// The object `p` writes as the cluster has it now, `managedFields` included, read
     /// as the plugin writing as `manager`; None when it does not exist.
     fn current(
@@ -36,6 +36,14 @@ pub(crate) trait Cluster: Resolver + Owners + Send + Sync + 'static {
         manager: &str,
         p: &Prepared,
     ) -> impl Future<Output = Result<Outcome, Error>> + Send;
+
+    /// Send one admitted intent as `execute` would, with `dryRun=All`: the object as it
+    /// would be after (None: deleted, or gone). Nothing is stored.
+    fn dry_run(
+        &self,
+        manager: &str,
+        p: &Prepared,
+    ) -> impl Future<Output = Result<Option<Value>, Error>> + Send;
 }
 
 /// A Kubernetes API server: discovery for kinds, the watch caches for owners, the
@@ -65,5 +73,9 @@ impl Cluster for ApiCluster {
 
     async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
         self.applier.execute(manager, p).await
+    }
+
+    async fn dry_run(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
+        self.applier.dry_run(manager, p).await
     }
 }

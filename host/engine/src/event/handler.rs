@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use kubewasm_core::event::EventType;
+use kubewasm_core::grant::Mode;
 
 use crate::Error;
 use crate::apply::events::{EventRecorder, failure_message};
@@ -54,6 +55,8 @@ impl PluginHandler {
             delivery: d,
             view,
             keep_intents: false,
+            dry_run: active.version.mode == Mode::DryRun,
+            shadow: env.shadows.get(&self.name).cloned(),
         };
         shared.stack.handle(req).await.result
     }

@@ -4,7 +4,9 @@
 //! keep failing: `health`), the queue's handler (`handler`: the version serving, the
 //! plugin's view), the layers around the pipeline (`layers`: gate, quarantine, observe,
 //! record) and the pipeline itself (`pipeline`: call, admit, apply), over the cluster port
-//! (`cluster`: the API server for `run`, an embedded one for `kubewasm test`).
+//! (`cluster`: the API server for `run`, an embedded one for `kubewasm test`), or that
+//! port in dry run (`dry_run`: a plugin in `spec.mode: DryRun`, a shadow candidate,
+//! `kubewasm plan`).
 
 mod coalesce;
 mod health;
@@ -20,6 +22,7 @@ pub(crate) use health::Health;
 pub(crate) use queue::{Delivery, Handler, Queue, QueueKey};
 
 pub(crate) mod cluster;
+pub(crate) mod dry_run;
 pub(crate) mod handler;
 pub(crate) mod layers;
 pub(crate) mod pipeline;

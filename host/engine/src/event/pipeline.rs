@@ -13,8 +13,10 @@ use crate::Error;
 use crate::apply::Outcome;
 use crate::event::Delivery;
 use crate::event::cluster::Cluster;
+use crate::event::dry_run::DryRun;
 use crate::event::preflight;
 use crate::plugins::environment::Version;
+use crate::preview::change::Change;
 use crate::replicas::ownership::Ownership;
 
 /// One event for one plugin version, as it goes down the layers.
@@ -26,6 +28,11 @@ pub(crate) struct Request<'a> {
     pub(crate) view: Arc<dyn ClusterView>,
     /// Keep the raw intents in the report (a layer that records them asks for it).
     pub(crate) keep_intents: bool,
+    /// Send every write with `dryRun=All` ([`DryRun`]): its version is in `DryRun` mode,
+    /// or a shadow candidate.
+    pub(crate) dry_run: bool,
+    /// The plugin's shadow candidate, run beside it (`layers::Preview`).
+    pub(crate) shadow: Option<Arc<Version>>,
 }
 
 /// What became of one event, for the layers to account for.
@@ -55,6 +62,8 @@ pub(crate) enum Written {
     AlreadyGone,
     /// A write to the trigger found it deleted during the call: skipped, not a failure.
     TriggerGone,
+    /// Sent in dry run: what it would change (a refusal is a finding, not a failure).
+    Previewed(Change),
     /// Refused by the API server; the error is the report's result.
     Failed {
         /// A conflict with another field manager (409).
@@ -102,7 +111,7 @@ pub(crate) struct Pipeline<C> {
     pub(crate) ownership: Ownership,
 }
 
-impl<C: Cluster> crate::event::layers::Handle for Pipeline<C> {
+impl<C: Cluster + 'static> crate::event::layers::Handle for Pipeline<C> {
     async fn handle(&self, req: Request<'_>) -> Report {
         let mut report = Report::skipped(Ok(()));
         let Some(raw) = self.call(&req, &mut report).await else {
@@ -111,7 +120,13 @@ impl<C: Cluster> crate::event::layers::Handle for Pipeline<C> {
         let Some(prepared) = self.admit(&req, raw, &mut report).await else {
             return report;
         };
-        self.apply(&req, &prepared, &mut report).await;
+        if req.dry_run {
+            let cluster = DryRun(&self.cluster);
+            self.apply(&cluster, &req, &prepared, &mut report).await;
+        } else {
+            self.apply(&self.cluster, &req, &prepared, &mut report)
+                .await;
+        }
         report.admitted = Some(prepared);
         report
     }
@@ -223,7 +238,13 @@ impl<C: Cluster> Pipeline<C> {
 
     /// Step 3, the writes, in order; the first failure ends the event, and says what was
     /// applied.
-    async fn apply(&self, req: &Request<'_>, prepared: &[Prepared], report: &mut Report) {
+    async fn apply(
+        &self,
+        cluster: &impl Cluster,
+        req: &Request<'_>,
+        prepared: &[Prepared],
+        report: &mut Report,
+    ) {
         let plugin = &req.version.plugin;
         let d = req.delivery;
         let key = d.object.key();
@@ -237,7 +258,7 @@ impl<C: Cluster> Pipeline<C> {
                 report.result = Err(retired(req));
                 break;
             }
-            let write = self.cluster.execute(&manager, p);
+            let write = cluster.execute(&manager, p);
             let Ok(result) = self.ownership.guard(&key, write).await else {
                 report.result = Err(not_leader(req));
                 break;
@@ -248,6 +269,9 @@ impl<C: Cluster> Pipeline<C> {
                     .push((i, Written::Applied(Some(resource_version)))),
                 Ok(Outcome::Deleted) => report.writes.push((i, Written::Applied(None))),
                 Ok(Outcome::AlreadyGone) => report.writes.push((i, Written::AlreadyGone)),
+                Ok(Outcome::Previewed(change)) => {
+                    report.writes.push((i, Written::Previewed(change)))
+                }
                 // The trigger as the plugin saw it is gone: deleted (or replaced) during the
                 // call. Its next event (`deleted`) follows through the queue.
                 Err(e) if e.target_missing() && p.requires_trigger(&trigger) => {

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use kubewasm_core::event::EventType;
-use kubewasm_core::grant::{ReadScopes, ReadWhere};
+use kubewasm_core::grant::{Mode, ReadScopes, ReadWhere};
 use kubewasm_core::manifest::{Manifest, Watch};
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_runtime::{CompiledPlugin, ReadScope};
@@ -15,6 +15,7 @@ use kubewasm_runtime::{CompiledPlugin, ReadScope};
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{Delivery, Health, Queue, QueueKey};
+use crate::preview::report::Previewing;
 use crate::watch::cache::{CachedObject, ResourceKey};
 use crate::watch::manager::{Demand, shared_demand};
 use crate::watch::{WatchEvent, WatchManager};
@@ -101,6 +102,8 @@ pub(crate) struct Version {
     pub(crate) reads: Arc<ReadScopes>,
     /// The source it was loaded from: the one record of which source serves a plugin.
     pub(crate) origin: Origin,
+    /// Whether its writes are made or only previewed (its approval's `mode`).
+    pub(crate) mode: Mode,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
     /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
     /// its writes is sent after it. Revocation is immediate, not at the end of a call.
@@ -113,12 +116,14 @@ impl Version {
         health: Health,
         reads: Arc<ReadScopes>,
         origin: Origin,
+        mode: Mode,
     ) -> Self {
         Version {
             plugin,
             health,
             reads,
             origin,
+            mode,
             retired: CancellationToken::new(),
         }
     }
@@ -189,6 +194,9 @@ impl Active {
 #[derive(Clone, Default)]
 pub(crate) struct Environment {
     pub(crate) plugins: BTreeMap<String, Active>,
+    /// Shadow candidates by plugin name (`spec.candidate`): each runs beside its
+    /// plugin's serving version, in dry run, on its events.
+    pub(crate) shadows: BTreeMap<String, Arc<Version>>,
     /// Resolved once per environment and per newly served target, never per event:
     /// served resource → (plugin, index of its route).
     routes: HashMap<ResourceKey, Vec<(String, usize)>>,
@@ -204,6 +212,22 @@ impl Environment {
             .map(|(name, a)| {
                 let version = a.plugin().manifest.version.clone();
                 (name.clone(), (version, a.version.origin.to_string()))
+            })
+            .collect()
+    }
+
+    /// The plugins that preview: in `DryRun` mode, or with a shadow candidate (its
+    /// digest and version).
+    pub(crate) fn previewing(&self) -> Vec<Previewing> {
+        self.plugins
+            .iter()
+            .filter_map(|(name, a)| {
+                let shadow = self.shadows.get(name).map(|v| {
+                    let p = &v.plugin;
+                    (p.digest.clone(), p.manifest.version.clone())
+                });
+                let mode = a.version.mode;
+                (mode == Mode::DryRun || shadow.is_some()).then(|| (name.clone(), mode, shadow))
             })
             .collect()
     }
@@ -344,6 +368,11 @@ impl Current {
                 .is_some_and(|a| Arc::ptr_eq(&a.version, &old.version));
             if !kept {
                 old.version.retired.cancel();
+            }
+        }
+        for (name, old) in &env.shadows {
+            if !next.shadows.get(name).is_some_and(|v| Arc::ptr_eq(v, old)) {
+                old.retired.cancel();
             }
         }
         *env = next;

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use kubewasm_core::grant::Approval;
+use kubewasm_core::grant::{Approval, Mode};
 use kubewasm_core::plugin_object::{
-    self, Condition, Permissions, PluginObject, PluginObjectStatus,
+    self, Condition, Permissions, PluginObject, PluginObjectStatus, PreviewStatus,
 };
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_core::sync::lock;
@@ -34,6 +34,7 @@ pub(crate) const STAGE_PULLING: u8 = 1;
 /// Pulled; the module is being loaded.
 pub(crate) const STAGE_LOADING: u8 = 2;
 
+use crate::preview::report::Previews;
 use crate::replicas::ownership::Ownership;
 use crate::watch::cache::CachedObject;
 
@@ -311,7 +312,7 @@ impl ObjectSource {
                 .pointer("/status/conditions")
                 .and_then(|c| serde_json::from_value::<Vec<Condition>>(c.clone()).ok())
                 .unwrap_or_default();
-            let spec_fp = hex_sha256(raw.get("spec").map(|s| s.to_string()).unwrap_or_default());
+            let spec_fp = hex_sha256(serving_spec(&raw));
             let mut c = Candidate {
                 name: name.clone(),
                 generation,
@@ -325,7 +326,7 @@ impl ObjectSource {
             c.pulled = match parsed {
                 Err(e) => Pulled::Failed(Failure::new("InvalidSpec", format!("spec: {e}"))),
                 Ok(obj) => {
-                    c.approval = Some(obj.spec.permissions.to_approval().unwrap_or_default());
+                    c.approval = Some(obj.spec.approval().unwrap_or_default());
                     match self.prepare(&obj, &spec_fp, &mut c, &unchanged, &known) {
                         Ok(p) => p,
                         Err(f) => Pulled::Failed(f),
@@ -589,6 +590,16 @@ fn stale<K: Ord>(map: &mut BTreeMap<K, (String, bool)>) {
 }
 
 /// The fingerprint of a Plugin's load: its spec and the digest pulled.
+/// The spec as the serving version depends on it: without `candidate`, so adding,
+/// changing or removing a candidate leaves the serving version as it is.
+fn serving_spec(raw: &serde_json::Value) -> String {
+    let mut spec = raw.get("spec").cloned().unwrap_or_default();
+    if let Some(o) = spec.as_object_mut() {
+        o.remove("candidate");
+    }
+    spec.to_string()
+}
+
 fn fingerprint(spec_fp: &str, digest: &str) -> String {
     hex_sha256(format!("{spec_fp} {digest}"))
 }
@@ -650,7 +661,18 @@ impl Busy {
 impl ObjectState {
     /// The status this state reads as; transition times kept from `previous` when a
     /// condition's status did not change.
+    #[cfg(test)]
     pub(crate) fn status(&self, now: &str) -> PluginObjectStatus {
+        self.status_with(now, None)
+    }
+
+    /// [`ObjectState::status`] with what its preview found (`status.preview` and the
+    /// `Previewing` condition).
+    pub(crate) fn status_with(
+        &self,
+        now: &str,
+        preview: Option<PreviewStatus>,
+    ) -> PluginObjectStatus {
         let (ready, reason, message) = self.ready();
         let mut conditions = vec![self.condition(now, "Ready", ready, reason, message)];
         let (status, reason, message) = self.approval();
@@ -658,12 +680,15 @@ impl ObjectState {
         if let Some((status, reason, message)) = self.pull() {
             conditions.push(self.condition(now, "Pulled", status, reason, message));
         }
+        let (status, reason, message) = previewing(preview.as_ref());
+        conditions.push(self.condition(now, "Previewing", status, reason, message));
         PluginObjectStatus {
             observed_generation: Some(self.generation),
             module: self.serving.as_ref().map(|s| s.0.clone()),
             digest: self.serving.as_ref().map(|s| s.1.clone()),
             version: self.serving.as_ref().map(|s| s.2.clone()),
             requested: self.requested.clone(),
+            preview,
             conditions,
         }
     }
@@ -774,6 +799,40 @@ impl ObjectState {
 }
 
 /// Messages in conditions stay short: a plugin's refusal lists can be long.
+/// `Previewing`: whether the plugin's writes are only previewed, or a candidate runs
+/// beside it, and what they found so far.
+fn previewing(p: Option<&PreviewStatus>) -> (&'static str, &'static str, String) {
+    let Some(p) = p else {
+        return (
+            "False",
+            "Enforcing",
+            "writes are applied; no candidate runs".into(),
+        );
+    };
+    let mut parts = Vec::new();
+    if p.mode == Mode::DryRun {
+        parts.push(format!(
+            "dry run: {} events, {} objects would change, {} writes refused",
+            p.events, p.changes, p.refusals
+        ));
+    }
+    if let Some(c) = &p.candidate {
+        parts.push(format!(
+            "candidate {}: {} events, agrees on {} objects, diverges on {}",
+            c.version.as_deref().unwrap_or("?"),
+            c.events,
+            c.agreements,
+            c.divergences
+        ));
+    }
+    let reason = match (p.mode == Mode::DryRun, p.candidate.is_some()) {
+        (true, true) => "DryRunAndShadow",
+        (true, false) => "DryRun",
+        _ => "Shadow",
+    };
+    ("True", reason, parts.join("; "))
+}
+
 fn kubewasm_core_excerpt(message: &str) -> String {
     kubewasm_core::excerpt::excerpt(message, 1024).into_owned()
 }
@@ -784,14 +843,17 @@ fn kubewasm_core_excerpt(message: &str) -> String {
 pub(crate) struct StatusWriter {
     client: Client,
     ownership: Ownership,
+    /// What the plugins in dry run and their candidates found.
+    previews: Arc<Previews>,
     written: Mutex<BTreeMap<String, PluginObjectStatus>>,
 }
 
 impl StatusWriter {
-    pub(crate) fn new(client: Client, ownership: Ownership) -> Self {
+    pub(crate) fn new(client: Client, ownership: Ownership, previews: Arc<Previews>) -> Self {
         StatusWriter {
             client,
             ownership,
+            previews,
             written: Mutex::new(BTreeMap::new()),
         }
     }
@@ -818,7 +880,7 @@ impl StatusWriter {
             },
         );
         for (name, state) in states {
-            let status = state.status(&now);
+            let status = state.status_with(&now, self.previews.summary(name));
             let unchanged = lock(&self.written)
                 .get(name)
                 .is_some_and(|w| same_ignoring_times(w, &status));

@@ -232,6 +232,7 @@ impl Reloader {
             Health::new(self.quarantine),
             Arc::new(approval.map(Approval::read_scopes).unwrap_or_default()),
             origin.clone(),
+            approval.map(|a| a.mode).unwrap_or_default(),
         ))
     }
 

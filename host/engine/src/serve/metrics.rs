@@ -32,7 +32,7 @@ pub(crate) struct IntentLabels {
     pub plugin: String,
     /// create | patch | patch-status | delete.
     pub verb: String,
-    /// applied | conflict | error | refused | invalid.
+    /// applied | conflict | error | refused | invalid | previewed.
     pub result: String,
 }
 
@@ -104,6 +104,21 @@ pub(crate) struct Metrics {
     /// How long calls waited for the call memory budget (calls that did not wait are not
     /// observed).
     pub budget_wait_seconds: Family<PluginLabel, Histogram>,
+    /// Dry-run writes (`spec.mode: DryRun`) that would change something, by verb.
+    pub preview_changes: Family<PreviewLabels, Counter>,
+    /// Objects on which a shadow candidate's result differs from the serving version's.
+    pub shadow_divergences: Family<PluginLabel, Counter>,
+    /// Events a shadow candidate was not run on: its concurrency bound was reached.
+    pub shadow_skipped: Family<PluginLabel, Counter>,
+}
+
+/// `plugin`, `verb`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct PreviewLabels {
+    /// Plugin name.
+    pub plugin: String,
+    /// create | patch | patch-status | delete.
+    pub verb: String,
 }
 
 impl Default for Metrics {
@@ -141,11 +156,15 @@ impl Metrics {
             budget_wait_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 4.0, 10))
             }),
+            preview_changes: Family::default(),
+            shadow_divergences: Family::default(),
+            shadow_skipped: Family::default(),
         };
         m.register_events(&mut registry);
         m.register_plugins(&mut registry);
         m.register_replicas(&mut registry);
         m.register_budget(&mut registry);
+        m.register_preview(&mut registry);
         {
             let mut r = kubewasm_core::sync::lock(&m.registry);
             *r = registry;
@@ -263,6 +282,25 @@ impl Metrics {
             "call_budget_wait_seconds",
             "How long plugin calls that waited for the call memory budget waited",
             self.budget_wait_seconds.clone(),
+        );
+    }
+
+    /// Dry runs and shadow candidates.
+    fn register_preview(&self, r: &mut Registry) {
+        r.register(
+            "preview_changes",
+            "Dry-run writes (spec.mode: DryRun) that would change the cluster, by verb",
+            self.preview_changes.clone(),
+        );
+        r.register(
+            "shadow_divergences",
+            "Objects on which a shadow candidate's result differs from the serving version's",
+            self.shadow_divergences.clone(),
+        );
+        r.register(
+            "shadow_skipped",
+            "Events a shadow candidate was not run on: its bound of calls at once was reached",
+            self.shadow_skipped.clone(),
         );
     }
 

@@ -8,6 +8,7 @@
 //! | [`Quarantine`] | `quarantine.rs` | defers events of a quarantined plugin; keeps its health |
 //! | [`Observe`] | `observe.rs` | metrics, the event's span and log lines |
 //! | [`Record`] | `record.rs` | `--record DIR`: the event written as a test case |
+//! | [`Preview`] | `preview.rs` | what a dry run would change; the shadow candidate, run beside and compared |
 //!
 //! The order matters: a follower's events are not counted, a quarantined plugin's deferred
 //! events are neither counted nor recorded, and everything the pipeline logs carries the
@@ -20,6 +21,7 @@
 
 mod gate;
 mod observe;
+mod preview;
 mod quarantine;
 mod record;
 
@@ -28,10 +30,12 @@ use std::sync::Arc;
 
 pub(crate) use self::gate::Gate;
 pub(crate) use self::observe::Observe;
+pub(crate) use self::preview::Preview;
 pub(crate) use self::quarantine::Quarantine;
 pub(crate) use self::record::Record;
 use crate::event::cluster::ApiCluster;
 use crate::event::pipeline::{Pipeline, Report, Request};
+use crate::preview::report::Previews;
 use crate::replicas::ownership::Ownership;
 use crate::serve::metrics::Metrics;
 
@@ -42,7 +46,7 @@ pub(crate) trait Handle: Send + Sync + 'static {
 }
 
 /// The pipeline with every layer around it.
-pub(crate) type Stack = Gate<Quarantine<Observe<Record<Pipeline<ApiCluster>>>>>;
+pub(crate) type Stack = Gate<Quarantine<Observe<Record<Preview<Pipeline<ApiCluster>>>>>>;
 
 /// Wrap `pipeline` in the layers, outermost first.
 pub(crate) fn stack(
@@ -50,8 +54,10 @@ pub(crate) fn stack(
     ownership: Ownership,
     metrics: Arc<Metrics>,
     recorder: Option<Arc<crate::cases::record::Recorder>>,
+    previews: Arc<Previews>,
 ) -> Stack {
-    let recorded = Record::new(pipeline, recorder);
+    let previewed = Preview::new(pipeline, previews, metrics.clone());
+    let recorded = Record::new(previewed, recorder);
     let observed = Observe::new(recorded, metrics.clone());
     let quarantined = Quarantine::new(observed, metrics);
     Gate::new(quarantined, ownership)

@@ -9,7 +9,9 @@ use tracing::Instrument;
 use super::Handle;
 use crate::Error;
 use crate::event::pipeline::{Report, Request, Written};
-use crate::serve::metrics::{EventLabels, Metrics, PluginLabel};
+use crate::preview::change::Change;
+use crate::serve::metrics::{EventLabels, Metrics, PluginLabel, PreviewLabels};
+use kubewasm_core::admit::Prepared;
 
 /// Counts and logs events, calls and writes.
 pub(crate) struct Observe<S> {
@@ -50,6 +52,31 @@ impl<S: Handle> Handle for Observe<S> {
 }
 
 impl<S> Observe<S> {
+    /// A dry-run write: counted when it would change something, logged as what it would
+    /// do (`+` create, `~` update, `-` delete, `!` refused).
+    fn previewed(&self, name: &str, object: &str, p: &Prepared, change: &Change) {
+        if change.changes() {
+            self.metrics
+                .preview_changes
+                .get_or_create(&PreviewLabels {
+                    plugin: name.to_string(),
+                    verb: p.intent.verb.as_str().to_string(),
+                })
+                .inc();
+        }
+        let sign = change.sign();
+        match change {
+            Change::Refused { code, reason } => tracing::warn!(
+                plugin = %name, trigger = %object, code, reason = %reason,
+                "dry run: {} {}: the API server would refuse it", sign, p.describe()
+            ),
+            _ => tracing::info!(
+                plugin = %name, trigger = %object, fields = ?change.paths(),
+                "dry run: {} {}", sign, p.describe()
+            ),
+        }
+    }
+
     fn account(&self, name: &str, manager: &str, object: &str, report: &Report) {
         let label = || PluginLabel {
             plugin: name.to_string(),
@@ -69,6 +96,7 @@ impl<S> Observe<S> {
             let result = match written {
                 Written::Applied(_) | Written::AlreadyGone => "applied",
                 Written::TriggerGone => "gone",
+                Written::Previewed(_) => "previewed",
                 Written::Failed { conflict: true } => "conflict",
                 Written::Failed { conflict: false } => "error",
             };
@@ -88,6 +116,7 @@ impl<S> Observe<S> {
                     plugin = %name, trigger = %object,
                     "{}: skipped, the object was deleted during the call", p.describe()
                 ),
+                Written::Previewed(change) => self.previewed(name, object, p, change),
                 Written::Failed { conflict } => {
                     if *conflict {
                         self.metrics.conflicts.get_or_create(&label()).inc();

@@ -75,6 +75,7 @@ fn patch_configmaps() -> Grant {
 /// Watching `resources`, patching ConfigMaps.
 fn approval(resources: &[ResourceRef]) -> Approval {
     Approval {
+        mode: Default::default(),
         watches: resources
             .iter()
             .map(|r| ApprovedWatch {

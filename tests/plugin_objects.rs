@@ -962,3 +962,151 @@ async fn the_go_javascript_and_python_seed_plugins_are_delivered_and_swapped() {
     host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }
+
+/// `status.preview.candidate` once its events reach `events` (the shadow runs apart from
+/// the serving path: it is waited for, not assumed).
+async fn candidate_after(w: &World, host: &HostProcess, events: u64) -> Value {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        let st = get(&w.plugins, "testkit")
+            .await
+            .and_then(|o| o.data.get("status").cloned())
+            .unwrap_or_default();
+        let seen = st["preview"]["candidate"]["events"].as_u64().unwrap_or(0);
+        if seen >= events {
+            return st;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the candidate was compared on {seen} events, not {events}: {st}\nhost log:\n{}",
+            host.dump()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A shadow candidate runs beside the serving version on the same events, in dry run: it
+/// diverges exactly where it would write something else (the one field its settings
+/// change, on the objects that carry it) and agrees elsewhere, while the serving
+/// version's writes land as before; promotion is the existing swap, and removing the
+/// candidate stops the shadow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shadow_candidate_diverges_where_it_differs_and_promotes_by_a_swap() {
+    let w = World::new(false).await;
+    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let host = w.start_host(&[]);
+    w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
+        .await;
+    w.condition(&host, "testkit", "Previewing", "False", "Enforcing")
+        .await;
+    w.env.create(&w.cms, cm("a", "1")).await;
+    w.out_has("a", "1", "1").await;
+
+    // The candidate: the same module with settings that change `data.version` only.
+    let candidate = json!({"module": v1, "settings": {"version": "2"}});
+    w.plugins
+        .patch(
+            "testkit",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"candidate": candidate}})),
+        )
+        .await
+        .expect("set spec.candidate");
+    let st = w
+        .condition(&host, "testkit", "Previewing", "True", "Shadow")
+        .await;
+    assert_eq!(condition(&st, "Ready")["reason"], json!("Serving"), "{st}");
+    host.wait_log("candidate loaded", |l| {
+        field(l, "message").starts_with("candidate loaded")
+    })
+    .await;
+    // Adding a candidate does not reload the serving version.
+    assert!(
+        host.matching(|l| field(l, "message") == "plugin replaced")
+            .is_empty()
+    );
+
+    // `b` is copied (the candidate writes another version: diverges on data.version);
+    // `s` writes the shared ConfigMap, the same from both (agrees).
+    let mut shared = cm("s", "1");
+    shared["data"]["action"] = json!("write-shared");
+    w.env.create(&w.cms, shared).await;
+    w.env.create(&w.cms, cm("b", "1")).await;
+    w.out_has("b", "1", "1").await;
+    let st = candidate_after(&w, &host, 2).await;
+    let c = &st["preview"]["candidate"];
+    assert_eq!(c["divergences"], json!(1), "{st}");
+    assert_eq!(c["agreements"], json!(1), "{st}");
+    let recent = st["preview"]["recent"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let diverged: Vec<&Value> = recent
+        .iter()
+        .filter(|i| i["action"] == "Diverges")
+        .collect();
+    assert_eq!(diverged.len(), 1, "{st}");
+    assert_eq!(
+        diverged[0]["object"],
+        json!("ConfigMap default/b-out"),
+        "{st}"
+    );
+    assert_eq!(diverged[0]["paths"], json!(["data.version"]), "{st}");
+    // The serving version's writes landed as before; the candidate's did not.
+    w.out_has("b", "1", "1").await;
+    let shared = get(&w.cms, "shared").await.expect("shared written");
+    assert_eq!(
+        managers(&shared),
+        vec!["kubewasm-testkit".to_string()],
+        "only the serving version's apply owns fields"
+    );
+    let metrics = host_metrics(&host).await;
+    assert!(
+        metrics.contains(r#"kubewasm_shadow_divergences_total{plugin="testkit"} 1"#),
+        "{metrics}"
+    );
+
+    // Promotion: the candidate's module and settings become the spec; the candidate goes.
+    w.plugins
+        .patch(
+            "testkit",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"settings": {"version": "2"}, "candidate": null}})),
+        )
+        .await
+        .expect("promote");
+    w.condition(&host, "testkit", "Previewing", "False", "Enforcing")
+        .await;
+    wait_or_dump(&host, "the promoted version serves", |l| {
+        field(l, "message") == "plugin replaced" && field(l, "to") == "2"
+    })
+    .await;
+    w.out_has("a", "2", "1").await;
+    w.out_has("b", "2", "1").await;
+    w.env.create(&w.cms, cm("c", "1")).await;
+    w.out_has("c", "2", "1").await;
+    host.wait_log("the shadow stops", |l| {
+        field(l, "message").starts_with("candidate removed")
+    })
+    .await;
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// The host's `/metrics` text, from the address its start-up line names.
+async fn host_metrics(host: &HostProcess) -> String {
+    use std::io::{Read, Write};
+    let line = host
+        .wait_log("the ops endpoint", |l| {
+            field(l, "message").starts_with("serving /healthz")
+        })
+        .await;
+    let addr = field(&line, "addr").to_string();
+    let mut s = std::net::TcpStream::connect(&addr).expect("connect to /metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read /metrics");
+    text
+}

@@ -245,6 +245,7 @@ pub struct PluginObjectStatus {
 #[serde(rename_all = "camelCase")]
 pub struct PreviewStatus {
     /// `spec.mode` in force.
+    #[serde(default)]
     pub mode: Mode,
     /// Events the plugin handled in dry run.
     #[serde(default)]
@@ -267,9 +268,9 @@ pub struct PreviewStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CandidatePreview {
-    /// The pinned reference of the candidate running (None: not running yet).
+    /// The digest of the candidate's code running (None: not running yet).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub module: Option<String>,
+    pub digest: Option<String>,
     /// Its own version (its `describe()` answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,

@@ -82,6 +82,8 @@ pub(crate) enum Origin {
     File(PathBuf),
     /// A Plugin object, by name.
     Object(String),
+    /// The shadow candidate of a Plugin object (`spec.candidate`), by the object's name.
+    Shadow(String),
 }
 
 impl fmt::Display for Origin {
@@ -89,6 +91,7 @@ impl fmt::Display for Origin {
         match self {
             Origin::File(p) => write!(f, "{}", p.display()),
             Origin::Object(name) => write!(f, "plugins.kubewasm.dev/{name}"),
+            Origin::Shadow(name) => write!(f, "plugins.kubewasm.dev/{name} (candidate)"),
         }
     }
 }
@@ -232,12 +235,26 @@ impl Environment {
             .collect()
     }
 
-    /// The plugin serving from `origin`, if any.
+    /// The plugin serving from `origin` (a candidate from its shadow origin), if any.
     pub(crate) fn served_from(&self, origin: &Origin) -> Option<&str> {
+        if let Origin::Shadow(_) = origin {
+            return self
+                .shadows
+                .iter()
+                .find(|(_, v)| v.origin == *origin)
+                .map(|(name, _)| name.as_str());
+        }
         self.plugins
             .iter()
             .find(|(_, a)| a.version.origin == *origin)
             .map(|(name, _)| name.as_str())
+    }
+
+    /// The digests of the code every version at work runs, candidates included.
+    pub(crate) fn digests(&self) -> std::collections::HashSet<String> {
+        let plugins = self.plugins.values().map(|a| a.plugin().digest.clone());
+        let shadows = self.shadows.values().map(|v| v.plugin.digest.clone());
+        plugins.chain(shadows).collect()
     }
 
     /// The targets some plugin declared under `reads`: cached whole even with shards.

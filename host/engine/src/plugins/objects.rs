@@ -17,7 +17,7 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use kubewasm_core::grant::{Approval, Mode};
 use kubewasm_core::plugin_object::{
-    self, Condition, Permissions, PluginObject, PluginObjectStatus, PreviewStatus,
+    self, CandidateSpec, Condition, Permissions, PluginObject, PluginObjectStatus, PreviewStatus,
 };
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_core::sync::lock;
@@ -34,6 +34,7 @@ pub(crate) const STAGE_PULLING: u8 = 1;
 /// Pulled; the module is being loaded.
 pub(crate) const STAGE_LOADING: u8 = 2;
 
+use crate::plugins::environment::Origin;
 use crate::preview::report::Previews;
 use crate::replicas::ownership::Ownership;
 use crate::watch::cache::CachedObject;
@@ -136,6 +137,8 @@ pub(crate) enum Pulled {
 
 /// One Plugin object, ready for the reloader: what to fetch for it, or why not.
 pub(crate) struct Candidate {
+    /// The Plugin object, or its shadow candidate.
+    pub(crate) origin: Origin,
     /// `metadata.name`: the plugin's name.
     pub(crate) name: String,
     /// `metadata.generation`.
@@ -287,14 +290,15 @@ impl ObjectSource {
         self.config.pull_timeout
     }
 
-    /// Every Plugin object, checked and made ready to fetch, with no request: unchanged
-    /// when `unchanged(name, fingerprint)` says it was looked at as it is; `known(name)`
-    /// is the fingerprint it was last looked at with.
+    /// Every Plugin object, checked and made ready to fetch, with no request, and the
+    /// shadow candidate of each that names one: unchanged when `unchanged(origin,
+    /// fingerprint)` says it was looked at as it is; `known(origin)` is the fingerprint it
+    /// was last looked at with.
     pub(crate) fn candidates(
         &self,
         objects: &[Arc<CachedObject>],
-        unchanged: impl Fn(&str, &str) -> bool,
-        known: impl Fn(&str) -> String,
+        unchanged: impl Fn(&Origin, &str) -> bool,
+        known: impl Fn(&Origin) -> String,
     ) -> Vec<Candidate> {
         let mut out = Vec::with_capacity(objects.len());
         for o in objects {
@@ -307,13 +311,20 @@ impl ObjectSource {
             };
             let name = o.object.metadata.name.clone().unwrap_or_default();
             let generation = o.object.metadata.generation.unwrap_or_default();
-            let parsed: Result<PluginObject, _> = serde_json::from_value(raw.clone());
+            // The spec alone decides what loads: a status (anyone with status access may
+            // write one) never unloads a plugin.
+            let mut spec_only = raw.clone();
+            if let Some(o) = spec_only.as_object_mut() {
+                o.remove("status");
+            }
+            let parsed: Result<PluginObject, _> = serde_json::from_value(spec_only);
             let previous = raw
                 .pointer("/status/conditions")
                 .and_then(|c| serde_json::from_value::<Vec<Condition>>(c.clone()).ok())
                 .unwrap_or_default();
             let spec_fp = hex_sha256(serving_spec(&raw));
             let mut c = Candidate {
+                origin: Origin::Object(name.clone()),
                 name: name.clone(),
                 generation,
                 pulled: Pulled::Unchanged,
@@ -323,6 +334,10 @@ impl ObjectSource {
                 // this object is unloaded, never left with what it had.
                 approval: Some(Approval::default()),
             };
+            let shadow = parsed.as_ref().ok().and_then(|obj| {
+                let spec = obj.spec.candidate.as_ref()?;
+                Some(self.shadow(obj, spec, &c, &unchanged, &known))
+            });
             c.pulled = match parsed {
                 Err(e) => Pulled::Failed(Failure::new("InvalidSpec", format!("spec: {e}"))),
                 Ok(obj) => {
@@ -334,8 +349,42 @@ impl ObjectSource {
                 }
             };
             out.push(c);
+            out.extend(shadow);
         }
         out
+    }
+
+    /// The shadow candidate of `obj` (`spec.candidate`), prepared as a Plugin of its own:
+    /// its module and settings, everything else (permissions, limits, pull secret) the
+    /// Plugin's, in dry run whatever the Plugin's mode.
+    fn shadow(
+        &self,
+        obj: &PluginObject,
+        spec: &CandidateSpec,
+        serving: &Candidate,
+        unchanged: &impl Fn(&Origin, &str) -> bool,
+        known: &impl Fn(&Origin) -> String,
+    ) -> Candidate {
+        let mut shadow = obj.clone();
+        shadow.spec.module = Some(spec.module.clone());
+        shadow.spec.settings = spec.settings.clone();
+        shadow.spec.candidate = None;
+        shadow.spec.mode = Mode::DryRun;
+        let spec_fp = hex_sha256(serde_json::to_string(&shadow.spec).unwrap_or_default());
+        let mut c = Candidate {
+            origin: Origin::Shadow(serving.name.clone()),
+            name: serving.name.clone(),
+            generation: serving.generation,
+            pulled: Pulled::Unchanged,
+            fingerprint: spec_fp.clone(),
+            previous: serving.previous.clone(),
+            approval: Some(shadow.spec.approval().unwrap_or_default()),
+        };
+        c.pulled = match self.prepare(&shadow, &spec_fp, &mut c, unchanged, known) {
+            Ok(p) => p,
+            Err(f) => Pulled::Failed(f),
+        };
+        c
     }
 
     /// Check a Plugin's spec and say what to fetch for it: nothing here reaches the
@@ -345,8 +394,8 @@ impl ObjectSource {
         obj: &PluginObject,
         spec_fp: &str,
         c: &mut Candidate,
-        unchanged: &impl Fn(&str, &str) -> bool,
-        known: &impl Fn(&str) -> String,
+        unchanged: &impl Fn(&Origin, &str) -> bool,
+        known: &impl Fn(&Origin) -> String,
     ) -> Result<Pulled, Failure> {
         let spec = &obj.spec;
         // The candidate carries the approval; here a malformed one stops the pull.
@@ -388,7 +437,7 @@ impl ObjectSource {
         let (digest, recheck) = match reference.digest() {
             Some(d) => (Some(d.to_string()), false),
             // A tag that failed to resolve is not asked again before its retry is due.
-            None if unchanged(&c.name, spec_fp) => return Ok(Pulled::Unchanged),
+            None if unchanged(&c.origin, spec_fp) => return Ok(Pulled::Unchanged),
             None => match lock(&self.resolved).get(&format!("{module} {spec_fp}")) {
                 Some((d, true)) => (Some(d.clone()), false),
                 Some((_, false)) => (None, true),
@@ -397,7 +446,7 @@ impl ObjectSource {
         };
         if let Some(d) = &digest {
             c.fingerprint = fingerprint(spec_fp, d);
-            if unchanged(&c.name, &c.fingerprint) {
+            if unchanged(&c.origin, &c.fingerprint) {
                 return Ok(Pulled::Unchanged);
             }
         }
@@ -410,7 +459,7 @@ impl ObjectSource {
             pull_secret,
             settings: spec.settings.as_ref().map(|s| s.to_string()),
             overrides,
-            known: known(&c.name),
+            known: known(&c.origin),
             recheck,
         })))
     }
@@ -636,6 +685,19 @@ pub(crate) struct ObjectState {
     pub(crate) busy: Option<Busy>,
     /// The tag of the newest spec moved when it was last pulled.
     pub(crate) moved: Option<TagMove>,
+    /// Its shadow candidate, while `spec.candidate` names one.
+    pub(crate) candidate: Option<CandidateState>,
+}
+
+/// Where a Plugin's shadow candidate stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct CandidateState {
+    /// A job running for it.
+    pub(crate) busy: Option<Busy>,
+    /// Why its newest spec does not run.
+    pub(crate) failure: Option<Failure>,
+    /// The pinned reference running as the candidate.
+    pub(crate) serving: Option<String>,
 }
 
 /// A job running for a Plugin's newest spec, as status says it.
@@ -680,7 +742,7 @@ impl ObjectState {
         if let Some((status, reason, message)) = self.pull() {
             conditions.push(self.condition(now, "Pulled", status, reason, message));
         }
-        let (status, reason, message) = previewing(preview.as_ref());
+        let (status, reason, message) = previewing(preview.as_ref(), self.candidate.as_ref());
         conditions.push(self.condition(now, "Previewing", status, reason, message));
         PluginObjectStatus {
             observed_generation: Some(self.generation),
@@ -798,10 +860,30 @@ impl ObjectState {
     }
 }
 
-/// Messages in conditions stay short: a plugin's refusal lists can be long.
 /// `Previewing`: whether the plugin's writes are only previewed, or a candidate runs
 /// beside it, and what they found so far.
-fn previewing(p: Option<&PreviewStatus>) -> (&'static str, &'static str, String) {
+fn previewing(
+    p: Option<&PreviewStatus>,
+    candidate: Option<&CandidateState>,
+) -> (&'static str, &'static str, String) {
+    // A candidate that does not run (yet) is said first: it is what the operator waits on.
+    if let Some(c) = candidate
+        && c.serving.is_none()
+    {
+        return match (&c.busy, &c.failure) {
+            (Some(busy), _) => ("False", "CandidateLoading", busy.describe()),
+            (None, Some(f)) => (
+                "False",
+                f.reason,
+                format!("the candidate does not run: {}", f.message),
+            ),
+            (None, None) => (
+                "False",
+                "CandidatePending",
+                "the candidate is not loaded yet".into(),
+            ),
+        };
+    }
     let Some(p) = p else {
         return (
             "False",
@@ -833,6 +915,7 @@ fn previewing(p: Option<&PreviewStatus>) -> (&'static str, &'static str, String)
     ("True", reason, parts.join("; "))
 }
 
+/// Messages in conditions stay short: a plugin's refusal lists can be long.
 fn kubewasm_core_excerpt(message: &str) -> String {
     kubewasm_core::excerpt::excerpt(message, 1024).into_owned()
 }
@@ -954,6 +1037,7 @@ mod tests {
             previous: vec![],
             busy: None,
             moved: None,
+            candidate: None,
         }
     }
 

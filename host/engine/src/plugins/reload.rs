@@ -39,7 +39,7 @@ use self::decide::{
 };
 use crate::plugins::environment::{Active, Environment, Origin, PluginStatus, Version};
 use crate::plugins::objects::{
-    Candidate, Failure, Fetch, ObjectSource, ObjectState, Pulled, STAGE_LOADING,
+    Candidate, CandidateState, Failure, Fetch, ObjectSource, ObjectState, Pulled, STAGE_LOADING,
 };
 use crate::plugins::replay::Replay;
 use crate::serve::metrics::{InfoLabels, Metrics};
@@ -110,6 +110,8 @@ pub(crate) struct Reconciled {
     pub(crate) objects: Option<BTreeMap<String, ObjectState>>,
     /// Loads the reconcile left running.
     pub(crate) loading: Loading,
+    /// A shadow candidate came, went or was replaced.
+    shadows_changed: bool,
 }
 
 /// Which sources' loads a reconcile left running.
@@ -124,7 +126,7 @@ pub(crate) struct Loading {
 impl Reconciled {
     /// Whether anything changed.
     pub(crate) fn changed(&self) -> bool {
-        !(self.replays.is_empty() && self.removed.is_empty())
+        !(self.replays.is_empty() && self.removed.is_empty()) || self.shadows_changed
     }
 
     /// Log what came into effect.
@@ -327,19 +329,21 @@ impl Reloader {
         Some(items)
     }
 
-    /// The newest version of every Plugin object: nothing here waits on a registry.
+    /// The newest version of every Plugin object and of its shadow candidate: nothing
+    /// here waits on a registry.
     fn object_items(
         &self,
         source: &ObjectSource,
         objects: &[Arc<CachedObject>],
         known: &BTreeMap<Origin, SourceState>,
     ) -> Vec<Item> {
-        let state = |name: &str| known.get(&Origin::Object(name.to_string()));
-        let unchanged = |name: &str, fp: &str| state(name).is_some_and(|s| s.unchanged(fp));
+        let unchanged =
+            |origin: &Origin, fp: &str| known.get(origin).is_some_and(|s| s.unchanged(fp));
         // What a fetch may find again and skip: the version last looked at, unless its
         // pull failed (a retry must pull).
-        let looked_at = |name: &str| {
-            state(name)
+        let looked_at = |origin: &Origin| {
+            known
+                .get(origin)
                 .filter(|s| s.retry_at.is_none())
                 .map(|s| s.fingerprint.clone())
                 .unwrap_or_default()
@@ -349,6 +353,7 @@ impl Reloader {
             .into_iter()
             .map(|c: Candidate| {
                 let Candidate {
+                    origin,
                     name,
                     generation,
                     pulled,
@@ -367,7 +372,7 @@ impl Reloader {
                     }
                 };
                 Item {
-                    origin: Origin::Object(name.clone()),
+                    origin,
                     fingerprint,
                     newest,
                     approval_now: approval,
@@ -396,6 +401,7 @@ impl Reloader {
             announced: Vec::new(),
             objects: None,
             loading: Loading::default(),
+            shadows_changed: false,
         };
         let (approvals, approvals_error) = self.approvals().await;
         let files = self.file_items(&sources, &approvals);
@@ -421,7 +427,7 @@ impl Reloader {
             if self.consider(item, access, &mut sources, &mut next, &activate) {
                 match origin {
                     Origin::File(_) => next.loading.files = true,
-                    Origin::Object(_) => next.loading.objects = true,
+                    Origin::Object(_) | Origin::Shadow(_) => next.loading.objects = true,
                 }
             }
         }
@@ -445,9 +451,15 @@ impl Reloader {
             // A Plugin deleted during its pull: the pull stops.
             self.compiles.discard(&origin);
             self.fetches.discard(&origin);
-            if let Some(name) = next.env.served_from(&origin).map(str::to_string)
-                && let Some(active) = next.env.plugins.remove(&name)
-            {
+            let Some(name) = next.env.served_from(&origin).map(str::to_string) else {
+                continue;
+            };
+            if let Origin::Shadow(_) = origin {
+                if let Some(v) = next.env.shadows.remove(&name) {
+                    tracing::info!(plugin = %name, candidate = %v.plugin.manifest.version, "candidate removed: the shadow stops");
+                    next.shadows_changed = true;
+                }
+            } else if let Some(active) = next.env.plugins.remove(&name) {
                 tracing::info!(plugin = %name, version = %active.plugin().manifest.version, source = %origin, "plugin removed");
                 next.removed.push(active);
             }
@@ -488,9 +500,17 @@ impl Reloader {
             .iter()
             .filter_map(|(o, s)| match o {
                 Origin::Object(name) => Some((name.clone(), object_state(o, s, &next.env))),
-                Origin::File(_) => None,
+                Origin::File(_) | Origin::Shadow(_) => None,
             })
             .collect();
+        let mut states = states;
+        for (o, s) in sources {
+            if let Origin::Shadow(name) = o
+                && let Some(state) = states.get_mut(name)
+            {
+                state.candidate = Some(candidate_state(s));
+            }
+        }
         *write(&self.object_states) = states.clone();
         next.objects = Some(states);
         if !next.loading.objects {
@@ -531,7 +551,11 @@ impl Reloader {
                 .map_or(Duration::ZERO, |o| o.pull_timeout()),
         };
         let state = sources.entry(origin.clone()).or_default();
-        let decision = decide(state, look, &next.env);
+        let shadow = matches!(origin, Origin::Shadow(_));
+        let decision = match shadow {
+            true => decide(state, look, &Shadows(&next.env)),
+            false => decide(state, look, &next.env),
+        };
         for action in decision.actions {
             match action {
                 Action::Discard => {
@@ -539,10 +563,16 @@ impl Reloader {
                     self.fetches.discard(&origin);
                 }
                 Action::Start(newest) => self.start(&origin, &fingerprint, newest),
+                Action::Unload(name) if shadow => {
+                    next.shadows_changed |= next.env.shadows.remove(&name).is_some();
+                }
                 Action::Unload(name) => {
                     if let Some(active) = next.env.plugins.remove(&name) {
                         next.removed.push(active);
                     }
+                }
+                Action::Serve(loaded, approval) if shadow => {
+                    self.shadow(&origin, loaded, approval.as_ref(), next)
                 }
                 Action::Serve(loaded, approval) => {
                     self.serve(&origin, loaded, approval.as_ref(), next, activate)
@@ -642,18 +672,33 @@ impl Reloader {
         }
     }
 
+    /// Run `loaded` as the shadow candidate of its plugin (replacing the one before, if
+    /// any), in dry run whatever its approval's mode.
+    fn shadow(
+        &self,
+        origin: &Origin,
+        loaded: Loaded,
+        approval: Option<&Approval>,
+        next: &mut Reconciled,
+    ) {
+        let plugin = Arc::new(loaded.plugin);
+        let name = plugin.name().to_string();
+        let mut approval = approval.cloned().unwrap_or_default();
+        approval.mode = kubewasm_core::grant::Mode::DryRun;
+        let version = self.version(plugin.clone(), Some(&approval), origin);
+        tracing::info!(plugin = %name, candidate = %plugin.manifest.version, how = loaded.source.as_str(),
+            took_ms = crate::millis(loaded.took), source = %origin, "candidate loaded: runs beside the serving version, in dry run");
+        next.env.shadows.insert(name, version);
+        next.shadows_changed = true;
+    }
+
     /// After `env` took effect: drop compiled code no plugin uses, and publish the
     /// metrics. `loading`: what the reconcile left loading (the directory counts as
     /// loaded once none of its files' loads runs).
     pub(crate) fn took_effect(&self, env: &Environment, changed: bool, loading: Loading) {
         let metrics = &self.metrics;
         if changed {
-            let digests: HashSet<String> = env
-                .plugins
-                .values()
-                .map(|a| a.plugin().digest.clone())
-                .collect();
-            self.loader.retain(&digests);
+            self.loader.retain(&env.digests());
             write(&self.reported).reloads += 1;
             metrics.reloads.inc();
         }
@@ -691,6 +736,29 @@ impl Serving for Environment {
 
     fn served_from(&self, origin: &Origin) -> Option<String> {
         Environment::served_from(self, origin).map(str::to_string)
+    }
+}
+
+/// The environment as a shadow candidate's decision sees it: the candidates at work.
+struct Shadows<'a>(&'a Environment);
+
+impl Serving for Shadows<'_> {
+    fn serving(&self, name: &str) -> Option<(&Manifest, String)> {
+        let v = self.0.shadows.get(name)?;
+        Some((&v.plugin.manifest, v.origin.to_string()))
+    }
+
+    fn served_from(&self, origin: &Origin) -> Option<String> {
+        self.0.served_from(origin).map(str::to_string)
+    }
+}
+
+/// Where a Plugin's shadow candidate stands, from its source's state.
+fn candidate_state(s: &SourceState) -> CandidateState {
+    CandidateState {
+        busy: s.object.busy.as_ref().map(|(_, busy)| busy.clone()),
+        failure: s.object.failure.clone(),
+        serving: s.object.serving_module.clone().map(|(pinned, _)| pinned),
     }
 }
 
@@ -805,5 +873,6 @@ fn object_state(origin: &Origin, s: &SourceState, env: &Environment) -> ObjectSt
         approved: s.object.approved.clone(),
         requested: s.object.requested.clone(),
         previous: s.object_previous.clone(),
+        candidate: None,
     }
 }

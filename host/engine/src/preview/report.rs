@@ -204,10 +204,10 @@ impl PluginReport {
 
     fn summary(&self) -> PreviewStatus {
         let of = |source: Source| self.objects.values().filter(move |e| e.source == source);
-        let candidate = self.candidate.as_ref().map(|(module, version)| {
+        let candidate = self.candidate.as_ref().map(|(digest, version)| {
             let diverges = |e: &&Entry| matches!(e.divergence, Some(Divergence::Diverges { .. }));
             CandidatePreview {
-                module: Some(module.clone()),
+                digest: Some(digest.clone()),
                 version: Some(version.clone()),
                 events: self.candidate_events,
                 agreements: of(Source::Candidate).filter(|e| !diverges(e)).count() as u64,

@@ -490,7 +490,7 @@ impl<L: Loadable> Decider<'_, L> {
     /// a Plugin object is named after its plugin, and a name another source serves is
     /// taken.
     fn name_refused(&self, name: &str) -> Option<(&'static str, String)> {
-        if let Origin::Object(object_name) = &self.origin
+        if let Origin::Object(object_name) | Origin::Shadow(object_name) = &self.origin
             && object_name != name
         {
             return Some((
@@ -583,7 +583,7 @@ pub(super) fn gone(
         .filter(|o| !listed.contains(*o))
         .filter(|o| match o {
             Origin::File(_) => looked_at.files,
-            Origin::Object(_) => looked_at.objects,
+            Origin::Object(_) | Origin::Shadow(_) => looked_at.objects,
         })
         .cloned()
         .collect();

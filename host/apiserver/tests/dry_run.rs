@@ -560,6 +560,22 @@ async fn dry_run_deletes_answer_as_kube_apiserver_and_remove_nothing() {
     )
     .await;
     assert_eq!((code, &v), (200, &marked));
+    // Removing its last finalizer, dry: the object without it, still stored.
+    let (code, v) = call(
+        &client,
+        "PATCH",
+        &format!("{w3}?dryRun=All"),
+        MERGE,
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
+    assert_eq!(code, 200, "{v}");
+    assert!(v["metadata"].get("finalizers").is_none(), "{v}");
+    assert_eq!(
+        v["metadata"]["resourceVersion"],
+        marked["metadata"]["resourceVersion"]
+    );
+    assert_eq!(get(&client, &w3).await, marked);
 }
 
 #[tokio::test]

@@ -300,6 +300,19 @@ async fn dry_run_updates_patches_and_applies_answer_the_result_and_store_nothing
         assert_eq!(v["metadata"]["resourceVersion"], rv, "{ct}");
         assert_eq!(v["metadata"]["generation"], 2, "{ct}");
     }
+    // Empty metadata collections are not kept (Go's omitempty), as there.
+    let (code, v) = call(
+        &client,
+        "PATCH",
+        &format!("{w1}?dryRun=All"),
+        MERGE,
+        json!({"metadata": {"annotations": {}, "labels": {}, "finalizers": [], "ownerReferences": []}}),
+    )
+    .await;
+    assert_eq!(code, 200);
+    for k in ["annotations", "labels", "finalizers", "ownerReferences"] {
+        assert!(v["metadata"].get(k).is_none(), "{k}: {v}");
+    }
     // Refusals are the same as without dryRun: stale resourceVersion 409, schema 422.
     let (code, _) = call(
         &client,

@@ -539,6 +539,24 @@ async fn kubectl_dry_run_server_changes_nothing() {
         err.contains("Error from server (NotFound): configmaps \"nope\" not found"),
         "{err}"
     );
+    // kubectl diff sends a dry-run strategic merge patch with `annotations: {}`; the
+    // diff shows only the data change, as against kube-apiserver.
+    let out = k
+        .command(&["diff", "-f", &c1])
+        .output()
+        .await
+        .expect("kubectl diff");
+    assert_eq!(out.status.code(), Some(1), "a difference: exit 1");
+    let diff = String::from_utf8_lossy(&out.stdout);
+    let changes: Vec<&str> = diff
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect();
+    assert_eq!(changes, ["-  k: v", "+  k: changed"], "{diff}");
     assert_eq!(list().await, before, "nothing stored, removed or bumped");
     assert_eq!(
         cms.get("c1").await.expect("c1").data["data"]["k"],

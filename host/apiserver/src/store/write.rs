@@ -523,10 +523,29 @@ fn stamp_identity(t: &Target, body: &mut Value, version: &str, name: &str) {
         v.prune(body);
     }
     let m = meta::meta_mut(body);
+    // ObjectMeta's collections are `omitempty` in Go: kube-apiserver stores and answers
+    // no empty (or null) labels, annotations, finalizers or ownerReferences, for custom
+    // resources too (so `kubectl diff`'s `annotations: {}` shows no change).
+    m.retain(|k, v| {
+        let collection = matches!(
+            k.as_str(),
+            "labels" | "annotations" | "finalizers" | "ownerReferences"
+        );
+        !(collection && is_empty_collection(v))
+    });
     m.insert("name".into(), json!(name));
     if t.info.namespaced {
         m.insert("namespace".into(), json!(t.namespace));
     } else {
         m.remove("namespace");
+    }
+}
+
+fn is_empty_collection(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
     }
 }

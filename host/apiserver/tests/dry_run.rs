@@ -46,7 +46,7 @@ async fn get(client: &Client, path: &str) -> Value {
     v
 }
 
-/// A watch on `path`'s resource from the collection's current resourceVersion.
+/// A watch on `api`'s resource from the collection's current resourceVersion.
 async fn watch_from_now<K>(api: &Api<K>) -> impl Stream<Item = kube::Result<WatchEvent<K>>>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + 'static,

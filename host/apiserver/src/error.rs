@@ -159,7 +159,10 @@ impl StatusError {
             format!("{kind}.{group}")
         };
         let mut d = serde_json::Map::new();
-        d.insert("name".into(), json!(name));
+        // Go's StatusDetails omits an empty name (options, generateName).
+        if !name.is_empty() {
+            d.insert("name".into(), json!(name));
+        }
         if !group.is_empty() {
             d.insert("group".into(), json!(group));
         }

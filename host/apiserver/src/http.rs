@@ -8,7 +8,7 @@ use crate::patch::{self, PatchType};
 use crate::protobuf;
 use crate::rbac::{self, UserInfo};
 use crate::review;
-use crate::store::{DeleteOptions, ListOptions, Ownership, Propagation, Store, Target};
+use crate::store::{DeleteOptions, Deleted, ListOptions, Ownership, Propagation, Store, Target};
 use crate::table::{self, Output};
 use crate::watch::{self, WatchRequest};
 use axum::body::Body;
@@ -139,18 +139,54 @@ async fn handle(State(app): State<Arc<App>>, req: Request) -> Response {
     }
 }
 
+/// The query's parameters, decoded, in order (a key may repeat).
+fn query_pairs(q: Option<&str>) -> impl Iterator<Item = (String, String)> + '_ {
+    let dec = |s: &str| {
+        percent_encoding::percent_decode_str(&s.replace('+', " "))
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    q.unwrap_or("")
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(move |pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (dec(k), dec(v))
+        })
+}
+
+/// The query's parameters by key; a repeated key keeps its last value.
 fn parse_query(q: Option<&str>) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    for pair in q.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        let dec = |s: &str| {
-            percent_encoding::percent_decode_str(&s.replace('+', " "))
-                .decode_utf8_lossy()
-                .into_owned()
-        };
-        out.insert(dec(k), dec(v));
+    query_pairs(q).collect()
+}
+
+/// Every value of a repeatable parameter (`dryRun=All&dryRun=All`).
+fn query_values(q: Option<&str>, key: &str) -> Vec<String> {
+    query_pairs(q)
+        .filter(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// Whether the write is a dry run, from its options' `dryRun` values: none means no,
+/// `All` (any number of times) yes; anything else (`Foo`, `all`, an empty value) is
+/// refused as kube-apiserver's `ValidateDryRun` refuses it, naming the options kind
+/// (`CreateOptions`, `UpdateOptions`, `PatchOptions`, `DeleteOptions`).
+fn dry_run(values: &[String], options_kind: &str) -> ApiResult<bool> {
+    if values.iter().all(|v| v == "All") {
+        return Ok(!values.is_empty());
     }
-    out
+    let listed = serde_json::to_string(values).unwrap_or_default();
+    Err(StatusError::invalid(
+        "meta.k8s.io",
+        options_kind,
+        "",
+        vec![(
+            "FieldValueNotSupported".into(),
+            "dryRun".into(),
+            format!("Unsupported value: {listed}: supported values: \"All\""),
+        )],
+    ))
 }
 
 fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
@@ -425,22 +461,29 @@ fn list_options(q: &HashMap<String, String>, builtin: bool) -> ApiResult<ListOpt
     })
 }
 
-fn delete_options(q: &HashMap<String, String>, body: &[u8]) -> ApiResult<DeleteOptions> {
+/// The options kind a write's query parameters decode into (DELETE's come from its
+/// body as well: [`delete_options`]).
+fn write_options_kind(method: &Method) -> Option<&'static str> {
+    match *method {
+        Method::POST => Some("CreateOptions"),
+        Method::PUT => Some("UpdateOptions"),
+        Method::PATCH => Some("PatchOptions"),
+        _ => None,
+    }
+}
+
+/// DeleteOptions from the body when there is one, else from the query: kube-apiserver
+/// reads one or the other, never both (beside a body, `?dryRun=All` is ignored and the
+/// delete is real). With whether `orphanDependents: false` was asked, which makes a
+/// deletion left pending answer 202.
+fn delete_options(query: Option<&str>, body: &[u8]) -> ApiResult<(DeleteOptions, bool)> {
     let b: Value = if body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
+        delete_options_from_query(query)
     } else {
         patch::parse_body(body, true)?
     };
-    let policy = b
-        .get("propagationPolicy")
-        .and_then(Value::as_str)
-        .map(String::from)
-        .or_else(|| q.get("propagationPolicy").cloned());
-    let orphan = b
-        .get("orphanDependents")
-        .and_then(Value::as_bool)
-        .or_else(|| q.get("orphanDependents").map(|v| v == "true"));
-    let propagation = match policy.as_deref() {
+    let orphan = b.get("orphanDependents").and_then(Value::as_bool);
+    let propagation = match b.get("propagationPolicy").and_then(Value::as_str) {
         Some("Background") => Some(Propagation::Background),
         Some("Foreground") => Some(Propagation::Foreground),
         Some("Orphan") => Some(Propagation::Orphan),
@@ -459,18 +502,89 @@ fn delete_options(q: &HashMap<String, String>, body: &[u8]) -> ApiResult<DeleteO
             None => None,
         },
     };
+    let dry_run_values = match b.get("dryRun") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(String::from))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| {
+                StatusError::bad_request("DeleteOptions.dryRun must be a list of strings")
+            })?,
+        Some(_) => {
+            return Err(StatusError::bad_request(
+                "DeleteOptions.dryRun must be a list of strings",
+            ));
+        }
+    };
     let pre = b.get("preconditions");
-    Ok(DeleteOptions {
+    let precondition = |k: &str| {
+        pre.and_then(|p| p.get(k))
+            .and_then(Value::as_str)
+            .map(String::from)
+    };
+    let opts = DeleteOptions {
         propagation,
-        uid: pre
-            .and_then(|p| p.get("uid"))
-            .and_then(Value::as_str)
-            .map(String::from),
-        resource_version: pre
-            .and_then(|p| p.get("resourceVersion"))
-            .and_then(Value::as_str)
-            .map(String::from),
-    })
+        uid: precondition("uid"),
+        resource_version: precondition("resourceVersion"),
+        dry_run: dry_run(&dry_run_values, "DeleteOptions")?,
+    };
+    Ok((opts, orphan == Some(false)))
+}
+
+/// The DeleteOptions a query carries, in the body's form (preconditions have no query
+/// form).
+fn delete_options_from_query(query: Option<&str>) -> Value {
+    let q = parse_query(query);
+    let mut b = json!({"dryRun": query_values(query, "dryRun")});
+    if let Some(p) = q.get("propagationPolicy") {
+        b["propagationPolicy"] = json!(p);
+    }
+    if let Some(o) = q.get("orphanDependents") {
+        b["orphanDependents"] = json!(o == "true");
+    }
+    b
+}
+
+/// Resources whose DELETE answers the object even once it is gone (`ReturnDeletedObject`
+/// in their kube-apiserver registry: namespaces, pods, services, serviceaccounts,
+/// persistentvolumeclaims among those served here).
+fn returns_deleted_object(t: &Target) -> bool {
+    t.info.builtin
+        && t.info.group.is_empty()
+        && matches!(
+            t.info.plural.as_str(),
+            "namespaces" | "pods" | "services" | "serviceaccounts" | "persistentvolumeclaims"
+        )
+}
+
+/// What a DELETE answers, as kube-apiserver: an object left pending (finalizers) is
+/// answered as marked, with 202 when `orphanDependents: false` was asked; one gone is
+/// answered by a Success Status naming it (kind = the resource, as there), except for
+/// the resources that return the deleted object.
+fn delete_answer(t: &Target, d: Deleted, orphan_false: bool) -> (u16, Value) {
+    if !d.gone {
+        return (if orphan_false { 202 } else { 200 }, d.object);
+    }
+    if returns_deleted_object(t) {
+        return (200, d.object);
+    }
+    let mut details = serde_json::Map::new();
+    if let Some(name) = d.object.pointer("/metadata/name") {
+        details.insert("name".into(), name.clone());
+    }
+    if !t.info.group.is_empty() {
+        details.insert("group".into(), json!(t.info.group));
+    }
+    details.insert("kind".into(), json!(t.info.plural));
+    if let Some(uid) = d.object.pointer("/metadata/uid") {
+        details.insert("uid".into(), uid.clone());
+    }
+    let status = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Success", "details": details,
+    });
+    (200, status)
 }
 
 fn render(t: &Target, output: Output, v: Value, is_list: bool) -> Value {
@@ -553,7 +667,12 @@ async fn resource(
     let body = axum::body::to_bytes(body, MAX_BODY)
         .await
         .map_err(|e| StatusError::bad_request(format!("reading the request body failed: {e}")))?;
-    let dry_run = q.get("dryRun").is_some_and(|d| d == "All");
+    // A write's dryRun values are checked before its body is decoded, as there; DELETE
+    // takes them with the rest of its DeleteOptions.
+    let dry_run = match write_options_kind(&method) {
+        Some(kind) => dry_run(&query_values(parts.uri.query(), "dryRun"), kind)?,
+        None => false,
+    };
     let content_type = header_str(&headers, header::CONTENT_TYPE).to_string();
     let store = &app.store;
     let name = rp.name.clone();
@@ -621,13 +740,16 @@ async fn resource(
             reply(200, &v, &accept, &t)
         }
         (Method::DELETE, Some(name)) => {
-            let opts = delete_options(&q, &delete_body(&content_type, &body)?)?;
-            let v = store.delete(&t, &name, &opts)?;
-            reply(200, &v, &accept, &t)
+            let body = delete_body(&content_type, &body)?;
+            let (opts, orphan_false) = delete_options(parts.uri.query(), &body)?;
+            let deleted = store.delete(&t, &name, &opts)?;
+            let (code, v) = delete_answer(&t, deleted, orphan_false);
+            reply(code, &v, &accept, &t)
         }
         (Method::DELETE, None) => {
             let opts = list_options(&q, t.info.builtin)?;
-            let del = delete_options(&q, &delete_body(&content_type, &body)?)?;
+            let body = delete_body(&content_type, &body)?;
+            let (del, _) = delete_options(parts.uri.query(), &body)?;
             let v = store.delete_collection(&t, &opts, &del)?;
             reply(200, &v, &accept, &t)
         }

@@ -590,11 +590,13 @@ async fn finalizers_and_preconditions() {
         .await,
     );
     assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
-    assert!(
-        e.message
-            .contains("Precondition failed: UID in precondition: not-the-uid"),
-        "{}",
-        e.message
+    // kube-apiserver 1.36's words (rest.BeforeDelete), checked on a real cluster.
+    assert_eq!(
+        e.message,
+        format!(
+            "Operation cannot be fulfilled on ConfigMap \"fin\": the UID in the precondition (not-the-uid) does not match the UID in record ({}). The object might have been deleted and then recreated",
+            created.uid().unwrap_or_default()
+        )
     );
 
     let pending = cms

@@ -435,3 +435,132 @@ async fn kubectl_imperative_commands_send_protobuf() {
     assert_eq!(out, "Yg==");
     server.shutdown().await;
 }
+
+/// `kubectl apply|create|delete --dry-run=server` print what they print against
+/// kube-apiserver 1.36 (observed there with kubectl 1.32 and 1.36: `... created (server
+/// dry run)`, the AlreadyExists, NotFound and apply-conflict errors) and change nothing:
+/// the ConfigMap list, resourceVersion included, is the same after. kubectl sends
+/// DELETE's dryRun in the DeleteOptions body.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_dry_run_server_changes_nothing() {
+    let (server, client) = server().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(k) = kubectl_for(&server, dir.path()) else {
+        return;
+    };
+    k.run(&["create", "configmap", "c1", "--from-literal=k=v"])
+        .await;
+    k.run(&["label", "configmap", "c1", "app=x"]).await;
+    let cms: Api<DynamicObject> = Api::default_namespaced_with(
+        client.clone(),
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    );
+    let list = || async {
+        let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+            .body(Vec::new())
+            .expect("request");
+        raw(&client, req).await.1
+    };
+    let before = list().await;
+    let new = write(
+        dir.path(),
+        "new.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kc-new\ndata:\n  k: v\n",
+    );
+    let c1 = write(
+        dir.path(),
+        "c1.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c1\ndata:\n  k: changed\n",
+    );
+    let printed: [(&[&str], &str); 5] = [
+        (
+            &["apply", "--dry-run=server", "-f", &new],
+            "configmap/kc-new created (server dry run)",
+        ),
+        (
+            &["apply", "--server-side", "--dry-run=server", "-f", &new],
+            "configmap/kc-new serverside-applied (server dry run)",
+        ),
+        (
+            &["apply", "--dry-run=server", "-f", &c1],
+            "configmap/c1 configured (server dry run)",
+        ),
+        (
+            &["create", "--dry-run=server", "-f", &new],
+            "configmap/kc-new created (server dry run)",
+        ),
+        (
+            &[
+                "create",
+                "--dry-run=server",
+                "configmap",
+                "kc2",
+                "--from-literal=a=b",
+            ],
+            "configmap/kc2 created (server dry run)",
+        ),
+    ];
+    for (args, expected) in printed {
+        let out = k.run(args).await;
+        assert_eq!(out.trim(), expected, "kubectl {args:?}");
+    }
+    // kubectl 1.32 prints `configmap "c1" deleted (server dry run)`, 1.36 adds `from
+    // default namespace` before the parenthesis.
+    for args in [
+        &["delete", "--dry-run=server", "configmap", "c1"][..],
+        &["delete", "--dry-run=server", "configmaps", "-l", "app=x"][..],
+    ] {
+        let out = k.run(args).await;
+        let out = out.trim();
+        assert!(
+            out.starts_with("configmap \"c1\" deleted") && out.ends_with("(server dry run)"),
+            "kubectl {args:?}: {out}"
+        );
+    }
+    let err = k
+        .fails(&["apply", "--server-side", "--dry-run=server", "-f", &c1])
+        .await;
+    assert!(
+        err.contains(
+            "Apply failed with 1 conflict: conflict with \"kubectl-create\" using v1: .data.k"
+        ),
+        "{err}"
+    );
+    let err = k.fails(&["create", "--dry-run=server", "-f", &c1]).await;
+    assert!(
+        err.contains("Error from server (AlreadyExists): error when creating")
+            && err.contains("configmaps \"c1\" already exists"),
+        "{err}"
+    );
+    let err = k
+        .fails(&["delete", "--dry-run=server", "configmap", "nope"])
+        .await;
+    assert!(
+        err.contains("Error from server (NotFound): configmaps \"nope\" not found"),
+        "{err}"
+    );
+    // kubectl diff sends a dry-run strategic merge patch with `annotations: {}`; the
+    // diff shows only the data change, as against kube-apiserver.
+    let out = k
+        .command(&["diff", "-f", &c1])
+        .output()
+        .await
+        .expect("kubectl diff");
+    assert_eq!(out.status.code(), Some(1), "a difference: exit 1");
+    let diff = String::from_utf8_lossy(&out.stdout);
+    let changes: Vec<&str> = diff
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect();
+    assert_eq!(changes, ["-  k: v", "+  k: changed"], "{diff}");
+    assert_eq!(list().await, before, "nothing stored, removed or bumped");
+    assert_eq!(
+        cms.get("c1").await.expect("c1").data["data"]["k"],
+        "v",
+        "c1 unchanged"
+    );
+}

@@ -120,6 +120,17 @@ pub(crate) struct DeleteOptions {
     pub(crate) uid: Option<String>,
     /// resourceVersion precondition.
     pub(crate) resource_version: Option<String>,
+    /// `dryRun=All`: checked and answered, nothing changed.
+    pub(crate) dry_run: bool,
+}
+
+/// The answer of a delete: the object, and whether it is gone (else it is only marked
+/// for deletion and waits for finalizers).
+pub(crate) struct Deleted {
+    /// The object's last state, or its state marked for deletion.
+    pub(crate) object: Value,
+    /// Removed now (or, in a dry run, would be).
+    pub(crate) gone: bool,
 }
 
 /// Options of a list or watch.
@@ -256,7 +267,9 @@ impl Store {
         let mut st = self.lock();
         let out = st.create(t, body, own, dry_run)?;
         drop(st);
-        self.gc.notify_one();
+        if !dry_run {
+            self.gc.notify_one();
+        }
         Ok(present(t, &out))
     }
 
@@ -295,7 +308,9 @@ impl Store {
         }
         let out = st.update(t, name, &old, body, own, dry_run)?;
         drop(st);
-        self.gc.notify_one();
+        if !dry_run {
+            self.gc.notify_one();
+        }
         Ok(present(t, &out))
     }
 
@@ -321,20 +336,33 @@ impl Store {
         }
         let out = st.update(t, name, &old, patched, own, dry_run)?;
         drop(st);
-        self.gc.notify_one();
+        if !dry_run {
+            self.gc.notify_one();
+        }
         Ok(present(t, &out))
     }
 
-    /// DELETE: removes an object or marks it for deletion; returns its last state.
-    pub(crate) fn delete(&self, t: &Target, name: &str, opts: &DeleteOptions) -> ApiResult<Value> {
+    /// DELETE: removes an object or marks it for deletion.
+    pub(crate) fn delete(
+        &self,
+        t: &Target,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> ApiResult<Deleted> {
         let mut st = self.lock();
-        let out = st.delete(&t.info.gr(), &t.namespace, name, opts)?;
+        let (out, gone) = st.delete(&t.info.gr(), &t.namespace, name, opts)?;
         drop(st);
-        self.gc.notify_one();
-        Ok(present(t, &out))
+        if !opts.dry_run {
+            self.gc.notify_one();
+        }
+        Ok(Deleted {
+            object: present(t, &out),
+            gone,
+        })
     }
 
-    /// DELETE on a collection: deletes every matching object; returns them as a list.
+    /// DELETE on a collection: deletes every matching object; answers the list of them as
+    /// they were before (kube-apiserver answers the list it deleted from).
     pub(crate) fn delete_collection(
         &self,
         t: &Target,
@@ -342,7 +370,7 @@ impl Store {
         del: &DeleteOptions,
     ) -> ApiResult<Value> {
         let mut st = self.lock();
-        let keys: Vec<ObjKey> = st
+        let listed: Vec<(ObjKey, Arc<Value>)> = st
             .objects
             .get(&t.info.gr())
             .map(|m| {
@@ -350,18 +378,20 @@ impl Store {
                     .filter(|(k, o)| {
                         (t.namespace.is_empty() || k.0 == t.namespace) && opts.matches(o)
                     })
-                    .map(|(k, _)| k.clone())
+                    .map(|(k, o)| (k.clone(), o.clone()))
                     .collect()
             })
             .unwrap_or_default();
-        let mut items = Vec::new();
-        for (ns, name) in keys {
-            let gone = st.delete(&t.info.gr(), &ns, &name, del)?;
-            items.push(present(t, &gone));
-        }
         let rv = st.rv;
+        let mut items = Vec::new();
+        for ((ns, name), obj) in listed {
+            st.delete(&t.info.gr(), &ns, &name, del)?;
+            items.push(present(t, &obj));
+        }
         drop(st);
-        self.gc.notify_one();
+        if !del.dry_run {
+            self.gc.notify_one();
+        }
         Ok(
             json!({"apiVersion": t.api_version(), "kind": t.info.list_kind, "metadata": {"resourceVersion": rv.to_string()}, "items": items}),
         )
@@ -416,6 +446,7 @@ impl Store {
             propagation: Some(p),
             uid: Some(uid.to_string()),
             resource_version: None,
+            dry_run: false,
         };
         match st.delete(gr, ns, name, &opts) {
             Ok(_) => {}

@@ -134,7 +134,9 @@ impl Store {
             None => (st.create(t, new, Ownership::Given(entries), dry_run)?, true),
         };
         drop(st);
-        self.gc.notify_one();
+        if !dry_run {
+            self.gc.notify_one();
+        }
         Ok((present(t, &result.0), result.1))
     }
 }

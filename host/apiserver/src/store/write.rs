@@ -9,7 +9,7 @@ use super::{DeleteOptions, Ownership, Propagation, State, Target, gr_is};
 use crate::apply::{self, ManagedEntry};
 use crate::error::{ApiResult, StatusError};
 use crate::meta::{self, finalizers, meta_str, set_meta};
-use crate::registry::GroupResource;
+use crate::registry::{GroupResource, ResourceInfo};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -144,7 +144,10 @@ impl State {
                 "deletionGracePeriodSeconds",
                 "selfLink",
             ] {
-                if !super::seed::keeps(&own, f) {
+                // A dry run echoes a resourceVersion it is sent, as kube-apiserver's
+                // (its dry-run storage skips the check that refuses one).
+                let echoed = dry_run && f == "resourceVersion";
+                if !super::seed::keeps(&own, f) && !echoed {
                     m.remove(f);
                 }
             }
@@ -389,13 +392,16 @@ impl State {
         Ok(self.store(&gr, &t.namespace, name, new, Some(old.clone())))
     }
 
+    /// Deletes or marks for deletion; the object's state and whether it is gone now. A
+    /// dry run checks the same and answers the same, but stores, removes and records
+    /// nothing (the answer keeps the stored resourceVersion, as kube-apiserver's).
     pub(super) fn delete(
         &mut self,
         gr: &GroupResource,
         ns: &str,
         name: &str,
         opts: &DeleteOptions,
-    ) -> ApiResult<Arc<Value>> {
+    ) -> ApiResult<(Arc<Value>, bool)> {
         let info = self
             .registry
             .get(gr)
@@ -403,32 +409,7 @@ impl State {
         let old = self
             .find(gr, ns, name)
             .ok_or_else(|| StatusError::not_found(&gr.group, &gr.resource, name))?;
-        if let Some(uid) = &opts.uid
-            && meta_str(&old, "uid") != Some(uid.as_str())
-        {
-            return Err(StatusError::conflict(
-                &gr.group,
-                &gr.resource,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old, "uid").unwrap_or("")
-                ),
-            ));
-        }
-        if let Some(rv) = &opts.resource_version
-            && meta_str(&old, "resourceVersion") != Some(rv.as_str())
-        {
-            return Err(StatusError::conflict(
-                &gr.group,
-                &gr.resource,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta_str(&old, "resourceVersion").unwrap_or("")
-                ),
-            ));
-        }
+        check_preconditions(&info, name, &old, opts)?;
         let mut fins = finalizers(&old);
         match opts.propagation {
             Some(Propagation::Orphan) if !fins.iter().any(|f| f == "orphan") => {
@@ -442,16 +423,22 @@ impl State {
         let is_namespace = gr_is(gr, "", "namespaces");
         let already = old.pointer("/metadata/deletionTimestamp").is_some();
         if fins.is_empty() && !is_namespace {
-            return Ok(self.remove(gr, ns, name, &old));
+            if opts.dry_run {
+                return Ok((old, true));
+            }
+            return Ok((self.remove(gr, ns, name, &old), true));
         }
         if already && fins == finalizers(&old) {
-            return Ok(old);
+            return Ok((old, false));
         }
         let mut new = (*old).clone();
         meta::set_finalizers(&mut new, &fins);
         if !already {
             set_meta(&mut new, "deletionTimestamp", json!(meta::now()));
-            set_meta(&mut new, "deletionGracePeriodSeconds", json!(0));
+            // A namespace's deletion has no grace period (its own REST strategy).
+            if !is_namespace {
+                set_meta(&mut new, "deletionGracePeriodSeconds", json!(0));
+            }
             if info.generation {
                 let g = old
                     .pointer("/metadata/generation")
@@ -463,9 +450,36 @@ impl State {
         if is_namespace && let Some(o) = new.as_object_mut() {
             o.insert("status".into(), json!({"phase": "Terminating"}));
         }
+        if opts.dry_run {
+            return Ok((Arc::new(new), false));
+        }
         meta::remove_meta(&mut new, "resourceVersion");
-        Ok(self.store(gr, ns, name, new, Some(old)))
+        Ok((self.store(gr, ns, name, new, Some(old)), false))
     }
+}
+
+/// Delete preconditions, checked first as `rest.BeforeDelete` does: its 409 names the
+/// kind (`Operation cannot be fulfilled on ConfigMap "c"`), not the resource.
+fn check_preconditions(
+    info: &ResourceInfo,
+    name: &str,
+    old: &Value,
+    opts: &DeleteOptions,
+) -> ApiResult<()> {
+    let uid = meta_str(old, "uid").unwrap_or("");
+    let rv = meta_str(old, "resourceVersion").unwrap_or("");
+    let why = if let Some(want) = opts.uid.as_deref().filter(|w| *w != uid) {
+        format!(
+            "the UID in the precondition ({want}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        )
+    } else if let Some(want) = opts.resource_version.as_deref().filter(|w| *w != rv) {
+        format!(
+            "the ResourceVersion in the precondition ({want}) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(StatusError::conflict(&info.group, &info.kind, name, &why))
 }
 
 /// OpenAPI validation of a custom resource against its CRD version's schema, after
@@ -509,10 +523,29 @@ fn stamp_identity(t: &Target, body: &mut Value, version: &str, name: &str) {
         v.prune(body);
     }
     let m = meta::meta_mut(body);
+    // ObjectMeta's collections are `omitempty` in Go: kube-apiserver stores and answers
+    // no empty (or null) labels, annotations, finalizers or ownerReferences, for custom
+    // resources too (so `kubectl diff`'s `annotations: {}` shows no change).
+    m.retain(|k, v| {
+        let collection = matches!(
+            k.as_str(),
+            "labels" | "annotations" | "finalizers" | "ownerReferences"
+        );
+        !(collection && is_empty_collection(v))
+    });
     m.insert("name".into(), json!(name));
     if t.info.namespaced {
         m.insert("namespace".into(), json!(t.namespace));
     } else {
         m.remove("namespace");
+    }
+}
+
+fn is_empty_collection(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
     }
 }

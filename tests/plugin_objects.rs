@@ -1075,6 +1075,11 @@ async fn a_shadow_candidate_diverges_where_it_differs_and_promotes_by_a_swap() {
         )
         .await
         .expect("promote");
+    // Changes made while the promotion swaps are each handled, by one version or the
+    // other, and end at the promoted version's output.
+    for i in 0..4 {
+        w.env.create(&w.cms, cm(&format!("p{i}"), "1")).await;
+    }
     w.condition(&host, "testkit", "Previewing", "False", "Enforcing")
         .await;
     wait_or_dump(&host, "the promoted version serves", |l| {
@@ -1083,6 +1088,9 @@ async fn a_shadow_candidate_diverges_where_it_differs_and_promotes_by_a_swap() {
     .await;
     w.out_has("a", "2", "1").await;
     w.out_has("b", "2", "1").await;
+    for i in 0..4 {
+        w.out_has(&format!("p{i}"), "2", "1").await;
+    }
     w.env.create(&w.cms, cm("c", "1")).await;
     w.out_has("c", "2", "1").await;
     host.wait_log("the shadow stops", |l| {

@@ -106,7 +106,8 @@ pub(crate) struct Metrics {
     pub budget_wait_seconds: Family<PluginLabel, Histogram>,
     /// Dry-run writes (`spec.mode: DryRun`) that would change something, by verb.
     pub preview_changes: Family<PreviewLabels, Counter>,
-    /// Objects on which a shadow candidate's result differs from the serving version's.
+    /// Divergences of a shadow candidate from the serving version, one per object per
+    /// event compared.
     pub shadow_divergences: Family<PluginLabel, Counter>,
     /// Events a shadow candidate was not run on: its concurrency bound was reached.
     pub shadow_skipped: Family<PluginLabel, Counter>,
@@ -294,7 +295,7 @@ impl Metrics {
         );
         r.register(
             "shadow_divergences",
-            "Objects on which a shadow candidate's result differs from the serving version's",
+            "Divergences of a shadow candidate from the serving version: one per object per event compared",
             self.shadow_divergences.clone(),
         );
         r.register(

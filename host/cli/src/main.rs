@@ -16,8 +16,8 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use cmd::{
-    approve, build, compile_worker, componentize, copy_plugins, dev, inspect, new, plan, push, rbac,
-    run, test,
+    approve, build, compile_worker, componentize, copy_plugins, dev, inspect, new, plan, push,
+    rbac, run, test,
 };
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.

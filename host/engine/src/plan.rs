@@ -193,14 +193,18 @@ async fn fill(
     namespaces: &[String],
 ) -> Result<(), Error> {
     let mut demands: BTreeMap<TypeRef, (Arc<KindInfo>, BTreeSet<Demand>)> = BTreeMap::new();
-    let watched = m
-        .watches
-        .iter()
-        .map(|w| (&w.resource, w.label_selector.as_ref().map(ToString::to_string)));
+    let watched = m.watches.iter().map(|w| {
+        (
+            &w.resource,
+            w.label_selector.as_ref().map(ToString::to_string),
+        )
+    });
     let read = m.reads.iter().map(|r| (r, None));
     for (r, demand) in watched.chain(read) {
         if let Some(k) = kinds.get(r) {
-            let entry = demands.entry(k.type_ref()).or_insert_with(|| (k.clone(), BTreeSet::new()));
+            let entry = demands
+                .entry(k.type_ref())
+                .or_insert_with(|| (k.clone(), BTreeSet::new()));
             entry.1.insert(demand);
         }
     }
@@ -246,7 +250,10 @@ fn deliveries(
 ) -> Vec<Delivery> {
     let mut out = Vec::new();
     for w in &m.watches {
-        let Some(cache) = kinds.get(&w.resource).and_then(|k| caches.get(&k.type_ref())) else {
+        let Some(cache) = kinds
+            .get(&w.resource)
+            .and_then(|k| caches.get(&k.type_ref()))
+        else {
             continue;
         };
         let route = Route::new(w);
@@ -348,7 +355,10 @@ impl Plan {
             self.plugin, self.version, self.calls
         );
         for kind in &self.not_served {
-            let _ = writeln!(out, "note: {kind} is not served by the cluster: nothing of it is planned");
+            let _ = writeln!(
+                out,
+                "note: {kind} is not served by the cluster: nothing of it is planned"
+            );
         }
         for e in &self.changes {
             let _ = writeln!(

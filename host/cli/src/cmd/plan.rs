@@ -219,7 +219,10 @@ async fn pull(args: &PlanArgs, module: &str, loader: &Loader) -> Result<PluginFi
         .await;
     let _ = std::fs::remove_dir_all(&store_dir);
     let pulled = pulled?;
-    let digest = pulled.layer_digest.trim_start_matches("sha256:").to_string();
+    let digest = pulled
+        .layer_digest
+        .trim_start_matches("sha256:")
+        .to_string();
     let file = |name: &str| PluginFile {
         path: PathBuf::from(format!("{name}.wasm")),
         bytes: pulled.bytes.clone(),

@@ -410,3 +410,96 @@ fn write_change(out: &mut String, change: &Change) {
         let _ = writeln!(out, "    … and {} more fields", fields.more);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::preview::change::change;
+    use serde_json::json;
+
+    fn entry(verb: &str, change: Change) -> Entry {
+        Entry {
+            object: "ConfigMap n/a".into(),
+            verb: verb.into(),
+            trigger: "ConfigMap n/t".into(),
+            change,
+        }
+    }
+
+    fn plan(changes: Vec<Entry>, summary: Summary) -> Plan {
+        Plan {
+            plugin: "p".into(),
+            version: "1.0.0".into(),
+            calls: 3,
+            not_served: vec![],
+            changes,
+            summary,
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn the_text_shows_each_write_by_sign_with_its_fields_and_counts_the_rest() {
+        let cm = |v: &str| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "a", "namespace": "n", "resourceVersion": v},
+                   "data": {"k": v}})
+        };
+        let update = change(Some(&cm("1")), Some(&cm("2")));
+        let create = change(None, Some(&cm("1")));
+        let refused = Change::Refused {
+            code: 403,
+            reason: "configmaps is forbidden".into(),
+        };
+        let p = plan(
+            vec![
+                entry("create", create),
+                entry("patch", update),
+                entry("create", refused),
+            ],
+            Summary {
+                create: 1,
+                update: 1,
+                refused: 1,
+                unchanged: 4,
+                ..Summary::default()
+            },
+        );
+        let text = p.text();
+        for line in [
+            "kubewasm plan: p 1.0.0, 3 objects watched",
+            "+ create ConfigMap n/a  (for ConfigMap n/t)\n    apiVersion: \"v1\"\n",
+            "    data.k: \"1\"\n",
+            "~ patch ConfigMap n/a  (for ConfigMap n/t)\n    data.k: \"1\" → \"2\"\n",
+            "! create ConfigMap n/a  (for ConfigMap n/t)\n    refused (403): configmaps is forbidden\n",
+            "\nPlan: 1 to create, 1 to change, 0 to delete, 1 refused; 4 objects unchanged\n",
+        ] {
+            assert!(text.contains(line), "{line:?} missing from\n{text}");
+        }
+        assert!(!text.contains("resourceVersion"), "server-kept: {text}");
+        assert!(p.changes() && !p.failed());
+        let v = p.json();
+        assert_eq!(v["changes"][1]["change"]["action"], json!("update"));
+        assert_eq!(
+            v["changes"][1]["change"]["fields"],
+            json!([{"path": "data.k", "from": "\"1\"", "to": "\"2\""}])
+        );
+        assert_eq!(v["changes"][2]["change"]["code"], json!(403));
+        assert_eq!(v["summary"]["unchanged"], json!(4));
+    }
+
+    #[test]
+    fn nothing_to_change_is_an_empty_plan_with_its_count() {
+        let p = plan(
+            vec![],
+            Summary {
+                unchanged: 2,
+                ..Summary::default()
+            },
+        );
+        assert!(!p.changes() && !p.failed());
+        assert!(p.text().ends_with(
+            "\nPlan: 0 to create, 0 to change, 0 to delete, 0 refused; 2 objects unchanged\n"
+        ));
+    }
+}

@@ -16,21 +16,27 @@ use support::*;
 
 const PROVISIONER: &str = "contentsite-provisioner";
 
-/// `kubewasm plan WASM --kubeconfig KUBECONFIG EXTRA…`: exit code, stdout, stderr.
-fn plan(wasm: &Path, kubeconfig: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+/// `kubewasm ARGS…`: exit code, stdout, stderr.
+fn kubewasm(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(["--log", "warn", "plan"])
-        .arg(wasm)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(extra)
+        .args(["--log", "warn"])
+        .args(args)
         .output()
-        .expect("kubewasm plan runs");
+        .expect("kubewasm runs");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// `kubewasm plan WASM --kubeconfig KUBECONFIG EXTRA…`: exit code, stdout, stderr.
+fn plan(wasm: &Path, kubeconfig: &Path, extra: &[&str]) -> (Option<i32>, String, String) {
+    let (wasm, kubeconfig) = (
+        wasm.to_str().expect("utf-8"),
+        kubeconfig.to_str().expect("utf-8"),
+    );
+    kubewasm(&[&["plan", wasm, "--kubeconfig", kubeconfig][..], extra].concat())
 }
 
 /// The provisioner installed and approved in `env`; its plugin file.
@@ -132,6 +138,15 @@ async fn plan_shows_the_writes_to_come_makes_none_and_is_empty_once_they_are_mad
     assert_eq!(v["changes"].as_array().map(Vec::len), Some(3), "{v:#}");
     assert_eq!(v["errors"], json!([]));
     same_content(&out, &v);
+
+    // Listed only where --namespace says: nothing of `default` is planned.
+    let (code, out, err) = plan(
+        &wasm,
+        &env.kubeconfig,
+        &["--approvals", &approvals, "--namespace", "elsewhere"],
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains(", 0 objects watched"), "{out}");
 
     // The plan wrote nothing: no child, the site untouched (no status, same version).
     assert!(get(&dbs(&env), "blog-db").await.is_none());
@@ -299,6 +314,15 @@ async fn a_bad_module_an_unreachable_cluster_and_a_failing_call_exit_1() {
     assert!(err.contains("Error: making the plan"), "{err}");
     assert!(err.contains("Connection refused"), "{err}");
 
+    // A watched kind the cluster does not serve (no CRDs here) is said, and planned as
+    // nothing.
+    let (code, out, err) = plan(&example_plugin(PROVISIONER), &env.kubeconfig, &[]);
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("note: sites.kubewasm.dev/v1alpha1/ContentSite is not served by the cluster"),
+        "{out}"
+    );
+
     // testkit calls ConfigMaps labelled for it: one fails, one is copied, one it does not
     // watch is not called.
     let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
@@ -379,4 +403,57 @@ async fn plan_works_against_kubewasm_dev() {
         assert!(out.contains(line), "{line:?} missing from\n{out}");
     }
     assert_eq!(dev.stop(), Some(0));
+}
+
+/// `--module`: the plugin pulled from a registry (its tag resolved to a digest), named by
+/// its own manifest for its approval, and planned as its file is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_pulls_the_module_from_a_registry() {
+    let registry = support::registry::Registry::start();
+    let env = Env::new().await;
+    let wasm = provisioner(&env);
+    env.create(&env.sites(), content_site("blog", 3)).await;
+    let tag = registry.reference("plugins/contentsite:v1");
+    let host = registry.host();
+    let wasm = wasm.to_str().expect("utf-8");
+    let (code, _, err) = kubewasm(&["push", wasm, &tag, "--insecure-registry", &host]);
+    assert_eq!(code, Some(0), "push: {err}");
+
+    let kubeconfig = env.kubeconfig.to_str().expect("utf-8");
+    let approvals = approvals(&env);
+    let (code, out, err) = kubewasm(&[
+        "plan",
+        "--module",
+        &tag,
+        "--insecure-registry",
+        &host,
+        "--kubeconfig",
+        kubeconfig,
+        "--approvals",
+        &approvals,
+    ]);
+    assert_eq!(code, Some(2), "{out}\n{err}");
+    for line in [
+        "kubewasm plan: contentsite-provisioner 0.1.0, 1 objects watched",
+        "+ create MongoDB default/blog-db  (for ContentSite default/blog)",
+        "Plan: 2 to create, 1 to change, 0 to delete, 0 refused; 0 objects unchanged",
+    ] {
+        assert!(out.contains(line), "{line:?} missing from\n{out}");
+    }
+
+    // Its approval is looked up by the name it gives itself: without one, it is refused.
+    env.unapprove(PROVISIONER);
+    let (code, out, err) = kubewasm(&[
+        "plan",
+        "--module",
+        &tag,
+        "--insecure-registry",
+        &host,
+        "--kubeconfig",
+        kubeconfig,
+        "--approvals",
+        &approvals,
+    ]);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(err.contains(PROVISIONER), "{err}");
 }

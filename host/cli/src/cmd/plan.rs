@@ -197,10 +197,7 @@ async fn plugin_file(args: &PlanArgs, loader: &Loader) -> Result<PluginFile> {
 /// `run` pulls a Plugin object's, named after the plugin it describes itself as (its
 /// approval is looked up by that name, as a Plugin object's by the object's).
 async fn pull(args: &PlanArgs, module: &str, loader: &Loader) -> Result<PluginFile> {
-    let Some(rest) = module.strip_prefix("oci://") else {
-        bail!("--module {module:?}: an OCI reference starts with oci://");
-    };
-    let reference: kubewasm_oci::Reference = rest.parse()?;
+    let reference: kubewasm_oci::Reference = module.parse()?;
     let oci = kubewasm_oci::Client::new(&args.registry.config())?;
     let creds = args.registry.auths()?.for_registry(reference.registry());
     let digest = match reference.digest() {
@@ -209,13 +206,9 @@ async fn pull(args: &PlanArgs, module: &str, loader: &Loader) -> Result<PluginFi
     };
     let store_dir = tempfile_dir()?;
     let store = kubewasm_oci::Store::open(&store_dir)?;
+    let pinned = reference.pinned(&digest);
     let pulled = oci
-        .pull_wasm(
-            &reference.pinned(&digest),
-            &creds,
-            &store,
-            args.max_module_mib << 20,
-        )
+        .pull_wasm(&pinned, &creds, &store, args.max_module_mib << 20)
         .await;
     let _ = std::fs::remove_dir_all(&store_dir);
     let pulled = pulled?;
@@ -223,8 +216,9 @@ async fn pull(args: &PlanArgs, module: &str, loader: &Loader) -> Result<PluginFi
         .layer_digest
         .trim_start_matches("sha256:")
         .to_string();
+    // Named after the pinned reference, so messages say where it came from.
     let file = |name: &str| PluginFile {
-        path: PathBuf::from(format!("{name}.wasm")),
+        path: PathBuf::from(pinned.to_string()).join(format!("{name}.wasm")),
         bytes: pulled.bytes.clone(),
         digest: digest.clone(),
         settings: None,

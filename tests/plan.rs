@@ -286,6 +286,48 @@ async fn a_write_the_plugins_service_account_may_not_make_shows_refused_with_the
     assert_eq!(resource_version(&now), resource_version(&site));
 }
 
+/// A cluster whose MongoDB CRD allows at most 3 members: a site asking 5 has its MongoDB
+/// refused by the schema (422), with the API server's reason; the rest is planned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_the_schema_refuses_shows_refused_with_the_reason() {
+    let env = Env::with_crds(false).await;
+    let crds = env.dir.path().join("crds");
+    std::fs::create_dir(&crds).expect("crds dir");
+    let sites_crd = root().join("examples/crds/contentsites.sites.kubewasm.dev.yaml");
+    std::fs::copy(&sites_crd, crds.join("contentsites.yaml")).expect("copy CRD");
+    let mongodb = std::fs::read_to_string(root().join("examples/crds/mongodb.mongodb.com.yaml"))
+        .expect("MongoDB CRD");
+    assert!(
+        mongodb.contains("maximum: 50"),
+        "the CRD's members bound moved"
+    );
+    std::fs::write(
+        crds.join("mongodb.yaml"),
+        mongodb.replace("maximum: 50", "maximum: 3"),
+    )
+    .expect("write CRD");
+    env.apply_path(&crds).await;
+    let wasm = provisioner(&env);
+    env.create(&env.sites(), content_site("big", 5)).await;
+
+    let approvals = approvals(&env);
+    let (code, out, err) = plan(&wasm, &env.kubeconfig, &["--approvals", &approvals]);
+    assert_eq!(code, Some(2), "{out}\n{err}");
+    let refused = out
+        .split("\n\n")
+        .find(|b| b.starts_with("! create MongoDB default/big-db  (for ContentSite default/big)"))
+        .unwrap_or_else(|| panic!("no refused MongoDB in\n{out}\n{err}"));
+    assert!(
+        refused.contains("refused (422): ") && refused.contains("members"),
+        "the API server's code and reason: {refused}"
+    );
+    assert!(
+        out.contains("Plan: 1 to create, 1 to change, 0 to delete, 1 refused; 0 objects unchanged"),
+        "{out}"
+    );
+    assert!(get(&dbs(&env), "big-db").await.is_none());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bad_module_an_unreachable_cluster_and_a_failing_call_exit_1() {
     let env = Env::with_crds(false).await;

@@ -340,7 +340,7 @@ impl Plan {
 
     /// The summary line: `Plan: 2 to create, 1 to change, 0 to delete, 1 refused; 7
     /// objects unchanged`.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let s = &self.summary;
         format!(
             "Plan: {} to create, {} to change, {} to delete, {} refused; {} objects unchanged",

@@ -16,8 +16,8 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use cmd::{
-    approve, build, compile_worker, componentize, copy_plugins, dev, inspect, new, push, rbac, run,
-    test,
+    approve, build, compile_worker, componentize, copy_plugins, dev, inspect, new, plan, push,
+    rbac, run, test,
 };
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
@@ -75,6 +75,12 @@ enum Command {
     /// plugin asks for, and its RBAC, as one YAML stream for `kubectl apply -f -` (or, without
     /// --module, for --approvals in directory mode).
     Approve(approve::ApproveArgs),
+    /// Show what a plugin would do to a live cluster, writing nothing: calls it once per
+    /// watched object (as a resync) and sends each write it returns with dryRun=All as
+    /// its ServiceAccount, through `run`'s pipeline; prints `+` create, `~` update (field
+    /// diff), `-` delete, `!` refused. Exits 0 when nothing would change, 2 when something
+    /// would, 1 on error.
+    Plan(plan::PlanArgs),
     /// Run plugins against YAML test cases through `run`'s pipeline, on an embedded API
     /// server per case (the case format ends `kubewasm test --help`).
     /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
@@ -197,6 +203,7 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::Test(args) => test::command(args).await,
         Command::Rbac(args) => rbac::command(args).await,
         Command::Approve(args) => approve::command(args).await,
+        Command::Plan(args) => plan::command(args).await,
         Command::Inspect(args) => inspect::command(args).await,
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args).await,

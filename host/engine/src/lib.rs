@@ -26,6 +26,7 @@ pub mod cases;
 pub mod error;
 pub mod event;
 pub mod host;
+pub mod plan;
 pub(crate) mod plugins;
 pub(crate) mod preview;
 pub mod replicas;

@@ -8,6 +8,7 @@ pub mod copy_plugins;
 pub mod dev;
 pub mod inspect;
 pub mod new;
+pub mod plan;
 pub mod push;
 pub mod rbac;
 pub(crate) mod registry_args;

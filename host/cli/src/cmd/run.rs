@@ -487,22 +487,9 @@ impl HostArgs {
         Ok(ceilings)
     }
 
-    /// `--namespace` values, checked as Kubernetes names namespaces (DNS-1123 labels).
+    /// `--namespace` values, checked ([`namespaces_flag`]).
     fn watch_namespaces(&self) -> Result<Vec<String>> {
-        let mut out: Vec<String> = Vec::new();
-        for ns in self
-            .namespaces
-            .iter()
-            .map(|n| n.trim())
-            .filter(|n| !n.is_empty())
-        {
-            kubewasm::core::names::validate_name(ns, kubewasm::core::names::NameRule::Label)
-                .map_err(|reason| anyhow::anyhow!("--namespace {ns:?}: {reason}"))?;
-            if !out.iter().any(|n| n == ns) {
-                out.push(ns.to_string());
-            }
-        }
-        Ok(out)
+        namespaces_flag(&self.namespaces)
     }
 
     fn identity(&self) -> String {
@@ -522,6 +509,20 @@ impl HostArgs {
     fn probe_addr(&self) -> Result<Option<SocketAddr>> {
         address("--probe-addr", &self.probe_addr)
     }
+}
+
+/// `--namespace` values (of `run`, `dev` and `plan`), checked as Kubernetes names
+/// namespaces (DNS-1123 labels), blanks and repeats dropped.
+pub(crate) fn namespaces_flag(values: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for ns in values.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        kubewasm::core::names::validate_name(ns, kubewasm::core::names::NameRule::Label)
+            .map_err(|reason| anyhow::anyhow!("--namespace {ns:?}: {reason}"))?;
+        if !out.iter().any(|n| n == ns) {
+            out.push(ns.to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// A listening address flag: `host:port`, or `off`.

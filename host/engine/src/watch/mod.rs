@@ -10,3 +10,4 @@ mod task;
 
 pub use manager::WatchConfig;
 pub(crate) use manager::{WatchEvent, WatchManager, WatchReadiness, WatchSignal};
+pub(crate) use stages::kept;

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 pub(crate) use self::gate::Gate;
 pub(crate) use self::observe::Observe;
-pub(crate) use self::preview::Preview;
+pub(crate) use self::preview::{Preview, dry_run_findings};
 pub(crate) use self::quarantine::Quarantine;
 pub(crate) use self::record::Record;
 use crate::event::cluster::ApiCluster;

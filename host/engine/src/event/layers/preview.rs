@@ -140,8 +140,8 @@ pub(crate) fn object_of(p: &Prepared) -> String {
     }
 }
 
-/// The dry run's findings: each write previewed.
-fn dry_run_findings(report: &Report, trigger: &str) -> Vec<Finding> {
+/// The dry run's findings: each write previewed (also `kubewasm plan`'s).
+pub(crate) fn dry_run_findings(report: &Report, trigger: &str) -> Vec<Finding> {
     let prepared = report.prepared();
     report
         .writes

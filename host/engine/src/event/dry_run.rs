@@ -33,8 +33,14 @@ impl<C: Cluster> Owners for DryRun<'_, C> {
 }
 
 impl<C: Cluster> Cluster for DryRun<'_, C> {
+    /// The preflight's read. Refused (it is a dry-run PATCH as the plugin, which the
+    /// write itself needs too): nothing to check before writing, and the write's own
+    /// preview reports the refusal, as a finding, not as the event's failure.
     async fn current(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
-        self.0.current(manager, p).await
+        match self.0.current(manager, p).await {
+            Err(e) if refused(&e) => Ok(None),
+            other => other,
+        }
     }
 
     /// The object before, and as the write would leave it: what would change. A refusal
@@ -64,12 +70,15 @@ fn refusal(e: Error) -> Result<Outcome, Error> {
             status,
             ref message,
             ..
-        } if (400..500).contains(&status) && status != 429 => {
-            Ok(Outcome::Previewed(Change::Refused {
-                code: status,
-                reason: excerpt(message, MAX_REASON).into_owned(),
-            }))
-        }
+        } if refused(&e) => Ok(Outcome::Previewed(Change::Refused {
+            code: status,
+            reason: excerpt(message, MAX_REASON).into_owned(),
+        })),
         e => Err(e),
     }
+}
+
+/// Whether the API server refused: the same request gets the same answer again.
+fn refused(e: &Error) -> bool {
+    matches!(e, Error::Api { status, .. } if (400..500).contains(status) && *status != 429)
 }

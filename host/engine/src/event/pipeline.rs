@@ -117,17 +117,13 @@ impl<C: Cluster + 'static> crate::event::layers::Handle for Pipeline<C> {
         let Some(raw) = self.call(&req, &mut report).await else {
             return report;
         };
-        let Some(prepared) = self.admit(&req, raw, &mut report).await else {
-            return report;
-        };
         if req.dry_run {
-            let cluster = DryRun(&self.cluster);
-            self.apply(&cluster, &req, &prepared, &mut report).await;
+            self.admit_and_apply(&DryRun(&self.cluster), &req, raw, &mut report)
+                .await;
         } else {
-            self.apply(&self.cluster, &req, &prepared, &mut report)
+            self.admit_and_apply(&self.cluster, &req, raw, &mut report)
                 .await;
         }
-        report.admitted = Some(prepared);
         report
     }
 }
@@ -149,6 +145,21 @@ fn retired(req: &Request<'_>) -> Error {
 }
 
 impl<C: Cluster> Pipeline<C> {
+    /// Steps 2 and 3 on `cluster`: the pipeline's own, or it in dry run.
+    async fn admit_and_apply(
+        &self,
+        cluster: &impl Cluster,
+        req: &Request<'_>,
+        raw: Vec<RawIntent>,
+        report: &mut Report,
+    ) {
+        let Some(prepared) = self.admit(cluster, req, raw, report).await else {
+            return;
+        };
+        self.apply(cluster, req, &prepared, report).await;
+        report.admitted = Some(prepared);
+    }
+
     /// Step 1, the call: under the term's guard and while its version serves; None when
     /// the event ends here (`report` says why).
     async fn call(&self, req: &Request<'_>, report: &mut Report) -> Option<Vec<RawIntent>> {
@@ -196,6 +207,7 @@ impl<C: Cluster> Pipeline<C> {
     /// says why).
     async fn admit(
         &self,
+        cluster: &impl Cluster,
         req: &Request<'_>,
         raw: Vec<RawIntent>,
         report: &mut Report,
@@ -208,8 +220,8 @@ impl<C: Cluster> Pipeline<C> {
             raw,
             plugin.limits.max_intent_bytes,
             &trigger,
-            &self.cluster,
-            &self.cluster,
+            cluster,
+            cluster,
         )
         .await;
         let mut prepared = match admitted {
@@ -220,13 +232,8 @@ impl<C: Cluster> Pipeline<C> {
             }
         };
         let manager = plugin.manifest.field_manager();
-        let check = preflight::check_merges(
-            &self.cluster,
-            name,
-            &plugin.manifest,
-            &manager,
-            &mut prepared,
-        );
+        let check =
+            preflight::check_merges(cluster, name, &plugin.manifest, &manager, &mut prepared);
         let key = req.delivery.object.key();
         match self.ownership.guard(&key, check).await {
             Err(_) => report.result = Err(not_leader(req)),

@@ -157,7 +157,7 @@ start_replica() {
 replica_addr() {
     local i=$1 addr=""
     for _ in $(seq 600); do
-        addr=$(jq -r 'select(.message == "serving /healthz, /readyz, /status, /metrics") | .addr' \
+        addr=$(jq -r 'select(.message // "" | startswith("serving /healthz, /readyz, /status, /metrics")) | .addr' \
             "$work/run/replica-$i.log" 2>/dev/null | head -1)
         [ -n "$addr" ] && break
         alive "$i"

@@ -16,8 +16,8 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 use cmd::{
-    approve, build, compile_worker, componentize, copy_plugins, dev, inspect, new, plan, push,
-    rbac, run, test,
+    approve, build, compile_worker, componentize, copy_plugins, dev, inspect, new, plan, preview,
+    push, rbac, run, test,
 };
 
 /// kubewasm: react to any Kubernetes resource with WebAssembly plugins.
@@ -86,6 +86,9 @@ enum Command {
     /// Prints a diff for each failing case and ends with `N passed, N failed`; exits 1 on
     /// any failure.
     Test(test::TestArgs),
+    /// What a plugin in dry run (`spec.mode: DryRun`) or its shadow candidate would do:
+    /// `preview report PLUGIN` prints a running host's report as a terraform-like diff.
+    Preview(preview::PreviewArgs),
     /// Create a standalone plugin project (Rust, Go, Python, JavaScript or C) in a new
     /// folder: source with a watch, a grant and a handler, the vendored WIT and language
     /// layer, settings, its approval, two test cases and a README. `kubewasm build &&
@@ -205,6 +208,7 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::Approve(args) => approve::command(args).await,
         Command::Plan(args) => plan::command(args).await,
         Command::Inspect(args) => inspect::command(args).await,
+        Command::Preview(args) => preview::command(args).await,
         Command::New(args) => new::command(args),
         Command::Build(args) => build::command(args).await,
         Command::Push(args) => push::command(args).await,

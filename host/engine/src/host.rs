@@ -167,6 +167,11 @@ const PLUGIN_WATCH_POLL: Duration = Duration::from_secs(1);
 /// How often a replica waiting to stand for a Lease looks whether it is ready to serve.
 const READY_POLL: Duration = Duration::from_millis(200);
 
+/// While a plugin previews, how often the Plugin objects' status is written again: its
+/// `status.preview` counts change with every event it handles, not only at reconciles (the
+/// writer skips a status that did not change).
+const PREVIEW_STATUS_INTERVAL: Duration = Duration::from_secs(5);
+
 /// A running host. Build with [`Host::start`]; run with [`Host::run`] (or stop with
 /// [`Host::shutdown`]).
 pub struct Host {
@@ -195,7 +200,8 @@ impl Host {
         let background = CancellationToken::new();
         // Until the host is up: a failure on the way stops what had started.
         let starting = background.clone().drop_guard();
-        serve(&config.serve, &metrics, &readiness, &background).await?;
+        let previews = Arc::<Previews>::default();
+        serve(&config.serve, &metrics, &readiness, &previews, &background).await?;
         let access = Arc::new(Access::default());
         let standing = Standing::stand(
             &client,
@@ -212,7 +218,7 @@ impl Host {
             ownership: standing.ownership.clone(),
             metrics,
             access,
-            previews: Arc::default(),
+            previews,
         };
         let (plugins, tasks, watching, dir_watch) = parts.assemble().await?;
         let ready = plugins.clone();
@@ -289,10 +295,12 @@ async fn serve(
     config: &ServeConfig,
     metrics: &Arc<Metrics>,
     readiness: &Readiness,
+    previews: &Arc<Previews>,
     cancel: &CancellationToken,
 ) -> Result<(), Error> {
     if let Some(addr) = config.metrics_addr {
-        http::serve(addr, metrics.clone(), readiness.clone(), cancel.clone()).await?;
+        let (metrics, readiness) = (metrics.clone(), readiness.clone());
+        http::serve(addr, metrics, readiness, previews.clone(), cancel.clone()).await?;
     }
     if let Some(addr) = config.probe_addr {
         http::serve_probes(addr, readiness.clone(), cancel.clone()).await?;
@@ -902,15 +910,19 @@ impl Plugins {
     }
 
     /// Task: write the Plugin objects' status as the last reconcile left it, after each
-    /// reconcile of them (a burst of reconciles makes one write of the latest states).
+    /// reconcile of them (a burst of reconciles makes one write of the latest states), and
+    /// every [`PREVIEW_STATUS_INTERVAL`] while a plugin previews (its `status.preview`).
     async fn write_object_status(self: Arc<Self>, cancel: CancellationToken) {
         let Some(objects) = &self.objects else {
             return;
         };
         loop {
+            // Whether a plugin previews changes only at a reload, which wakes this loop.
+            let previewing = self.previews.any();
             tokio::select! {
                 _ = cancel.cancelled() => break,
                 _ = objects.status_due.notified() => {}
+                _ = tokio::time::sleep(PREVIEW_STATUS_INTERVAL), if previewing => {}
             }
             if self.ownership.is_first() {
                 objects.writer.write(&self.reloader.object_states()).await;

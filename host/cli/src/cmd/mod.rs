@@ -9,6 +9,7 @@ pub mod dev;
 pub mod inspect;
 pub mod new;
 pub mod plan;
+pub mod preview;
 pub mod push;
 pub mod rbac;
 pub(crate) mod registry_args;

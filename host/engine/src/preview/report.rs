@@ -99,8 +99,7 @@ pub(crate) struct Previews {
     plugins: Mutex<BTreeMap<String, PluginReport>>,
 }
 
-/// One plugin's whole report, as `/preview` serves it.
-#[allow(dead_code)] // TEMP: served by /preview, being wired
+/// One plugin's whole report, as `/preview/{plugin}` serves it.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Report {
@@ -172,8 +171,21 @@ impl Previews {
         lock(&self.plugins).get(plugin).map(PluginReport::summary)
     }
 
-    /// The whole report of `plugin`.
-    #[allow(dead_code)] // TEMP: served by /preview, being wired
+    /// Whether any plugin previews.
+    pub(crate) fn any(&self) -> bool {
+        !lock(&self.plugins).is_empty()
+    }
+
+    /// Every plugin that previews with its `status.preview`, by name (what `/preview`
+    /// lists).
+    pub(crate) fn summaries(&self) -> BTreeMap<String, PreviewStatus> {
+        lock(&self.plugins)
+            .iter()
+            .map(|(name, r)| (name.clone(), r.summary()))
+            .collect()
+    }
+
+    /// The whole report of `plugin`; None when it does not preview.
     pub(crate) fn report(&self, plugin: &str) -> Option<Report> {
         let all = lock(&self.plugins);
         let r = all.get(plugin)?;

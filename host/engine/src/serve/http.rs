@@ -1,29 +1,44 @@
 //! The operations endpoints: `/healthz` (the process is alive), `/readyz` (plugins loaded,
 //! caches synced; `?verbose` lists each check), `/status` (JSON: per plugin its `Ready` and
 //! `Blocked` conditions and the objects parked by permanent failures), `/metrics`
-//! (Prometheus text format).
+//! (Prometheus text format), `/preview` (JSON: the plugins that preview, in `spec.mode:
+//! DryRun` or with a shadow candidate, each with its `status.preview` summary) and
+//! `/preview/{plugin}` (that plugin's whole per-object report, as `kubewasm preview
+//! report` prints it).
 //!
-//! Two listeners: [`serve`] answers all four and belongs on loopback (`kubewasm run
+//! Two listeners: [`serve`] answers all of them and belongs on loopback (`kubewasm run
 //! --metrics-addr`, default `127.0.0.1:9090`: reached from inside the pod or through
 //! `kubectl port-forward`); [`serve_probes`] answers only the probes, for the kubelet,
 //! on the pod's address (`--probe-addr`). Exposing the first is an operator's choice
 //! (`--metrics-addr 0.0.0.0:9090` behind a NetworkPolicy), logged as a warning.
 //!
-//! Nothing a plugin wrote is served, on either: a blocked object shows its failure's
-//! class and a fixed description ([`BlockedObject::message`] stays in the host), a
-//! rejected plugin file only that it was rejected. The plugin's own words go to the log.
+//! Nothing a plugin wrote is served by the probes or `/status`: a blocked object shows its
+//! failure's class and a fixed description ([`BlockedObject::message`] stays in the host),
+//! a rejected plugin file only that it was rejected. The plugin's own words go to the log.
+//! `/preview` is the exception, by design: what a dry run would change is field values,
+//! the plugin's and other objects' (the live object it would overwrite), so each is an
+//! excerpt, a Secret's data is never shown, and the report is bounded in objects and
+//! fields (`preview::report`, `preview::change`).
+//!
+//! Why the full preview report is served here and not written to a report object: it
+//! costs no writes to etcd (a report changes with every event), needs no new kind, and
+//! since it shows other objects' field values, it stays on loopback behind the pod's
+//! network, readable only by whoever may reach the pod (`kubectl port-forward` needs the
+//! `pods/portforward` permission), not by everyone who may read a namespace's objects.
+//! The Plugin object's `status.preview` carries only counts and field paths.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
 use axum::Router;
-use axum::extract::{Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio_util::sync::CancellationToken;
 
 use crate::Error;
+use crate::preview::report::Previews;
 use crate::serve::metrics::Metrics;
 
 /// What `/readyz` and `/status` report.
@@ -376,6 +391,7 @@ impl Readiness {
 struct Ops {
     metrics: Arc<Metrics>,
     readiness: Readiness,
+    previews: Arc<Previews>,
 }
 
 impl axum::extract::FromRef<Ops> for Readiness {
@@ -423,27 +439,77 @@ async fn metrics(State(ops): State<Ops>) -> impl IntoResponse {
     )
 }
 
-/// Serve `/healthz`, `/readyz`, `/status` and `/metrics` on `addr` until `cancel`; returns
-/// the bound address (port 0 picks one). Meant for loopback: bound elsewhere, whoever
-/// reaches the address reads the metrics and the plugins' status (said at start).
-pub(crate) async fn serve(
-    addr: SocketAddr,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-    cancel: CancellationToken,
-) -> Result<SocketAddr, Error> {
-    let app = Router::new()
+/// `/preview`: the plugins that preview, each with its summary.
+async fn previews(State(ops): State<Ops>) -> impl IntoResponse {
+    let plugins: Vec<serde_json::Value> = ops
+        .previews
+        .summaries()
+        .into_iter()
+        .map(|(name, summary)| serde_json::json!({"name": name, "summary": summary}))
+        .collect();
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        serde_json::json!({ "plugins": plugins }).to_string(),
+    )
+}
+
+/// `/preview/{plugin}`: the plugin's whole report; 404 when it does not preview.
+async fn preview(State(ops): State<Ops>, Path(plugin): Path<String>) -> impl IntoResponse {
+    let (code, body) = match ops.previews.report(&plugin) {
+        Some(report) => (
+            StatusCode::OK,
+            serde_json::to_value(&report).unwrap_or_default(),
+        ),
+        None => (
+            StatusCode::NOT_FOUND,
+            serde_json::json!({"error": format!(
+                "no plugin named {plugin:?} previews on this host: it is not loaded here, or \
+                 it has spec.mode Enforce and no candidate running (GET /preview lists those \
+                 that preview)"
+            )}),
+        ),
+    };
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+}
+
+/// The routes of [`serve`].
+fn ops_routes(ops: Ops) -> Router {
+    Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/status", get(status))
         .route("/metrics", get(self::metrics))
-        .with_state(Ops { metrics, readiness });
+        .route("/preview", get(previews))
+        .route("/preview/{plugin}", get(preview))
+        .with_state(ops)
+}
+
+/// Serve `/healthz`, `/readyz`, `/status`, `/metrics` and `/preview` on `addr` until
+/// `cancel`; returns the bound address (port 0 picks one). Meant for loopback: bound
+/// elsewhere, whoever reaches the address reads the metrics, the plugins' status and their
+/// preview reports (said at start).
+pub(crate) async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    previews: Arc<Previews>,
+    cancel: CancellationToken,
+) -> Result<SocketAddr, Error> {
+    let app = ops_routes(Ops {
+        metrics,
+        readiness,
+        previews,
+    });
     let bound = listen(addr, app, "metrics endpoint", cancel).await?;
     if bound.ip().is_loopback() {
-        tracing::info!(addr = %bound, "serving /healthz, /readyz, /status, /metrics");
+        tracing::info!(addr = %bound, "serving /healthz, /readyz, /status, /metrics, /preview");
     } else {
         tracing::warn!(addr = %bound,
-            "serving /healthz, /readyz, /status, /metrics on a non-loopback address: whoever can reach it reads the metrics and the plugins' status (restrict it with a NetworkPolicy)");
+            "serving /healthz, /readyz, /status, /metrics, /preview on a non-loopback address: whoever can reach it reads the metrics, the plugins' status and their preview reports, which show excerpts of objects' fields (restrict it with a NetworkPolicy)");
     }
     Ok(bound)
 }
@@ -495,6 +561,71 @@ async fn listen(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preview::change::change;
+    use crate::preview::report::{Finding, Source};
+    use kubewasm_core::grant::Mode;
+    use tower::ServiceExt as _;
+
+    /// GET `path` of the ops routes over `previews`: status and JSON body.
+    async fn get_json(previews: Arc<Previews>, path: &str) -> (StatusCode, serde_json::Value) {
+        let app = ops_routes(Ops {
+            metrics: Arc::new(Metrics::new()),
+            readiness: Readiness::default(),
+            previews,
+        });
+        let request = http::Request::get(path)
+            .body(axum::body::Body::empty())
+            .expect("request");
+        let response = app.oneshot(request).await.expect("response");
+        let code = response.status();
+        let body = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .expect("body");
+        (code, serde_json::from_slice(&body).expect("JSON"))
+    }
+
+    #[tokio::test]
+    async fn preview_lists_the_plugins_that_preview_and_serves_each_report() {
+        let previews = Arc::new(Previews::default());
+        previews.set([("web".to_string(), Mode::DryRun, None)]);
+        let after = serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}});
+        previews.record(
+            "web",
+            Source::DryRun,
+            vec![Finding {
+                object: "ConfigMap default/a".into(),
+                verb: "create".into(),
+                trigger: "ContentSite default/blog".into(),
+                change: change(None, Some(&after)),
+                divergence: None,
+            }],
+        );
+        let (code, list) = get_json(previews.clone(), "/preview").await;
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(list["plugins"][0]["name"], "web");
+        assert_eq!(list["plugins"][0]["summary"]["mode"], "DryRun");
+        assert_eq!(list["plugins"][0]["summary"]["changes"], 1);
+
+        let (code, report) = get_json(previews.clone(), "/preview/web").await;
+        assert_eq!(code, StatusCode::OK);
+        let entry = &report["objects"][0];
+        assert_eq!(entry["object"], "ConfigMap default/a");
+        assert_eq!(entry["source"], "dryRun");
+        assert_eq!(entry["change"]["action"], "create");
+        let paths: Vec<&str> = entry["change"]["fields"]
+            .as_array()
+            .expect("fields")
+            .iter()
+            .filter_map(|f| f["path"].as_str())
+            .collect();
+        assert!(paths.contains(&"data.k"), "{report}");
+        assert_eq!(report["summary"]["events"], 1);
+
+        let (code, missing) = get_json(previews, "/preview/other").await;
+        assert_eq!(code, StatusCode::NOT_FOUND);
+        let error = missing["error"].as_str().expect("an error message");
+        assert!(error.contains("\"other\"") && error.contains("GET /preview"), "{error}");
+    }
 
     fn report(blocked_message: &str) -> ReadinessReport {
         ReadinessReport {

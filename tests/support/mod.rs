@@ -572,3 +572,68 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         .and_then(|n| n.parse().ok())
         .expect("VmHWM")
 }
+
+/// Where a host serves its status listener (`/metrics`, `/status`, `/preview`): the address
+/// its start-up line names.
+pub async fn ops_endpoint(host: &HostProcess) -> String {
+    let line = host
+        .wait_log("the status listener's address", |l| {
+            field(l, "message").starts_with("serving /healthz, /readyz, /status, /metrics")
+        })
+        .await;
+    field(&line, "addr").to_string()
+}
+
+/// GET `path` over plain HTTP/1.0 from `addr`: the status code and the body.
+pub fn http_get_status(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("a read timeout");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").expect("send");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, body.to_string())
+}
+
+/// The value of the metric sample `series` (name and labels as exposed), 0 when absent.
+pub fn metric_sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// An empty Docker config folder for `kubewasm push` and hosts pulling from a test
+/// registry: no credentials of this machine's user leak in.
+pub fn empty_docker_config() -> PathBuf {
+    let dir = std::env::temp_dir().join("kubewasm-tests-empty-docker-config");
+    std::fs::create_dir_all(&dir).expect("docker config dir");
+    dir
+}
+
+/// `kubewasm push FILE REF --insecure-registry HOST` to a test registry: the pinned
+/// reference it prints last.
+pub fn push_module(registry: &registry::Registry, file: &Path, path: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["push", &file.to_string_lossy(), &registry.reference(path)])
+        .args(["--insecure-registry", &registry.host()])
+        .env("DOCKER_CONFIG", empty_docker_config())
+        .output()
+        .expect("run kubewasm push");
+    assert!(
+        out.status.success(),
+        "push failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let pinned = stdout.lines().last().expect("push printed nothing").trim();
+    assert!(pinned.contains("@sha256:"), "{pinned}");
+    pinned.to_string()
+}

@@ -921,8 +921,7 @@ impl Plugins {
             let previewing = self.previews.any();
             tokio::select! {
                 _ = cancel.cancelled() => break,
-                _ = objects.status_due.notified() => {}
-                _ = tokio::time::sleep(PREVIEW_STATUS_INTERVAL), if previewing => {}
+                _ = status_due(&objects.status_due, previewing) => {}
             }
             if self.ownership.is_first() {
                 objects.writer.write(&self.reloader.object_states()).await;
@@ -965,6 +964,15 @@ impl Plugins {
             }
             self.reload().await;
         }
+    }
+}
+
+/// Resolves when the Plugin objects' status is to be written: after a reconcile of them
+/// (`reconciled`), and, while a plugin previews, every [`PREVIEW_STATUS_INTERVAL`].
+async fn status_due(reconciled: &Notify, previewing: bool) {
+    tokio::select! {
+        _ = reconciled.notified() => {}
+        _ = tokio::time::sleep(PREVIEW_STATUS_INTERVAL), if previewing => {}
     }
 }
 
@@ -1457,6 +1465,26 @@ mod tests {
             Some(&None),
             "every Plugin object, no label selector"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn status_is_due_after_a_reconcile_and_periodically_only_while_previewing() {
+        use tokio::time::{Instant, timeout};
+        let reconciled = Notify::new();
+        let long = PREVIEW_STATUS_INTERVAL * 10;
+        assert!(
+            timeout(long, status_due(&reconciled, false)).await.is_err(),
+            "due with no reconcile and nothing previewing"
+        );
+        reconciled.notify_one();
+        assert!(
+            timeout(Duration::from_millis(1), status_due(&reconciled, false))
+                .await
+                .is_ok()
+        );
+        let start = Instant::now();
+        assert!(timeout(long, status_due(&reconciled, true)).await.is_ok());
+        assert_eq!(start.elapsed(), PREVIEW_STATUS_INTERVAL);
     }
 
     #[test]

@@ -57,12 +57,10 @@ impl<S: Handle> Handle for Preview<S> {
             .shadow
             .clone()
             .map(|v| (v, req.delivery.clone(), req.view.clone()));
+        // The event's object, which each finding names: only when there is one to record.
+        let trigger = (dry_run || shadow.is_some()).then(|| req.delivery.object.describe());
         let report = self.inner.handle(req).await;
-        let Some(trigger) = shadow
-            .as_ref()
-            .map(|(_, d, _)| d.object.describe())
-            .or_else(|| dry_run.then(String::new))
-        else {
+        let Some(trigger) = trigger else {
             return report;
         };
         if dry_run {

@@ -188,7 +188,8 @@ async fn a_dry_run_plugin_writes_nothing_and_reports_what_it_would_do() {
     assert_eq!(host.stop(), Some(0));
 
     // Meanwhile, blog asks for 5 members and news appears.
-    env.apply(&sites, "test-user", content_site("blog", 5)).await;
+    env.apply(&sites, "test-user", content_site("blog", 5))
+        .await;
     env.create(&sites, content_site("news", 2)).await;
     let before = [
         kept(&get(&dbs, "blog-db").await.expect("blog-db")),
@@ -229,7 +230,8 @@ async fn a_dry_run_plugin_writes_nothing_and_reports_what_it_would_do() {
     assert!(
         fields(news_svc)
             .iter()
-            .any(|(path, _, to)| path == "spec.ports" && to.as_str().is_some_and(|v| v.contains("\"port\":80"))),
+            .any(|(path, _, to)| path == "spec.ports"
+                && to.as_str().is_some_and(|v| v.contains("\"port\":80"))),
         "{report}"
     );
     // The would-be change of what the plugin wrote for real: exactly the field it moves.
@@ -294,9 +296,9 @@ async fn a_dry_run_plugin_writes_nothing_and_reports_what_it_would_do() {
         assert!(text.contains(line), "no {line:?} in:\n{text}");
     }
     assert!(
-        text.lines().last().is_some_and(|l| l.starts_with(
-            "contentsite-provisioner (DryRun): 2 event(s) in dry run, "
-        ) && l.ends_with(", 0 refused")),
+        text.lines().last().is_some_and(|l| l
+            .starts_with("contentsite-provisioner (DryRun): 2 event(s) in dry run, ")
+            && l.ends_with(", 0 refused")),
         "{text}"
     );
     let (code, json_text, err) = preview_report(&[PROVISIONER, "--url", &url, "--output", "json"]);
@@ -325,13 +327,30 @@ async fn a_dry_run_plugin_writes_nothing_and_reports_what_it_would_do() {
             .matching(|l| field(l, "message") == message && field(l, "plugin") == PROVISIONER)
             .is_empty()
     };
-    assert!(logged("dry run: + create MongoDB default/news-db"), "{}", host.dump());
-    assert!(logged("dry run: + create Service default/news"), "{}", host.dump());
-    assert!(logged("dry run: ~ create MongoDB default/blog-db"), "{}", host.dump());
-    assert!(logged("dry run: = create Service default/blog"), "{}", host.dump());
+    assert!(
+        logged("dry run: + create MongoDB default/news-db"),
+        "{}",
+        host.dump()
+    );
+    assert!(
+        logged("dry run: + create Service default/news"),
+        "{}",
+        host.dump()
+    );
+    assert!(
+        logged("dry run: ~ create MongoDB default/blog-db"),
+        "{}",
+        host.dump()
+    );
+    assert!(
+        logged("dry run: = create Service default/blog"),
+        "{}",
+        host.dump()
+    );
     let metrics = http_get_status(&addr, "/metrics").1;
     // Would change: news-db, Service news, blog-db (Service blog would not).
-    let series = format!("kubewasm_preview_changes_total{{plugin=\"{PROVISIONER}\",verb=\"create\"}}");
+    let series =
+        format!("kubewasm_preview_changes_total{{plugin=\"{PROVISIONER}\",verb=\"create\"}}");
     assert_eq!(metric_sample(&metrics, &series), 3.0, "{metrics}");
 
     // The watches were live all along: a real write shows.
@@ -411,9 +430,14 @@ async fn a_write_the_api_server_would_refuse_is_reported_and_not_retried() {
     );
     // Every site's database would be refused: shop's and later's.
     assert!(text.contains(", 2 refused\n"), "{text}");
-    assert!(get(&env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default")), "shop-db")
+    assert!(
+        get(
+            &env.api("mongodb.com/v1", "MongoDB", "mongodb", Some("default")),
+            "shop-db"
+        )
         .await
-        .is_none());
+        .is_none()
+    );
     assert_eq!(host.stop(), Some(0));
 }
 
@@ -448,11 +472,16 @@ async fn a_plugin_object_in_dry_run_reports_in_its_status_until_it_enforces() {
         .args(["approve", &wasm.to_string_lossy(), "--module", &pinned])
         .output()
         .expect("run kubewasm approve");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let mut object: Value = serde_yaml_ng::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
-        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
-        .find(|d: &Value| d["kind"] == "Plugin")
-        .expect("a Plugin in approve's output");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut object: Value =
+        serde_yaml_ng::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
+            .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+            .find(|d: &Value| d["kind"] == "Plugin")
+            .expect("a Plugin in approve's output");
     object["spec"]["mode"] = json!("DryRun");
 
     let modules = env.dir.path().join("modules").display().to_string();
@@ -468,7 +497,11 @@ async fn a_plugin_object_in_dry_run_reports_in_its_status_until_it_enforces() {
     let host = env.start_host_with_env(&args, &[("DOCKER_CONFIG", &docker_config)]);
     let object: DynamicObject = serde_json::from_value(object).expect("a Plugin object");
     plugins
-        .patch(PROVISIONER, &PatchParams::apply("preview-test").force(), &Patch::Apply(&object))
+        .patch(
+            PROVISIONER,
+            &PatchParams::apply("preview-test").force(),
+            &Patch::Apply(&object),
+        )
         .await
         .expect("apply the Plugin");
     let status = |what: &'static str, done: fn(&Value, &Value) -> bool| {
@@ -506,7 +539,11 @@ async fn a_plugin_object_in_dry_run_reports_in_its_status_until_it_enforces() {
     })
     .await;
     // Would change: the MongoDB, the Service, the site's status.
-    assert_eq!((p["changes"].clone(), p["refusals"].clone()), (json!(3), json!(0)), "{p}");
+    assert_eq!(
+        (p["changes"].clone(), p["refusals"].clone()),
+        (json!(3), json!(0)),
+        "{p}"
+    );
     assert_eq!(
         c["message"], "dry run: 1 events, 3 objects would change, 0 writes refused",
         "{c}"
@@ -516,7 +553,10 @@ async fn a_plugin_object_in_dry_run_reports_in_its_status_until_it_enforces() {
         .map(|r| r.iter().filter_map(|i| i["object"].as_str()).collect())
         .unwrap_or_default();
     assert!(recent.contains(&"MongoDB default/blog-db"), "{p}");
-    assert!(get(&dbs, "blog-db").await.is_none(), "a dry run created blog-db");
+    assert!(
+        get(&dbs, "blog-db").await.is_none(),
+        "a dry run created blog-db"
+    );
 
     // Enforce: the same module, now applying; nothing previews any more.
     plugins

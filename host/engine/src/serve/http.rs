@@ -588,7 +588,8 @@ mod tests {
     async fn preview_lists_the_plugins_that_preview_and_serves_each_report() {
         let previews = Arc::new(Previews::default());
         previews.set([("web".to_string(), Mode::DryRun, None)]);
-        let after = serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}});
+        let after =
+            serde_json::json!({"kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}});
         previews.record(
             "web",
             Source::DryRun,
@@ -624,7 +625,10 @@ mod tests {
         let (code, missing) = get_json(previews, "/preview/other").await;
         assert_eq!(code, StatusCode::NOT_FOUND);
         let error = missing["error"].as_str().expect("an error message");
-        assert!(error.contains("\"other\"") && error.contains("GET /preview"), "{error}");
+        assert!(
+            error.contains("\"other\"") && error.contains("GET /preview"),
+            "{error}"
+        );
     }
 
     fn report(blocked_message: &str) -> ReadinessReport {

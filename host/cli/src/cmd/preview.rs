@@ -83,12 +83,18 @@ async fn report(args: ReportArgs) -> Result<()> {
     let (code, body) = tokio::time::timeout(TIMEOUT, get(&url))
         .await
         .with_context(|| format!("GET {url}: no answer within {TIMEOUT:?}"))??;
-    let json: Value = serde_json::from_slice(&body)
-        .with_context(|| format!("GET {url}: the answer ({code}) is not JSON"))?;
+    let json = serde_json::from_slice::<Value>(&body);
     if code != 200 {
-        let why = json["error"].as_str().unwrap_or("no reason given");
+        // The host says why in JSON; anything else is not a kubewasm host's /preview.
+        let why = match &json {
+            Ok(v) => v["error"].as_str().unwrap_or("no reason given").to_string(),
+            Err(_) => "the address answers, but not as a kubewasm host that serves /preview \
+                       (is --url the host's --metrics-addr, and the host as new as this command?)"
+                .to_string(),
+        };
         bail!("GET {url}: {code}: {why}");
     }
+    let json = json.with_context(|| format!("GET {url}: the answer is not JSON"))?;
     match args.output {
         Output::Json => println!("{}", serde_json::to_string_pretty(&json)?),
         Output::Text => print!("{}", render(&args.plugin, &json)),
@@ -169,19 +175,23 @@ fn render(plugin: &str, report: &Value) -> String {
     }
     let s = &report["summary"];
     let n = |v: &Value| v.as_u64().unwrap_or(0);
-    if !objects.is_empty() {
+    // A blank line between the findings and the summary.
+    if !out.is_empty() {
         out.push('\n');
     }
-    out.push_str(&format!(
-        "{plugin} ({}): {} event(s) in dry run, {} object(s) would change, {} refused",
-        s["mode"].as_str().unwrap_or("?"),
-        n(&s["events"]),
-        n(&s["changes"]),
-        n(&s["refusals"]),
-    ));
+    let mode = s["mode"].as_str().unwrap_or("?");
+    let mut parts = Vec::new();
+    if mode == "DryRun" {
+        parts.push(format!(
+            "{} event(s) in dry run, {} object(s) would change, {} refused",
+            n(&s["events"]),
+            n(&s["changes"]),
+            n(&s["refusals"]),
+        ));
+    }
     if let Some(c) = s["candidate"].as_object() {
-        out.push_str(&format!(
-            "; candidate {} {}: {} event(s), agrees on {} object(s), diverges on {}",
+        parts.push(format!(
+            "candidate {} {}: {} event(s), agrees on {} object(s), diverges on {}",
             c.get("module")
                 .and_then(Value::as_str)
                 .unwrap_or("(loading)"),
@@ -191,6 +201,7 @@ fn render(plugin: &str, report: &Value) -> String {
             c.get("divergences").map(n).unwrap_or(0),
         ));
     }
+    out.push_str(&format!("{plugin} ({mode}): {}", parts.join("; ")));
     out.push('\n');
     out
 }
@@ -282,6 +293,24 @@ mod tests {
 web (DryRun): 3 event(s) in dry run, 2 object(s) would change, 1 refused; candidate oci://r/p@sha256:2 2.0.0: 3 event(s), agrees on 1 object(s), diverges on 1
 ";
         assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn an_enforcing_plugin_with_a_candidate_says_only_the_candidates_counts() {
+        let report = json!({
+            "summary": {"mode": "Enforce", "events": 0, "changes": 0, "refusals": 0,
+                "candidate": {"module": "oci://r/p@sha256:2", "version": "2.0.0",
+                    "events": 1, "agreements": 1, "divergences": 0}},
+            "objects": [
+                {"object": "Service default/a", "source": "candidate", "verb": "create",
+                 "trigger": "ContentSite default/a",
+                 "change": {"action": "unchanged"}, "divergence": {"result": "agrees"}},
+            ]
+        });
+        assert_eq!(
+            render("web", &report),
+            "web (Enforce): candidate oci://r/p@sha256:2 2.0.0: 1 event(s), agrees on 1 object(s), diverges on 0\n"
+        );
     }
 
     #[test]

@@ -214,7 +214,7 @@ async fn metrics_and_status_are_on_loopback_and_the_probe_listener_serves_only_p
         "/readyz on the probe listener: {body}\n{}",
         host.dump()
     );
-    for path in ["/metrics", "/status"] {
+    for path in ["/metrics", "/status", "/preview", "/preview/testkit"] {
         let (code, body) = http_get(&probe, path);
         assert_eq!(code, 404, "{path} on the probe listener: {body}");
     }
@@ -223,6 +223,7 @@ async fn metrics_and_status_are_on_loopback_and_the_probe_listener_serves_only_p
     assert_eq!(code, 200);
     assert!(metrics.contains("kubewasm_"), "{metrics}");
     assert_eq!(http_get(&ops.to_string(), "/status").0, 200);
+    assert_eq!(http_get(&ops.to_string(), "/preview").0, 200);
     // ... and from any other address of this machine, there is nothing to connect to.
     match outward_ip() {
         Some(ip) => {

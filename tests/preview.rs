@@ -453,6 +453,41 @@ fn previewing(o: &DynamicObject) -> Option<(Value, Value)> {
     Some((c.clone(), st["preview"].clone()))
 }
 
+/// Wait until the host has reconciled after the Plugin's latest status write: each write
+/// is a watch event the host reconciles on (and writes again only what changed), so once
+/// it has, nothing but the periodic rewrite writes the status until the Plugin changes.
+async fn settled(host: &HostProcess, plugins: &Api<DynamicObject>) {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        let rv = get(plugins, PROVISIONER)
+            .await
+            .and_then(|o| o.metadata.resource_version)
+            .unwrap_or_default();
+        let logs = host.logs();
+        let seen = logs.iter().rposition(|l| {
+            field(l, "message") == "Plugin object changed" && field(l, "resource_version") == rv
+        });
+        let reconciled = seen.is_some_and(|i| {
+            logs[i..]
+                .iter()
+                .any(|l| field(l, "message") == "reconciling the plugin sources")
+        });
+        let still = get(plugins, PROVISIONER)
+            .await
+            .and_then(|o| o.metadata.resource_version)
+            .unwrap_or_default();
+        if reconciled && still == rv {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the host did not reconcile after the Plugin's write {rv}:\n{}",
+            host.dump()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// A Plugin object in DryRun, pulled from a registry: `status.preview` counts what it
 /// would do as events come (not only at reconciles), the `Previewing` condition says so;
 /// switched to Enforce, the same module applies its writes and the condition goes False.
@@ -532,7 +567,9 @@ async fn a_plugin_object_in_dry_run_reports_in_its_status_until_it_enforces() {
     assert_eq!(c["reason"], "DryRun", "{c}");
     assert_eq!(p["mode"], "DryRun", "{p}");
 
-    // An event after the reconcile: its counts reach the status without another reconcile.
+    // An event once the host is done reconciling: its counts reach the status without
+    // another reconcile (only the periodic rewrite can bring them).
+    settled(&host, &plugins).await;
     env.create(&sites, content_site("blog", 2)).await;
     let (c, p) = status("status.preview counting blog's writes", |_, p| {
         p["events"] == json!(1)

@@ -191,11 +191,11 @@ fn render(plugin: &str, report: &Value) -> String {
     }
     if let Some(c) = s["candidate"].as_object() {
         parts.push(format!(
-            "candidate {} {}: {} event(s), agrees on {} object(s), diverges on {}",
-            c.get("module")
+            "candidate {} ({}): {} event(s), agrees on {} object(s), diverges on {}",
+            c.get("version").and_then(Value::as_str).unwrap_or("?"),
+            c.get("digest")
                 .and_then(Value::as_str)
-                .unwrap_or("(loading)"),
-            c.get("version").and_then(Value::as_str).unwrap_or(""),
+                .unwrap_or("not running yet"),
             c.get("events").map(n).unwrap_or(0),
             c.get("agreements").map(n).unwrap_or(agreements),
             c.get("divergences").map(n).unwrap_or(0),
@@ -255,7 +255,7 @@ mod tests {
     fn renders_each_finding_and_a_summary() {
         let report = json!({
             "summary": {"mode": "DryRun", "events": 3, "changes": 2, "refusals": 1,
-                "candidate": {"module": "oci://r/p@sha256:2", "version": "2.0.0",
+                "candidate": {"digest": "sha256:2", "version": "2.0.0",
                     "events": 3, "agreements": 1, "divergences": 1}},
             "objects": [
                 {"object": "Service default/blog", "source": "dryRun", "verb": "create",
@@ -290,7 +290,7 @@ mod tests {
 ≠ diverges Service default/b: spec.ports[0].port
     spec.ports[0].port: 80 → 81
 
-web (DryRun): 3 event(s) in dry run, 2 object(s) would change, 1 refused; candidate oci://r/p@sha256:2 2.0.0: 3 event(s), agrees on 1 object(s), diverges on 1
+web (DryRun): 3 event(s) in dry run, 2 object(s) would change, 1 refused; candidate 2.0.0 (sha256:2): 3 event(s), agrees on 1 object(s), diverges on 1
 ";
         assert_eq!(text, expected);
     }
@@ -299,7 +299,7 @@ web (DryRun): 3 event(s) in dry run, 2 object(s) would change, 1 refused; candid
     fn an_enforcing_plugin_with_a_candidate_says_only_the_candidates_counts() {
         let report = json!({
             "summary": {"mode": "Enforce", "events": 0, "changes": 0, "refusals": 0,
-                "candidate": {"module": "oci://r/p@sha256:2", "version": "2.0.0",
+                "candidate": {"digest": "sha256:2", "version": "2.0.0",
                     "events": 1, "agreements": 1, "divergences": 0}},
             "objects": [
                 {"object": "Service default/a", "source": "candidate", "verb": "create",
@@ -309,7 +309,7 @@ web (DryRun): 3 event(s) in dry run, 2 object(s) would change, 1 refused; candid
         });
         assert_eq!(
             render("web", &report),
-            "web (Enforce): candidate oci://r/p@sha256:2 2.0.0: 1 event(s), agrees on 1 object(s), diverges on 0\n"
+            "web (Enforce): candidate 2.0.0 (sha256:2): 1 event(s), agrees on 1 object(s), diverges on 0\n"
         );
     }
 

@@ -3,7 +3,8 @@
 //! the embedded API server. Nothing is written (no object, no watch event, resourceVersion
 //! and managedFields unchanged); `/preview/PLUGIN` and `kubewasm preview report` show each
 //! would-be create and change with its field paths, and what the API server would refuse;
-//! `status.preview` and the `Previewing` condition follow; switching to `Enforce` applies.
+//! `status.preview` and the `Previewing` condition follow; switching to `Enforce` applies;
+//! a shadow candidate's divergences are printed as `≠ diverges`.
 
 mod support;
 
@@ -490,7 +491,8 @@ async fn settled(host: &HostProcess, plugins: &Api<DynamicObject>) {
 
 /// A Plugin object in DryRun, pulled from a registry: `status.preview` counts what it
 /// would do as events come (not only at reconciles), the `Previewing` condition says so;
-/// switched to Enforce, the same module applies its writes and the condition goes False.
+/// switched to Enforce, the same module applies its writes and the condition goes False;
+/// a shadow candidate beside it then shows where it diverges in `kubewasm preview report`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_object_in_dry_run_reports_in_its_status_until_it_enforces() {
     let registry = Registry::start();
@@ -620,6 +622,71 @@ async fn a_plugin_object_in_dry_run_reports_in_its_status_until_it_enforces() {
         managers(&db).contains(&format!("kubewasm-{PROVISIONER}")),
         "{:?}",
         db.metadata.managed_fields
+    );
+
+    // A shadow candidate beside it: the same module with another Service port. On a new
+    // site it diverges on the Service and agrees on the MongoDB; the report and `kubewasm
+    // preview report` say so, and the serving version's writes land as before.
+    plugins
+        .patch(
+            PROVISIONER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"candidate": {
+                "module": pinned, "settings": {"service": {"port": 81}}}}})),
+        )
+        .await
+        .expect("set spec.candidate");
+    host.wait_log("candidate loaded", |l| {
+        field(l, "message").starts_with("candidate loaded")
+    })
+    .await;
+    env.create(&sites, content_site("news", 1)).await;
+    let addr = ops_endpoint(&host).await;
+    let of = |r: &Value, object: &str| -> Value {
+        r["objects"]
+            .as_array()
+            .and_then(|o| {
+                o.iter()
+                    .find(|e| e["object"] == object && e["source"] == "candidate")
+            })
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let report = report_when(&host, &addr, "the candidate on news", |r| {
+        !of(r, "Service default/news").is_null() && !of(r, "MongoDB default/news-db").is_null()
+    })
+    .await;
+    let service = of(&report, "Service default/news");
+    assert_eq!(service["divergence"]["result"], "diverges", "{report}");
+    assert!(
+        service["divergence"]["why"]
+            .as_str()
+            .is_some_and(|why| why.contains("spec.ports")),
+        "{report}"
+    );
+    assert_eq!(
+        of(&report, "MongoDB default/news-db")["divergence"]["result"],
+        "agrees",
+        "{report}"
+    );
+    let services = env.api("v1", "Service", "services", Some("default"));
+    let served = eventually("Service news applied", CONVERGE, || async {
+        get(&services, "news").await
+    })
+    .await;
+    assert_eq!(served.data["spec"]["ports"][0]["port"], json!(80));
+    let (code, text, err) = preview_report(&[PROVISIONER, "--url", &format!("http://{addr}")]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(text.contains("≠ diverges Service default/news: "), "{text}");
+    assert!(
+        !text.contains("MongoDB default/news-db"),
+        "an agreement is counted, not listed: {text}"
+    );
+    let last = text.lines().last().unwrap_or("");
+    assert!(
+        last.starts_with("contentsite-provisioner (Enforce): candidate 0.1.0 (")
+            && last.contains("diverges on "),
+        "{text}"
     );
     host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));

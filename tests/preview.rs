@@ -288,7 +288,7 @@ async fn a_dry_run_plugin_writes_nothing_and_reports_what_it_would_do() {
     assert_eq!(code, Some(0), "{err}");
     for line in [
         "+ create MongoDB default/news-db\n",
-        "    spec.members: (absent) → 2\n",
+        "    spec.members: 2\n",
         "+ create Service default/news\n",
         "~ update MongoDB default/blog-db\n    spec.members: 3 → 5\n",
         "~ update ContentSite default/news\n",

@@ -231,17 +231,19 @@ fn entry(e: &Value) -> String {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or(&[]);
+    // As `kubewasm plan` prints a field: a create's `path: to`, else `path: from → to`.
+    let create = change["action"] == "create";
     for f in fields {
-        let show = |v: &Value| v.as_str().unwrap_or("(absent)").to_string();
-        out.push_str(&format!(
-            "    {}: {} → {}\n",
-            f["path"].as_str().unwrap_or("?"),
-            show(&f["from"]),
-            show(&f["to"]),
-        ));
+        let path = f["path"].as_str().unwrap_or("?");
+        let to = f["to"].as_str().unwrap_or("(removed)");
+        out.push_str(&match (create, f["from"].as_str()) {
+            (true, _) => format!("    {path}: {to}\n"),
+            (false, Some(from)) => format!("    {path}: {from} → {to}\n"),
+            (false, None) => format!("    {path}: (absent) → {to}\n"),
+        });
     }
     if let Some(more) = change["more"].as_u64().filter(|m| *m > 0) {
-        out.push_str(&format!("    … and {more} more field(s)\n"));
+        out.push_str(&format!("    … and {more} more fields\n"));
     }
     out
 }
@@ -282,10 +284,10 @@ mod tests {
         let text = render("web", &report);
         let expected = "\
 + create Service default/blog
-    spec.ports[0].port: (absent) → 80
+    spec.ports[0].port: 80
 ~ update MongoDB default/blog-db
     spec.members: 3 → 5
-    … and 2 more field(s)
+    … and 2 more fields
 ! refused ConfigMap default/x (422): spec.x: Invalid value
 ≠ diverges Service default/b: spec.ports[0].port
     spec.ports[0].port: 80 → 81

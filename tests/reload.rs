@@ -610,3 +610,94 @@ async fn a_call_in_flight_when_its_approval_is_narrowed_or_deleted_writes_nothin
     );
     assert_eq!(host.stop(), Some(0));
 }
+
+/// A new version that reads a kind no cache holds yet is routed events only once that
+/// cache has synced: the version before it serves meanwhile, so no event of the swap
+/// fails or reads a cache still filling. Deterministic: the host's requests are held (so
+/// the new kind's list cannot complete) across the swap and an event; released, the
+/// cache syncs and the staged version takes over with a replay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_version_serves_once_the_caches_it_reads_have_synced() {
+    const HOST: &str = "kubewasm-host";
+    let env = Env::with_crds(false).await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let permissions = format!(
+        "{TESTKIT_PERMISSIONS}reads:\n- {{apiVersion: v1, kind: Secret, namespaces: [default]}}\n"
+    );
+    env.approve("testkit", &permissions);
+    std::fs::copy(test_plugin("testkit"), env.plugins.join("testkit.wasm")).unwrap();
+    let host = env.start_host_as(HOST, &["--reload-debounce", "100ms", "--no-impersonation"]);
+    let mut o = cm("o", "1");
+    o["data"]["action"] = json!("read-secret");
+    env.create(&cms, o).await;
+    let out = eventually("o-out from version 1", CONVERGE, || async {
+        get(&cms, "o-out")
+            .await
+            .filter(|o| o.data["data"]["version"] == json!("1"))
+    })
+    .await;
+    assert!(
+        out.data["data"]["readError"]
+            .as_str()
+            .is_some_and(|e| e.contains("not watched or declared")),
+        "version 1 may not read Secrets: {:?}",
+        out.data
+    );
+
+    // Hold the host's requests: the Secrets' list cannot complete. Version 2 reads them.
+    env.server.stall_client(HOST);
+    std::fs::write(
+        env.plugins.join("testkit.yaml"),
+        "version: \"2\"\nreadSecrets: true\n",
+    )
+    .unwrap();
+    host.wait_log("version 2 staged", |l| {
+        field(l, "message").starts_with("new version staged") && field(l, "version") == "2"
+    })
+    .await;
+    // An event now goes to version 1, which still serves.
+    cms.patch(
+        "o",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"value": "2"}})),
+    )
+    .await
+    .expect("patch o");
+    host.wait_log("o handled by version 1", |l| {
+        field(l, "message") == "event"
+            && field(l, "version") == "1"
+            && field(l, "event") == "modified"
+    })
+    .await;
+    env.server.release_client(HOST);
+
+    let out = eventually("o-out from version 2", CONVERGE, || async {
+        get(&cms, "o-out")
+            .await
+            .filter(|o| o.data["data"]["version"] == json!("2"))
+    })
+    .await;
+    assert_eq!(
+        out.data["data"]["readError"],
+        json!("allowed"),
+        "version 2 read the Secrets' cache once it had synced: {:?}",
+        out.data
+    );
+    host.wait_log("the staged version serves", |l| {
+        field(l, "message").starts_with("staged version serves")
+    })
+    .await;
+    let version_2_before_sync = host.matching(|l| {
+        field(l, "message") == "event"
+            && field(l, "version") == "2"
+            && field(l, "event") != "resync"
+    });
+    assert!(
+        version_2_before_sync.is_empty(),
+        "{version_2_before_sync:?}"
+    );
+    host.assert_no_failed_events();
+    let errors = host.matching(|l| field(l, "level") == "ERROR");
+    assert!(errors.is_empty(), "ERROR lines at the swap: {errors:?}");
+    assert_eq!(host.stop(), Some(0));
+}

@@ -268,7 +268,9 @@ pub struct PreviewStatus {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CandidatePreview {
-    /// The digest of the candidate's code running (None: not running yet).
+    /// The digest of the candidate's component (`sha256:` of its bytes, as `kubewasm
+    /// inspect` shows it; not the OCI manifest digest of `status.digest`); None: not
+    /// running yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
     /// Its own version (its `describe()` answer).

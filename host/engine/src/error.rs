@@ -31,6 +31,17 @@ pub enum Error {
         /// What failed.
         kind: CallError,
     },
+    /// A call failed after one of its reads was refused for a reason that passes (a kind
+    /// not served or not synced yet): retried with backoff, whatever the plugin said.
+    #[error("plugin {plugin}: {kind} (after its read failed: {read})")]
+    ReadUnavailable {
+        /// The plugin.
+        plugin: String,
+        /// How the call failed.
+        kind: CallError,
+        /// The read refused, as the plugin was told.
+        read: kubewasm_runtime::ReadError,
+    },
     /// The plugin returned intents that fail validation; none of them is applied.
     /// Spelled as [`Rejection`] spells it, after the plugin's name.
     #[error("plugin {plugin}: {rejection}")]
@@ -213,6 +224,7 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Call { kind, .. } => kind.kind(),
+            Error::ReadUnavailable { .. } => "read-unavailable",
             Error::Partial { source, .. } => source.kind(),
             Error::InvalidIntent { .. } => "invalid-intent",
             Error::Refused { .. } => "refused",
@@ -243,6 +255,8 @@ impl Error {
                 // The host's budget was busy: the same call may run once it is not.
                 CallError::BudgetWait { .. } => Retry::Backoff,
             },
+            // Its read works once the kind is served or synced.
+            Error::ReadUnavailable { .. } => Retry::Backoff,
             Error::InvalidIntent { rejection, .. } => match &rejection.error {
                 // A kind not served yet (a CRD installed later) or discovery failing.
                 AdmitError::Resolve(_) => Retry::Backoff,

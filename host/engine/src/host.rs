@@ -47,9 +47,10 @@ use crate::plugins::dir_watch::{self, DirWatch};
 pub use crate::plugins::environment::PluginStatus;
 use crate::plugins::environment::{Active, Current, Environment, Version};
 pub use crate::plugins::objects::ObjectsConfig;
-use crate::plugins::objects::{ObjectSource, StatusWriter, plugin_kind};
+use crate::plugins::objects::{ObjectSource, ObjectState, StatusWriter, plugin_kind};
 use crate::plugins::reload::{Loading, Reloader};
-use crate::plugins::replay::Replayer;
+use crate::plugins::replay::{Replay, Replayer};
+use crate::plugins::staging;
 use crate::preview::report::Previews;
 use crate::replicas::leader::{self, LeaderConfig, Leadership};
 use crate::replicas::ownership::Ownership;
@@ -499,7 +500,7 @@ impl Parts {
             watches.shard_caches(shards.clone());
         }
         let current = Current::default();
-        let workers = self.workers(&current, &caches, discovery)?;
+        let workers = self.workers(&current, &caches, discovery, &watches)?;
         let plugins = Plugins {
             replayer: Arc::new(Replayer::new(
                 current.clone(),
@@ -577,6 +578,7 @@ impl Parts {
         current: &Current,
         caches: &Arc<Caches>,
         discovery: Arc<Discovery>,
+        watches: &Arc<WatchManager>,
     ) -> Result<Workers, Error> {
         let events = &self.config.events;
         let client = &self.client;
@@ -616,6 +618,7 @@ impl Parts {
                 caches: caches.clone(),
                 warnings,
                 ownership: self.ownership.clone(),
+                watches: watches.clone(),
             }),
             queue_config: events.queue.clone(),
             caches: caches.clone(),
@@ -681,6 +684,8 @@ impl Parts {
         tasks.spawn(|cancel| p.review_access(interval, cancel));
         let p = plugins.clone();
         tasks.spawn(|cancel| p.follow_loads(cancel));
+        let p = plugins.clone();
+        tasks.spawn(|cancel| p.follow_staged(cancel));
         let gauges = Gauges {
             current: plugins.current.clone(),
             caches: plugins.workers.caches.clone(),
@@ -760,8 +765,10 @@ impl Plugins {
             .await;
         let changed = next.changed();
         let env = if changed {
-            let env = self.current.update(|_| {
+            let settled = |r: &ResourceRef| self.watches.settled(r);
+            let env = self.current.update(|before| {
                 let mut env = std::mem::take(&mut next.env);
+                staging::stage(&mut env, before, &mut next.replays, &settled);
                 env.resolve(&self.watches);
                 env
             });
@@ -785,6 +792,71 @@ impl Plugins {
             o.status_due.notify_one();
         }
         next.loading
+    }
+
+    /// Put to work the staged versions whose caches have settled (each replayed as a
+    /// replacement is), and say the new environment to whoever follows it.
+    async fn promote_staged(&self) {
+        // Not amid a reload: its next environment derives from the one before it.
+        let _one = self.reloading.lock().await;
+        let settled = |r: &ResourceRef| self.watches.settled(r);
+        let mut promoted = Vec::new();
+        let env = self
+            .current
+            .update(|env| match staging::promote(env, &settled) {
+                Some((mut next, names)) => {
+                    next.resolve(&self.watches);
+                    promoted = names;
+                    next
+                }
+                None => env.clone(),
+            });
+        if promoted.is_empty() {
+            return;
+        }
+        self.point_watches(&env);
+        let replays: Vec<Replay> = promoted.into_iter().map(Replay::Replaced).collect();
+        self.replayer.replay(&env, &replays);
+        self.reloader.took_effect(&env, true, Loading::default());
+        self.previews.set(env.previewing());
+    }
+
+    /// Where each Plugin object stands, with what its plugin waits for (kinds not served
+    /// yet, as the watch manager has looked them up).
+    fn object_states(&self) -> BTreeMap<String, ObjectState> {
+        let env = self.current.get();
+        let mut states = self.reloader.object_states();
+        for (name, state) in &mut states {
+            let Some(a) = env.plugins.get(name) else {
+                continue;
+            };
+            state.waiting_for = a
+                .plugin()
+                .manifest
+                .read_resources()
+                .filter(|r| self.watches.resolved(r).is_none())
+                .map(ToString::to_string)
+                .collect();
+        }
+        states
+    }
+
+    /// Task: promote staged versions as resources settle.
+    async fn follow_staged(self: Arc<Self>, cancel: CancellationToken) {
+        let mut settling = self.watches.settling();
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                changed = settling.changed() => if changed.is_err() { break },
+            }
+            self.promote_staged().await;
+            // A kind served or found not served changes what Plugins wait for.
+            if let Some(o) = &self.objects
+                && self.ownership.is_first()
+            {
+                o.status_due.notify_one();
+            }
+        }
     }
 
     /// The first reload: the directory's files load (in parallel) before the host starts,
@@ -853,7 +925,7 @@ impl Plugins {
     async fn write_status_anew(&self) {
         if let Some(o) = &self.objects {
             o.writer.forget();
-            o.writer.write(&self.reloader.object_states()).await;
+            o.writer.write(&self.object_states()).await;
         }
     }
 
@@ -924,7 +996,7 @@ impl Plugins {
                 _ = status_due(&objects.status_due, previewing) => {}
             }
             if self.ownership.is_first() {
-                objects.writer.write(&self.reloader.object_states()).await;
+                objects.writer.write(&self.object_states()).await;
             }
         }
     }

@@ -141,7 +141,10 @@ impl Applier {
             ..PatchParams::default()
         };
         let empty = Patch::Merge(serde_json::json!({}));
-        let status = matches!(p.intent.action, Action::Merge { status: true, .. });
+        let status = matches!(
+            p.intent.action,
+            Action::Apply { status: true, .. } | Action::Merge { status: true, .. }
+        );
         let res = if status {
             api.patch_status(name, &params, &empty).await
         } else {

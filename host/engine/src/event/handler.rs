@@ -14,7 +14,10 @@ use crate::event::pipeline::Request;
 use crate::event::{Delivery, Handler};
 use crate::plugins::environment::Current;
 use crate::replicas::ownership::Ownership;
+use crate::watch::WatchManager;
 use crate::watch::cache::{Caches, PluginView};
+use kubewasm_core::resource::ResourceRef;
+use std::time::Duration;
 
 /// What every plugin's handler shares.
 pub(crate) struct Shared {
@@ -24,7 +27,14 @@ pub(crate) struct Shared {
     /// Warning Events on objects whose events fail.
     pub(crate) warnings: Option<Arc<EventRecorder>>,
     pub(crate) ownership: Ownership,
+    /// Whether the resources a version watches and reads have settled.
+    pub(crate) watches: Arc<WatchManager>,
 }
+
+/// How long an event waits for its plugin's caches to settle before it is handled anyway
+/// (a resource whose discovery or list keeps failing must not hold the plugin forever:
+/// its reads then say why they fail).
+const SETTLE_WAIT: Duration = Duration::from_secs(30);
 
 /// Handles one plugin's deliveries.
 pub(crate) struct PluginHandler {
@@ -33,6 +43,35 @@ pub(crate) struct PluginHandler {
 }
 
 impl PluginHandler {
+    /// Wait until everything the version serving now watches and reads has settled
+    /// (cached and synced, or found not served), once per version: its first events do
+    /// not read caches still filling.
+    async fn settle(&self) {
+        let Some(version) = self
+            .shared
+            .current
+            .get()
+            .plugins
+            .get(&self.name)
+            .map(|a| a.version.clone())
+        else {
+            return;
+        };
+        if version.is_settled() {
+            return;
+        }
+        let needs: Vec<ResourceRef> = version.plugin.manifest.read_resources().cloned().collect();
+        let wait = self.shared.watches.until_settled(&needs);
+        if tokio::time::timeout(SETTLE_WAIT, version.while_serving(wait))
+            .await
+            .is_err()
+        {
+            tracing::warn!(plugin = %self.name, waited_s = SETTLE_WAIT.as_secs(),
+                "the caches of what the plugin watches and reads have not synced; handling its events anyway");
+        }
+        version.mark_settled();
+    }
+
     /// The event handled by the version serving now.
     async fn handle_once(&self, d: &Delivery) -> Result<(), Error> {
         let shared = &self.shared;
@@ -45,26 +84,38 @@ impl PluginHandler {
         let plugin = active.plugin();
         // What the plugin may read: the kinds it watches plus those it declared, as served,
         // each where its approval lets it read it; at most its memory cap a call.
-        let view = Arc::new(PluginView::per_kind(
-            shared.caches.clone(),
-            env.reads(&self.name),
-            plugin.limits.memory,
-        ));
+        let view = Arc::new(
+            PluginView::per_kind(
+                shared.caches.clone(),
+                env.reads(&self.name),
+                plugin.limits.memory,
+            )
+            .with_unserved(env.unserved(&self.name)),
+        );
         let req = Request {
             version: &active.version,
             delivery: d,
-            view,
+            view: view.clone(),
             keep_intents: false,
             dry_run: active.version.mode == Mode::DryRun,
             shadow: env.shadows.get(&self.name).cloned(),
         };
-        shared.stack.handle(req).await.result
+        let result = shared.stack.handle(req).await.result;
+        // A call that failed after a read of a kind not served or not synced yet may work
+        // once it is: retried, whatever the plugin said.
+        match (result, view.transient_refusal()) {
+            (Err(Error::Call { plugin, kind }), Some(read)) => {
+                Err(Error::ReadUnavailable { plugin, kind, read })
+            }
+            (result, _) => result,
+        }
     }
 }
 
 impl Handler for PluginHandler {
     async fn handle(&self, d: &Delivery) -> Result<(), Error> {
         loop {
+            self.settle().await;
             let result = self.handle_once(d).await;
             let Err(Error::Retired { version, .. }) = &result else {
                 return result;
@@ -107,6 +158,7 @@ impl Handler for PluginHandler {
             let reason = match e {
                 Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
                 Error::Call { .. } => "PluginFailed",
+                Error::ReadUnavailable { .. } => "ResourceUnavailable",
                 _ => "ApplyFailed",
             };
             // An Event is a write too: none after the write deadline.

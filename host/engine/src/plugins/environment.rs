@@ -1,7 +1,7 @@
 //! The plugins at work, as one immutable value: a reload builds a new [`Environment`] and
 //! swaps it whole (Kubewarden-style), so every reader sees one consistent set of plugins.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -107,6 +107,8 @@ pub(crate) struct Version {
     pub(crate) origin: Origin,
     /// Whether its writes are made or only previewed (its approval's `mode`).
     pub(crate) mode: Mode,
+    /// Everything it watches and reads has settled once (its events no longer wait).
+    settled: std::sync::atomic::AtomicBool,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
     /// for its narrowed approval): its calls in flight or waiting are dropped, and none of
     /// its writes is sent after it. Revocation is immediate, not at the end of a call.
@@ -127,8 +129,20 @@ impl Version {
             reads,
             origin,
             mode,
+            settled: Default::default(),
             retired: CancellationToken::new(),
         }
+    }
+
+    /// Whether everything it watches and reads has settled once.
+    pub(crate) fn is_settled(&self) -> bool {
+        self.settled.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Its events no longer wait for its caches.
+    pub(crate) fn mark_settled(&self) {
+        self.settled
+            .store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Whether the version has left the environment.
@@ -200,11 +214,17 @@ pub(crate) struct Environment {
     /// Shadow candidates by plugin name (`spec.candidate`): each runs beside its
     /// plugin's serving version, in dry run, on its events.
     pub(crate) shadows: BTreeMap<String, Arc<Version>>,
+    /// New versions waiting for their caches (`plugins::staging`), by plugin name: the
+    /// version in `plugins` serves until they are promoted.
+    pub(crate) staged: BTreeMap<String, Active>,
     /// Resolved once per environment and per newly served target, never per event:
     /// served resource → (plugin, index of its route).
     routes: HashMap<ResourceKey, Vec<(String, usize)>>,
     /// Plugin → the kinds it may read, as served, each with where it may read it.
     reads: HashMap<String, Arc<HashMap<TypeRef, ReadScope>>>,
+    /// Plugin → the kinds it watches or reads that are not served (yet), as it spells
+    /// them: its reads of those say so.
+    unserved: HashMap<String, Arc<HashSet<TypeRef>>>,
 }
 
 impl Environment {
@@ -254,13 +274,15 @@ impl Environment {
     pub(crate) fn digests(&self) -> std::collections::HashSet<String> {
         let plugins = self.plugins.values().map(|a| a.plugin().digest.clone());
         let shadows = self.shadows.values().map(|v| v.plugin.digest.clone());
-        plugins.chain(shadows).collect()
+        let staged = self.staged.values().map(|a| a.plugin().digest.clone());
+        plugins.chain(shadows).chain(staged).collect()
     }
 
     /// The targets some plugin declared under `reads`: cached whole even with shards.
     pub(crate) fn read_whole(&self) -> BTreeSet<ResourceRef> {
         self.plugins
             .values()
+            .chain(self.staged.values())
             .flat_map(|a| a.plugin().manifest.reads.iter().cloned())
             .collect()
     }
@@ -270,7 +292,7 @@ impl Environment {
     /// `None` when one of them needs every object (no selector, or a declared read).
     pub(crate) fn desired(&self) -> BTreeMap<ResourceRef, Demand> {
         let mut wanted: BTreeMap<ResourceRef, BTreeSet<Demand>> = BTreeMap::new();
-        for a in self.plugins.values() {
+        for a in self.plugins.values().chain(self.staged.values()) {
             let m = &a.plugin().manifest;
             for w in &m.watches {
                 wanted
@@ -294,7 +316,19 @@ impl Environment {
     pub(crate) fn resolve(&mut self, watches: &WatchManager) {
         self.routes.clear();
         self.reads.clear();
+        self.unserved.clear();
         for (name, a) in &self.plugins {
+            let unserved = a
+                .plugin()
+                .manifest
+                .read_resources()
+                .filter(|r| watches.resolved(r).is_none())
+                .filter_map(|r| match r {
+                    ResourceRef::Kind(t) => Some(t.clone()),
+                    ResourceRef::Resource(_) => None,
+                })
+                .collect();
+            self.unserved.insert(name.clone(), Arc::new(unserved));
             for (i, route) in a.routes.iter().enumerate() {
                 if let Some(res) = watches.resolved(route.resource()) {
                     self.routes
@@ -320,6 +354,11 @@ impl Environment {
                 let a = self.plugins.get(name)?;
                 Some((a, a.routes.get(*i)?))
             })
+    }
+
+    /// The kinds `plugin` watches or reads that are not served (yet).
+    pub(crate) fn unserved(&self, plugin: &str) -> Arc<HashSet<TypeRef>> {
+        self.unserved.get(plugin).cloned().unwrap_or_default()
     }
 
     /// The kinds `plugin` may read, as served now, and where.
@@ -378,12 +417,12 @@ impl Current {
     pub(crate) fn update(&self, f: impl FnOnce(&Environment) -> Environment) -> Arc<Environment> {
         let mut env = write(&self.0);
         let next = Arc::new(f(&env));
-        for (name, old) in &env.plugins {
-            let kept = next
-                .plugins
-                .get(name)
-                .is_some_and(|a| Arc::ptr_eq(&a.version, &old.version));
-            if !kept {
+        let kept = |name: &String, v: &Arc<Version>| {
+            let same = |a: &Active| Arc::ptr_eq(&a.version, v);
+            next.plugins.get(name).is_some_and(same) || next.staged.get(name).is_some_and(same)
+        };
+        for (name, old) in env.plugins.iter().chain(env.staged.iter()) {
+            if !kept(name, &old.version) {
                 old.version.retired.cancel();
             }
         }

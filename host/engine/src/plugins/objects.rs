@@ -687,6 +687,8 @@ pub(crate) struct ObjectState {
     pub(crate) moved: Option<TagMove>,
     /// Its shadow candidate, while `spec.candidate` names one.
     pub(crate) candidate: Option<CandidateState>,
+    /// What it watches or reads that the API server does not serve (yet).
+    pub(crate) waiting_for: Vec<String>,
 }
 
 /// Where a Plugin's shadow candidate stands.
@@ -801,6 +803,16 @@ impl ObjectState {
                     None => ("False", reason, busy.describe()),
                 }
             }
+            // Serving, but its reads of these fail: not ready, and `kubectl get plugins`
+            // shows it.
+            (None, Some((pinned, _, version)), None) if !self.waiting_for.is_empty() => (
+                "False",
+                "WaitingForResource",
+                format!(
+                    "version {version} from {pinned} serves what is served; waiting for {} (not served yet)",
+                    self.waiting_for.join(", ")
+                ),
+            ),
             (None, Some((pinned, _, version)), None) => (
                 "True",
                 "Serving",
@@ -1038,6 +1050,7 @@ mod tests {
             busy: None,
             moved: None,
             candidate: None,
+            waiting_for: Vec::new(),
         }
     }
 

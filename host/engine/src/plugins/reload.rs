@@ -874,5 +874,6 @@ fn object_state(origin: &Origin, s: &SourceState, env: &Environment) -> ObjectSt
         requested: s.object.requested.clone(),
         previous: s.object_previous.clone(),
         candidate: None,
+        waiting_for: Vec::new(),
     }
 }

@@ -219,7 +219,7 @@ impl PluginReport {
         let candidate = self.candidate.as_ref().map(|(digest, version)| {
             let diverges = |e: &&Entry| matches!(e.divergence, Some(Divergence::Diverges { .. }));
             CandidatePreview {
-                digest: Some(digest.clone()),
+                digest: Some(format!("sha256:{digest}")),
                 version: Some(version.clone()),
                 events: self.candidate_events,
                 agreements: of(Source::Candidate).filter(|e| !diverges(e)).count() as u64,

@@ -185,8 +185,9 @@ impl PluginReport {
                 format!("syncing {}", self.syncing.join(", ")),
             )
         } else if !self.waiting_for.is_empty() {
+            // Its reads of these fail: not ready (as its Plugin object says).
             (
-                "True",
+                "False",
                 "WaitingForResource",
                 format!(
                     "serving what is served; waiting for {} (not served yet)",

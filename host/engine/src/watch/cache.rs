@@ -1,7 +1,7 @@
 //! The host's caches of watched resources: one per resource, shared by every plugin,
 //! filled by `watch` and read by plugins through `host.get`/`host.list`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -274,7 +274,11 @@ impl Caches {
 pub(crate) struct PluginView {
     caches: Arc<Caches>,
     allowed: Arc<HashMap<TypeRef, ReadScope>>,
+    /// Kinds the plugin declared that the API server does not serve (yet).
+    unserved: Arc<HashSet<TypeRef>>,
     budget: usize,
+    /// The first read refused for a reason that passes ([`ReadError::is_transient`]).
+    transient: std::sync::Mutex<Option<ReadError>>,
 }
 
 impl PluginView {
@@ -301,8 +305,23 @@ impl PluginView {
         PluginView {
             caches,
             allowed,
+            unserved: Arc::default(),
             budget,
+            transient: std::sync::Mutex::new(None),
         }
+    }
+
+    /// The view, also knowing the kinds the plugin declared that are not served (yet):
+    /// their reads say so, not that they were never declared.
+    pub(crate) fn with_unserved(mut self, unserved: Arc<HashSet<TypeRef>>) -> Self {
+        self.unserved = unserved;
+        self
+    }
+
+    /// The first read this view refused for a reason that passes (a kind not served or
+    /// not synced yet), if any: a call that then failed is retried, not parked.
+    pub(crate) fn transient_refusal(&self) -> Option<ReadError> {
+        kubewasm_core::sync::lock(&self.transient).clone()
     }
 
     fn cache(
@@ -311,13 +330,24 @@ impl PluginView {
         kind: &str,
     ) -> Result<(Arc<ResourceCache>, &ReadScope), ReadError> {
         let t = TypeRef::new(api_version, kind);
-        let Some(scope) = self.allowed.get(&t) else {
-            return Err(ReadError::NotAllowed(t.to_string()));
+        let refused = |e: ReadError| {
+            if e.is_transient() {
+                kubewasm_core::sync::lock(&self.transient).get_or_insert(e.clone());
+            }
+            e
         };
-        let cache = self
-            .caches
-            .get(&t)
-            .ok_or_else(|| ReadError::NotCached(t.to_string()))?;
+        let Some(scope) = self.allowed.get(&t) else {
+            return Err(refused(match self.unserved.contains(&t) {
+                true => ReadError::NotServed(t.to_string()),
+                false => ReadError::NotAllowed(t.to_string()),
+            }));
+        };
+        let Some(cache) = self.caches.get(&t) else {
+            return Err(refused(ReadError::NotServed(t.to_string())));
+        };
+        if !cache.is_synced() {
+            return Err(refused(ReadError::NotSynced(t.to_string())));
+        }
         Ok((cache, scope))
     }
 }
@@ -465,6 +495,7 @@ mod tests {
         ));
         cache.insert(obj("a", "one", json!({"app": "x"})));
         cache.insert(obj("b", "two", json!({"app": "y"})));
+        cache.mark_synced();
         caches.insert(cache);
         caches.insert(Arc::new(ResourceCache::new(
             resource("secrets", ""),
@@ -512,6 +543,45 @@ mod tests {
     }
 
     #[test]
+    fn reads_of_kinds_not_served_or_not_synced_say_so_and_are_transient() {
+        let caches = Arc::new(Caches::default());
+        let cm = TypeRef::new("v1", "ConfigMap");
+        let filling = Arc::new(ResourceCache::new(
+            ResourceKey {
+                group: String::new(),
+                version: "v1".into(),
+                plural: "configmaps".into(),
+            },
+            cm.clone(),
+            true,
+        ));
+        caches.insert(filling.clone());
+        let quota = TypeRef::new("v1", "ResourceQuota");
+        let v = PluginView::new(caches, [cm].into(), ReadScope::ClusterWide, 1 << 20)
+            .with_unserved(Arc::new([quota].into()));
+        assert!(v.transient_refusal().is_none());
+        assert!(matches!(
+            v.get("v1", "Secret", Some("a"), "s"),
+            Err(ReadError::NotAllowed(_))
+        ));
+        assert!(
+            v.transient_refusal().is_none(),
+            "never declared: not transient"
+        );
+        let e = v.get("v1", "ResourceQuota", Some("a"), "q").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("declared by this plugin but not served"),
+            "{e}"
+        );
+        assert_eq!(v.transient_refusal(), Some(e));
+        let e = v.list("v1", "ConfigMap", None, None, LIMIT).unwrap_err();
+        assert!(matches!(e, ReadError::NotSynced(_)), "{e}");
+        filling.mark_synced();
+        assert!(v.list("v1", "ConfigMap", None, None, LIMIT).is_ok());
+    }
+
+    #[test]
     fn reads_outside_the_plugin_scope_are_refused() {
         let v = view();
         assert!(matches!(
@@ -520,7 +590,7 @@ mod tests {
         ));
         assert!(matches!(
             v.list("v1", "ConfigMap", None, None, LIMIT),
-            Err(ReadError::NotCached(_))
+            Err(ReadError::NotServed(_))
         ));
         assert!(matches!(
             v.list("mongodb.com/v1", "MongoDB", None, Some("a in ("), LIMIT),

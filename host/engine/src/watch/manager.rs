@@ -143,6 +143,9 @@ pub(crate) struct WatchManager {
     /// Targets some plugin reads whole (declared `reads`, the Plugin objects): their
     /// resources are cached whole even with shards.
     whole: RwLock<BTreeSet<ResourceRef>>,
+    /// Counts resources settling (a cache synced, or discovery found one not served):
+    /// what waits for one watches it change.
+    settled: Arc<tokio_watch::Sender<u64>>,
 }
 
 impl WatchManager {
@@ -170,7 +173,37 @@ impl WatchManager {
             backoff: Policy::default(),
             shards: std::sync::OnceLock::new(),
             whole: RwLock::new(BTreeSet::new()),
+            settled: Arc::new(tokio_watch::Sender::new(0)),
         })
+    }
+
+    /// Whether `r` has settled: served with its cache synced, or looked up and not served
+    /// (nothing to wait for: what reads it is told so). A version waiting to be swapped in
+    /// waits for this of everything it watches and reads.
+    pub(crate) fn settled(&self, r: &ResourceRef) -> bool {
+        match kubewasm_core::sync::read(&self.resolved).get(r) {
+            Some(k) => self
+                .caches
+                .get(&k.type_ref())
+                .is_some_and(|c| c.is_synced()),
+            None => kubewasm_core::sync::read(&self.looked_up).contains(r),
+        }
+    }
+
+    /// Follows resources settling: changes each time one does (see
+    /// [`WatchManager::settled`]).
+    pub(crate) fn settling(&self) -> tokio_watch::Receiver<u64> {
+        self.settled.subscribe()
+    }
+
+    /// Wait until every resource of `needs` has settled.
+    pub(crate) async fn until_settled(&self, needs: &[ResourceRef]) {
+        let mut rx = self.settling();
+        while !needs.iter().all(|r| self.settled(r)) {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Cache by shard: the caches of resources no plugin reads whole keep only the objects
@@ -318,6 +351,7 @@ impl WatchManager {
             }
             Err(ResolveError::NotServed(_)) => {
                 self.metrics.unserved.get_or_create(&label).set(1);
+                self.settled.send_modify(|n| *n += 1);
                 if waiting_logged.insert(r.clone()) {
                     tracing::warn!(resource = %r, "not served by the API server yet; the watch starts when it appears");
                 }
@@ -447,6 +481,7 @@ impl WatchManager {
                 res: res.clone(),
                 cache: cache.clone(),
                 tx: self.events.clone(),
+                settled: self.settled.clone(),
                 resync: self.config.resync,
                 metrics: self.metrics.clone(),
                 scopes: self.scopes(&res),

@@ -38,6 +38,8 @@ pub(super) struct WatchTask {
     pub(super) res: Arc<KindInfo>,
     pub(super) cache: Arc<ResourceCache>,
     pub(super) tx: mpsc::Sender<WatchSignal>,
+    /// Counts resources settling: told when the cache first syncs.
+    pub(super) settled: Arc<tokio::sync::watch::Sender<u64>>,
     pub(super) resync: Option<Duration>,
     pub(super) metrics: Arc<Metrics>,
     /// Namespaces to watch (`None`: cluster-wide), one watcher each.
@@ -221,6 +223,7 @@ impl WatchTask {
                     // Listed and watching: the RBAC it needs is there.
                     self.access.allowed(&self.rules);
                     self.cache.mark_synced();
+                    self.settled.send_modify(|n| *n += 1);
                     tracing::info!(resource = %key, objects, "cache synced");
                 }
             }

@@ -199,15 +199,30 @@ pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     defined
 }
 
+impl ReadError {
+    /// Whether the same read may work later without any change to the plugin: its kind
+    /// is not served, or not synced, yet.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ReadError::NotServed(_) | ReadError::NotSynced(_))
+    }
+}
+
 /// Why a cache read was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReadError {
     /// The plugin neither watches nor declared reading this kind.
     #[error("{0} is not watched or declared in `reads` by this plugin")]
     NotAllowed(String),
-    /// The kind is allowed but its cache is not available (resource not served yet).
-    #[error("{0} is not cached (is the resource served?)")]
-    NotCached(String),
+    /// The plugin declared this kind, but the API server does not serve it (yet): a CRD
+    /// not installed, say. Transient: the read works once it is served.
+    #[error(
+        "{0} is declared by this plugin but not served by the API server (yet); the event is retried once it is"
+    )]
+    NotServed(String),
+    /// The kind is served and allowed, but its cache has not synced yet (its first list
+    /// is under way). Transient.
+    #[error("{0} is not synced yet (its first list is under way); the event is retried")]
+    NotSynced(String),
     /// The label selector does not parse.
     #[error("label selector: {0}")]
     Selector(#[from] kubewasm_core::selector::SelectorError),

@@ -4,7 +4,7 @@
 //! the build's, 1 or 2), `selector` (label
 //! selector on ConfigMaps, default `kubewasm.dev/testkit=<name>`), `value` (written by
 //! `write-shared`), `force` (force that write), `allowForce` (grant force),
-//! `readAll` (declare a read of every ConfigMap), `watchResource` (spell the watch as a resource argument, e.g. `configmaps`),
+//! `readAll` (declare a read of every ConfigMap), `readSecrets` (declare a read of Secrets), `watchResource` (spell the watch as a resource argument, e.g. `configmaps`),
 //! `namespaceGrant` (a list of namespaces: also grant `create` on core `Namespace` objects,
 //! limited to those namespaces, which can never cover a cluster-scoped kind), `grantAll`
 //! (also ask for every verb on every kind everywhere, with force: an escalation the
@@ -156,14 +156,16 @@ impl Guest for Testkit {
                 .collect(),
             // `readAll: true` declares a read of every ConfigMap, so the host's ConfigMap
             // cache holds them all whatever the watch's selector.
-            reads: if s.get("readAll").and_then(Value::as_bool).unwrap_or(false) {
-                vec![ResourceRef::Kind(TypeRef {
-                    api_version: "v1".into(),
-                    kind: "ConfigMap".into(),
-                })]
-            } else {
-                vec![]
-            },
+            reads: [("readAll", "ConfigMap"), ("readSecrets", "Secret")]
+                .into_iter()
+                .filter(|(key, _)| s.get(*key).and_then(Value::as_bool).unwrap_or(false))
+                .map(|(_, kind)| {
+                    ResourceRef::Kind(TypeRef {
+                        api_version: "v1".into(),
+                        kind: kind.into(),
+                    })
+                })
+                .collect(),
         })
     }
 
@@ -280,7 +282,11 @@ impl Guest for Testkit {
                 let err = host::get("v1", "Secret", Some(ns), "anything")
                     .err()
                     .unwrap_or_else(|| "allowed".into());
-                vec![create(out(json!({"readError": err})), false, true)]
+                vec![create(
+                    out(json!({"readError": err, "version": version_of(&s)})),
+                    false,
+                    true,
+                )]
             }
             "self" => vec![create(
                 out(

@@ -71,7 +71,7 @@ impl<S> Observe<S> {
                 "dry run: {} {}: the API server would refuse it", sign, p.describe()
             ),
             _ => tracing::info!(
-                plugin = %name, trigger = %object, fields = ?change.paths(),
+                plugin = %name, trigger = %object, fields = %change.paths().join(", "),
                 "dry run: {} {}", sign, p.describe()
             ),
         }

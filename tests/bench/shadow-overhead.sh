@@ -14,7 +14,7 @@
 # each round:
 #   1. without: spec.candidate removed, and status.preview.candidate gone; with:
 #      spec.candidate set to testkit-v2's pinned reference, and status.preview.candidate
-#      naming its digest (the candidate loaded);
+#      naming its component digest (the candidate loaded);
 #   2. OBJECTS ConfigMaps are created (POSTs on CREATE_PARALLEL connections) and the clock
 #      runs until the last `-out` is applied (the host's log line `applied create ...`);
 #   3. from the host's log, per object: the serving version's `event` line to its `applied
@@ -239,7 +239,7 @@ for r in $(seq "$rounds"); do
     else
         mode=with
         kc patch plugin testkit --type merge -p "{\"spec\": {\"candidate\": {\"module\": \"$cand\"}}}" >/dev/null
-        wait_status ".preview.candidate.digest == \"${cand#*@}\"" "with the candidate loaded"
+        wait_status ".preview.candidate.digest != null" "with the candidate loaded"
     fi
     sleep 1
     from=$(wc -l <"$work/host.log")

@@ -135,8 +135,12 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
             |s| Box::pin(sharded::two_sharded_hosts(s)),
         ),
         (
-            "a Plugin in DryRun: nothing written, each would-be write reported, an RBAC refusal with the server's reason",
+            "preview: a Plugin in DryRun writes nothing, reports each would-be write, and an RBAC refusal with the server's reason",
             |s| Box::pin(preview::dry_run(s)),
+        ),
+        (
+            "preview: a shadow candidate diverges exactly where its settings differ, writes nothing, and is promoted by a swap",
+            |s| Box::pin(preview::shadow(s)),
         ),
     ];
     // KUBEWASM_E2E_ONLY: run only the scenarios whose name contains it (one scenario

@@ -14,12 +14,16 @@ use serde_json::{Value, json};
 
 use crate::common::{CONVERGE, api, apply, create, site};
 use crate::support::{self, HostProcess, eventually, field, get, managers};
-use crate::{Suite, condition, kubewasm, print_plugins, push, start_host_from};
+use crate::{Suite, condition, kubewasm, print_plugins, push, start_host_from, with_host};
 
 /// The plugin: its manifest names it, so the Plugin object has this name too.
 const PLUGIN: &str = "contentsite-provisioner";
-/// The site this scenario creates (its children would be `preview-db` and `preview`).
+/// The site the dry run sees (its children would be `preview-db` and `preview`).
 const SITE: &str = "preview";
+/// The site the shadow candidate sees.
+const SHADOWED: &str = "shadowed";
+/// The MongoDB version the candidate's settings ask for (the serving version's: 7.0.12).
+const NEW_VERSION: &str = "8.0.4";
 
 pub async fn dry_run(s: &'static Suite) {
     // The single host makes way: it serves the provisioner from the directory, in
@@ -49,10 +53,13 @@ pub async fn dry_run(s: &'static Suite) {
         "no role {own_role} with create on services in approve's output"
     );
     apply(&s.admin, narrowed).await;
-    assert!(
-        !may(s, &user, "create").await,
-        "{user} may still create Services"
-    );
+    // The authorizer sees a role change through its informer: a moment later.
+    eventually(
+        &format!("{user} may not create Services"),
+        CONVERGE,
+        || async { (!may(s, &user, "create").await).then_some(()) },
+    )
+    .await;
     assert!(
         may(s, &user, "patch").await,
         "{user} may not patch Services"
@@ -89,9 +96,153 @@ pub async fn dry_run(s: &'static Suite) {
         println!("  host log: {}", compact(l));
     }
 
-    // The role as generated again; the Plugin deleted and unloaded (cleanup deletes it
-    // too, should this scenario fail before).
-    apply(&s.admin, docs).await;
+    // The role as generated again, for the shadow scenario that follows.
+    apply(&s.admin, docs.clone()).await;
+    let _ = APPROVED.set((docs, pinned));
+}
+
+/// What [`dry_run`] applied (the Plugin and its RBAC as `approve` printed them, with
+/// `spec.mode: DryRun`) and the pinned reference; the shadow scenario goes on from there.
+static APPROVED: std::sync::OnceLock<(Vec<Value>, String)> = std::sync::OnceLock::new();
+
+/// The provisioner in Enforce with a shadow candidate: the same module with settings that
+/// change one field (`database.version`, which the site does not set). On an event of a
+/// site the serving version had provisioned, the candidate diverges exactly on the
+/// MongoDB, at `spec.version`, and agrees on the Service and the site's status; nothing
+/// it did is written. Promotion (its settings into `spec.settings`, `spec.candidate`
+/// removed) is the swap: the MongoDB gets the new version.
+pub async fn shadow(s: &'static Suite) {
+    let (docs, pinned) = APPROVED
+        .get()
+        .cloned()
+        .expect("the dry-run scenario ran first (KUBEWASM_E2E_ONLY=preview)");
+    let mut enforce = docs;
+    enforce[0]["spec"]["mode"] = json!("Enforce");
+    apply(&s.admin, enforce.clone()).await;
+    let plugins = api(&s.admin, "kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
+    let enforcing = eventually("Previewing=False (Enforcing)", CONVERGE, || async {
+        let st = get(&plugins, PLUGIN).await?.data.get("status")?.clone();
+        (condition(&st, "Previewing")["reason"] == "Enforcing").then_some(st)
+    })
+    .await;
+    assert_eq!(condition(&enforcing, "Ready")["status"], json!("True"));
+    // A site the serving version provisions for real.
+    let sites = api(
+        &s.admin,
+        "sites.kubewasm.dev/v1alpha1",
+        "ContentSite",
+        "contentsites",
+        Some(&s.ns),
+    );
+    let shadowed = create(&sites, site(SHADOWED, &s.ns)).await;
+    let seed = crate::seed(s);
+    let (db, _) = seed.provisioned(&shadowed).await;
+    assert_eq!(db.data["spec"]["version"], json!("7.0.12"));
+    eventually("the site's status", CONVERGE, || async {
+        get(&sites, SHADOWED)
+            .await
+            .filter(|o| !o.data["status"]["databaseRef"].is_null())
+    })
+    .await;
+
+    // The candidate: the same module, settings that change `database.version` only.
+    let mut settings = enforce[0]["spec"]["settings"].clone();
+    settings["database"]["version"] = json!(NEW_VERSION);
+    let mut with_candidate = enforce.clone();
+    with_candidate[0]["spec"]["candidate"] = json!({"module": pinned, "settings": settings});
+    apply(&s.admin, with_candidate).await;
+    eventually("Previewing=True (Shadow)", CONVERGE, || async {
+        let st = get(&plugins, PLUGIN).await?.data.get("status")?.clone();
+        (condition(&st, "Previewing")["reason"] == "Shadow"
+            && !st["preview"]["candidate"]["digest"].is_null())
+        .then_some(st)
+    })
+    .await;
+    print_plugins(s, "Enforce, with a candidate");
+
+    // An event of the site: its labels change (no new generation, so the serving version
+    // writes the same as before and the candidate's status agrees).
+    sites
+        .patch(
+            SHADOWED,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+        )
+        .await
+        .expect("touch the site");
+    let st = compared(s, &plugins).await;
+    let c = &st["preview"]["candidate"];
+    println!(
+        "  status.preview: {}",
+        serde_json::to_string(&st["preview"]).unwrap_or_default()
+    );
+    println!("  Previewing: {}", condition(&st, "Previewing")["message"]);
+    assert_eq!(c["divergences"], json!(1), "{st}");
+    assert_eq!(c["agreements"], json!(2), "{st}");
+    let db_name = format!("MongoDB {}/{SHADOWED}-db", s.ns);
+    let diverged: Vec<Value> = st["preview"]["recent"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| i["action"] == "Diverges")
+        .collect();
+    assert_eq!(diverged.len(), 1, "{st}");
+    assert_eq!(diverged[0]["object"], json!(db_name), "{st}");
+    assert_eq!(diverged[0]["paths"], json!(["spec.version"]), "{st}");
+    // Nothing the candidate did was written: the MongoDB is as the serving version left it.
+    let dbs = api(
+        &s.admin,
+        "mongodb.com/v1",
+        "MongoDB",
+        "mongodb",
+        Some(&s.ns),
+    );
+    let after = get(&dbs, &format!("{SHADOWED}-db"))
+        .await
+        .expect("the MongoDB");
+    assert_eq!(after.data["spec"]["version"], json!("7.0.12"));
+    assert_eq!(
+        after.metadata.resource_version, db.metadata.resource_version,
+        "the MongoDB was written while shadowed"
+    );
+    let line = with_host(s, |h| {
+        h.matching(|l| field(l, "message") == "shadow: the candidate diverges")
+    })
+    .await;
+    println!(
+        "  host log: {}",
+        line.iter()
+            .map(compact)
+            .collect::<Vec<_>>()
+            .join("\n  host log: ")
+    );
+    assert_eq!(line.len(), 1, "{line:?}");
+    assert_eq!(field(&line[0], "object"), db_name);
+
+    // Promotion: the candidate's settings become the spec; the candidate goes.
+    let mut promoted = enforce;
+    promoted[0]["spec"]["settings"] = settings;
+    apply(&s.admin, promoted).await;
+    eventually(
+        "the promoted version provisions the new MongoDB version",
+        CONVERGE,
+        || async {
+            get(&dbs, &format!("{SHADOWED}-db"))
+                .await
+                .filter(|o| o.data["spec"]["version"] == json!(NEW_VERSION))
+        },
+    )
+    .await;
+    let st = eventually("Previewing=False (Enforcing) again", CONVERGE, || async {
+        let st = get(&plugins, PLUGIN).await?.data.get("status")?.clone();
+        (condition(&st, "Previewing")["reason"] == "Enforcing").then_some(st)
+    })
+    .await;
+    assert!(st["preview"].is_null(), "{st}");
+    print_plugins(s, "promoted");
+
+    // Deleted: unloaded (cleanup deletes it too, should this scenario fail before).
     plugins
         .delete(PLUGIN, &DeleteParams::default())
         .await
@@ -104,6 +255,26 @@ pub async fn dry_run(s: &'static Suite) {
             field(l, "message") == "plugin removed" && field(l, "plugin") == PLUGIN
         })
         .await;
+}
+
+/// The Plugin's status once the candidate was compared on one event (the shadow runs
+/// apart from the serving path: it is waited for, not assumed); the host's log if never.
+async fn compared(s: &Suite, plugins: &Api<DynamicObject>) -> Value {
+    let deadline = tokio::time::Instant::now() + CONVERGE;
+    loop {
+        let st = get(plugins, PLUGIN)
+            .await
+            .and_then(|o| o.data.get("status").cloned())
+            .unwrap_or_default();
+        if st["preview"]["candidate"]["events"].as_u64() >= Some(1) {
+            return st;
+        }
+        if tokio::time::Instant::now() > deadline {
+            let log = with_host(s, |h| h.dump()).await;
+            panic!("the candidate was compared on no event: {st}\nhost log:\n{log}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 }
 
 /// The provisioner pushed to the loopback registry, and what `kubewasm approve` prints for

@@ -22,8 +22,8 @@
 #      the call not included): p50 and p90; events per second = OBJECTS / (last apply -
 #      first POST); from /metrics: the mean plugin call (kubewasm_plugin_call_seconds
 #      sum/count, the serving version's calls), host CPU (utime+stime, embedded server
-#      included), and the candidate's comparisons: divergences and events skipped (its
-#      concurrency bound was reached; the host runs at most a few candidate calls at once).
+#      included), and the candidate's work: events it ran on, divergences, and events
+#      skipped (kubewasm_shadow_skipped_total: its bound of calls at once was reached).
 #
 #   bash tests/plugins/build.sh                     # target/test-plugins/testkit{,-v2}.wasm
 #   cargo build --release -p kubewasm-cli           # or KUBEWASM=target/debug/kubewasm
@@ -109,11 +109,11 @@ reg="127.0.0.1:$port"
 mkdir -p "$work/registry"
 cat >"$work/registry/config.yml" <<YAML
 version: 0.1
-log: {level: warn}
+log: {level: warn, accesslog: {disabled: true}}
 storage: {filesystem: {rootdirectory: $work/registry/storage}}
 http: {addr: $reg, secret: kubewasm-bench}
 YAML
-"$registry_bin" serve "$work/registry/config.yml" 2>"$work/registry.log" &
+"$registry_bin" serve "$work/registry/config.yml" >"$work/registry.log" 2>&1 &
 registry_pid=$!
 for _ in $(seq 200); do
     curl -sf "http://$reg/v2/" >/dev/null && break
@@ -138,8 +138,10 @@ for _ in $(seq 600); do
 done
 addr=""
 for _ in $(seq 600); do
-    addr=$(jq -r 'select(.message == "serving /healthz, /readyz, /status, /metrics") | .addr' \
-        "$work/host.log" 2>/dev/null | head -1)
+    # (dev also prints plain lines: its kubeconfig and how to stop it)
+    addr=$(grep '^{' "$work/host.log" \
+        | jq -r 'select(.message == "serving /healthz, /readyz, /status, /metrics") | .addr' 2>/dev/null \
+        | head -1 || true)
     [ -n "$addr" ] && break
     alive
     sleep 0.1
@@ -224,7 +226,7 @@ print(f"{n / (max(applied.values()) - started):.1f} {q(0.5):.2f} {q(0.9):.2f} {l
 PY
 }
 
-rows=()   # per round: "round|mode|events/s|p50|p90|mean call ms|cpu s|compared|divergences|skipped"
+rows=()   # per round: "round|mode|events/s|p50|p90|mean call ms|cpu s|shadowed|divergences|skipped"
 echo "kubewasm: $bin"
 echo "serving: $serving"
 echo "candidate: $cand"
@@ -264,23 +266,30 @@ for r in $(seq "$rounds"); do
         'BEGIN {if (c + 0 == 0) print "-"; else printf "%.3f", s / c * 1000}')
     div=$(delta kubewasm_shadow_divergences_total 'plugin="testkit"')
     skipped=$(delta kubewasm_shadow_skipped_total 'plugin="testkit"')
-    compared=$(plugin_status | jq -r '.preview.candidate.events // "-"')
-    echo "   round $r ($mode candidate): $handled applies, $eps events/s, p50 $p50 ms, p90 $p90 ms, mean call $call_ms ms ($calls calls), CPU ${cpu}s; candidate: compared $compared (cumulative), divergences +$div, skipped +$skipped"
-    rows+=("$r|$mode|$eps|$p50|$p90|$call_ms|$cpu|$compared|$div|$skipped")
+    shadowed=0
+    [ "$mode" = with ] && shadowed=$(awk -v n="$objects" -v k="$skipped" 'BEGIN {print n - k}')
+    echo "   round $r ($mode candidate): $handled applies, $eps events/s, p50 $p50 ms, p90 $p90 ms, mean call $call_ms ms ($calls calls), CPU ${cpu}s; candidate: ran on $shadowed events (skipped $skipped), divergences +$div"
+    rows+=("$r|$mode|$eps|$p50|$p90|$call_ms|$cpu|$shadowed|$div|$skipped")
 done
 
 # Medians per mode; the rounds without a candidate are the baseline.
 median() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f", (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-col() { local mode=$1 i=$2; for row in "${rows[@]}"; do IFS='|' read -ra f <<<"$row"; [ "${f[1]}" = "$mode" ] && echo "${f[$i]}"; done | median; }
+col() {
+    local mode=$1 i=$2 row f
+    for row in "${rows[@]}"; do
+        IFS='|' read -ra f <<<"$row"
+        if [ "${f[1]}" = "$mode" ]; then echo "${f[$i]}"; fi
+    done | median
+}
 echo
 echo "Per round:"
 printf '| %-5s | %-9s | %-8s | %-10s | %-10s | %-12s | %-10s | %-24s | %-16s | %-14s |\n' \
-    round candidate events/s "p50 ms" "p90 ms" "mean call ms" "host CPU s" "candidate events (cum.)" "divergences (+)" "skipped (+)"
+    round candidate events/s "p50 ms" "p90 ms" "mean call ms" "host CPU s" "events shadowed" "divergences" "events skipped"
 printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' --- --- --- --- --- --- --- --- --- ---
 for row in "${rows[@]}"; do
-    IFS='|' read -r r mode eps p50 p90 call cpu compared div skipped <<<"$row"
+    IFS='|' read -r r mode eps p50 p90 call cpu shadowed div skipped <<<"$row"
     printf '| %-5s | %-9s | %-8s | %-10s | %-10s | %-12s | %-10s | %-24s | %-16s | %-14s |\n' \
-        "$r" "$mode" "$eps" "$p50" "$p90" "$call" "$cpu" "$compared" "$div" "$skipped"
+        "$r" "$mode" "$eps" "$p50" "$p90" "$call" "$cpu" "$shadowed" "$div" "$skipped"
 done
 echo
 echo "Medians per mode (× = ratio to the rounds without a candidate, same run):"

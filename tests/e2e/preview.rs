@@ -32,6 +32,8 @@ pub async fn dry_run(s: &'static Suite) {
         assert_eq!(host.stop(), Some(0), "the single host did not stop cleanly");
     }
     let (docs, pinned) = approved_in_dry_run(s).await;
+    // For the shadow scenario, whatever becomes of this one (it applies them again).
+    let _ = APPROVED.set((docs.clone(), pinned.clone()));
     let rbac_name = format!("kubewasm-e2e-{}", s.id);
     let own_role = format!("{rbac_name}-{PLUGIN}");
     let user = format!("system:serviceaccount:{}:kubewasm-{PLUGIN}", s.host_ns);
@@ -96,12 +98,11 @@ pub async fn dry_run(s: &'static Suite) {
         println!("  host log: {}", compact(l));
     }
 
-    // The role as generated again, for the shadow scenario that follows.
-    apply(&s.admin, docs.clone()).await;
-    let _ = APPROVED.set((docs, pinned));
+    // The role as generated again.
+    apply(&s.admin, docs).await;
 }
 
-/// What [`dry_run`] applied (the Plugin and its RBAC as `approve` printed them, with
+/// What [`dry_run`] applies (the Plugin and its RBAC as `approve` printed them, with
 /// `spec.mode: DryRun`) and the pinned reference; the shadow scenario goes on from there.
 static APPROVED: std::sync::OnceLock<(Vec<Value>, String)> = std::sync::OnceLock::new();
 
@@ -120,13 +121,8 @@ pub async fn shadow(s: &'static Suite) {
     enforce[0]["spec"]["mode"] = json!("Enforce");
     apply(&s.admin, enforce.clone()).await;
     let plugins = api(&s.admin, "kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
-    let enforcing = eventually("Previewing=False (Enforcing)", CONVERGE, || async {
-        let st = get(&plugins, PLUGIN).await?.data.get("status")?.clone();
-        (condition(&st, "Previewing")["reason"] == "Enforcing").then_some(st)
-    })
-    .await;
+    let enforcing = previewing(&plugins, "Enforcing").await;
     assert_eq!(condition(&enforcing, "Ready")["status"], json!("True"));
-    // A site the serving version provisions for real.
     let sites = api(
         &s.admin,
         "sites.kubewasm.dev/v1alpha1",
@@ -134,16 +130,7 @@ pub async fn shadow(s: &'static Suite) {
         "contentsites",
         Some(&s.ns),
     );
-    let shadowed = create(&sites, site(SHADOWED, &s.ns)).await;
-    let seed = crate::seed(s);
-    let (db, _) = seed.provisioned(&shadowed).await;
-    assert_eq!(db.data["spec"]["version"], json!("7.0.12"));
-    eventually("the site's status", CONVERGE, || async {
-        get(&sites, SHADOWED)
-            .await
-            .filter(|o| !o.data["status"]["databaseRef"].is_null())
-    })
-    .await;
+    let db = provisioned_for_real(s, &sites).await;
 
     // The candidate: the same module, settings that change `database.version` only.
     let mut settings = enforce[0]["spec"]["settings"].clone();
@@ -151,11 +138,12 @@ pub async fn shadow(s: &'static Suite) {
     let mut with_candidate = enforce.clone();
     with_candidate[0]["spec"]["candidate"] = json!({"module": pinned, "settings": settings});
     apply(&s.admin, with_candidate).await;
-    eventually("Previewing=True (Shadow)", CONVERGE, || async {
+    // Loaded, not only loading: status.preview names its digest.
+    eventually("the candidate running", CONVERGE, || async {
         let st = get(&plugins, PLUGIN).await?.data.get("status")?.clone();
         (condition(&st, "Previewing")["reason"] == "Shadow"
             && !st["preview"]["candidate"]["digest"].is_null())
-        .then_some(st)
+        .then_some(())
     })
     .await;
     print_plugins(s, "Enforce, with a candidate");
@@ -170,7 +158,81 @@ pub async fn shadow(s: &'static Suite) {
         )
         .await
         .expect("touch the site");
-    let st = compared(s, &plugins).await;
+    diverged_on_the_mongodb_alone(s, &plugins, &db).await;
+
+    // Promotion: the candidate's settings become the spec; the candidate goes.
+    let mut promoted = enforce;
+    promoted[0]["spec"]["settings"] = settings;
+    apply(&s.admin, promoted).await;
+    let dbs = api(
+        &s.admin,
+        "mongodb.com/v1",
+        "MongoDB",
+        "mongodb",
+        Some(&s.ns),
+    );
+    eventually(
+        "the promoted version's MongoDB version",
+        CONVERGE,
+        || async {
+            get(&dbs, &format!("{SHADOWED}-db"))
+                .await
+                .filter(|o| o.data["spec"]["version"] == json!(NEW_VERSION))
+        },
+    )
+    .await;
+    let st = previewing(&plugins, "Enforcing").await;
+    assert!(st["preview"].is_null(), "{st}");
+    print_plugins(s, "promoted");
+
+    // Deleted: unloaded (cleanup deletes it too, should this scenario fail before).
+    plugins
+        .delete(PLUGIN, &DeleteParams::default())
+        .await
+        .expect("delete the Plugin");
+    let guard = s.host.lock().await;
+    guard
+        .as_ref()
+        .expect("host running")
+        .wait_log_for("the Plugin removed", CONVERGE, |l| {
+            field(l, "message") == "plugin removed" && field(l, "plugin") == PLUGIN
+        })
+        .await;
+}
+
+/// The Plugin's status once its `Previewing` condition has `reason`.
+async fn previewing(plugins: &Api<DynamicObject>, reason: &str) -> Value {
+    eventually(&format!("Previewing reason {reason}"), CONVERGE, || async {
+        let st = get(plugins, PLUGIN).await?.data.get("status")?.clone();
+        (condition(&st, "Previewing")["reason"] == reason).then_some(st)
+    })
+    .await
+}
+
+/// Site [`SHADOWED`], provisioned by the serving version for real (its MongoDB at the
+/// settings' version, its status written); its MongoDB.
+async fn provisioned_for_real(s: &Suite, sites: &Api<DynamicObject>) -> DynamicObject {
+    let shadowed = create(sites, site(SHADOWED, &s.ns)).await;
+    let (db, _) = crate::seed(s).provisioned(&shadowed).await;
+    assert_eq!(db.data["spec"]["version"], json!("7.0.12"));
+    eventually("the site's status", CONVERGE, || async {
+        get(sites, SHADOWED)
+            .await
+            .filter(|o| !o.data["status"]["databaseRef"].is_null())
+    })
+    .await;
+    db
+}
+
+/// The candidate, compared on the site's event, diverges on exactly one object, the
+/// MongoDB, at `spec.version` (its status and the host's log), and agrees on the other two;
+/// the MongoDB `db` is as the serving version left it.
+async fn diverged_on_the_mongodb_alone(
+    s: &Suite,
+    plugins: &Api<DynamicObject>,
+    db: &DynamicObject,
+) {
+    let st = compared(s, plugins).await;
     let c = &st["preview"]["candidate"];
     println!(
         "  status.preview: {}",
@@ -190,7 +252,7 @@ pub async fn shadow(s: &'static Suite) {
     assert_eq!(diverged.len(), 1, "{st}");
     assert_eq!(diverged[0]["object"], json!(db_name), "{st}");
     assert_eq!(diverged[0]["paths"], json!(["spec.version"]), "{st}");
-    // Nothing the candidate did was written: the MongoDB is as the serving version left it.
+    // Nothing the candidate did was written.
     let dbs = api(
         &s.admin,
         "mongodb.com/v1",
@@ -206,55 +268,15 @@ pub async fn shadow(s: &'static Suite) {
         after.metadata.resource_version, db.metadata.resource_version,
         "the MongoDB was written while shadowed"
     );
-    let line = with_host(s, |h| {
+    let lines = with_host(s, |h| {
         h.matching(|l| field(l, "message") == "shadow: the candidate diverges")
     })
     .await;
-    println!(
-        "  host log: {}",
-        line.iter()
-            .map(compact)
-            .collect::<Vec<_>>()
-            .join("\n  host log: ")
-    );
-    assert_eq!(line.len(), 1, "{line:?}");
-    assert_eq!(field(&line[0], "object"), db_name);
-
-    // Promotion: the candidate's settings become the spec; the candidate goes.
-    let mut promoted = enforce;
-    promoted[0]["spec"]["settings"] = settings;
-    apply(&s.admin, promoted).await;
-    eventually(
-        "the promoted version provisions the new MongoDB version",
-        CONVERGE,
-        || async {
-            get(&dbs, &format!("{SHADOWED}-db"))
-                .await
-                .filter(|o| o.data["spec"]["version"] == json!(NEW_VERSION))
-        },
-    )
-    .await;
-    let st = eventually("Previewing=False (Enforcing) again", CONVERGE, || async {
-        let st = get(&plugins, PLUGIN).await?.data.get("status")?.clone();
-        (condition(&st, "Previewing")["reason"] == "Enforcing").then_some(st)
-    })
-    .await;
-    assert!(st["preview"].is_null(), "{st}");
-    print_plugins(s, "promoted");
-
-    // Deleted: unloaded (cleanup deletes it too, should this scenario fail before).
-    plugins
-        .delete(PLUGIN, &DeleteParams::default())
-        .await
-        .expect("delete the Plugin");
-    let guard = s.host.lock().await;
-    guard
-        .as_ref()
-        .expect("host running")
-        .wait_log_for("the Plugin removed", CONVERGE, |l| {
-            field(l, "message") == "plugin removed" && field(l, "plugin") == PLUGIN
-        })
-        .await;
+    for l in &lines {
+        println!("  host log: {}", compact(l));
+    }
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(field(&lines[0], "object"), db_name);
 }
 
 /// The Plugin's status once the candidate was compared on one event (the shadow runs

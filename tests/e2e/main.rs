@@ -475,11 +475,13 @@ async fn start_host_from(s: &Suite, dir: Option<(&Path, &Path)>, extra: &[&str])
             .arg("--approvals")
             .arg(approvals);
     }
+    // No status listener unless `extra` asks for one (the preview scenario reads /preview).
+    if !extra.contains(&"--metrics-addr") {
+        cmd.args(["--metrics-addr", "off"]);
+    }
     // Each plugin writes as its ServiceAccount in the host's namespace (impersonated).
     cmd.args(["--plugin-namespace", &s.host_ns])
         .args([
-            "--metrics-addr",
-            "off",
             "--discovery-interval",
             "2s",
             "--no-reload",

@@ -67,8 +67,9 @@ pub async fn dry_run(s: &'static Suite) {
         "{user} may not patch Services"
     );
 
-    // A host that follows Plugin objects only.
-    let host = start_host_from(s, None, &[]).await;
+    // A host that follows Plugin objects only, its status listener (`/preview`) on a free
+    // loopback port.
+    let host = start_host_from(s, None, &["--metrics-addr", "127.0.0.1:0"]).await;
     *s.host.lock().await = Some(host);
     let plugins = api(&s.admin, "kubewasm.dev/v1alpha1", "Plugin", "plugins", None);
     let digest = pinned.split_once('@').map(|(_, d)| d).unwrap_or_default();
@@ -96,6 +97,20 @@ pub async fn dry_run(s: &'static Suite) {
     );
     for l in &lines {
         println!("  host log: {}", compact(l));
+    }
+    // The whole report, as `kubewasm preview report` prints it from the host's /preview.
+    let report = preview_report(s).await;
+    let ns = &s.ns;
+    for want in [
+        format!("+ create MongoDB {ns}/{SITE}-db"),
+        format!("! refused Service {ns}/{SITE} (403)"),
+        "cannot create resource \"services\"".to_string(),
+        format!("~ update ContentSite {ns}/{SITE}"),
+    ] {
+        assert!(
+            report.contains(&want),
+            "no {want:?} in the report:\n{report}"
+        );
     }
 
     // The role as generated again.
@@ -277,6 +292,45 @@ async fn diverged_on_the_mongodb_alone(
     }
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(field(&lines[0], "object"), db_name);
+    let report = preview_report(s).await;
+    for want in [
+        format!("≠ diverges {db_name}: the candidate would change spec.version"),
+        format!("spec.version: \"7.0.12\" → \"{NEW_VERSION}\""),
+    ] {
+        assert!(
+            report.contains(&want),
+            "no {want:?} in the report:\n{report}"
+        );
+    }
+    assert_eq!(report.matches("≠ diverges").count(), 1, "{report}");
+}
+
+/// `kubewasm preview report contentsite-provisioner --url` the running host's status
+/// listener (the address it logged), printed into the suite's output.
+async fn preview_report(s: &Suite) -> String {
+    let addr = with_host(s, |h| {
+        h.matching(|l| field(l, "message").starts_with("serving /healthz"))
+            .first()
+            .map(|l| field(l, "addr").to_string())
+    })
+    .await
+    .expect("the host logged its status listener's address");
+    let out = kubewasm()
+        .args(["preview", "report", PLUGIN, "--url"])
+        .arg(format!("http://{addr}"))
+        .output()
+        .expect("kubewasm preview report");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kubewasm preview report: {}{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("  kubewasm preview report {PLUGIN}:");
+    for l in text.lines() {
+        println!("    {l}");
+    }
+    text
 }
 
 /// The Plugin's status once the candidate was compared on one event (the shadow runs

@@ -30,7 +30,8 @@
 #   bash tests/bench/shadow-overhead.sh
 #   OBJECTS=500 ROUNDS=4 bash tests/bench/shadow-overhead.sh
 #
-# Variables: OBJECTS (per round, 1000), ROUNDS (6: without, with, without, ...), KUBEWASM
+# Variables: OBJECTS (per round, 1000), ROUNDS (6: without, with, without, ...), MODES
+# (the rounds in another order, e.g. "without without with without"), KUBEWASM
 # (the binary; default target/release/kubewasm, else target/debug/kubewasm, which it
 # says), PLUGIN (target/test-plugins/testkit.wasm), CANDIDATE
 # (target/test-plugins/testkit-v2.wasm), CREATE_PARALLEL (4), EXTRA (more host flags),
@@ -140,7 +141,7 @@ addr=""
 for _ in $(seq 600); do
     # (dev also prints plain lines: its kubeconfig and how to stop it)
     addr=$(grep '^{' "$work/host.log" \
-        | jq -r 'select(.message == "serving /healthz, /readyz, /status, /metrics") | .addr' 2>/dev/null \
+        | jq -r 'select(.message | startswith("serving /healthz")) | .addr' 2>/dev/null \
         | head -1 || true)
     [ -n "$addr" ] && break
     alive
@@ -227,12 +228,15 @@ PY
 }
 
 rows=()   # per round: "round|mode|events/s|p50|p90|mean call ms|cpu s|shadowed|divergences|skipped"
+# MODES: the rounds' order, e.g. "without without with without" (default: alternating).
+read -ra modes <<<"${MODES:-$(for r in $(seq "$rounds"); do [ $(( r % 2 )) = 1 ] && echo without || echo with; done | tr '\n' ' ')}"
+rounds=${#modes[@]}
 echo "kubewasm: $bin"
 echo "serving: $serving"
 echo "candidate: $cand"
-echo "$objects objects per round, $rounds rounds (odd: without a candidate, even: with)"
+echo "$objects objects per round, $rounds rounds: ${modes[*]}"
 for r in $(seq "$rounds"); do
-    if [ $(( r % 2 )) = 1 ]; then
+    if [ "${modes[r - 1]}" = without ]; then
         mode=without
         if kc get plugin testkit -o json | jq -e '.spec.candidate' >/dev/null; then
             kc patch plugin testkit --type json -p '[{"op": "remove", "path": "/spec/candidate"}]' >/dev/null

@@ -11,6 +11,7 @@
 mod support;
 
 mod common;
+mod preview;
 mod sharded;
 
 use std::collections::BTreeMap;
@@ -133,9 +134,24 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
             "two sharded hosts: the seed scenarios pass, one SIGKILLed mid-run loses nothing",
             |s| Box::pin(sharded::two_sharded_hosts(s)),
         ),
+        (
+            "preview: a Plugin in DryRun writes nothing, reports each would-be write, and an RBAC refusal with the server's reason",
+            |s| Box::pin(preview::dry_run(s)),
+        ),
+        (
+            "preview: a shadow candidate diverges exactly where its settings differ, writes nothing, and is promoted by a swap",
+            |s| Box::pin(preview::shadow(s)),
+        ),
     ];
+    // KUBEWASM_E2E_ONLY: run only the scenarios whose name contains it (one scenario
+    // while working on it; the setup and cleanup run all the same).
+    let only = std::env::var("KUBEWASM_E2E_ONLY").unwrap_or_default();
     let (mut passed, mut failed) = (0, 0);
     for (name, scenario) in scenarios {
+        if !name.contains(only.as_str()) {
+            println!("skip {name} (KUBEWASM_E2E_ONLY={only})");
+            continue;
+        }
         let started = std::time::Instant::now();
         match tokio::spawn(scenario(suite)).await {
             Ok(()) => {
@@ -437,6 +453,12 @@ async fn start_host(s: &Suite) -> HostProcess {
 
 /// `kubewasm run` as the suite's ServiceAccount with `extra` flags (the sharded hosts').
 async fn start_host_with(s: &Suite, extra: &[&str]) -> HostProcess {
+    start_host_from(s, Some((&s.plugins, &s.approvals)), extra).await
+}
+
+/// `kubewasm run` as the suite's ServiceAccount, serving the plugin directory and its
+/// approvals `dir` (None: Plugin objects only), with `extra` flags.
+async fn start_host_from(s: &Suite, dir: Option<(&Path, &Path)>, extra: &[&str]) -> HostProcess {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
     cmd.args([
         "--log-format",
@@ -446,33 +468,37 @@ async fn start_host_with(s: &Suite, extra: &[&str]) -> HostProcess {
         "run",
         "--kubeconfig",
     ])
-    .arg(&s.sa_kubeconfig)
-    .arg("--plugins")
-    .arg(&s.plugins)
-    .arg("--approvals")
-    .arg(&s.approvals)
+    .arg(&s.sa_kubeconfig);
+    if let Some((plugins, approvals)) = dir {
+        cmd.arg("--plugins")
+            .arg(plugins)
+            .arg("--approvals")
+            .arg(approvals);
+    }
+    // No status listener unless `extra` asks for one (the preview scenario reads /preview).
+    if !extra.contains(&"--metrics-addr") {
+        cmd.args(["--metrics-addr", "off"]);
+    }
     // Each plugin writes as its ServiceAccount in the host's namespace (impersonated).
-    .args(["--plugin-namespace", &s.host_ns])
-    .args([
-        "--metrics-addr",
-        "off",
-        "--discovery-interval",
-        "2s",
-        "--no-reload",
-        // Plugin accounts' reads reviewed again every few seconds: a role granted
-        // during a scenario is seen without waiting minutes.
-        "--access-review-interval",
-        "3s",
-    ])
-    // Plugin objects' modules: from the loopback registry, kept in the suite's folder,
-    // with no credentials of this machine's user.
-    .args(["--insecure-registry", &s.registry_host])
-    .arg("--module-store")
-    .arg(s._dir.path().join("modules"))
-    .env("DOCKER_CONFIG", docker_config(s))
-    .env_remove("KUBECONFIG")
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
+    cmd.args(["--plugin-namespace", &s.host_ns])
+        .args([
+            "--discovery-interval",
+            "2s",
+            "--no-reload",
+            // Plugin accounts' reads reviewed again every few seconds: a role granted
+            // during a scenario is seen without waiting minutes.
+            "--access-review-interval",
+            "3s",
+        ])
+        // Plugin objects' modules: from the loopback registry, kept in the suite's folder,
+        // with no credentials of this machine's user.
+        .args(["--insecure-registry", &s.registry_host])
+        .arg("--module-store")
+        .arg(s._dir.path().join("modules"))
+        .env("DOCKER_CONFIG", docker_config(s))
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
     if let Ok(cache) = std::env::var("KUBEWASM_CACHE_DIR") {
         cmd.args(["--cache-dir", &cache]);
     }

@@ -40,7 +40,7 @@ pub enum Error {
         /// How the call failed.
         kind: CallError,
         /// The read refused, as the plugin was told.
-        read: kubewasm_runtime::ReadError,
+        read: Box<kubewasm_runtime::ReadError>,
     },
     /// The plugin returned intents that fail validation; none of them is applied.
     /// Spelled as [`Rejection`] spells it, after the plugin's name.

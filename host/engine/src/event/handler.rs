@@ -104,9 +104,11 @@ impl PluginHandler {
         // A call that failed after a read of a kind not served or not synced yet may work
         // once it is: retried, whatever the plugin said.
         match (result, view.transient_refusal()) {
-            (Err(Error::Call { plugin, kind }), Some(read)) => {
-                Err(Error::ReadUnavailable { plugin, kind, read })
-            }
+            (Err(Error::Call { plugin, kind }), Some(read)) => Err(Error::ReadUnavailable {
+                plugin,
+                kind,
+                read: Box::new(read),
+            }),
             (result, _) => result,
         }
     }

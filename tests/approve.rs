@@ -85,7 +85,10 @@ fn the_crd_has_one_source_in_kustomize_and_helm() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(columns, ["Ready", "Version", "Digest", "Age"]);
+    assert_eq!(
+        columns,
+        ["Ready", "Reason", "Mode", "Version", "Digest", "Age"]
+    );
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["required"], json!(["module"]));
     assert_eq!(spec["properties"]["module"]["pattern"], "^oci://");

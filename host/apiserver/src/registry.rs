@@ -62,6 +62,15 @@ impl VersionInfo {
             v.prune_nulls(obj);
         }
     }
+
+    /// The object to store: pruned ([`VersionInfo::prune`]), then given the schema's
+    /// defaults. (Not an apply configuration: a defaulted field is no manager's.)
+    pub(crate) fn prune_and_default(&self, obj: &mut Value) {
+        self.prune(obj);
+        if let Some(v) = &self.validator {
+            v.default(obj);
+        }
+    }
 }
 
 /// A served resource.

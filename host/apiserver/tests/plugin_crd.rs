@@ -153,15 +153,22 @@ async fn plugin_objects_validate_and_print_their_columns() {
         .iter()
         .filter_map(|c| c["name"].as_str())
         .collect();
-    assert_eq!(columns, ["Name", "Ready", "Version", "Digest", "Age"]);
+    assert_eq!(
+        columns,
+        [
+            "Name", "Ready", "Reason", "Mode", "Version", "Digest", "Age"
+        ]
+    );
     let cells = &table["rows"][0]["cells"];
     assert_eq!(cells[0], "p", "{table}");
     assert_eq!(
         cells[1], "False",
         "READY is the Ready condition's status: {table}"
     );
-    assert_eq!(cells[2], "1.2.0", "{table}");
-    assert_eq!(cells[3], "sha256:0123", "{table}");
+    assert_eq!(cells[2], "PullFailed", "REASON is its reason: {table}");
+    assert_eq!(cells[3], "Enforce", "MODE defaults to Enforce: {table}");
+    assert_eq!(cells[4], "1.2.0", "{table}");
+    assert_eq!(cells[5], "sha256:0123", "{table}");
 
     // The short name, as `kubectl get kwp` finds it.
     let (code, discovery) = raw(

@@ -513,14 +513,15 @@ fn set_managed(obj: &mut Value, entries: &[ManagedEntry]) {
 }
 
 /// What create and update both impose on a stored object: the storage apiVersion and the
-/// kind, pruning by the structural schema, and the name and namespace of the request.
+/// kind, pruning and defaulting by the structural schema, and the name and namespace of
+/// the request.
 fn stamp_identity(t: &Target, body: &mut Value, version: &str, name: &str) {
     if let Some(o) = body.as_object_mut() {
         o.insert("apiVersion".into(), json!(t.info.api_version(version)));
         o.insert("kind".into(), json!(t.info.kind));
     }
     if let Some(v) = t.info.version(&t.version) {
-        v.prune(body);
+        v.prune_and_default(body);
     }
     let m = meta::meta_mut(body);
     // ObjectMeta's collections are `omitempty` in Go: kube-apiserver stores and answers

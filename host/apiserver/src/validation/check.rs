@@ -540,7 +540,10 @@ impl Node {
         match v {
             Value::Object(m) => {
                 m.retain(|k, x| {
-                    !(x.is_null() && self.child(k).is_some_and(|s| !s.nullable && !s.has_default))
+                    !(x.is_null()
+                        && self
+                            .child(k)
+                            .is_some_and(|s| !s.nullable && s.default.is_none()))
                 });
                 for (k, x) in m.iter_mut() {
                     if let Some(s) = self.child(k) {
@@ -552,6 +555,41 @@ impl Node {
                 if let Some(item) = &self.items {
                     for x in items {
                         item.prune_nulls(x);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Node {
+    /// See [`super::Validator::default`].
+    pub(super) fn default(&self, v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in &self.properties {
+                    let Some(d) = &child.default else {
+                        continue;
+                    };
+                    let missing = match m.get(k) {
+                        None => true,
+                        Some(x) => x.is_null() && !child.nullable,
+                    };
+                    if missing {
+                        m.insert(k.clone(), d.clone());
+                    }
+                }
+                for (k, x) in m.iter_mut() {
+                    if let Some(s) = self.child(k) {
+                        s.default(x);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(item) = &self.items {
+                    for x in items {
+                        item.default(x);
                     }
                 }
             }

@@ -92,7 +92,7 @@ impl Node {
         Node {
             types,
             nullable: s.get("nullable").and_then(Value::as_bool) == Some(true),
-            has_default: s.get("default").is_some(),
+            default: s.get("default").cloned(),
             format,
             enum_values: s.get("enum").and_then(Value::as_array).cloned(),
             minimum: s.get("minimum").and_then(as_f64),

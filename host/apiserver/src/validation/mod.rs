@@ -48,7 +48,8 @@ enum Additional {
 struct Node {
     types: Vec<String>,
     nullable: bool,
-    has_default: bool,
+    /// The schema's `default`, set on objects that lack the field.
+    default: Option<Value>,
     /// The format as written, if it is one CRDs keep.
     format: Option<String>,
     enum_values: Option<Vec<Value>>,
@@ -130,6 +131,14 @@ impl Validator {
         self.root.prune_nulls(obj);
     }
 
+    /// Sets the schema's defaults on `obj`, as the apiserver does while decoding (a
+    /// request's body and what it reads from storage): a field its schema gives a
+    /// `default` is set where its parent object exists and lacks it (or holds a `null`
+    /// the field may not hold).
+    pub(crate) fn default(&self, obj: &mut Value) {
+        self.root.default(obj);
+    }
+
     /// Field errors of a created object, or of an updated one (`old`: ratcheting of
     /// unchanged values, list-type checks only when the old object passed them).
     pub(crate) fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
@@ -195,6 +204,33 @@ mod tests {
                 }}
             }
         }))
+    }
+
+    #[test]
+    fn defaults_fill_what_is_missing_where_the_parent_exists() {
+        let v = Validator::new(&json!({
+            "type": "object",
+            "properties": {
+                "spec": {"type": "object", "properties": {
+                    "mode": {"type": "string", "default": "Enforce"},
+                    "n": {"type": "integer", "default": 3},
+                    "opt": {"type": "object", "properties": {
+                        "x": {"type": "string", "default": "y"}}},
+                    "items": {"type": "array", "items": {"type": "object", "properties": {
+                        "w": {"type": "integer", "default": 1}}}},
+                }},
+            },
+        }));
+        let mut o = json!({"spec": {"n": 5, "mode": null, "items": [{}, {"w": 2}]}});
+        v.default(&mut o);
+        assert_eq!(
+            o,
+            json!({"spec": {"n": 5, "mode": "Enforce", "items": [{"w": 1}, {"w": 2}]}}),
+            "a set value stays, a null is defaulted, an absent parent is not created"
+        );
+        let mut none = json!({});
+        v.default(&mut none);
+        assert_eq!(none, json!({}));
     }
 
     fn bodies(errs: &[FieldError]) -> Vec<String> {

@@ -1,6 +1,7 @@
 //! The HTTP API: one fallback handler parses the path (resources are dynamic),
 //! authenticates, and dispatches to discovery, CRUD, patch, apply and watch.
 
+use crate::builtins::Verbs;
 use crate::discovery;
 use crate::error::{ApiResult, StatusError};
 use crate::openapi;
@@ -547,15 +548,9 @@ fn delete_options_from_query(query: Option<&str>) -> Value {
 }
 
 /// Resources whose DELETE answers the object even once it is gone (`ReturnDeletedObject`
-/// in their kube-apiserver registry: namespaces, pods, services, serviceaccounts,
-/// persistentvolumeclaims among those served here).
+/// in their kube-apiserver registry: namespaces, pods, services, ... see `builtins`).
 fn returns_deleted_object(t: &Target) -> bool {
-    t.info.builtin
-        && t.info.group.is_empty()
-        && matches!(
-            t.info.plural.as_str(),
-            "namespaces" | "pods" | "services" | "serviceaccounts" | "persistentvolumeclaims"
-        )
+    t.info.returns_deleted
 }
 
 /// What a DELETE answers, as kube-apiserver: an object left pending (finalizers) is
@@ -658,6 +653,7 @@ async fn resource(
         Some("status") if t.info.status => t.subresource = Some("status".into()),
         Some(_) => return Err(StatusError::no_route()),
     }
+    allowed_by_access(&t, req.method(), rp.name.is_some())?;
     let (parts, body) = req.into_parts();
     let q = parse_query(parts.uri.query());
     let headers = parts.headers;
@@ -754,6 +750,26 @@ async fn resource(
             reply(200, &v, &accept, &t)
         }
         _ => Err(StatusError::method_not_allowed()),
+    }
+}
+
+/// The verbs of read-only and virtual built-ins: `componentstatuses` are read (none is
+/// stored, so the list is empty); virtual kinds the server does not answer itself
+/// (`bindings`, `tokenreviews`, ...) are in discovery but refused, saying why.
+fn allowed_by_access(t: &Target, method: &Method, named: bool) -> ApiResult<()> {
+    match t.info.access {
+        Verbs::Crud => Ok(()),
+        Verbs::Read if *method == Method::GET => Ok(()),
+        Verbs::Read => Err(StatusError::method_not_allowed()),
+        Verbs::Create if *method == Method::POST && !named => Err(StatusError::new(
+            405,
+            "MethodNotAllowed",
+            format!(
+                "create of {} is not emulated by the kubewasm API server (see its README)",
+                t.info.plural
+            ),
+        )),
+        Verbs::Create => Err(StatusError::method_not_allowed()),
     }
 }
 

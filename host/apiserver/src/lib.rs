@@ -22,6 +22,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod apply;
+mod builtins;
 mod discovery;
 mod error;
 mod fieldset;

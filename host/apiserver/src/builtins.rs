@@ -19,7 +19,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apireg;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
 
-/// Which verbs a resource has.
+/// Which verbs a resource has. Of the virtual kinds, SelfSubjectAccessReview,
+/// SubjectAccessReview and SelfSubjectReview are answered by the server (`review`); the
+/// others are refused with 405, saying they are not emulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verbs {
     /// Stored: create, delete, deletecollection (not namespaces), get, list, patch,
@@ -55,15 +57,14 @@ pub(crate) struct Extra {
     pub(crate) status: bool,
     /// Keeps `metadata.generation` (its registry strategy sets it).
     pub(crate) generation: bool,
+    /// Has a `scale` subresource (`autoscaling/v1` Scale).
+    pub(crate) scale: bool,
     /// Subresources kube-apiserver has that this server does not emulate (they need a
     /// node, a controller or a token issuer); not listed in discovery here.
     pub(crate) unemulated: &'static [&'static str],
     /// DELETE answers the object even once it is gone (`ReturnDeletedObject` in its
     /// kube-apiserver registry).
     pub(crate) returns_deleted: bool,
-    /// Create is answered by the server itself (reviews); a virtual kind without it is
-    /// listed in discovery but refused with 405.
-    pub(crate) emulated_create: bool,
 }
 
 const D: Extra = Extra {
@@ -72,9 +73,9 @@ const D: Extra = Extra {
     verbs: Verbs::Crud,
     status: false,
     generation: false,
+    scale: false,
     unemulated: &[],
     returns_deleted: false,
-    emulated_create: false,
 };
 /// `D` for a resource whose DELETE answers the object.
 const RD: Extra = Extra {
@@ -114,10 +115,6 @@ const API_EXT: &[&str] = &["api-extensions"];
 const CREATE: Extra = Extra {
     verbs: Verbs::Create,
     ..D
-};
-const REVIEW: Extra = Extra {
-    emulated_create: true,
-    ..CREATE
 };
 const STATUS: Extra = Extra { status: true, ..D };
 const GEN: Extra = Extra {
@@ -208,7 +205,7 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     }),
     of::<core::ReplicationController>(Extra {
         short: &["rc"],
-        unemulated: &["scale"],
+        scale: true,
         ..WORKLOAD
     }),
     of::<core::ResourceQuota>(Extra {
@@ -241,29 +238,29 @@ pub(crate) const BUILTINS: &[Builtin] = &[
     }),
     of::<apps::Deployment>(Extra {
         short: &["deploy"],
-        unemulated: &["scale"],
+        scale: true,
         ..WORKLOAD
     }),
     of::<apps::ReplicaSet>(Extra {
         short: &["rs"],
-        unemulated: &["scale"],
+        scale: true,
         ..WORKLOAD
     }),
     of::<apps::StatefulSet>(Extra {
         short: &["sts"],
-        unemulated: &["scale"],
+        scale: true,
         ..WORKLOAD
     }),
     of::<events::Event>(Extra {
         short: &["ev"],
         ..D
     }),
-    of::<authn::SelfSubjectReview>(REVIEW),
+    of::<authn::SelfSubjectReview>(CREATE),
     of::<authn::TokenReview>(CREATE),
     of::<authz::LocalSubjectAccessReview>(CREATE),
-    of::<authz::SelfSubjectAccessReview>(REVIEW),
+    of::<authz::SelfSubjectAccessReview>(CREATE),
     of::<authz::SelfSubjectRulesReview>(CREATE),
-    of::<authz::SubjectAccessReview>(REVIEW),
+    of::<authz::SubjectAccessReview>(CREATE),
     of::<autoscaling::v2::HorizontalPodAutoscaler>(Extra {
         short: &["hpa"],
         categories: ALL,

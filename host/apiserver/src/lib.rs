@@ -36,6 +36,7 @@ mod protobuf;
 mod rbac;
 mod registry;
 mod review;
+mod scale;
 mod schema;
 mod stall;
 mod store;

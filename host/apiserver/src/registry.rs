@@ -96,6 +96,10 @@ pub(crate) struct ResourceInfo {
     pub(crate) access: Verbs,
     /// DELETE answers the object, not a Status (built-ins whose registry says so).
     pub(crate) returns_deleted: bool,
+    /// Has a `scale` subresource.
+    pub(crate) scale: bool,
+    /// Subresources kube-apiserver has that are not emulated here (refused, saying so).
+    pub(crate) unemulated: &'static [&'static str],
 }
 
 impl ResourceInfo {
@@ -187,6 +191,8 @@ impl Registry {
                 builtin: true,
                 access: e.verbs,
                 returns_deleted: e.returns_deleted,
+                unemulated: e.unemulated,
+                scale: e.scale,
             };
             resources.insert(gr, Arc::new(info));
         }
@@ -408,6 +414,8 @@ fn crd_info(crd: &Value) -> Option<ResourceInfo> {
         builtin: false,
         access: Verbs::Crud,
         returns_deleted: false,
+        unemulated: &[],
+        scale: false,
     })
 }
 

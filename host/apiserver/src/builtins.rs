@@ -368,3 +368,70 @@ pub(crate) const BUILTINS: &[Builtin] = &[
         ..D
     }),
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    /// The backticked names of the README line starting with `- **{label}**`.
+    fn readme_list(label: &str) -> BTreeSet<String> {
+        let readme = include_str!("../README.md");
+        let start = readme
+            .find(&format!("- **{label}**"))
+            .unwrap_or_else(|| panic!("README has no `{label}` item"));
+        let item = &readme[start + 2..];
+        let item = &item[..item.find("\n- ").unwrap_or(item.len())];
+        item.split('`')
+            .skip(1)
+            .step_by(2)
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn readme_lists_what_the_table_does_not_emulate() {
+        let subs: BTreeSet<String> = BUILTINS
+            .iter()
+            .flat_map(|b| {
+                b.extra
+                    .unemulated
+                    .iter()
+                    .map(|s| format!("{}/{s}", b.plural))
+            })
+            .collect();
+        assert_eq!(readme_list("Subresources not emulated"), subs);
+        // The virtual kinds `http` answers itself are routed before the store.
+        let answered = [
+            "selfsubjectaccessreviews",
+            "subjectaccessreviews",
+            "selfsubjectreviews",
+        ];
+        let virtual_kinds: BTreeSet<String> = BUILTINS
+            .iter()
+            .filter(|b| b.extra.verbs == Verbs::Create && !answered.contains(&b.plural))
+            .map(|b| b.plural.to_string())
+            .collect();
+        assert_eq!(readme_list("Virtual kinds not emulated"), virtual_kinds);
+    }
+
+    #[test]
+    fn table_comes_from_k8s_openapi() {
+        let quota = BUILTINS
+            .iter()
+            .find(|b| b.kind == "ResourceQuota")
+            .expect("ResourceQuota in the table");
+        assert_eq!(
+            (quota.group, quota.version, quota.plural, quota.namespaced),
+            ("", "v1", "resourcequotas", true)
+        );
+        let pc = BUILTINS
+            .iter()
+            .find(|b| b.kind == "PriorityClass")
+            .expect("PriorityClass in the table");
+        assert_eq!(
+            (pc.group, pc.plural, pc.namespaced),
+            ("scheduling.k8s.io", "priorityclasses", false)
+        );
+    }
+}

@@ -10,7 +10,6 @@ mod support;
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::json;
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use support::kubectl::*;

@@ -758,6 +758,9 @@ async fn resource(
     }
 }
 
+/// What a scale write makes of the current Scale.
+type ScaleEdit = Box<dyn Fn(&Value) -> ApiResult<Value>>;
+
 /// `{workload}/scale`: GET, PUT and merge/JSON/strategic patches of the Scale view;
 /// writes go to the workload's `spec.replicas` under the request's field manager.
 async fn scale_request(
@@ -778,7 +781,7 @@ async fn scale_request(
         Some(kind) => dry_run(&query_values(parts.uri.query(), "dryRun"), kind)?,
         None => false,
     };
-    let new_scale: Box<dyn Fn(&Value) -> ApiResult<Value>> = match parts.method {
+    let new_scale: ScaleEdit = match parts.method {
         Method::GET => {
             let v = app.store.get(t, &name)?;
             return Ok(json_response(200, &scale::of(&v)));

@@ -245,7 +245,7 @@ async fn resource_quota_and_limit_range_through_kube_rs() {
         .create(&PostParams::default(), &q)
         .await
         .expect("quota created");
-    assert_eq!(created.metadata.uid.is_some(), true);
+    assert!(created.metadata.uid.is_some());
     match events.try_next().await.expect("event").expect("an event") {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("team-quota")),
         other => panic!("expected ADDED, got {other:?}"),

@@ -18,16 +18,16 @@ pub(crate) fn wants_aggregated(accept: &str) -> bool {
     })
 }
 
-/// `/version`.
+/// `/version`: the release whose built-in resources are served (`builtins`).
 pub(crate) fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "33",
-        "gitVersion": "v1.33.0-kubewasm",
+        "minor": "36",
+        "gitVersion": "v1.36.2-kubewasm",
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
-        "buildDate": "2025-01-01T00:00:00Z",
-        "goVersion": "go1.24.0",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.26.4",
         "compiler": "gc",
         "platform": "linux/amd64",
     })

@@ -149,6 +149,13 @@ async fn every_builtin_is_served_with_its_real_discovery_data() {
     assert!(unemulated.is_subset(&real), "{unemulated:?}");
     assert!(!unemulated.is_empty());
 
+    // `/version` names the release whose resources these are.
+    let (_, version) = get(&client, "/version").await;
+    assert_eq!(
+        (&version["major"], &version["minor"]),
+        (&json!("1"), &json!("36"))
+    );
+
     // Aggregated discovery says the same of ResourceQuota.
     let req = http::Request::get("/api")
         .header(

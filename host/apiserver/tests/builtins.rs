@@ -220,6 +220,15 @@ async fn what_is_not_emulated_answers_405_saying_so() {
             format!("{plural} is not emulated by the kubewasm API server (see its README)")
         );
     }
+    // Their OpenAPI document offers only create, as kube-apiserver's does.
+    let (code, doc) = get(&client, "/openapi/v3/apis/authentication.k8s.io/v1").await;
+    assert_eq!(code, 200);
+    let ops: Vec<&String> = doc["paths"]["/apis/authentication.k8s.io/v1/tokenreviews"]
+        .as_object()
+        .expect("tokenreviews path")
+        .keys()
+        .collect();
+    assert_eq!(ops, ["post"]);
     // Read-only: listed (empty), never written.
     let (code, list) = get(&client, "/api/v1/componentstatuses").await;
     assert_eq!(

@@ -469,6 +469,9 @@ kinds! {
     "v1", "Pod" => k8s_pb::api::core::v1::Pod;
     "v1", "Endpoints" => k8s_pb::api::core::v1::Endpoints;
     "v1", "PersistentVolumeClaim" => k8s_pb::api::core::v1::PersistentVolumeClaim;
+    "v1", "ResourceQuota" => k8s_pb::api::core::v1::ResourceQuota;
+    "v1", "LimitRange" => k8s_pb::api::core::v1::LimitRange;
+    "scheduling.k8s.io/v1", "PriorityClass" => k8s_pb::api::scheduling::v1::PriorityClass;
     "apps/v1", "Deployment" => k8s_pb::api::apps::v1::Deployment;
     "apps/v1", "ReplicaSet" => k8s_pb::api::apps::v1::ReplicaSet;
     "apps/v1", "StatefulSet" => k8s_pb::api::apps::v1::StatefulSet;

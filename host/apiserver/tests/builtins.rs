@@ -463,6 +463,25 @@ spec:
         "{err}"
     );
 
+    // kubectl's typed commands send protobuf bodies.
+    let out = k.run(&["create", "quota", "q2", "--hard=pods=3"]).await;
+    assert!(out.contains("resourcequota/q2 created"), "{out}");
+    let out = k
+        .run(&["create", "priorityclass", "low", "--value=10"])
+        .await;
+    assert!(
+        out.contains("priorityclass.scheduling.k8s.io/low created"),
+        "{out}"
+    );
+    let hard = k
+        .run(&["get", "quota", "q2", "-o", "jsonpath={.spec.hard.pods}"])
+        .await;
+    assert_eq!(hard, "3");
+    let value = k
+        .run(&["get", "pc", "low", "-o", "jsonpath={.value}"])
+        .await;
+    assert_eq!(value, "10");
+
     // kubectl scale goes through the scale subresource.
     k.run(&[
         "create",

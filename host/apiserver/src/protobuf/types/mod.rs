@@ -23,3 +23,4 @@ mod meta;
 mod networking;
 mod policy;
 mod rbac;
+mod scheduling;

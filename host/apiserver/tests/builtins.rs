@@ -511,6 +511,30 @@ spec:
         .run(&["get", "deploy", "web", "-o", "jsonpath={.spec.replicas}"])
         .await;
     assert_eq!(replicas, "4");
+    // kubectl autoscale sends a HorizontalPodAutoscaler as protobuf (1.32: autoscaling/v1).
+    let out = k
+        .run(&[
+            "autoscale",
+            "deployment/web",
+            "--min=2",
+            "--max=5",
+            "--cpu-percent=80",
+        ])
+        .await;
+    assert!(
+        out.contains("horizontalpodautoscaler.autoscaling/web autoscaled"),
+        "{out}"
+    );
+    let hpa = k
+        .run(&[
+            "get",
+            "hpa",
+            "web",
+            "-o",
+            "jsonpath={.spec.minReplicas}/{.spec.maxReplicas}",
+        ])
+        .await;
+    assert_eq!(hpa, "2/5");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -14,6 +14,7 @@
 //! path order.
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod coordination;
 mod core_other;

@@ -649,14 +649,8 @@ async fn resource(
     if t.info.namespaced && rp.namespace.is_none() && rp.name.is_some() {
         return Err(StatusError::no_route());
     }
-    match rp.subresource.as_deref() {
-        None => {}
-        Some("status") if t.info.status => t.subresource = Some("status".into()),
-        Some("scale") if t.info.scale => return scale_request(app, req, &t, rp.name).await,
-        Some(sub) if t.info.unemulated.contains(&sub) => {
-            return Err(not_emulated(&format!("{}/{sub}", t.info.plural)));
-        }
-        Some(_) => return Err(StatusError::no_route()),
+    if pick_subresource(&mut t, rp.subresource.as_deref())? {
+        return scale_request(app, req, &t, rp.name).await;
     }
     allowed_by_access(&t, req.method(), rp.name.is_some())?;
     let (parts, body) = req.into_parts();
@@ -755,6 +749,23 @@ async fn resource(
             reply(200, &v, &accept, &t)
         }
         _ => Err(StatusError::method_not_allowed()),
+    }
+}
+
+/// Sets the target's subresource (`status`); true for `scale`, answered apart. Those
+/// kube-apiserver has and this server does not emulate are refused, saying so.
+fn pick_subresource(t: &mut Target, sub: Option<&str>) -> ApiResult<bool> {
+    match sub {
+        None => Ok(false),
+        Some("status") if t.info.status => {
+            t.subresource = Some("status".into());
+            Ok(false)
+        }
+        Some("scale") if t.info.scale => Ok(true),
+        Some(sub) if t.info.unemulated.contains(&sub) => {
+            Err(not_emulated(&format!("{}/{sub}", t.info.plural)))
+        }
+        Some(_) => Err(StatusError::no_route()),
     }
 }
 

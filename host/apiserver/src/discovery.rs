@@ -18,16 +18,16 @@ pub(crate) fn wants_aggregated(accept: &str) -> bool {
     })
 }
 
-/// `/version`.
+/// `/version`: the release whose built-in resources are served (`builtins`).
 pub(crate) fn version() -> Value {
     json!({
         "major": "1",
-        "minor": "33",
-        "gitVersion": "v1.33.0-kubewasm",
+        "minor": "36",
+        "gitVersion": "v1.36.2-kubewasm",
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
-        "buildDate": "2025-01-01T00:00:00Z",
-        "goVersion": "go1.24.0",
+        "buildDate": "2026-01-01T00:00:00Z",
+        "goVersion": "go1.26.4",
         "compiler": "gc",
         "platform": "linux/amd64",
     })
@@ -98,6 +98,17 @@ pub(crate) fn resource_list(reg: &Registry, group: &str, version: &str) -> Optio
             }
         }
         resources.push(main);
+        if r.scale {
+            resources.push(json!({
+                "name": format!("{}/scale", r.plural),
+                "singularName": "",
+                "namespaced": r.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if r.status {
             resources.push(json!({
                 "name": format!("{}/status", r.plural),
@@ -133,11 +144,15 @@ fn resource_discovery(r: &Arc<ResourceInfo>) -> Value {
         if !r.categories.is_empty() {
             o.insert("categories".into(), json!(r.categories));
         }
+        let mut subs = Vec::new();
+        if r.scale {
+            subs.push(json!({"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get", "patch", "update"]}));
+        }
         if r.status {
-            o.insert(
-                "subresources".into(),
-                json!([{"subresource": "status", "responseKind": {"group": "", "version": "", "kind": r.kind}, "verbs": ["get", "patch", "update"]}]),
-            );
+            subs.push(json!({"subresource": "status", "responseKind": {"group": "", "version": "", "kind": r.kind}, "verbs": ["get", "patch", "update"]}));
+        }
+        if !subs.is_empty() {
+            o.insert("subresources".into(), json!(subs));
         }
     }
     d

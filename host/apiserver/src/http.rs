@@ -1,6 +1,7 @@
 //! The HTTP API: one fallback handler parses the path (resources are dynamic),
 //! authenticates, and dispatches to discovery, CRUD, patch, apply and watch.
 
+use crate::builtins::Verbs;
 use crate::discovery;
 use crate::error::{ApiResult, StatusError};
 use crate::openapi;
@@ -8,6 +9,7 @@ use crate::patch::{self, PatchType};
 use crate::protobuf;
 use crate::rbac::{self, UserInfo};
 use crate::review;
+use crate::scale;
 use crate::store::{DeleteOptions, Deleted, ListOptions, Ownership, Propagation, Store, Target};
 use crate::table::{self, Output};
 use crate::watch::{self, WatchRequest};
@@ -547,15 +549,9 @@ fn delete_options_from_query(query: Option<&str>) -> Value {
 }
 
 /// Resources whose DELETE answers the object even once it is gone (`ReturnDeletedObject`
-/// in their kube-apiserver registry: namespaces, pods, services, serviceaccounts,
-/// persistentvolumeclaims among those served here).
+/// in their kube-apiserver registry: namespaces, pods, services, ... see `builtins`).
 fn returns_deleted_object(t: &Target) -> bool {
-    t.info.builtin
-        && t.info.group.is_empty()
-        && matches!(
-            t.info.plural.as_str(),
-            "namespaces" | "pods" | "services" | "serviceaccounts" | "persistentvolumeclaims"
-        )
+    t.info.returns_deleted
 }
 
 /// What a DELETE answers, as kube-apiserver: an object left pending (finalizers) is
@@ -653,11 +649,10 @@ async fn resource(
     if t.info.namespaced && rp.namespace.is_none() && rp.name.is_some() {
         return Err(StatusError::no_route());
     }
-    match rp.subresource.as_deref() {
-        None => {}
-        Some("status") if t.info.status => t.subresource = Some("status".into()),
-        Some(_) => return Err(StatusError::no_route()),
+    if pick_subresource(&mut t, rp.subresource.as_deref())? {
+        return scale_request(app, req, &t, rp.name).await;
     }
+    allowed_by_access(&t, req.method(), rp.name.is_some())?;
     let (parts, body) = req.into_parts();
     let q = parse_query(parts.uri.query());
     let headers = parts.headers;
@@ -755,6 +750,103 @@ async fn resource(
         }
         _ => Err(StatusError::method_not_allowed()),
     }
+}
+
+/// Sets the target's subresource (`status`); true for `scale`, answered apart. Those
+/// kube-apiserver has and this server does not emulate are refused, saying so.
+fn pick_subresource(t: &mut Target, sub: Option<&str>) -> ApiResult<bool> {
+    match sub {
+        None => Ok(false),
+        Some("status") if t.info.status => {
+            t.subresource = Some("status".into());
+            Ok(false)
+        }
+        Some("scale") if t.info.scale => Ok(true),
+        Some(sub) if t.info.unemulated.contains(&sub) => {
+            Err(not_emulated(&format!("{}/{sub}", t.info.plural)))
+        }
+        Some(_) => Err(StatusError::no_route()),
+    }
+}
+
+/// What a scale write makes of the current Scale.
+type ScaleEdit = Box<dyn Fn(&Value) -> ApiResult<Value>>;
+
+/// `{workload}/scale`: GET, PUT and merge/JSON/strategic patches of the Scale view;
+/// writes go to the workload's `spec.replicas` under the request's field manager.
+async fn scale_request(
+    app: &Arc<App>,
+    req: Request,
+    t: &Target,
+    name: Option<String>,
+) -> ApiResult<Response> {
+    let name = name.ok_or_else(StatusError::no_route)?;
+    let (parts, body) = req.into_parts();
+    let q = parse_query(parts.uri.query());
+
+    let content_type = header_str(&parts.headers, header::CONTENT_TYPE).to_string();
+    let body = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|e| StatusError::bad_request(format!("reading the request body failed: {e}")))?;
+    let dry_run = match write_options_kind(&parts.method) {
+        Some(kind) => dry_run(&query_values(parts.uri.query(), "dryRun"), kind)?,
+        None => false,
+    };
+    let new_scale: ScaleEdit = match parts.method {
+        Method::GET => {
+            let v = app.store.get(t, &name)?;
+            return Ok(json_response(200, &scale::of(&v)));
+        }
+        Method::PUT => {
+            let body = patch::parse_body(&body, true)?;
+            Box::new(move |_: &Value| Ok(body.clone()))
+        }
+        Method::PATCH => match patch::patch_type(&content_type, true)? {
+            PatchType::Apply => {
+                return Err(StatusError::unsupported_media_type(
+                    &content_type,
+                    &[
+                        "application/json-patch+json",
+                        "application/merge-patch+json",
+                    ],
+                ));
+            }
+            kind => Box::new(move |s: &Value| patch::apply_patch(kind, s, &body)),
+        },
+        _ => return Err(StatusError::method_not_allowed()),
+    };
+    let conflict = || StatusError::stale(&t.info.group, &t.info.plural, &name);
+    let v = app.store.patch(
+        t,
+        &name,
+        |current| scale::apply(current, &new_scale(&scale::of(current))?, conflict),
+        Ownership::Track(manager_name(&q, &parts.headers)),
+        dry_run,
+    )?;
+    Ok(json_response(200, &scale::of(&v)))
+}
+
+/// The verbs of read-only and virtual built-ins: `componentstatuses` are read (none is
+/// stored, so the list is empty); virtual kinds the server does not answer itself
+/// (`bindings`, `tokenreviews`, ...) are in discovery but refused, saying why.
+fn allowed_by_access(t: &Target, method: &Method, named: bool) -> ApiResult<()> {
+    match t.info.access {
+        Verbs::Crud => Ok(()),
+        Verbs::Read if *method == Method::GET => Ok(()),
+        Verbs::Read => Err(StatusError::method_not_allowed()),
+        Verbs::Create if *method == Method::POST && !named => Err(not_emulated(&t.info.plural)),
+        Verbs::Create => Err(StatusError::method_not_allowed()),
+    }
+}
+
+/// 405 for what kube-apiserver serves and this server does not emulate (a node, a
+/// controller or a token issuer would be needed), rather than a bare 404.
+fn not_emulated(what: &str) -> StatusError {
+    StatusError::new(
+        405,
+        "MethodNotAllowed",
+        format!("{what} is not emulated by the kubewasm API server (see its README)"),
+    )
 }
 
 fn decode_write_body(content_type: &str, body: &[u8], t: &Target) -> ApiResult<Value> {

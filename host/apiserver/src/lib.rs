@@ -22,6 +22,7 @@
 #![warn(missing_docs, unreachable_pub)]
 
 mod apply;
+mod builtins;
 mod discovery;
 mod error;
 mod fieldset;
@@ -35,6 +36,7 @@ mod protobuf;
 mod rbac;
 mod registry;
 mod review;
+mod scale;
 mod schema;
 mod stall;
 mod store;

@@ -19,6 +19,7 @@
 //! them, so kubectl skips their client-side validation and falls back to its
 //! compiled-in types for patches.
 
+use crate::builtins::Verbs;
 use crate::registry::{Registry, ResourceInfo};
 use prost::Message;
 use serde_json::{Map, Value, json};
@@ -165,21 +166,33 @@ fn resource_paths(info: &ResourceInfo, version: &str, paths: &mut Map<String, Va
     patch["requestBody"] = patch_body.clone();
     let mut put = op("put", &format!("replace{scope}{kind}"), &object_params);
     put["requestBody"] = json!({"content": {"application/json": {"schema": {"type": "object"}}}});
+    let read = op("get", &format!("read{scope}{kind}"), &object_params);
+    let list = op("list", &format!("list{scope}{kind}"), &collection_params);
+    let mut post = op("post", &format!("create{scope}{kind}"), &collection_params);
+    post["requestBody"] = json!({"content": {"application/json": {"schema": {"type": "object"}}}});
+    // Only the verbs the resource has: virtual kinds are created, componentstatuses read.
+    match info.access {
+        Verbs::Create => {
+            paths.insert(collection, json!({"post": post}));
+            return;
+        }
+        Verbs::Read => {
+            paths.insert(format!("{collection}/{{name}}"), json!({"get": read}));
+            paths.insert(collection, json!({"get": list}));
+            return;
+        }
+        Verbs::Crud => {}
+    }
     paths.insert(
         format!("{collection}/{{name}}"),
         json!({
-            "get": op("get", &format!("read{scope}{kind}"), &object_params),
+            "get": read,
             "put": put,
             "patch": patch,
             "delete": op("delete", &format!("delete{scope}{kind}"), &object_params),
         }),
     );
-    let mut post = op("post", &format!("create{scope}{kind}"), &collection_params);
-    post["requestBody"] = json!({"content": {"application/json": {"schema": {"type": "object"}}}});
-    paths.insert(
-        collection.clone(),
-        json!({"get": op("list", &format!("list{scope}{kind}"), &collection_params), "post": post}),
-    );
+    paths.insert(collection.clone(), json!({"get": list, "post": post}));
     if info.status {
         let mut status_patch = op("patch", &format!("patch{scope}{kind}Status"), &patch_params);
         status_patch["requestBody"] = patch_body;

@@ -469,10 +469,15 @@ kinds! {
     "v1", "Pod" => k8s_pb::api::core::v1::Pod;
     "v1", "Endpoints" => k8s_pb::api::core::v1::Endpoints;
     "v1", "PersistentVolumeClaim" => k8s_pb::api::core::v1::PersistentVolumeClaim;
+    "v1", "ResourceQuota" => k8s_pb::api::core::v1::ResourceQuota;
+    "v1", "LimitRange" => k8s_pb::api::core::v1::LimitRange;
+    "scheduling.k8s.io/v1", "PriorityClass" => k8s_pb::api::scheduling::v1::PriorityClass;
     "apps/v1", "Deployment" => k8s_pb::api::apps::v1::Deployment;
     "apps/v1", "ReplicaSet" => k8s_pb::api::apps::v1::ReplicaSet;
     "apps/v1", "StatefulSet" => k8s_pb::api::apps::v1::StatefulSet;
     "apps/v1", "DaemonSet" => k8s_pb::api::apps::v1::DaemonSet;
+    "autoscaling/v1", "HorizontalPodAutoscaler" => k8s_pb::api::autoscaling::v1::HorizontalPodAutoscaler;
+    "autoscaling/v2", "HorizontalPodAutoscaler" => k8s_pb::api::autoscaling::v2::HorizontalPodAutoscaler;
     "batch/v1", "Job" => k8s_pb::api::batch::v1::Job;
     "batch/v1", "CronJob" => k8s_pb::api::batch::v1::CronJob;
     "networking.k8s.io/v1", "Ingress" => k8s_pb::api::networking::v1::Ingress;
@@ -625,6 +630,37 @@ mod tests {
             decode(&encode(&secret).expect("encodes")).expect("decodes"),
             secret
         );
+    }
+
+    #[test]
+    fn quota_limits_priority_and_hpa_round_trip() {
+        for obj in [
+            json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "q"},
+                "spec": {"hard": {"pods": "10", "requests.cpu": "4"},
+                    "scopeSelector": {"matchExpressions": [
+                        {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}},
+                "status": {"used": {"pods": "3"}}}),
+            json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "l"},
+                "spec": {"limits": [{"type": "Container", "default": {"cpu": "500m"},
+                    "max": {"memory": "1Gi"}}]}}),
+            json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                "metadata": {"name": "p"}, "value": 0, "preemptionPolicy": "Never"}),
+            json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "h"},
+                "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                    "minReplicas": 1, "maxReplicas": 3,
+                    "metrics": [{"type": "Resource", "resource": {"name": "cpu",
+                        "target": {"type": "Utilization", "averageUtilization": 80}}}],
+                    "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60,
+                        "policies": [{"type": "Pods", "value": 1, "periodSeconds": 30}]}}}}),
+            json!({"apiVersion": "autoscaling/v1", "kind": "HorizontalPodAutoscaler",
+                "metadata": {"name": "h"},
+                "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "web"},
+                    "minReplicas": 1, "maxReplicas": 3, "targetCPUUtilizationPercentage": 80}}),
+        ] {
+            let back = decode(&encode(&obj).expect("encodes")).expect("decodes");
+            assert_eq!(back, obj);
+        }
     }
 
     #[test]

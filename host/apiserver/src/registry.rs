@@ -1,6 +1,7 @@
 //! The catalogue of served resources: the built-in kinds and the kinds that
 //! CustomResourceDefinitions register while the server runs.
 
+use crate::builtins::{BUILTINS, Verbs};
 use crate::schema::{self, Schema};
 use crate::validation::Validator;
 use serde_json::Value;
@@ -100,6 +101,14 @@ pub(crate) struct ResourceInfo {
     pub(crate) generation: bool,
     /// Built-in (not from a CRD).
     pub(crate) builtin: bool,
+    /// Which verbs it has (custom resources: all of them).
+    pub(crate) access: Verbs,
+    /// DELETE answers the object, not a Status (built-ins whose registry says so).
+    pub(crate) returns_deleted: bool,
+    /// Has a `scale` subresource.
+    pub(crate) scale: bool,
+    /// Subresources kube-apiserver has that are not emulated here (refused, saying so).
+    pub(crate) unemulated: &'static [&'static str],
 }
 
 impl ResourceInfo {
@@ -127,6 +136,11 @@ impl ResourceInfo {
 
     /// The verbs of the main resource.
     pub(crate) fn verbs(&self) -> Vec<&'static str> {
+        match self.access {
+            Verbs::Crud => {}
+            Verbs::Read => return vec!["get", "list"],
+            Verbs::Create => return vec!["create"],
+        }
         let mut v = vec!["create", "delete"];
         if self.plural != "namespaces" {
             v.push("deletecollection");
@@ -136,227 +150,6 @@ impl ResourceInfo {
     }
 }
 
-/// `(group, version, plural, kind, namespaced, shortNames, status subresource, generation)`.
-type Builtin = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    bool,
-    &'static [&'static str],
-    bool,
-    bool,
-);
-
-const BUILTINS: &[Builtin] = &[
-    (
-        "",
-        "v1",
-        "namespaces",
-        "Namespace",
-        false,
-        &["ns"],
-        true,
-        false,
-    ),
-    (
-        "",
-        "v1",
-        "configmaps",
-        "ConfigMap",
-        true,
-        &["cm"],
-        false,
-        false,
-    ),
-    ("", "v1", "secrets", "Secret", true, &[], false, false),
-    ("", "v1", "services", "Service", true, &["svc"], true, false),
-    (
-        "",
-        "v1",
-        "serviceaccounts",
-        "ServiceAccount",
-        true,
-        &["sa"],
-        false,
-        false,
-    ),
-    ("", "v1", "events", "Event", true, &["ev"], false, false),
-    ("", "v1", "pods", "Pod", true, &["po"], true, false),
-    (
-        "",
-        "v1",
-        "endpoints",
-        "Endpoints",
-        true,
-        &["ep"],
-        false,
-        false,
-    ),
-    (
-        "",
-        "v1",
-        "persistentvolumeclaims",
-        "PersistentVolumeClaim",
-        true,
-        &["pvc"],
-        true,
-        false,
-    ),
-    (
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        true,
-        &["deploy"],
-        true,
-        true,
-    ),
-    (
-        "apps",
-        "v1",
-        "replicasets",
-        "ReplicaSet",
-        true,
-        &["rs"],
-        true,
-        true,
-    ),
-    (
-        "apps",
-        "v1",
-        "statefulsets",
-        "StatefulSet",
-        true,
-        &["sts"],
-        true,
-        true,
-    ),
-    (
-        "apps",
-        "v1",
-        "daemonsets",
-        "DaemonSet",
-        true,
-        &["ds"],
-        true,
-        true,
-    ),
-    ("batch", "v1", "jobs", "Job", true, &[], true, true),
-    (
-        "batch",
-        "v1",
-        "cronjobs",
-        "CronJob",
-        true,
-        &["cj"],
-        true,
-        true,
-    ),
-    (
-        "networking.k8s.io",
-        "v1",
-        "ingresses",
-        "Ingress",
-        true,
-        &["ing"],
-        true,
-        true,
-    ),
-    (
-        "networking.k8s.io",
-        "v1",
-        "networkpolicies",
-        "NetworkPolicy",
-        true,
-        &["netpol"],
-        false,
-        true,
-    ),
-    (
-        "policy",
-        "v1",
-        "poddisruptionbudgets",
-        "PodDisruptionBudget",
-        true,
-        &["pdb"],
-        true,
-        true,
-    ),
-    (
-        "coordination.k8s.io",
-        "v1",
-        "leases",
-        "Lease",
-        true,
-        &[],
-        false,
-        false,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "roles",
-        "Role",
-        true,
-        &[],
-        false,
-        false,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "rolebindings",
-        "RoleBinding",
-        true,
-        &[],
-        false,
-        false,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterroles",
-        "ClusterRole",
-        false,
-        &[],
-        false,
-        false,
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterrolebindings",
-        "ClusterRoleBinding",
-        false,
-        &[],
-        false,
-        false,
-    ),
-    (
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-        false,
-        &["crd", "crds"],
-        true,
-        true,
-    ),
-];
-
-const ALL_CATEGORY: &[&str] = &[
-    "pods",
-    "services",
-    "deployments",
-    "replicasets",
-    "statefulsets",
-    "daemonsets",
-    "jobs",
-    "cronjobs",
-];
-
 /// The served resources.
 #[derive(Debug, Clone)]
 pub(crate) struct Registry {
@@ -365,40 +158,52 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// A registry with the built-in kinds.
+    /// A registry with the built-in kinds (`builtins::BUILTINS`).
     pub(crate) fn new() -> Self {
-        let mut resources = BTreeMap::new();
+        let mut resources: BTreeMap<GroupResource, Arc<ResourceInfo>> = BTreeMap::new();
         let mut group_order: Vec<String> = Vec::new();
-        for &(group, version, plural, kind, namespaced, short, status, generation) in BUILTINS {
-            if !group_order.iter().any(|g| g == group) {
-                group_order.push(group.to_string());
+        for b in BUILTINS {
+            if !group_order.iter().any(|g| g == b.group) {
+                group_order.push(b.group.to_string());
             }
-            let info = ResourceInfo {
-                group: group.into(),
-                plural: plural.into(),
-                singular: kind.to_lowercase(),
-                kind: kind.into(),
-                list_kind: format!("{kind}List"),
-                namespaced,
-                short_names: short.iter().map(|s| s.to_string()).collect(),
-                categories: if ALL_CATEGORY.contains(&plural) {
-                    vec!["all".into()]
-                } else {
-                    vec![]
-                },
-                versions: vec![VersionInfo {
-                    name: version.into(),
-                    schema: schema::builtin(group, kind),
-                    columns: vec![],
-                    prune: false,
-                    validator: None,
-                    openapi: None,
-                }],
-                status,
-                generation,
-                builtin: true,
+            let version = VersionInfo {
+                name: b.version.into(),
+                schema: schema::builtin(b.group, b.kind),
+                columns: vec![],
+                prune: false,
+                validator: None,
+                openapi: None,
             };
-            resources.insert(info.gr(), Arc::new(info));
+            let gr = GroupResource {
+                group: b.group.into(),
+                resource: b.plural.into(),
+            };
+            // A resource served in several versions (autoscaling v2 and v1) is one
+            // stored resource; the table lists its preferred version first.
+            if let Some(info) = resources.get_mut(&gr) {
+                Arc::make_mut(info).versions.push(version);
+                continue;
+            }
+            let e = &b.extra;
+            let info = ResourceInfo {
+                group: b.group.into(),
+                plural: b.plural.into(),
+                singular: b.kind.to_lowercase(),
+                kind: b.kind.into(),
+                list_kind: format!("{}List", b.kind),
+                namespaced: b.namespaced,
+                short_names: e.short.iter().map(|s| s.to_string()).collect(),
+                categories: e.categories.iter().map(|s| s.to_string()).collect(),
+                versions: vec![version],
+                status: e.status,
+                generation: e.generation,
+                builtin: true,
+                access: e.verbs,
+                returns_deleted: e.returns_deleted,
+                unemulated: e.unemulated,
+                scale: e.scale,
+            };
+            resources.insert(gr, Arc::new(info));
         }
         Registry {
             resources,
@@ -616,6 +421,10 @@ fn crd_info(crd: &Value) -> Option<ResourceInfo> {
         status,
         generation: true,
         builtin: false,
+        access: Verbs::Crud,
+        returns_deleted: false,
+        unemulated: &[],
+        scale: false,
     })
 }
 

@@ -2,6 +2,8 @@
 //! only some of them, hence `dead_code` allowed here).
 #![allow(dead_code)]
 
+pub mod kubectl;
+
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client};
 use kubewasm_apiserver::{ApiServer, Config};

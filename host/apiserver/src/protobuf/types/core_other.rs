@@ -1,6 +1,6 @@
 //! `core/v1` (the legacy group) apart from pods and volumes: ConfigMaps, Secrets,
-//! Services, Endpoints, Events, Namespaces, ServiceAccounts and the references they
-//! share.
+//! Services, Endpoints, Events, Namespaces, ServiceAccounts, ResourceQuotas,
+//! LimitRanges and the references they share.
 
 msg!(k8s_pb::api::core::v1::ClientIpConfig {
     timeout_seconds: "timeoutSeconds" keep,
@@ -57,6 +57,21 @@ msg!(k8s_pb::api::core::v1::EventSource {
     component: "component",
     host: "host",
 });
+msg!(k8s_pb::api::core::v1::LimitRange {
+    metadata: "metadata",
+    spec: "spec",
+});
+msg!(k8s_pb::api::core::v1::LimitRangeItem {
+    r#type: "type" keep,
+    max: "max",
+    min: "min",
+    default: "default",
+    default_request: "defaultRequest",
+    max_limit_request_ratio: "maxLimitRequestRatio",
+});
+msg!(k8s_pb::api::core::v1::LimitRangeSpec {
+    limits: "limits" keep,
+});
 msg!(k8s_pb::api::core::v1::LoadBalancerIngress {
     ip: "ip",
     hostname: "hostname",
@@ -97,6 +112,28 @@ msg!(k8s_pb::api::core::v1::PortStatus {
     port: "port" keep,
     protocol: "protocol" keep,
     error: "error" keep,
+});
+msg!(k8s_pb::api::core::v1::ResourceQuota {
+    metadata: "metadata",
+    spec: "spec",
+    status: "status",
+});
+msg!(k8s_pb::api::core::v1::ResourceQuotaSpec {
+    hard: "hard",
+    scopes: "scopes",
+    scope_selector: "scopeSelector",
+});
+msg!(k8s_pb::api::core::v1::ResourceQuotaStatus {
+    hard: "hard",
+    used: "used",
+});
+msg!(k8s_pb::api::core::v1::ScopeSelector {
+    match_expressions: "matchExpressions",
+});
+msg!(k8s_pb::api::core::v1::ScopedResourceSelectorRequirement {
+    scope_name: "scopeName" keep,
+    operator: "operator" keep,
+    values: "values",
 });
 msg!(k8s_pb::api::core::v1::Secret {
     metadata: "metadata",

@@ -14,6 +14,7 @@
 //! path order.
 
 mod apps;
+mod autoscaling;
 mod batch;
 mod coordination;
 mod core_other;
@@ -23,3 +24,4 @@ mod meta;
 mod networking;
 mod policy;
 mod rbac;
+mod scheduling;

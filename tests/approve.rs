@@ -87,7 +87,7 @@ fn the_crd_has_one_source_in_kustomize_and_helm() {
         .collect();
     assert_eq!(
         columns,
-        ["Ready", "Reason", "Mode", "Version", "Digest", "Age"]
+        ["Ready", "Reason", "Version", "Mode", "Digest", "Age"]
     );
     let spec = &version["schema"]["openAPIV3Schema"]["properties"]["spec"];
     assert_eq!(spec["required"], json!(["module"]));

@@ -333,7 +333,8 @@ async fn no_change_is_lost_while_the_plugin_is_replaced_repeatedly() {
         .len();
     assert!(
         replaced >= 3,
-        "the plugin was replaced only {replaced} times"
+        "the plugin was replaced only {replaced} times\n{}",
+        host.dump()
     );
     let failures = host.matching(|l| field(l, "message") == "event failed");
     assert!(

@@ -71,8 +71,10 @@ async fn plugin_objects_validate_and_print_their_columns() {
         .create(&PostParams::default(), &plugin("p", spec.clone()))
         .await
         .expect("a valid Plugin is accepted");
-    // Nothing pruned: every field is in the schema or preserved.
-    assert_eq!(created.data["spec"], spec);
+    // Nothing pruned: every field is in the schema or preserved; `mode` defaulted.
+    let mut defaulted = spec.clone();
+    defaulted["mode"] = json!("Enforce");
+    assert_eq!(created.data["spec"], defaulted);
 
     // What the schema refuses, as kube-apiserver words it.
     for (bad, needle) in [
@@ -156,7 +158,7 @@ async fn plugin_objects_validate_and_print_their_columns() {
     assert_eq!(
         columns,
         [
-            "Name", "Ready", "Reason", "Mode", "Version", "Digest", "Age"
+            "Name", "Ready", "Reason", "Version", "Mode", "Digest", "Age"
         ]
     );
     let cells = &table["rows"][0]["cells"];
@@ -166,8 +168,8 @@ async fn plugin_objects_validate_and_print_their_columns() {
         "READY is the Ready condition's status: {table}"
     );
     assert_eq!(cells[2], "PullFailed", "REASON is its reason: {table}");
-    assert_eq!(cells[3], "Enforce", "MODE defaults to Enforce: {table}");
-    assert_eq!(cells[4], "1.2.0", "{table}");
+    assert_eq!(cells[3], "1.2.0", "{table}");
+    assert_eq!(cells[4], "Enforce", "MODE defaults to Enforce: {table}");
     assert_eq!(cells[5], "sha256:0123", "{table}");
 
     // The short name, as `kubectl get kwp` finds it.

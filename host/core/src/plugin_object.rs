@@ -95,17 +95,14 @@ pub struct PluginSpec {
     pub pull_secret_ref: Option<LocalObjectReference>,
     /// `Enforce` (the default): admitted writes are applied. `DryRun`: each is sent with
     /// `dryRun=All` as the plugin's identity, and status reports what would change.
-    #[serde(default, skip_serializing_if = "is_enforce")]
+    /// Always written out, so `kubewasm approve`'s output shows the switch.
+    #[serde(default)]
     pub mode: Mode,
     /// A new version run beside the serving one, in dry run, on the same events and the
     /// same view of the cluster, under this Plugin's permissions, limits and pull secret;
     /// status counts where the two disagree. Promotion: move its module into `module`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<CandidateSpec>,
-}
-
-fn is_enforce(m: &Mode) -> bool {
-    *m == Mode::Enforce
 }
 
 /// `spec.candidate` of a Plugin: the module and settings of a shadow version.

@@ -74,6 +74,19 @@ fn the_crd_has_one_source_in_kustomize_and_helm() {
     );
     let crd: Value = serde_yaml_ng::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
     assert_eq!(crd["metadata"]["name"], "plugins.kubewasm.dev");
+    // deploy/README's uninstall keeps the Plugin kind (and every Plugin) by this label.
+    assert_eq!(crd["metadata"]["labels"]["kubewasm.dev/uninstall"], "keep");
+    let base = std::fs::read_dir(root().join("deploy/kubernetes/base")).unwrap();
+    for f in base.filter_map(Result::ok) {
+        let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+        if f.file_name() != "crd-plugins.yaml" {
+            assert!(
+                !text.contains("kubewasm.dev/uninstall"),
+                "{}: only the CRD is kept at uninstall",
+                f.path().display()
+            );
+        }
+    }
     assert_eq!(crd["spec"]["scope"], "Cluster");
     assert_eq!(crd["spec"]["names"]["kind"], "Plugin");
     let version = &crd["spec"]["versions"][0];

@@ -261,4 +261,85 @@ mod tests {
         assert_eq!(approval.grants[0].finalizers, ["example.com/block"]);
         assert_eq!(approval.watches.len(), 1);
     }
+
+    /// Every field the runner accepts (a case with each optional one set, and the
+    /// intents of every kind with each of theirs) is documented in the cases' README, the
+    /// one `kubewasm new` copies into a project.
+    #[test]
+    fn every_field_a_case_accepts_is_documented() {
+        use kubewasm_core::intent::{ObjectRef, Propagation, Strategy};
+        const README: &str = include_str!("../../../cli/templates/common/tests-README.md");
+        let target = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: "a".into(),
+        };
+        let intents = [
+            RawIntent::Create {
+                object: "{}".into(),
+                force: false,
+                owned_by_trigger: true,
+            },
+            RawIntent::Patch {
+                target: target.clone(),
+                body: "{}".into(),
+                strategy: Strategy::Apply,
+                status: false,
+                force: false,
+            },
+            RawIntent::Delete {
+                target,
+                uid: Some("u".into()),
+                resource_version: Some("1".into()),
+                propagation: Some(Propagation::Background),
+            },
+        ];
+        let case = TestCase {
+            name: "n".into(),
+            plugin: Some("p.wasm".into()),
+            settings: Some(json!({})),
+            approval: Some(Permissions::default()),
+            cluster: vec![json!({})],
+            event: CaseEvent {
+                event_type: "added".into(),
+                watch: Some("w".into()),
+                object: json!({}),
+                old_object: Some(json!({})),
+            },
+            expect: Expect {
+                r#match: Some("exact".into()),
+                intents: Some(intents.iter().map(intent_json).collect()),
+                error: Some("e".into()),
+                retry: Some(false),
+            },
+            after: vec![json!({})],
+        };
+        let mut keys = std::collections::BTreeSet::new();
+        fn collect(v: &Value, keys: &mut std::collections::BTreeSet<String>) {
+            match v {
+                Value::Object(m) => {
+                    for (k, x) in m {
+                        keys.insert(k.clone());
+                        collect(x, keys);
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|x| collect(x, keys)),
+                _ => {}
+            }
+        }
+        collect(&serde_json::to_value(&case).unwrap(), &mut keys);
+        assert!(
+            keys.contains("resourceVersion") && keys.contains("uid"),
+            "{keys:?}"
+        );
+        let undocumented: Vec<&String> = keys
+            .iter()
+            .filter(|k| !README.contains(&format!("{k}:")))
+            .collect();
+        assert!(
+            undocumented.is_empty(),
+            "accepted by the case runner but not in tests-README.md: {undocumented:?}"
+        );
+    }
 }

@@ -49,8 +49,9 @@ pub struct RbacFlags {
     #[arg(long, default_value = "kubewasm")]
     service_account: String,
     /// Namespace the host runs in (its ServiceAccount, Events and Lease, and the plugins'
-    /// ServiceAccounts).
-    #[arg(long, default_value = "kubewasm")]
+    /// ServiceAccounts); the default is the one `run`, `plan` and `dev` use out of a pod
+    /// and `deploy/` installs into.
+    #[arg(long, default_value = rbac::DEFAULT_NAMESPACE)]
     service_account_namespace: String,
     /// Resolve every kind through this cluster's discovery (exact plurals and scopes);
     /// also the cluster `--from-cluster` reads. Without it, plurals and scopes are guessed

@@ -48,6 +48,12 @@ mod tests;
 pub use render::{render, render_approved, to_yaml};
 pub use rules::{ReadRule, grant_ref, read_rules};
 
+/// The namespace the host and the plugins' ServiceAccounts live in when nothing names
+/// another: what `kubewasm rbac` and `approve` render, `run`, `plan` and `dev` impersonate
+/// in out of a pod, and `deploy/` installs into. One name, so each command's default
+/// output works with the others'.
+pub const DEFAULT_NAMESPACE: &str = "kubewasm-system";
+
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RbacOptions {
@@ -86,7 +92,7 @@ impl Default for RbacOptions {
             namespace: None,
             name: "kubewasm".into(),
             service_account: "kubewasm".into(),
-            service_account_namespace: "kubewasm".into(),
+            service_account_namespace: DEFAULT_NAMESPACE.into(),
             impersonation: true,
             host_roles_per_plugin: false,
             plugin_objects: true,

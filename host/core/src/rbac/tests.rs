@@ -56,7 +56,7 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
         cluster.get(&key("kubewasm.dev", "plugins/status")),
         Some(&set(&["patch"]))
     );
-    let home = perms(find(&on, "Role", Some("kubewasm")));
+    let home = perms(find(&on, "Role", Some("kubewasm-system")));
     assert_eq!(
         home.get(&key("", "secrets")),
         None,
@@ -70,7 +70,7 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
             ..RbacOptions::default()
         },
     );
-    let home = find(&allowed, "Role", Some("kubewasm"));
+    let home = find(&allowed, "Role", Some("kubewasm-system"));
     let secrets: Vec<&Value> = home["rules"]
         .as_array()
         .unwrap()
@@ -94,7 +94,7 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
     );
     let text = serde_json::to_string(&off).unwrap_or_default();
     assert!(!text.contains("plugins/status"), "{text}");
-    assert!(!perms(find(&off, "Role", Some("kubewasm"))).contains_key(&key("", "secrets")));
+    assert!(!perms(find(&off, "Role", Some("kubewasm-system"))).contains_key(&key("", "secrets")));
 }
 
 fn provisioner() -> Manifest {
@@ -207,11 +207,11 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
     assert_eq!(
         kinds,
         [
-            ("ServiceAccount", Some("kubewasm")),
+            ("ServiceAccount", Some("kubewasm-system")),
             ("ClusterRole", None),
             ("ClusterRoleBinding", None),
-            ("Role", Some("kubewasm")),
-            ("RoleBinding", Some("kubewasm")),
+            ("Role", Some("kubewasm-system")),
+            ("RoleBinding", Some("kubewasm-system")),
             ("Role", Some("shop")),
             ("RoleBinding", Some("shop")),
             ("Role", Some("web")),
@@ -252,7 +252,7 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
             [(key("", "services"), set(&["create", "patch", "delete"]))].into()
         );
     }
-    let leases = perms(find(&objs, "Role", Some("kubewasm")));
+    let leases = perms(find(&objs, "Role", Some("kubewasm-system")));
     assert_eq!(
         leases,
         [(
@@ -264,7 +264,7 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
     let binding = find(&objs, "ClusterRoleBinding", None);
     assert_eq!(binding["roleRef"]["name"], "kubewasm");
     assert_eq!(binding["subjects"][0]["name"], "kubewasm");
-    assert_eq!(binding["subjects"][0]["namespace"], "kubewasm");
+    assert_eq!(binding["subjects"][0]["namespace"], "kubewasm-system");
 }
 
 /// `kubewasm run --shards S` lists the shard and member Leases and deletes its member
@@ -282,7 +282,7 @@ fn sharded_hosts_also_list_and_delete_their_leases() {
             ..host_only()
         },
     );
-    let home = |objs: &[Value]| perms(find(objs, "Role", Some("kubewasm")));
+    let home = |objs: &[Value]| perms(find(objs, "Role", Some("kubewasm-system")));
     assert_eq!(
         home(&plain)[&key("coordination.k8s.io", "leases")],
         set(&["get", "create", "update"])
@@ -293,7 +293,7 @@ fn sharded_hosts_also_list_and_delete_their_leases() {
         set(&["get", "list", "create", "update", "delete"]),
     );
     assert_eq!(home(&sharded), want);
-    let lease_rule = find(&sharded, "Role", Some("kubewasm"))["rules"]
+    let lease_rule = find(&sharded, "Role", Some("kubewasm-system"))["rules"]
         .as_array()
         .unwrap()
         .iter()
@@ -500,9 +500,13 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
         })
         .collect();
     for want in [
-        ("ServiceAccount", "kubewasm", Some("kubewasm")),
-        ("ServiceAccount", "kubewasm-provisioner", Some("kubewasm")),
-        ("ServiceAccount", "kubewasm-other", Some("kubewasm")),
+        ("ServiceAccount", "kubewasm", Some("kubewasm-system")),
+        (
+            "ServiceAccount",
+            "kubewasm-provisioner",
+            Some("kubewasm-system"),
+        ),
+        ("ServiceAccount", "kubewasm-other", Some("kubewasm-system")),
         ("ClusterRole", "kubewasm-provisioner", None),
         ("ClusterRoleBinding", "kubewasm-provisioner", None),
         ("Role", "kubewasm-provisioner", Some("web")),
@@ -610,7 +614,7 @@ fn host_roles_per_plugin_are_each_plugin_s_own() {
         assert!(both.contains(o), "{o:#}");
     }
     // The host may impersonate only `a`'s account through `a`'s role.
-    let role = find(&alone, "Role", Some("kubewasm"));
+    let role = find(&alone, "Role", Some("kubewasm-system"));
     assert!(
         role["metadata"]["name"] == "kubewasm:provisioner",
         "{role:#}"

@@ -172,7 +172,7 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
         .iter()
         .find(|d| {
             d["kind"] == "ClusterRole"
-                && d["metadata"]["name"] == "kubewasm-contentsite-provisioner"
+                && d["metadata"]["name"] == "kubewasm-system:kubewasm-contentsite-provisioner"
         })
         .unwrap_or_else(|| panic!("the plugin's own ClusterRole: {out}"));
     assert!(

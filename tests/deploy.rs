@@ -734,16 +734,22 @@ fn assert_example_rbac(docs: &[Value]) {
             .iter()
             .find(|d| kind_of(d) == "ServiceAccount" && d["metadata"]["name"] == account)
             .unwrap_or_else(|| panic!("ServiceAccount {account}"));
+        // Cluster-scoped: named after the install, NAMESPACE:ACCOUNT.
+        let cluster_name = format!("{NAMESPACE}:{account}");
         let binding = docs
             .iter()
-            .find(|d| kind_of(d) == "ClusterRoleBinding" && d["metadata"]["name"] == account)
-            .unwrap_or_else(|| panic!("ClusterRoleBinding {account}"));
+            .find(|d| kind_of(d) == "ClusterRoleBinding" && d["metadata"]["name"] == cluster_name)
+            .unwrap_or_else(|| panic!("ClusterRoleBinding {cluster_name}"));
         assert_eq!(binding["subjects"][0]["name"], sa["metadata"]["name"]);
         assert_eq!(
             binding["subjects"][0]["namespace"],
             sa["metadata"]["namespace"]
         );
-        assert_eq!(binding["roleRef"]["name"], account);
+        assert_eq!(binding["roleRef"]["name"], cluster_name);
+        assert_eq!(
+            binding["metadata"]["labels"]["kubewasm.dev/install"],
+            NAMESPACE
+        );
     }
 }
 

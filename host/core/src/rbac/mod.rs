@@ -45,7 +45,7 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use render::{render, render_approved, to_yaml};
+pub use render::{INSTALL_LABEL, qualified, render, render_approved, to_yaml};
 pub use rules::{ReadRule, grant_ref, read_rules};
 
 /// The namespace the host and the plugins' ServiceAccounts live in when nothing names

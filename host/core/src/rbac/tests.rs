@@ -262,7 +262,13 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
         .into()
     );
     let binding = find(&objs, "ClusterRoleBinding", None);
-    assert_eq!(binding["roleRef"]["name"], "kubewasm");
+    // Cluster-scoped: named after the install, as its ServiceAccount is.
+    assert_eq!(binding["metadata"]["name"], "kubewasm-system:kubewasm");
+    assert_eq!(binding["roleRef"]["name"], "kubewasm-system:kubewasm");
+    assert_eq!(
+        binding["metadata"]["labels"]["kubewasm.dev/install"],
+        "kubewasm-system"
+    );
     assert_eq!(binding["subjects"][0]["name"], "kubewasm");
     assert_eq!(binding["subjects"][0]["namespace"], "kubewasm-system");
 }
@@ -507,11 +513,19 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
             Some("kubewasm-system"),
         ),
         ("ServiceAccount", "kubewasm-other", Some("kubewasm-system")),
-        ("ClusterRole", "kubewasm-provisioner", None),
-        ("ClusterRoleBinding", "kubewasm-provisioner", None),
-        ("Role", "kubewasm-provisioner", Some("web")),
-        ("RoleBinding", "kubewasm-provisioner", Some("shop")),
-        ("ClusterRole", "kubewasm-other", None),
+        ("ClusterRole", "kubewasm-system:kubewasm-provisioner", None),
+        (
+            "ClusterRoleBinding",
+            "kubewasm-system:kubewasm-provisioner",
+            None,
+        ),
+        ("Role", "kubewasm-system:kubewasm-provisioner", Some("web")),
+        (
+            "RoleBinding",
+            "kubewasm-system:kubewasm-provisioner",
+            Some("shop"),
+        ),
+        ("ClusterRole", "kubewasm-system:kubewasm-other", None),
     ] {
         assert!(names.contains(&want), "{want:?} in {names:?}");
     }
@@ -519,7 +533,9 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     // whether each plugin's account may read what the plugin is approved to read.
     let host = perms(
         objs.iter()
-            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
+            .find(|o| {
+                o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm-system:kubewasm"
+            })
             .unwrap(),
     );
     assert!(
@@ -549,7 +565,10 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     let own = |name: &str| {
         perms(
             objs.iter()
-                .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == name)
+                .find(|o| {
+                    o["kind"] == "ClusterRole"
+                        && o["metadata"]["name"] == format!("kubewasm-system:{name}")
+                })
                 .unwrap(),
         )
     };
@@ -576,10 +595,13 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     );
     let binding = objs
         .iter()
-        .find(|o| o["kind"] == "ClusterRoleBinding" && o["metadata"]["name"] == "kubewasm-other")
+        .find(|o| {
+            o["kind"] == "ClusterRoleBinding"
+                && o["metadata"]["name"] == "kubewasm-system:kubewasm-other"
+        })
         .unwrap();
     assert_eq!(binding["subjects"][0]["name"], "kubewasm-other");
-    assert_eq!(binding["roleRef"]["name"], "kubewasm-other");
+    assert_eq!(binding["roleRef"]["name"], "kubewasm-system:kubewasm-other");
 }
 
 /// Per-plugin host roles: each plugin's set is what rendering it alone gives (under its
@@ -606,9 +628,11 @@ fn host_roles_per_plugin_are_each_plugin_s_own() {
         names(&both, "ServiceAccount"),
         ["kubewasm", "kubewasm-other", "kubewasm-provisioner"]
     );
-    assert!(names(&both, "ClusterRole").contains(&"kubewasm:provisioner".to_string()));
-    assert!(names(&both, "ClusterRole").contains(&"kubewasm:other".to_string()));
-    assert!(!names(&both, "ClusterRole").contains(&"kubewasm".to_string()));
+    assert!(
+        names(&both, "ClusterRole").contains(&"kubewasm-system:kubewasm:provisioner".to_string())
+    );
+    assert!(names(&both, "ClusterRole").contains(&"kubewasm-system:kubewasm:other".to_string()));
+    assert!(!names(&both, "ClusterRole").contains(&"kubewasm-system:kubewasm".to_string()));
     // Every role of `a` alone is in the rendering of both, unchanged.
     for o in alone.iter().filter(|o| o["kind"] != "ServiceAccount") {
         assert!(both.contains(o), "{o:#}");
@@ -640,16 +664,15 @@ fn the_host_may_review_its_own_access_and_plugins_need_not() {
     let objs = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
     let host = objs
         .iter()
-        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm-system:kubewasm")
         .expect("the host's ClusterRole");
     let rules = host["rules"].as_array().unwrap();
     assert!(rules.iter().any(is_self_review), "{host:#}");
     let review = rules.iter().find(|r| is_self_review(r)).unwrap();
     assert_eq!(review["verbs"], serde_json::json!(["create"]));
-    for plugin in objs
-        .iter()
-        .filter(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] != "kubewasm")
-    {
+    for plugin in objs.iter().filter(|o| {
+        o["kind"] == "ClusterRole" && o["metadata"]["name"] != "kubewasm-system:kubewasm"
+    }) {
         assert!(
             !plugin["rules"]
                 .as_array()
@@ -709,7 +732,7 @@ fn a_plugins_account_reads_where_its_approval_lets_it() {
             objs.iter()
                 .find(|o| {
                     o["kind"] == kind
-                        && o["metadata"]["name"] == "kubewasm-p"
+                        && o["metadata"]["name"] == "kubewasm-system:kubewasm-p"
                         && o["metadata"]["namespace"].as_str() == ns
                 })
                 .unwrap_or_else(|| panic!("no {kind} kubewasm-p in {ns:?}: {objs:#?}")),

@@ -500,6 +500,7 @@ impl ObjectSource {
     pub(crate) async fn fetch(self: Arc<Self>, f: Fetch, progress: Progress) -> Fetched {
         // Never closed: a closed semaphore would only lift the bound.
         let _slot = self.slots.clone().acquire_owned().await.ok();
+        self.metrics.declare_pulls(&f.name);
         let mut digest = f.digest.clone();
         let deadline = self.config.pull_timeout;
         let started = tokio::time::Instant::now();

@@ -715,6 +715,7 @@ impl Reloader {
         metrics.rejected_files.set(rejected as i64);
         metrics.plugin_info.clear();
         for (plugin, (version, _)) in env.loaded() {
+            metrics.declare_plugin(&plugin);
             metrics
                 .plugin_info
                 .get_or_create(&InfoLabels { plugin, version })

@@ -392,6 +392,30 @@ impl Metrics {
             .inc_by(n);
     }
 
+    /// Export the counters of `plugin` that alerts take an `increase()` of at 0 from its
+    /// load: a series that first appears at 1 has no increase, so its first budget wait
+    /// or conflict would go unseen.
+    pub(crate) fn declare_plugin(&self, plugin: &str) {
+        let label = PluginLabel {
+            plugin: plugin.to_string(),
+        };
+        let _ = self.conflicts.get_or_create(&label);
+        let _ = self.budget_waits.get_or_create(&label);
+        let _ = self.budget_wait_timeouts.get_or_create(&label);
+        let _ = self.budget_wait_seconds.get_or_create(&label);
+    }
+
+    /// Export `plugin`'s pull counters at 0 before its first pull ends (see
+    /// [`Metrics::declare_plugin`]).
+    pub(crate) fn declare_pulls(&self, plugin: &str) {
+        for result in ["pulled", "stored", "failed"] {
+            let _ = self.pulls.get_or_create(&PullLabels {
+                plugin: plugin.to_string(),
+                result: result.to_string(),
+            });
+        }
+    }
+
     /// Count a module pull of `plugin`'s Plugin object, and how long one that asked the
     /// registry took.
     pub(crate) fn pulled(&self, plugin: &str, result: &str, took: std::time::Duration) {

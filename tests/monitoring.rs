@@ -5,6 +5,7 @@
 //! of the real `kubewasm run`, scraped while a Plugin object pulled from a registry
 //! handles events (one failing) under leader election, and again with `--shards`. A
 //! histogram's `_bucket`, `_sum` and `_count` are its family's; a counter's `_total`.
+//! The alerts are unit-tested with promtool (`tests/monitoring/alerts.test.yaml`).
 
 mod support;
 
@@ -442,4 +443,63 @@ fn the_dashboard_takes_its_data_source_and_plugins_as_variables() {
         }
     }
     assert!(checked >= 20, "{checked} targets");
+}
+
+/// promtool, from `$KUBEWASM_PROMTOOL` or `PATH` (tests/tools/install-promtool.sh installs
+/// Debian's); None, said as SKIPPED, when there is none.
+fn promtool() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("KUBEWASM_PROMTOOL")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "promtool".into());
+    let works = std::process::Command::new(&path)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        eprintln!(
+            "SKIPPED: no promtool ($KUBEWASM_PROMTOOL, PATH): the alert rules were not unit-tested; \
+             tests/tools/install-promtool.sh installs one"
+        );
+    }
+    works.then_some(path)
+}
+
+/// The alerts fire on what they describe, with the plugin in their annotations, after
+/// their `for:`, and not otherwise: promtool's unit tests (tests/monitoring/alerts.test.yaml)
+/// on the PrometheusRule's spec, which is a Prometheus rule file as it stands.
+#[test]
+fn the_alerts_fire_on_what_they_describe() {
+    let Some(promtool) = promtool() else { return };
+    let rule: Value =
+        serde_yaml_ng::from_str(&std::fs::read_to_string(root().join(RULES)).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("kubewasm-rules.yaml"),
+        serde_yaml_ng::to_string(&rule["spec"]).unwrap(),
+    )
+    .unwrap();
+    let tests = dir.path().join("alerts.test.yaml");
+    std::fs::copy(root().join("tests/monitoring/alerts.test.yaml"), &tests).unwrap();
+    let check = std::process::Command::new(&promtool)
+        .args(["check", "rules"])
+        .arg(dir.path().join("kubewasm-rules.yaml"))
+        .output()
+        .expect("run promtool check rules");
+    assert!(
+        check.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let out = std::process::Command::new(&promtool)
+        .args(["test", "rules"])
+        .arg(&tests)
+        .output()
+        .expect("run promtool test rules");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -69,10 +69,10 @@ fn start_host(env: &Env, format: &str, vars: &[(&str, &str)]) -> HostProcess {
     HostProcess::spawn_command(cmd)
 }
 
-/// A world with the ContentSite provisioner and a host started by `start`; the site
-/// `blog` created, its children written: the site's uid.
-async fn provision(env: &Env, host: &HostProcess) -> String {
-    let site = env.create(&env.sites(), content_site("blog", 3)).await;
+/// The ContentSite `blog` created (as `site`) on `env`, whose host provisions it: once
+/// its children and its status are written, the site's uid.
+async fn provision_site(env: &Env, host: &HostProcess, site: serde_json::Value) -> String {
+    let site = env.create(&env.sites(), site).await;
     let services = env.api("v1", "Service", "services", Some("default"));
     eventually("Service blog", CONVERGE, || async {
         get(&services, "blog").await
@@ -85,6 +85,15 @@ async fn provision(env: &Env, host: &HostProcess) -> String {
     .await;
     site.metadata.uid.expect("uid")
 }
+
+/// [`provision_site`] with a plain `blog`.
+async fn provision(env: &Env, host: &HostProcess) -> String {
+    provision_site(env, host, content_site("blog", 3)).await
+}
+
+/// A W3C traceparent another component left on the site (KEP-5915's annotation).
+const WRITER_TRACE: &str = "0af7651916cd43dd8448eb211c80319c";
+const WRITER_SPAN: &str = "b7ad6b7169203331";
 
 fn string_value(v: &Option<AnyValue>) -> String {
     match v.as_ref().and_then(|v| v.value.as_ref()) {
@@ -141,7 +150,11 @@ async fn an_event_is_one_trace_of_queue_wait_call_admission_and_writes() {
             ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
         ],
     );
-    let uid = provision(&env, &host).await;
+    let mut site = content_site("blog", 3);
+    site["metadata"]["annotations"] = serde_json::json!({
+        "tracing.k8s.io/traceparent": format!("00-{WRITER_TRACE}-{WRITER_SPAN}-01")
+    });
+    let uid = provision_site(&env, &host, site).await;
     let event_line = host
         .wait_log("the event line of blog's addition", |l| {
             field(l, "message") == "event"
@@ -185,6 +198,14 @@ async fn an_event_is_one_trace_of_queue_wait_call_admission_and_writes() {
     for (key, value) in expect {
         assert_eq!(a.get(key).map(String::as_str), Some(value), "{key} in {a:?}");
     }
+    // The writer's context is linked, not the parent: the event is a trace of its own.
+    let links: Vec<(String, String)> = root
+        .links
+        .iter()
+        .map(|l| (hex::encode(&l.trace_id), hex::encode(&l.span_id)))
+        .collect();
+    assert_eq!(links, [(WRITER_TRACE.to_string(), WRITER_SPAN.to_string())]);
+    assert_ne!(hex::encode(&root.trace_id), WRITER_TRACE);
 
     // Every other span of the trace is a child of the root, inside its time.
     let trace: Vec<&Span> = spans
@@ -316,7 +337,7 @@ async fn without_otel_variables_nothing_is_exported() {
         .await;
     let logs = host.dump();
     assert_eq!(host.stop(), Some(0), "{logs}");
-    assert!(event_line.get("trace_id").is_none(), "{event_line}");
     let received = got.lock().expect("receiver lock").len();
     assert_eq!(received, 0, "{received} export request(s) without OTEL_*\n{logs}");
+    assert!(event_line.get("trace_id").is_none(), "{event_line}");
 }

@@ -10,6 +10,12 @@
 //! `tracing` spans: a `tracing` span starts when it is created, and the queue wait and the
 //! root began before this layer ran; a write's outcome is known only from the report.
 //!
+//! An object carrying a W3C `traceparent` in the annotation `tracing.k8s.io/traceparent`
+//! (the consumer side of KEP-5915, in review: a component that wrote it, e.g. a controller
+//! that made the object) gets a root span with a link to that context, not a parent: the
+//! event is a trace of its own, which a backend shows beside the writer's. The host writes
+//! no such annotation (host/cli/README.md, Traces, says why).
+//!
 //! While the layers inside run, the root's context is the current OpenTelemetry context:
 //! [`super::Observe`] puts its trace id in the event's span, so every line logged for the
 //! event carries it.
@@ -18,8 +24,10 @@ use std::borrow::Cow;
 use std::time::SystemTime;
 
 use opentelemetry::global::{BoxedSpan, BoxedTracer};
+use kube::api::ObjectMeta;
 use opentelemetry::trace::{
-    FutureExt as _, Span as _, SpanBuilder, Status, TraceContextExt as _,
+    FutureExt as _, Link, Span as _, SpanBuilder, SpanContext, SpanId, Status,
+    TraceContextExt as _, TraceFlags, TraceId, TraceState,
 };
 use opentelemetry::{Context, KeyValue};
 
@@ -49,7 +57,12 @@ impl<S: Handle> Handle for Trace<S> {
         let now = SystemTime::now();
         let queued = (req.delivery.queued).and_then(|q| now.checked_sub(q.elapsed()));
         let start = queued.unwrap_or(now);
-        let mut root = self.start(SpanBuilder::from_name("event"), start, &Context::new());
+        let links = linked(&req.delivery.object.object.metadata)
+            .map(Link::with_context)
+            .into_iter()
+            .collect();
+        let root = SpanBuilder::from_name("event").with_links(links);
+        let mut root = self.start(root, start, &Context::new());
         if !root.is_recording() {
             return self.inner.handle(req).await;
         }
@@ -174,11 +187,77 @@ fn write_span(report: &Report, i: usize) -> (Cow<'static, str>, Vec<KeyValue>, O
     (format!("{verb} {}", target.kind).into(), attributes, failed)
 }
 
+/// The annotation KEP-5915 proposes for an object's trace context.
+const TRACEPARENT: &str = "tracing.k8s.io/traceparent";
+
+/// The context an object's `tracing.k8s.io/traceparent` names, when it is a valid W3C
+/// `traceparent` of version 00 (anything else, from whoever wrote the object, is ignored).
+fn linked(meta: &ObjectMeta) -> Option<SpanContext> {
+    let value = meta.annotations.as_ref()?.get(TRACEPARENT)?;
+    let mut parts = value.split('-');
+    let (Some("00"), Some(trace), Some(span), Some(flags), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return None;
+    };
+    let hex = |s: &str, len: usize| {
+        s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    if !(hex(trace, 32) && hex(span, 16) && hex(flags, 2)) {
+        return None;
+    }
+    let trace = TraceId::from_hex(trace).ok()?;
+    let span = SpanId::from_hex(span).ok()?;
+    let flags = TraceFlags::new(u8::from_str_radix(flags, 16).ok()? & 1);
+    let cx = SpanContext::new(trace, span, flags, true, TraceState::default());
+    cx.is_valid().then_some(cx)
+}
+
 /// Why the event failed, when it did: a term that ended or a version unloaded is no
 /// failure of the event.
 fn failure(result: &Result<(), Error>) -> Option<String> {
     match result {
         Ok(()) | Err(Error::NotLeader { .. } | Error::Retired { .. }) => None,
         Err(e) => Some(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(traceparent: &str) -> ObjectMeta {
+        ObjectMeta {
+            annotations: Some([(TRACEPARENT.to_string(), traceparent.to_string())].into()),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn a_valid_traceparent_is_linked_anything_else_ignored() {
+        let cx = linked(&meta(
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        ))
+        .expect("a valid traceparent");
+        assert_eq!(cx.trace_id().to_string(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(cx.span_id().to_string(), "b7ad6b7169203331");
+        assert!(cx.is_sampled() && cx.is_remote());
+        for bad in [
+            "",
+            "01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+            "00-00000000000000000000000000000000-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-0000000000000000-01",
+            "00-+af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-extra",
+            "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331",
+        ] {
+            assert!(linked(&meta(bad)).is_none(), "{bad}");
+        }
+        assert!(linked(&ObjectMeta::default()).is_none());
     }
 }

@@ -27,14 +27,19 @@ type Received = Arc<Mutex<Vec<(String, ExportTraceServiceRequest)>>>;
 async fn receiver(addr: &str) -> (SocketAddr, Received) {
     let got: Received = Arc::default();
     let app = Router::new()
-        .fallback(|State(got): State<Received>, uri: Uri, body: Bytes| async move {
-            let request = ExportTraceServiceRequest::decode(body).unwrap_or_default();
-            got.lock()
-                .expect("receiver lock")
-                .push((uri.path().to_string(), request));
-            // An empty ExportTraceServiceResponse: everything accepted.
-            ([("content-type", "application/x-protobuf")], Vec::<u8>::new())
-        })
+        .fallback(
+            |State(got): State<Received>, uri: Uri, body: Bytes| async move {
+                let request = ExportTraceServiceRequest::decode(body).unwrap_or_default();
+                got.lock()
+                    .expect("receiver lock")
+                    .push((uri.path().to_string(), request));
+                // An empty ExportTraceServiceResponse: everything accepted.
+                (
+                    [("content-type", "application/x-protobuf")],
+                    Vec::<u8>::new(),
+                )
+            },
+        )
         .with_state(got.clone());
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -196,7 +201,11 @@ async fn an_event_is_one_trace_of_queue_wait_call_admission_and_writes() {
         ("kubewasm.object.uid", uid.as_str()),
     ];
     for (key, value) in expect {
-        assert_eq!(a.get(key).map(String::as_str), Some(value), "{key} in {a:?}");
+        assert_eq!(
+            a.get(key).map(String::as_str),
+            Some(value),
+            "{key} in {a:?}"
+        );
     }
     // The writer's context is linked, not the parent: the event is a trace of its own.
     let links: Vec<(String, String)> = root
@@ -214,7 +223,11 @@ async fn an_event_is_one_trace_of_queue_wait_call_admission_and_writes() {
         .filter(|s| s.trace_id == root.trace_id && s.span_id != root.span_id)
         .collect();
     for s in &trace {
-        assert_eq!(s.parent_span_id, root.span_id, "{} is not the root's child", s.name);
+        assert_eq!(
+            s.parent_span_id, root.span_id,
+            "{} is not the root's child",
+            s.name
+        );
         assert!(
             s.start_time_unix_nano >= root.start_time_unix_nano
                 && s.end_time_unix_nano <= root.end_time_unix_nano,
@@ -338,6 +351,9 @@ async fn without_otel_variables_nothing_is_exported() {
     let logs = host.dump();
     assert_eq!(host.stop(), Some(0), "{logs}");
     let received = got.lock().expect("receiver lock").len();
-    assert_eq!(received, 0, "{received} export request(s) without OTEL_*\n{logs}");
+    assert_eq!(
+        received, 0,
+        "{received} export request(s) without OTEL_*\n{logs}"
+    );
     assert!(event_line.get("trace_id").is_none(), "{event_line}");
 }

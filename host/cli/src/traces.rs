@@ -74,7 +74,10 @@ impl Traces {
             .with_resource(resource())
             .build();
         opentelemetry::global::set_tracer_provider(provider.clone());
-        tracing::info!(endpoint = endpoint.as_deref(), "exporting traces over OTLP/HTTP");
+        tracing::info!(
+            endpoint = endpoint.as_deref(),
+            "exporting traces over OTLP/HTTP"
+        );
         Ok(Some(Traces { provider }))
     }
 

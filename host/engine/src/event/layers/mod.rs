@@ -50,8 +50,7 @@ pub(crate) trait Handle: Send + Sync + 'static {
 }
 
 /// The pipeline with every layer around it.
-pub(crate) type Stack =
-    Gate<Quarantine<Trace<Observe<Record<Preview<Pipeline<ApiCluster>>>>>>>;
+pub(crate) type Stack = Gate<Quarantine<Trace<Observe<Record<Preview<Pipeline<ApiCluster>>>>>>>;
 
 /// Wrap `pipeline` in the layers, outermost first.
 pub(crate) fn stack(

@@ -23,8 +23,8 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use opentelemetry::global::{BoxedSpan, BoxedTracer};
 use kube::api::ObjectMeta;
+use opentelemetry::global::{BoxedSpan, BoxedTracer};
 use opentelemetry::trace::{
     FutureExt as _, Link, Span as _, SpanBuilder, SpanContext, SpanId, Status,
     TraceContextExt as _, TraceFlags, TraceId, TraceState,
@@ -205,7 +205,9 @@ fn linked(meta: &ObjectMeta) -> Option<SpanContext> {
         return None;
     };
     let hex = |s: &str, len: usize| {
-        s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        s.len() == len
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     };
     if !(hex(trace, 32) && hex(span, 16) && hex(flags, 2)) {
         return None;
@@ -243,7 +245,10 @@ mod tests {
             "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
         ))
         .expect("a valid traceparent");
-        assert_eq!(cx.trace_id().to_string(), "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(
+            cx.trace_id().to_string(),
+            "0af7651916cd43dd8448eb211c80319c"
+        );
         assert_eq!(cx.span_id().to_string(), "b7ad6b7169203331");
         assert!(cx.is_sampled() && cx.is_remote());
         for bad in [

@@ -55,7 +55,10 @@ impl<S> Trace<S> {
 impl<S: Handle> Handle for Trace<S> {
     async fn handle(&self, req: Request<'_>) -> Report {
         let now = SystemTime::now();
-        let queued = (req.delivery.queued).and_then(|q| now.checked_sub(q.elapsed()));
+        let queued = req
+            .delivery
+            .queued
+            .and_then(|q| now.checked_sub(q.elapsed()));
         let start = queued.unwrap_or(now);
         let links = linked(&req.delivery.object.object.metadata)
             .map(Link::with_context)

@@ -202,6 +202,7 @@ impl Active {
                 event_type,
                 object,
                 old,
+                queued: None,
             },
         );
     }

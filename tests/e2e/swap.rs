@@ -79,7 +79,18 @@ pub async fn reads_a_new_kind(s: &'static Suite) {
     let out = out_at(&cms, "2").await;
     println!("  version 2 wrote after {:.1?}: {out}", started.elapsed());
     assert_eq!(out["readError"], json!("allowed"), "{out}");
-    crate::serving(&plugins, NAME, digest).await;
+    // The object's status names the version that serves now (rewritten at the promotion).
+    let st = eventually("swapkit's status at version 2", CONVERGE, || async {
+        let o = get(&plugins, NAME).await?;
+        let st = o.data.get("status")?.clone();
+        (st["version"] == json!("2")).then_some(st)
+    })
+    .await;
+    assert_eq!(
+        crate::condition(&st, "Ready")["status"],
+        json!("True"),
+        "{st}"
+    );
     print_plugins(s, "swapkit swapped to version 2 (reads Secrets)");
 
     let since: Vec<Value> = with_host(s, |h| h.matching(|_| true)).await[mark..].to_vec();

@@ -834,6 +834,12 @@ impl Plugins {
         self.reloader
             .took_effect(&env, true, swaps, Loading::default());
         self.previews.set(env.previewing());
+        // The Plugin objects' status says which version serves: the promoted one now.
+        if let Some(o) = &self.objects
+            && self.ownership.is_first()
+        {
+            o.status_due.notify_one();
+        }
     }
 
     /// Where each Plugin object stands, with what its plugin waits for (kinds not served

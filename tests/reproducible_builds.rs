@@ -61,7 +61,10 @@ fn build(project: &Path, name: &str, tools: &Path, env: &[(&str, &Path)]) -> (Ve
     for (k, v) in env {
         cmd.env(k, v);
     }
-    run(&mut cmd, &format!("kubewasm build --force {}", project.display()));
+    run(
+        &mut cmd,
+        &format!("kubewasm build --force {}", project.display()),
+    );
     let wasm = project.join(format!("dist/{name}.wasm"));
     let bytes = std::fs::read(&wasm).unwrap_or_else(|e| panic!("{}: {e}", wasm.display()));
     (bytes, started.elapsed().as_secs_f64())
@@ -112,17 +115,19 @@ fn other_cargo_home(tmp: &Path) -> PathBuf {
 /// copied (dist/, target/), installed npm packages kept (they are the toolchain).
 fn copy_elsewhere(project: &Path, to: &Path) {
     std::fs::create_dir_all(to.parent().expect("parent")).expect("create the other folder");
-    run(
-        Command::new("cp").arg("-a").arg(project).arg(to),
-        "cp -a",
-    );
+    run(Command::new("cp").arg("-a").arg(project).arg(to), "cp -a");
     for out in ["dist", "target"] {
         let _ = std::fs::remove_dir_all(to.join(out));
     }
     let git = |args: &[&str]| {
         run(
             Command::new("git")
-                .args(["-c", "user.name=repro", "-c", "user.email=repro@example.invalid"])
+                .args([
+                    "-c",
+                    "user.name=repro",
+                    "-c",
+                    "user.email=repro@example.invalid",
+                ])
                 .args(["-c", "commit.gpgsign=false"])
                 .args(args)
                 .current_dir(to),

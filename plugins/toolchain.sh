@@ -290,7 +290,8 @@ project_rust_build() { # PROJECT NAME OUT_WASM BUILD_DIR
     elif [ -n "${RUSTFLAGS:-}" ]; then
         # RUSTFLAGS splits on spaces; the encoded form keeps a path with spaces whole.
         read -r -a flags <<<"$RUSTFLAGS"
-        CARGO_ENCODED_RUSTFLAGS="$(IFS="$sep"; echo "${flags[*]}${sep}${remap[*]}")"
+        flags+=("${remap[@]}")
+        CARGO_ENCODED_RUSTFLAGS="$(IFS="$sep"; echo "${flags[*]}")"
         unset RUSTFLAGS
     else
         config=(--config "build.rustflags=[$(printf '"%s",' "${remap[@]}" | sed 's/,$//')]")

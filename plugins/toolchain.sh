@@ -206,10 +206,10 @@ ensure_componentize_py() { # ensure_componentize_py REQUIREMENTS
 }
 
 # Python and JavaScript components are a snapshot of an interpreter that imported the staged
-# files, and it keeps what it saw of them, their modification times too: the stage's are set
-# to SOURCE_DATE_EPOCH (`kubewasm build` sets it), not to when it was copied. (The snapshot
-# also keeps the entropy and clock the pre-initializing tool gives it, which no caller can
-# fix: see host/cli/README.md, "Reproducible builds".)
+# files, taken with what it saw of them (CPython's path finder caches each folder's
+# modification time): the stage's times are SOURCE_DATE_EPOCH (`kubewasm build` sets it),
+# not when it was copied. (The snapshot also keeps the entropy and clock the pre-initializing
+# tool gives it, which no caller can fix: host/cli/README.md, "Reproducible builds".)
 stamp_stage() { # stamp_stage DIR
     find "$1" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-315532800}" {} +
 }

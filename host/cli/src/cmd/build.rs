@@ -51,15 +51,16 @@ to native code into the per-user code cache `kubewasm test` and `inspect` read (
 Nothing is rebuilt when nothing changed: the project's files (but target/, the output
 folder, .git, node_modules, __pycache__ and .venv), the language, name and output, the
 toolchain folder, the build's environment (GO*, CGO_*, CARGO_*, RUSTFLAGS, CC, CFLAGS,
-PYTHON*, SOURCE_DATE_EPOCH) and this kubewasm binary are fingerprinted, and an unchanged fingerprint with its
-output in place says \"up to date\". --force builds anyway.
+PYTHON*, SOURCE_DATE_EPOCH) and this kubewasm binary are fingerprinted, and an unchanged
+fingerprint with its output in place says \"up to date\". --force builds anyway.
 
 Reproducible: for Rust, Go and C the same sources give the same bytes, in any folder, a git
-checkout or not (Go builds with -trimpath -buildvcs=false; rustc and clang remap the project's
-folder and CARGO_HOME). Every step runs with SOURCE_DATE_EPOCH=315532800 (1980-01-01 UTC)
-unless you set it, LC_ALL=C, TZ=UTC and PYTHONHASHSEED=0. Python and JavaScript components
-are snapshots of an interpreter that componentize-py and componentize-js seed from the
-host's entropy and clock: each build differs (host/cli/README.md, Reproducible builds).
+checkout or not (Go builds with -trimpath -buildvcs=false; rustc remaps the project's folder
+and CARGO_HOME, clang the project's folder). Every step runs with SOURCE_DATE_EPOCH=315532800
+(1980-01-01 UTC) unless you set it, LC_ALL=C, TZ=UTC and PYTHONHASHSEED=0. Python and
+JavaScript components are snapshots of an interpreter that componentize-py and
+componentize-js seed from the host's entropy and clock: each build differs
+(host/cli/README.md, Reproducible builds).
 
 Go builds run in your Go environment (GOPROXY, GOPRIVATE, GONOSUMDB, GOFLAGS, GOMODCACHE,
 GOCACHE, your go env file): kubewasm adds only GOTOOLCHAIN=local (the pinned Go compiles it)

@@ -157,13 +157,12 @@ fn reproducible(lang: &str, needs: &[&str]) {
 
     let elsewhere = tmp.path().join("two/elsewhere").join(&name);
     copy_elsewhere(&project, &elsewhere);
-    let cargo_home = other_cargo_home(tmp.path());
-    let env: &[(&str, &Path)] = if lang == "rust" {
-        &[("CARGO_HOME", &cargo_home)]
-    } else {
-        &[]
-    };
-    let (third, t3) = build(&elsewhere, &name, &tools, env);
+    let cargo_home = (lang == "rust").then(|| other_cargo_home(tmp.path()));
+    let env: Vec<(&str, &Path)> = cargo_home
+        .iter()
+        .map(|home| ("CARGO_HOME", home.as_path()))
+        .collect();
+    let (third, t3) = build(&elsewhere, &name, &tools, &env);
     assert_same(
         lang,
         "the same sources in another folder (a git checkout, another CARGO_HOME)",

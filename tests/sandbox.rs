@@ -813,7 +813,7 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     }
     // Leases only in the host's namespace; no write verbs on what is only watched.
     assert!(has(
-        Some("kubewasm"),
+        Some("kubewasm-system"),
         "coordination.k8s.io",
         "leases",
         &["get", "create", "update"]
@@ -830,7 +830,7 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     let namespaces = env.api("v1", "Namespace", "namespaces", None);
     env.create(
         &namespaces,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubewasm"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubewasm-system"}}),
     )
     .await;
     let file = env.dir.path().join("rbac.yaml");
@@ -842,7 +842,9 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
         "clusterroles",
         None,
     );
-    let stored = get(&roles, "kubewasm").await.expect("ClusterRole stored");
+    let stored = get(&roles, "kubewasm-system:kubewasm")
+        .await
+        .expect("ClusterRole stored");
     let want = objects.iter().find(|o| o["kind"] == "ClusterRole").unwrap();
     assert_eq!(stored.data["rules"], want["rules"]);
     let bindings = env.api(
@@ -851,15 +853,20 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
         "clusterrolebindings",
         None,
     );
-    assert!(get(&bindings, "kubewasm").await.is_some());
+    assert!(get(&bindings, "kubewasm-system:kubewasm").await.is_some());
     let role = env.api(
         "rbac.authorization.k8s.io/v1",
         "Role",
         "roles",
-        Some("kubewasm"),
+        Some("kubewasm-system"),
     );
     assert!(get(&role, "kubewasm").await.is_some());
-    let sa = env.api("v1", "ServiceAccount", "serviceaccounts", Some("kubewasm"));
+    let sa = env.api(
+        "v1",
+        "ServiceAccount",
+        "serviceaccounts",
+        Some("kubewasm-system"),
+    );
     assert!(get(&sa, "kubewasm").await.is_some());
 }
 

@@ -193,6 +193,26 @@ pub struct HostArgs {
     /// status to whoever reaches it: put a NetworkPolicy in front (deploy/README.md).
     #[arg(long, default_value = "127.0.0.1:9090")]
     metrics_addr: String,
+    /// Serve --metrics-addr over HTTPS, every request authenticated with a TokenReview of
+    /// its bearer token and authorized with a SubjectAccessReview of its path (verb get,
+    /// non-resource URL /metrics, /status, ...), as controller-runtime's metrics server:
+    /// 401 without a valid token, 403 without the RBAC (`kubewasm rbac --metrics-secure`
+    /// renders the host's rules and the kubewasm-metrics-reader ClusterRole to bind
+    /// Prometheus to). Answers are kept up to a minute. /healthz and /readyz there are
+    /// reviewed too: give the kubelet --probe-addr.
+    #[arg(long)]
+    metrics_secure: bool,
+    /// With --metrics-secure: a directory holding the serving certificate and its key
+    /// (a mounted kubernetes.io/tls Secret, e.g. cert-manager's), read again when they
+    /// change. Without it, a self-signed certificate made at start.
+    #[arg(long, value_name = "DIR", requires = "metrics_secure")]
+    metrics_cert_path: Option<PathBuf>,
+    /// The certificate file's name in --metrics-cert-path.
+    #[arg(long, default_value = "tls.crt", value_name = "FILE")]
+    metrics_cert_name: String,
+    /// The key file's name in --metrics-cert-path.
+    #[arg(long, default_value = "tls.key", value_name = "FILE")]
+    metrics_cert_key: String,
     /// Address of the probes alone, /healthz and /readyz, for the kubelet (e.g.
     /// `0.0.0.0:8081`; `off`, the default, serves them only at --metrics-addr).
     #[arg(long, default_value = "off")]
@@ -322,6 +342,7 @@ impl HostArgs {
             serve: ServeConfig {
                 metrics_addr: self.metrics_addr()?,
                 probe_addr: self.probe_addr()?,
+                metrics_secure: self.metrics_secure.then(|| self.metrics_cert()),
             },
             identity,
         })
@@ -504,6 +525,17 @@ impl HostArgs {
 
     fn metrics_addr(&self) -> Result<Option<SocketAddr>> {
         address("--metrics-addr", &self.metrics_addr)
+    }
+
+    /// --metrics-cert-path's files, else a self-signed certificate.
+    fn metrics_cert(&self) -> kubewasm::serve::CertSource {
+        match &self.metrics_cert_path {
+            Some(dir) => kubewasm::serve::CertSource::Files {
+                cert: dir.join(&self.metrics_cert_name),
+                key: dir.join(&self.metrics_cert_key),
+            },
+            None => kubewasm::serve::CertSource::SelfSigned,
+        }
     }
 
     fn probe_addr(&self) -> Result<Option<SocketAddr>> {

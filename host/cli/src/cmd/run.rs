@@ -844,4 +844,40 @@ mod tests {
                 .is_err()
         );
     }
+
+    #[test]
+    fn a_secure_metrics_listener_takes_the_pods_certificate_else_a_self_signed_one() {
+        use kubewasm::serve::CertSource;
+        assert_eq!(
+            flags(&["--metrics-secure"]).metrics_cert(),
+            CertSource::SelfSigned
+        );
+        let dir = ["--metrics-secure", "--metrics-cert-path", "/certs"];
+        assert_eq!(
+            flags(&dir).metrics_cert(),
+            CertSource::Files {
+                cert: "/certs/tls.crt".into(),
+                key: "/certs/tls.key".into()
+            }
+        );
+        let named = [
+            &dir[..],
+            &[
+                "--metrics-cert-name",
+                "c.pem",
+                "--metrics-cert-key",
+                "k.pem",
+            ],
+        ]
+        .concat();
+        assert_eq!(
+            flags(&named).metrics_cert(),
+            CertSource::Files {
+                cert: "/certs/c.pem".into(),
+                key: "/certs/k.pem".into()
+            }
+        );
+        // A certificate for a plain listener would be served by nobody: refused.
+        assert!(Flags::try_parse_from(["kubewasm", "--metrics-cert-path", "/certs"]).is_err());
+    }
 }

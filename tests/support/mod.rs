@@ -637,3 +637,58 @@ pub fn push_module(registry: &registry::Registry, file: &Path, path: &str) -> St
     assert!(pinned.contains("@sha256:"), "{pinned}");
     pinned.to_string()
 }
+
+/// GET `path` over HTTPS from `addr`, trusting only the CA in `ca_file`, with `token` as
+/// the bearer: (status, body).
+pub async fn https_get(
+    addr: &str,
+    ca_file: &std::path::Path,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use http_body_util::BodyExt as _;
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca_file).expect("CA file") {
+        roots
+            .add(cert.expect("CA certificate"))
+            .expect("a trusted CA");
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("a TLS handshake verified against the CA");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("HTTP handshake");
+    tokio::spawn(conn);
+    let mut request = hyper::Request::get(path).header(hyper::header::HOST, addr);
+    if let Some(t) = token {
+        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let response = sender
+        .send_request(
+            request
+                .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+                .expect("request"),
+        )
+        .await
+        .expect("response");
+    let code = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (code, String::from_utf8_lossy(&body).into_owned())
+}

@@ -237,6 +237,77 @@ async fn connection(
 mod tests {
     use super::*;
 
+    /// A new certificate and key written to `cert` and `key`, dated `age` after now (a
+    /// Secret volume's swap changes both); its DER.
+    fn write_pair(cert: &PathBuf, key: &PathBuf, age: Duration) -> CertificateDer<'static> {
+        let made = rcgen::generate_simple_self_signed(vec!["kubewasm".to_string()]).expect("cert");
+        std::fs::write(cert, made.cert.pem()).expect("cert");
+        std::fs::write(key, made.signing_key.serialize_pem()).expect("key");
+        for p in [cert, key] {
+            let f = std::fs::File::options().write(true).open(p).expect("open");
+            f.set_modified(SystemTime::now() + age).expect("mtime");
+        }
+        made.cert.der().clone()
+    }
+
+    fn served(current: &Current) -> CertificateDer<'static> {
+        kubewasm_core::sync::read(&current.0).cert[0].clone()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewed_certificate_is_served_once_its_files_change_and_a_broken_one_is_not() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let first = write_pair(&cert, &key, Duration::ZERO);
+        let current = Arc::new(Current(RwLock::new(Arc::new(
+            read_pair(&cert, &key).expect("the first pair"),
+        ))));
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(follow(
+            cert.clone(),
+            key.clone(),
+            current.clone(),
+            cancel.clone(),
+        ));
+        tokio::time::sleep(CERT_POLL + Duration::from_millis(1)).await;
+        assert_eq!(
+            served(&current),
+            first,
+            "unchanged files: the same certificate"
+        );
+        let renewed = write_pair(&cert, &key, Duration::from_secs(60));
+        tokio::time::sleep(CERT_POLL).await;
+        assert_eq!(
+            served(&current),
+            renewed,
+            "the renewed certificate is served"
+        );
+        // A half-written swap (a certificate without its key): the renewed one stays.
+        std::fs::write(&cert, "not PEM").expect("cert");
+        let f = std::fs::File::options()
+            .write(true)
+            .open(&cert)
+            .expect("open");
+        f.set_modified(SystemTime::now() + Duration::from_secs(120))
+            .expect("mtime");
+        tokio::time::sleep(CERT_POLL).await;
+        assert_eq!(served(&current), renewed);
+        cancel.cancel();
+        task.await.expect("the follower ends");
+    }
+
+    #[test]
+    fn a_self_signed_certificate_is_made_when_none_is_given() {
+        let made = self_signed("10.0.0.7:9090".parse().expect("addr")).expect("self-signed");
+        assert_eq!(made.cert.len(), 1);
+        let der: &[u8] = made.cert[0].as_ref();
+        // Its names include the listening address (as an IP SAN: 10.0.0.7's bytes).
+        assert!(
+            der.windows(4).any(|w| w == [10, 0, 0, 7]),
+            "no SAN for the address"
+        );
+    }
+
     #[test]
     fn a_key_that_is_not_the_certificates_is_refused_naming_both_files() {
         let dir = tempfile::tempdir().expect("tempdir");

@@ -113,13 +113,15 @@ fn the_crd_has_one_source_in_kustomize_and_helm() {
     }
 }
 
-/// `approve` → `dev --apply`: the Plugin object and its RBAC are accepted by `dev`'s API
-/// server (the CRD validates the object as written), and `rbac -f` of the same file and
-/// `rbac --from-cluster` give exactly the RBAC `approve` printed.
+/// `approve` → `dev --apply`: the Plugin object and its RBAC, as `approve` prints them
+/// by default, are accepted by `dev`'s API server (the CRD validates the object as
+/// written; the ServiceAccounts' namespace is the one `dev` impersonates in), and `rbac -f`
+/// of the same file and `rbac --from-cluster` give exactly the RBAC `approve` printed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
     let wasm = example_plugin("contentsite-provisioner");
-    let rbac_flags = ["--service-account-namespace", "default"];
+    // Defaults only: one namespace for the ServiceAccounts across approve, rbac and dev.
+    let rbac_flags: [&str; 0] = [];
     let (code, out, err) = kubewasm(
         &[
             &["approve", wasm.to_str().unwrap(), "--module", MODULE][..],
@@ -155,13 +157,22 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
     ] {
         assert!(kinds.contains(&kind), "no {kind}: {kinds:?}");
     }
+    for d in rbac
+        .iter()
+        .filter(|d| d["metadata"]["namespace"].is_string())
+    {
+        assert_eq!(
+            d["metadata"]["namespace"], "kubewasm-system",
+            "approve's default namespace is deploy/'s and dev's: {d:#}"
+        );
+    }
     // The plugin's own account reads what it is approved to watch (ContentSites, in every
     // namespace): the host loads it only if that account may.
     let own = rbac
         .iter()
         .find(|d| {
             d["kind"] == "ClusterRole"
-                && d["metadata"]["name"] == "kubewasm-contentsite-provisioner"
+                && d["metadata"]["name"] == "kubewasm-system:kubewasm-contentsite-provisioner"
         })
         .unwrap_or_else(|| panic!("the plugin's own ClusterRole: {out}"));
     assert!(

@@ -221,6 +221,71 @@ fn inspect_and_test_share_a_per_user_cache_by_default() {
     );
 }
 
+/// One directory given to every command (`--cache-dir`), no key file: each command keys
+/// it with the same per-user key, so what `inspect` compiled `approve` and `dev` load as
+/// cache hits (a per-process key made each recompile, and `approve` say the entry "does
+/// not verify under this host's key").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shared_cache_dir_is_keyed_per_user_so_no_command_recompiles() {
+    let home = tempfile::tempdir().unwrap();
+    let xdg = home.path().join("xdg");
+    let cache = home.path().join("shared-cache");
+    let plugins = home.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let wasm = plugins.join("mongodb-monitor.wasm");
+    std::fs::copy(example_plugin("mongodb-monitor"), &wasm).unwrap();
+    let command = |args: &[&std::ffi::OsStr]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
+        cmd.env("HOME", home.path())
+            .env("XDG_CACHE_HOME", &xdg)
+            .env_remove("KUBEWASM_CACHE_DIR")
+            .env_remove("KUBEWASM_CACHE_KEY_FILE")
+            .args(["--log-format", "json", "--log", "info"])
+            .args(args)
+            .arg("--cache-dir")
+            .arg(&cache);
+        cmd
+    };
+    let hows = |stderr: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(stderr)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|l| l["how"].as_str().map(str::to_string))
+            .collect()
+    };
+    let out = command(&["inspect".as_ref(), wasm.as_os_str()])
+        .output()
+        .unwrap();
+    assert_eq!(hows(&out.stderr), ["compiled in a worker"]);
+    let out = command(&["approve".as_ref(), wasm.as_os_str()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(hows(&out.stderr), ["cache hit"], "{err}");
+    let approvals = home.path().join("approvals.yaml");
+    std::fs::write(&approvals, &out.stdout).unwrap();
+
+    let mut dev = command(&[
+        "dev".as_ref(),
+        "--plugins".as_ref(),
+        plugins.as_os_str(),
+        "--approvals".as_ref(),
+        approvals.as_os_str(),
+        "--metrics-addr".as_ref(),
+        "off".as_ref(),
+    ]);
+    dev.stdout(Stdio::null()).stderr(Stdio::piped());
+    let dev = HostProcess::spawn_command(dev);
+    let loaded = dev
+        .wait_log("the plugin loaded", |l| {
+            field(l, "message") == "plugin loaded"
+        })
+        .await;
+    assert_eq!(field(&loaded, "how"), "cache hit", "{loaded}");
+    dev.stop();
+}
+
 /// A case naming a watch the plugin does not declare fails, naming the watches it has; a
 /// case file that is not YAML is reported with its line and the run goes on.
 #[test]

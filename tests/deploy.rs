@@ -625,14 +625,18 @@ fn verbs(list: &[&str]) -> BTreeSet<String> {
 /// The ClusterRole a scraper of `--metrics-secure` is bound to: get on /metrics and
 /// /status, nothing else; not bound to the host.
 fn assert_metrics_reader(docs: &[Value]) {
-    let reader = find(docs, "ClusterRole", "kubewasm-metrics-reader");
+    let reader = find(
+        docs,
+        "ClusterRole",
+        "kubewasm-system:kubewasm-metrics-reader",
+    );
     assert_eq!(
         reader["rules"],
         json!([{"nonResourceURLs": ["/metrics", "/status"], "verbs": ["get"]}])
     );
     for b in docs
         .iter()
-        .filter(|d| d["roleRef"]["name"] == "kubewasm-metrics-reader")
+        .filter(|d| d["roleRef"]["name"] == "kubewasm-system:kubewasm-metrics-reader")
     {
         assert!(
             !b["subjects"]
@@ -776,16 +780,22 @@ fn assert_example_rbac(docs: &[Value]) {
             .iter()
             .find(|d| kind_of(d) == "ServiceAccount" && d["metadata"]["name"] == account)
             .unwrap_or_else(|| panic!("ServiceAccount {account}"));
+        // Cluster-scoped: named after the install, NAMESPACE:ACCOUNT.
+        let cluster_name = format!("{NAMESPACE}:{account}");
         let binding = docs
             .iter()
-            .find(|d| kind_of(d) == "ClusterRoleBinding" && d["metadata"]["name"] == account)
-            .unwrap_or_else(|| panic!("ClusterRoleBinding {account}"));
+            .find(|d| kind_of(d) == "ClusterRoleBinding" && d["metadata"]["name"] == cluster_name)
+            .unwrap_or_else(|| panic!("ClusterRoleBinding {cluster_name}"));
         assert_eq!(binding["subjects"][0]["name"], sa["metadata"]["name"]);
         assert_eq!(
             binding["subjects"][0]["namespace"],
             sa["metadata"]["namespace"]
         );
-        assert_eq!(binding["roleRef"]["name"], account);
+        assert_eq!(binding["roleRef"]["name"], cluster_name);
+        assert_eq!(
+            binding["metadata"]["labels"]["kubewasm.dev/install"],
+            NAMESPACE
+        );
     }
 }
 
@@ -1121,8 +1131,15 @@ fn kustomize_example_overlay_and_components_render() {
     assert_secure_scrape(sm);
     // Prometheus's ServiceAccount (kube-prometheus's, in the namespace the policy lets
     // in) is bound to the reader role.
-    let binding = find(&docs, "ClusterRoleBinding", "kubewasm-metrics-reader");
-    assert_eq!(binding["roleRef"]["name"], "kubewasm-metrics-reader");
+    let binding = find(
+        &docs,
+        "ClusterRoleBinding",
+        "kubewasm-system:kubewasm-metrics-reader",
+    );
+    assert_eq!(
+        binding["roleRef"]["name"],
+        "kubewasm-system:kubewasm-metrics-reader"
+    );
     assert_eq!(
         binding["subjects"],
         json!([{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}])
@@ -1638,7 +1655,11 @@ fn helm_chart_metrics_secure_values() {
     );
     assert_secure_scrape(only(&docs, "ServiceMonitor"));
     assert_metrics_reader(&docs);
-    let binding = find(&docs, "ClusterRoleBinding", "kubewasm-metrics-reader");
+    let binding = find(
+        &docs,
+        "ClusterRoleBinding",
+        "kubewasm-system:kubewasm-metrics-reader",
+    );
     assert_eq!(
         binding["subjects"],
         json!([{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}])
@@ -1666,7 +1687,7 @@ fn helm_chart_metrics_secure_values() {
     assert!(
         !plain
             .iter()
-            .any(|o| o["metadata"]["name"] == "kubewasm-metrics-reader"),
+            .any(|o| o["metadata"]["name"] == "kubewasm-system:kubewasm-metrics-reader"),
         "no reader role"
     );
     assert!(

@@ -290,7 +290,8 @@ async fn a_layer_over_the_cap_is_refused_before_any_layer_byte_is_fetched() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = Store::open(dir.path()).expect("store");
     let layer = sha256(&std::fs::read(&file).expect("read"));
-    let blob_request = format!("/blobs/{layer}");
+    // GETs only: push asked with HEADs whether the registry had the blobs.
+    let blob_request = format!("GET /v2/plugins/big/blobs/{layer}");
 
     let err = client
         .pull_wasm(&pinned, &Credentials::Anonymous, &store, size - 1)
@@ -471,9 +472,29 @@ async fn credentials_come_from_the_docker_config() {
     // The same through $DOCKER_CONFIG (the default location).
     let mut args = vec!["push", path, &reference];
     args.extend_from_slice(&insecure);
+    let uploads = |log: &str| {
+        log.lines()
+            .filter(|l| {
+                l.contains("POST /v2/plugins/private/blobs/uploads/") && l.contains("\" 202 ")
+            })
+            .count()
+    };
+    assert_eq!(uploads(&registry.log()), 2, "{}", registry.log());
     let (code, stdout, stderr) = kubewasm_env(&args, &[("DOCKER_CONFIG", dir.path())]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(pinned_from(&reference, &stdout, &stderr), pinned);
+    // Pushed again: the registry has both blobs (asked with HEADs, authenticated as the
+    // push is), so only the manifest is sent.
+    assert!(
+        stderr.contains("2 of 2 blobs already there, not sent"),
+        "{stderr}"
+    );
+    assert_eq!(
+        uploads(&registry.log()),
+        2,
+        "no blob uploaded again:\n{}",
+        registry.log()
+    );
 
     // The library, with a dockerconfigjson Secret's bytes.
     let client = client_for(&registry);

@@ -609,7 +609,7 @@ async fn secure_metrics_need_a_token_and_the_reader_role() {
     let rendered = String::from_utf8(out.stdout).expect("YAML");
     let reader: String = rendered
         .split("---\n")
-        .find(|d| d.contains("name: kubewasm-metrics-reader"))
+        .find(|d| d.contains("name: kubewasm-system:kubewasm-metrics-reader"))
         .expect("the reader role in kubewasm rbac --metrics-secure")
         .to_string();
     let rbac = env.dir.path().join("reader.yaml");
@@ -618,7 +618,7 @@ async fn secure_metrics_need_a_token_and_the_reader_role() {
         format!(
             "{reader}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
              metadata: {{name: prometheus-kubewasm-metrics}}\n\
-             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: kubewasm-metrics-reader}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: \"kubewasm-system:kubewasm-metrics-reader\"}}\n\
              subjects: [{{kind: ServiceAccount, name: prometheus, namespace: monitoring}}]\n"
         ),
     )

@@ -601,7 +601,18 @@ async fn an_unchanged_tag_reloads_nothing_and_a_moved_tag_is_said() {
 async fn only_allowed_pull_secrets_are_read() {
     let w = World::new(false).await;
     let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
-    let secrets = w.env.api("v1", "Secret", "secrets", Some("default"));
+    // Pull secrets are read in the host's namespace: without flags, out of a pod, the
+    // one `kubewasm rbac` renders (kubewasm-system).
+    let namespaces = w.env.api("v1", "Namespace", "namespaces", None);
+    w.env
+        .create(
+            &namespaces,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kubewasm-system"}}),
+        )
+        .await;
+    let secrets = w
+        .env
+        .api("v1", "Secret", "secrets", Some("kubewasm-system"));
     let config = json!({"auths": {w.registry.host(): {"auth": "dXNlcjpwYXNz"}}}).to_string();
     let config = base64::engine::general_purpose::STANDARD.encode(config);
     for name in ["regcred", "database-password"] {
@@ -609,7 +620,7 @@ async fn only_allowed_pull_secrets_are_read() {
             .create(
                 &secrets,
                 json!({"apiVersion": "v1", "kind": "Secret",
-                       "metadata": {"name": name, "namespace": "default"},
+                       "metadata": {"name": name, "namespace": "kubewasm-system"},
                        "type": "kubernetes.io/dockerconfigjson",
                        "data": {".dockerconfigjson": config}}),
             )

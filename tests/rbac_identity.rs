@@ -140,7 +140,7 @@ async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
         json!(["kubewasm-bad", "kubewasm-good"])
     );
     assert_eq!(impersonate["resources"], json!(["serviceaccounts"]));
-    let host_role = only(&docs, "ClusterRole", "kubewasm");
+    let host_role = only(&docs, "ClusterRole", "kubewasm:kubewasm");
     assert!(
         host_role["rules"].as_array().unwrap().iter().all(
             |r| r["verbs"] == json!(["get", "list", "watch"])
@@ -157,9 +157,13 @@ async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
     );
     for name in ["good", "bad"] {
         only(&docs, "ServiceAccount", &format!("kubewasm-{name}"));
-        only(&docs, "ClusterRoleBinding", &format!("kubewasm-{name}"));
+        only(
+            &docs,
+            "ClusterRoleBinding",
+            &format!("kubewasm:kubewasm-{name}"),
+        );
         // Each plugin reads as itself: its own role may read what it watches.
-        let own = only(&docs, "ClusterRole", &format!("kubewasm-{name}"));
+        let own = only(&docs, "ClusterRole", &format!("kubewasm:kubewasm-{name}"));
         assert!(
             own["rules"]
                 .as_array()
@@ -179,7 +183,7 @@ async fn a_plugin_gets_403_for_what_its_own_role_lacks_though_the_host_could() {
         &env,
         &roles,
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": "kubewasm-bad"},
+               "metadata": {"name": "kubewasm:kubewasm-bad"},
                "rules": [{"apiGroups": [""], "resources": ["configmaps"],
                           "verbs": ["get", "list", "watch", "create"]}]}),
     )
@@ -469,7 +473,7 @@ async fn the_host_names_the_rules_its_rbac_lacks_once_and_stands_for_leader_only
     replace(
         &env,
         &roles,
-        without(&docs, "ClusterRole", "kubewasm", "configmaps"),
+        without(&docs, "ClusterRole", "kubewasm:kubewasm", "configmaps"),
     )
     .await;
     env.server.record_requests();
@@ -572,7 +576,12 @@ async fn the_host_names_the_rules_its_rbac_lacks_once_and_stands_for_leader_only
 
     // The rule granted: noticed by the periodic recheck (10 s), the watch syncs without
     // waiting out its backoff, the host is ready, then leads under a per-process identity.
-    replace(&env, &roles, only(&docs, "ClusterRole", "kubewasm").clone()).await;
+    replace(
+        &env,
+        &roles,
+        only(&docs, "ClusterRole", "kubewasm:kubewasm").clone(),
+    )
+    .await;
     host.wait_log("the grant noticed", |l| {
         field(l, "message").starts_with("the host's RBAC now allows")
     })
@@ -660,4 +669,103 @@ async fn a_plugin_the_host_cannot_impersonate_is_not_ready_with_one_line_saying_
     assert_eq!(lines.len(), 1, "{}", host.dump());
     host.assert_plain_values();
     assert_eq!(host.stop(), Some(0));
+}
+
+/// Roles and bindings outside the install's namespace are named after it, so two
+/// installs never share one; and one of the same name that another install (or someone
+/// else) owns is not taken over silently: `kubewasm rbac --kubeconfig` refuses, naming
+/// it, unless `--take-over`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_does_not_take_over_another_installs_roles() {
+    let env = rbac_env(false).await;
+    let rbac = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(["--log", "warn", "rbac", "--plugins"])
+            .arg(&env.plugins)
+            .arg("--approvals")
+            .arg(&env.approvals)
+            .arg("--kubeconfig")
+            .arg(&env.kubeconfig)
+            .args(["--service-account-namespace", "kubewasm"])
+            .args(extra)
+            .output()
+            .expect("kubewasm rbac runs");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = rbac(&[]);
+    assert_eq!(code, Some(0), "{err}");
+    let objects: Vec<Value> = out
+        .split("\n---\n")
+        .filter_map(|d| serde_yaml_ng::from_str::<Value>(d.trim_start_matches("---\n")).ok())
+        .filter(|d| d.is_object())
+        .collect();
+    let cluster: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["metadata"]["namespace"].is_null())
+        .collect();
+    assert!(!cluster.is_empty(), "{out}");
+    for o in &objects {
+        assert_eq!(
+            o["metadata"]["labels"]["kubewasm.dev/install"], "kubewasm",
+            "{o:#}"
+        );
+    }
+    for o in &cluster {
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        assert!(
+            name.starts_with("kubewasm:"),
+            "named after its install: {o:#}"
+        );
+    }
+
+    let roles = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "clusterroles",
+        None,
+    );
+    let other = |labels: Value| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": "kubewasm:kubewasm", "labels": labels},
+               "rules": []})
+    };
+    env.create(&roles, other(json!({"kubewasm.dev/install": "team-b"})))
+        .await;
+    let (code, out, err) = rbac(&[]);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(out.is_empty(), "nothing printed to apply: {out}");
+    assert!(
+        err.contains(
+            "ClusterRole kubewasm:kubewasm exists and belongs to the install in namespace team-b"
+        ) && err.contains("--take-over"),
+        "{err}"
+    );
+    let (code, out, err) = rbac(&["--take-over"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("name: kubewasm:kubewasm"), "{out}");
+    assert!(err.contains("takes these over"), "{err}");
+
+    // Not a kubewasm install's at all: refused too.
+    roles
+        .delete("kubewasm:kubewasm", &DeleteParams::default())
+        .await
+        .expect("delete");
+    env.create(&roles, other(json!({}))).await;
+    let (code, _, err) = rbac(&[]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("is not a kubewasm install's"), "{err}");
+
+    // This install's own: applied again as an update, no question asked.
+    roles
+        .delete("kubewasm:kubewasm", &DeleteParams::default())
+        .await
+        .expect("delete");
+    env.create(&roles, other(json!({"kubewasm.dev/install": "kubewasm"})))
+        .await;
+    let (code, _, err) = rbac(&[]);
+    assert_eq!(code, Some(0), "{err}");
 }

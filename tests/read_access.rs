@@ -200,10 +200,10 @@ async fn a_plugin_whose_account_may_not_read_what_it_is_approved_for_is_refused_
         .iter()
         .find(|d| {
             d["kind"] == "Role"
-                && d["metadata"]["name"] == "kubewasm-peeker"
+                && d["metadata"]["name"] == "kubewasm:kubewasm-peeker"
                 && d["metadata"]["namespace"] == "default"
         })
-        .unwrap_or_else(|| panic!("no Role kubewasm-peeker in default: {docs:#?}"))
+        .unwrap_or_else(|| panic!("no Role kubewasm:kubewasm-peeker in default: {docs:#?}"))
         .clone();
     assert!(
         granted["rules"].as_array().unwrap().iter().any(|r| {

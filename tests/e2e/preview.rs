@@ -35,7 +35,8 @@ pub async fn dry_run(s: &'static Suite) {
     // For the shadow scenario, whatever becomes of this one (it applies them again).
     let _ = APPROVED.set((docs.clone(), pinned.clone()));
     let rbac_name = format!("kubewasm-e2e-{}", s.id);
-    let own_role = format!("{rbac_name}-{PLUGIN}");
+    // Cluster-scoped: named after the install (its namespace).
+    let own_role = format!("{}:{rbac_name}-{PLUGIN}", s.host_ns);
     let user = format!("system:serviceaccount:{}:kubewasm-{PLUGIN}", s.host_ns);
 
     // The generated RBAC, with `create` on Services taken from the plugin's own role: an

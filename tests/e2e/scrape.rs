@@ -59,7 +59,7 @@ async fn secure_rbac(s: &Suite) -> String {
             .map(|d| serde::Deserialize::deserialize(d).expect("RBAC YAML"))
             .filter(|v: &Value| !v.is_null())
             .collect();
-    let reader = format!("{rbac_name}-metrics-reader");
+    let reader = format!("{}:{rbac_name}-metrics-reader", s.host_ns);
     assert!(
         docs.iter()
             .any(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == json!(reader)),

@@ -77,6 +77,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
             approvals: Some(approvals.path().to_path_buf()),
             load: LoadOptions::default(),
             cache_dir: Some(cache_dir.to_path_buf()),
+            cache_key_file: None,
             reload_debounce: Some(Duration::from_millis(50)),
             rescan_interval: None,
             access_review_interval: Duration::from_secs(120),

@@ -98,6 +98,9 @@ pub struct PluginsConfig {
     pub load: LoadOptions,
     /// On-disk compiled-code cache; None keeps compiled code in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// The key authenticating the cache's entries (`dev`: the user's); None: as the
+    /// environment says (`KUBEWASM_CACHE_KEY_FILE`, else a key of this process).
+    pub cache_key_file: Option<PathBuf>,
     /// Quiet period after a change in the plugin directory before reloading; None: no
     /// hot reload.
     pub reload_debounce: Option<Duration>,
@@ -602,11 +605,12 @@ impl Parts {
             .clone()
             .map(|o| ObjectSource::new(self.client.clone(), o))
             .transpose()?;
-        let loader = Loader::new(
-            PluginEngine::new()?,
-            config.load.clone(),
-            config.cache_dir.as_deref(),
-        )?;
+        let loader = match (&config.cache_dir, &config.cache_key_file) {
+            (Some(dir), Some(key)) => {
+                Loader::with_key_file(PluginEngine::new()?, config.load.clone(), dir, key)?
+            }
+            (dir, _) => Loader::new(PluginEngine::new()?, config.load.clone(), dir.as_deref())?,
+        };
         if let Some(o) = &config.objects {
             let needs = object_needs(o);
             self.access

@@ -57,6 +57,17 @@ pub struct Pulled {
     pub from_store: bool,
 }
 
+/// What [`Client::push_wasm`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pushed {
+    /// The pinned reference, `oci://HOST[:PORT]/REPO@sha256:…`.
+    pub pinned: Reference,
+    /// Blobs uploaded (the component, the config).
+    pub blobs_sent: usize,
+    /// Blobs the repository already had, not sent again.
+    pub blobs_skipped: usize,
+}
+
 /// A registry client: push, resolve and pull Wasm artifacts.
 ///
 /// Cheap to keep for the life of a process. Each operation authenticates with the
@@ -149,12 +160,17 @@ impl Client {
     /// Push component `wasm` as a Wasm OCI artifact to `to` (which must name a tag) and
     /// return the pinned reference, `oci://HOST[:PORT]/REPO@sha256:…` (the manifest's
     /// digest). The artifact is reproducible: the same bytes give the same digest.
+    ///
+    /// A blob the repository already has (asked with a HEAD, as docker and oras do) is
+    /// not sent again: pushing the same file again, or a new tag of it, sends the
+    /// manifest only. A HEAD that fails (a registry without it, a token without pull)
+    /// proves nothing, and the blob is sent.
     pub async fn push_wasm(
         &self,
         wasm: &[u8],
         to: &Reference,
         creds: &Credentials,
-    ) -> Result<Reference, Error> {
+    ) -> Result<Pushed, Error> {
         if to.tag().is_none() || to.digest().is_some() {
             return Err(Error::InvalidReference {
                 reference: to.to_string(),
@@ -177,12 +193,29 @@ impl Client {
         oci.auth(&image, &creds.to_oci(), RegistryOperation::Push)
             .await
             .map_err(fail)?;
-        oci.push_blob(&image, wasm.to_vec(), &artifact.layer_digest)
+        // The HEADs are reads: oci-client keeps a token per operation.
+        let can_ask = oci
+            .auth(&image, &creds.to_oci(), RegistryOperation::Pull)
             .await
-            .map_err(fail)?;
-        oci.push_blob(&image, artifact.config, &artifact.config_digest)
-            .await
-            .map_err(fail)?;
+            .is_ok();
+        let mut pushed = Pushed {
+            pinned: to.pinned(&artifact.manifest_digest),
+            blobs_sent: 0,
+            blobs_skipped: 0,
+        };
+        let blobs = [
+            (wasm.to_vec(), &artifact.layer_digest),
+            (artifact.config, &artifact.config_digest),
+        ];
+        for (bytes, digest) in blobs {
+            if can_ask && oci.blob_exists(&image, digest).await.unwrap_or(false) {
+                tracing::debug!(reference = %to, %digest, "blob already in the repository: not sent");
+                pushed.blobs_skipped += 1;
+                continue;
+            }
+            oci.push_blob(&image, bytes, digest).await.map_err(fail)?;
+            pushed.blobs_sent += 1;
+        }
         oci.push_manifest_raw(
             &image,
             artifact.manifest,
@@ -190,10 +223,11 @@ impl Client {
         )
         .await
         .map_err(fail)?;
-        let pinned = to.pinned(&artifact.manifest_digest);
-        tracing::debug!(reference = %to, pinned = %pinned, size = wasm.len(), "pushed a Wasm artifact");
-        Ok(pinned)
+        tracing::debug!(reference = %to, pinned = %pushed.pinned, size = wasm.len(),
+                        sent = pushed.blobs_sent, skipped = pushed.blobs_skipped, "pushed a Wasm artifact");
+        Ok(pushed)
     }
+
     /// The manifest digest (`sha256:…`) that `reference` (a tag, or a digest to check
     /// for) names in the registry now: the registry's `Docker-Content-Digest` for a HEAD,
     /// else the digest of the manifest's bytes (read at most 4 MiB).

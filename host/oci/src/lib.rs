@@ -35,7 +35,7 @@ pub use artifact::{
     WASM_CONFIG_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPE, WASM_LAYER_MEDIA_TYPES, check_component_header,
 };
 pub use auth::{Auths, Credentials};
-pub use client::{Client, Pulled, RegistryConfig};
+pub use client::{Client, Pulled, Pushed, RegistryConfig};
 pub use reference::Reference;
 pub use store::Store;
 

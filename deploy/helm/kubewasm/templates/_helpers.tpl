@@ -25,6 +25,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: kubewasm
+kubewasm.dev/install: {{ .Release.Namespace }}
 {{- end -}}
 
 {{/* Selector of the host's pods. */}}

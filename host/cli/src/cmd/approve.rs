@@ -37,8 +37,7 @@ pub struct ApproveArgs {
     /// beside the plugin, if any.
     #[arg(long, value_name = "FILE")]
     settings: Option<PathBuf>,
-    /// Keep compiled plugins here between runs (as `kubewasm inspect`).
-    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR", help = super::usercache::CACHE_DIR_HELP)]
     cache_dir: Option<PathBuf>,
     /// Longest time compiling the plugin may take (in a worker process, as `run`).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
@@ -75,6 +74,7 @@ pub async fn command(args: ApproveArgs) -> Result<()> {
         .then(|| serde_json::to_value(&file.overrides))
         .transpose()?;
     let loaded = loader.load(file).await?;
+    tracing::info!(file = %args.file.display(), how = loaded.source.as_str(), "component ready");
     let manifest = &loaded.plugin.manifest;
     let permissions = Permissions::requested_by(manifest);
     let object = PluginObject {

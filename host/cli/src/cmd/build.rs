@@ -76,10 +76,7 @@ pub struct BuildArgs {
     /// else ~/.cache/kubewasm/tools.
     #[arg(long, value_name = "DIR", env = "KUBEWASM_TOOLS_DIR")]
     tools_dir: Option<PathBuf>,
-    /// Where the component's compiled code goes, for `kubewasm test` and `inspect` to
-    /// find. Default: the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else
-    /// ~/.cache/kubewasm/code).
-    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR", help = super::usercache::CACHE_DIR_HELP)]
     cache_dir: Option<PathBuf>,
     /// Build even when the inputs are unchanged and the output is in place.
     #[arg(long)]

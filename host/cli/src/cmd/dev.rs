@@ -35,7 +35,12 @@ pub struct DevArgs {
 }
 
 /// `kubewasm dev`.
-pub async fn command(args: DevArgs) -> Result<()> {
+pub async fn command(mut args: DevArgs) -> Result<()> {
+    // The user's code cache, as every other command on this machine: a plugin `build`,
+    // `test` or `approve` compiled loads without compiling again.
+    args.host.code_cache = Some(super::usercache::CodeCache::choose(
+        args.host.cache_dir.clone(),
+    ));
     let server = kubewasm_apiserver::ApiServer::start(kubewasm_apiserver::Config {
         bind: SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)),
         ..Default::default()
@@ -56,10 +61,20 @@ pub async fn command(args: DevArgs) -> Result<()> {
     // The Plugin kind first, so --apply may hold Plugin objects (`kubewasm approve`'s).
     let crd: serde_json::Value =
         serde_yaml_ng::from_str(PLUGIN_CRD).context("the Plugin CRD carried by kubewasm")?;
-    let mut docs = vec![manifests::Document {
-        source: PathBuf::from("deploy/kubernetes/base/crd-plugins.yaml"),
-        object: crd,
-    }];
+    // The namespace of the plugins' ServiceAccounts too, so `kubewasm approve`'s output
+    // applies as it is (it names that namespace; a cluster has it from deploy/).
+    let home = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": args.host.plugin_namespace()}});
+    let mut docs = vec![
+        manifests::Document {
+            source: PathBuf::from("deploy/kubernetes/base/crd-plugins.yaml"),
+            object: crd,
+        },
+        manifests::Document {
+            source: PathBuf::from("(the plugins' namespace)"),
+            object: home,
+        },
+    ];
     docs.extend(manifests::read_manifests(&args.apply)?);
     let n = manifests::apply_manifests(&client, &docs, Duration::from_secs(30)).await?;
     tracing::info!(objects = n, "manifests applied (the Plugin CRD first)");

@@ -24,10 +24,7 @@ use super::usercache::CodeCache;
 pub struct InspectArgs {
     /// The plugin file.
     file: PathBuf,
-    /// Keep compiled plugins here between runs (big components compile for seconds).
-    /// Default: the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else
-    /// ~/.cache/kubewasm/code), keyed by code.key beside it.
-    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR", help = super::usercache::CACHE_DIR_HELP)]
     cache_dir: Option<PathBuf>,
     /// Print only the Plugin object (kubewasm.dev/v1alpha1, without spec.module) that
     /// approves exactly what the plugin asks for: a directory-mode approval for

@@ -85,8 +85,8 @@ pub struct PlanArgs {
     /// as `kubewasm run --namespace`; default: every namespace.
     #[arg(long = "namespace", value_name = "NS", value_delimiter = ',')]
     namespaces: Vec<String>,
-    /// Namespace of the plugins' ServiceAccounts, as `kubewasm run` (default: the
-    /// in-cluster namespace, else the kubeconfig context's namespace).
+    /// Namespace of the plugins' ServiceAccounts, as `kubewasm run` (default: the pod's
+    /// namespace, else `kubewasm-system`, where `kubewasm approve` puts them).
     #[arg(long, env = "POD_NAMESPACE")]
     plugin_namespace: Option<String>,
     /// Send the dry-run writes as the kubeconfig's user instead of impersonating the
@@ -96,8 +96,7 @@ pub struct PlanArgs {
     /// How the plan is printed.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
-    /// Keep compiled plugins here between runs (as `kubewasm inspect`).
-    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR", help = super::usercache::CACHE_DIR_HELP)]
     cache_dir: Option<PathBuf>,
     /// Longest time compiling the plugin may take (in a worker process, as `run`).
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
@@ -136,7 +135,7 @@ pub async fn command(args: PlanArgs) -> Result<()> {
             namespace: args
                 .plugin_namespace
                 .clone()
-                .unwrap_or_else(|| client.default_namespace().to_string()),
+                .unwrap_or_else(super::run::home_namespace),
         }
     };
     // As `run` checks before it loads a plugin: a host that may not impersonate would see

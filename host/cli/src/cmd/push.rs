@@ -18,7 +18,9 @@ OCI artifact spec (what oras, wkg, Kubewarden and SpinKube read): an OCI image m
 (application/vnd.oci.image.manifest.v1+json) whose config has media type
 application/vnd.wasm.config.v0+json and whose one layer, of media type application/wasm, is
 the component itself, byte for byte. The artifact is reproducible: pushing the same file
-again gives the same digest.
+again gives the same digest. A blob the repository already has (asked with a HEAD) is not
+sent again: a second push of the same file sends only the manifest, and the summary says
+how many blobs were skipped.
 
 The last line on stdout is the pinned reference, oci://HOST[:PORT]/REPO@sha256:HEX, which
 names exactly these bytes forever (a tag can be moved; a digest cannot). Put it in a
@@ -63,13 +65,20 @@ pub async fn command(args: PushArgs) -> Result<()> {
     let creds = args.registry.auths()?.for_registry(to.registry());
     let client = Client::new(&args.registry.config())?;
     let started = Instant::now();
-    let pinned = client.push_wasm(&wasm, &to, &creds).await?;
+    let pushed = client.push_wasm(&wasm, &to, &creds).await?;
+    let skipped = match pushed.blobs_skipped {
+        0 => String::new(),
+        n => format!(
+            "; {n} of {} blobs already there, not sent",
+            n + pushed.blobs_sent
+        ),
+    };
     eprintln!(
-        "pushed {} ({} bytes) to {to} in {:.1?}",
+        "pushed {} ({} bytes) to {to} in {:.1?}{skipped}",
         args.file.display(),
         wasm.len(),
         started.elapsed()
     );
-    println!("{pinned}");
+    println!("{}", pushed.pinned);
     Ok(())
 }

@@ -31,6 +31,7 @@ use kubewasm::runtime::Approvals;
 use kubewasm::runtime::PluginFile;
 use kubewasm::runtime::plugin_files;
 use kubewasm::watch::discovery::Discovery;
+use serde_json::Value;
 
 use super::run::client_for;
 use super::usercache::CodeCache;
@@ -49,8 +50,9 @@ pub struct RbacFlags {
     #[arg(long, default_value = "kubewasm")]
     service_account: String,
     /// Namespace the host runs in (its ServiceAccount, Events and Lease, and the plugins'
-    /// ServiceAccounts).
-    #[arg(long, default_value = "kubewasm")]
+    /// ServiceAccounts); the default is the one `run`, `plan` and `dev` use out of a pod
+    /// and `deploy/` installs into.
+    #[arg(long, default_value = rbac::DEFAULT_NAMESPACE)]
     service_account_namespace: String,
     /// Resolve every kind through this cluster's discovery (exact plurals and scopes);
     /// also the cluster `--from-cluster` reads. Without it, plurals and scopes are guessed
@@ -81,10 +83,16 @@ pub struct RbacFlags {
     sharded: bool,
     /// The host runs with `kubewasm run --metrics-secure`: it may create TokenReviews and
     /// SubjectAccessReviews (to review each request to its metrics listener), and the
-    /// ClusterRole `<name>-metrics-reader` (get on /metrics and /status) is printed for
+    /// ClusterRole `NS:<name>-metrics-reader` (get on /metrics and /status) is printed for
     /// the scraper's ServiceAccount to be bound to (the binding is yours to write).
     #[arg(long)]
     metrics_secure: bool,
+    /// With --kubeconfig: print the RBAC even where a role or binding of the same name
+    /// exists on the cluster and belongs to another install (its label
+    /// kubewasm.dev/install names another namespace, or it is not kubewasm's); applying it
+    /// then takes that object over. Without it, that is an error naming them.
+    #[arg(long, requires = "kubeconfig")]
+    take_over: bool,
 }
 
 /// Flags of `kubewasm rbac`.
@@ -240,9 +248,13 @@ pub async fn render(
 ) -> Result<String> {
     let owned: Vec<Manifest> = approved.iter().map(|(n, a)| a.to_manifest(n)).collect();
     let manifests: Vec<&Manifest> = owned.iter().collect();
-    let resolved = match &flags.kubeconfig {
-        Some(path) => {
-            let discovery = Discovery::new(client_for(Some(path), None).await?);
+    let client = match &flags.kubeconfig {
+        Some(path) => Some(client_for(Some(path), None).await?),
+        None => None,
+    };
+    let resolved = match &client {
+        Some(client) => {
+            let discovery = Discovery::new(client.clone());
             resolve_all(&discovery, &manifests, flags.allow_guess).await?
         }
         None => {
@@ -267,17 +279,94 @@ pub async fn render(
         metrics_secure: flags.metrics_secure,
     };
     let reader = rbac::metrics_reader_name(&opts);
-    if let Some((name, _)) = approved
-        .iter()
-        .find(|(n, _)| opts.metrics_secure && format!("{}-{n}", opts.name) == reader)
-    {
+    if let Some((name, _)) = approved.iter().find(|(n, _)| {
+        opts.metrics_secure
+            && rbac::qualified(
+                &opts.service_account_namespace,
+                &format!("{}-{n}", opts.name),
+            ) == reader
+    }) {
         bail!(
-            "plugin {name}'s ClusterRole would be named {reader}, the name of the metrics              reader's ClusterRole (--metrics-secure): rename the plugin or give --name"
+            "plugin {name}'s ClusterRole would be named {reader}, the name of the metrics \
+             reader's ClusterRole (--metrics-secure): rename the plugin or give --name"
         );
     }
     let pairs: Vec<(&str, &Approval)> = approved.iter().map(|(n, a)| (n.as_str(), a)).collect();
     let objects = rbac::render_approved(&pairs, |r| resolved.get(r).cloned(), &opts);
+    if let Some(client) = &client {
+        let install = &flags.service_account_namespace;
+        let foreign = foreign_objects(client, &objects, install).await;
+        if !foreign.is_empty() {
+            let list = foreign.join("; ");
+            if !flags.take_over {
+                bail!(
+                    "{list}: applying this RBAC would take them over from another install. \
+                     Give this install its own namespace (--service-account-namespace) or \
+                     --name, or pass --take-over"
+                );
+            }
+            tracing::warn!(objects = %list, "--take-over: applying this RBAC takes these over");
+        }
+    }
     Ok(rbac::to_yaml(&objects))
+}
+
+/// The roles and bindings among `objects` that live outside the install's namespace
+/// (where other installs' objects live too), exist on the cluster, and are not this
+/// install's (their `kubewasm.dev/install` label names another, or none): a server-side
+/// apply would silently rewrite their rules and subjects. A lookup that fails (no `get`
+/// on RBAC objects) proves nothing: logged, not reported.
+async fn foreign_objects(client: &kube::Client, objects: &[Value], install: &str) -> Vec<String> {
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+    let mut foreign = Vec::new();
+    for o in objects {
+        let kind = o["kind"].as_str().unwrap_or_default();
+        if !matches!(
+            kind,
+            "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
+        ) {
+            continue;
+        }
+        let namespace = o["metadata"]["namespace"].as_str();
+        if namespace == Some(install) {
+            continue;
+        }
+        let name = o["metadata"]["name"].as_str().unwrap_or_default();
+        let plural = format!("{}s", kind.to_lowercase());
+        let ar = ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("rbac.authorization.k8s.io", "v1", kind),
+            &plural,
+        );
+        let api: Api<DynamicObject> = match namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let what = match namespace {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
+        match api.get_opt(name).await {
+            Ok(Some(existing)) => {
+                let labels = existing.metadata.labels.unwrap_or_default();
+                match labels.get(rbac::INSTALL_LABEL).map(String::as_str) {
+                    Some(owner) if owner == install => {}
+                    Some(owner) => foreign.push(format!(
+                        "{what} exists and belongs to the install in namespace {owner}"
+                    )),
+                    None => foreign.push(format!(
+                        "{what} exists and is not a kubewasm install's (no label {})",
+                        rbac::INSTALL_LABEL
+                    )),
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(object = %what, error = %e,
+                    "cannot check whether this exists already; not checked for a takeover");
+            }
+        }
+    }
+    foreign
 }
 
 /// Every kind the manifests watch, read or are granted, resolved on the cluster. A kind the

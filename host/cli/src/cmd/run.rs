@@ -9,6 +9,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use kubewasm::apply::WriteIdentity;
 use kubewasm::cases::record::RecordConfig;
+use kubewasm::core::rbac;
 use kubewasm::event::{QuarantinePolicy, QueueConfig};
 use kubewasm::host::{
     Election, EventsConfig, Host, HostConfig, ObjectsConfig, PluginsConfig, ReplicasConfig,
@@ -153,9 +154,16 @@ pub struct HostArgs {
     fresh_instances: bool,
     /// Keep compiled plugins here, so restarts and reloads of known plugins skip
     /// compilation (keyed by content hash and engine version; must be writable only by
-    /// the host).
+    /// the host). Entries are authenticated with KUBEWASM_CACHE_KEY_FILE's key (`run`:
+    /// else a key of this process; `dev`: else the per-user key, and without this flag
+    /// the per-user cache ~/.cache/kubewasm/code).
     #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
-    cache_dir: Option<PathBuf>,
+    pub(crate) cache_dir: Option<PathBuf>,
+    /// The compiled-code cache `dev` chose (the user's, keyed by the user's key); None:
+    /// `--cache-dir`, keyed as `KUBEWASM_CACHE_KEY_FILE` says (`run` in a pod keeps its own
+    /// key).
+    #[arg(skip)]
+    pub(crate) code_cache: Option<super::usercache::CodeCache>,
     /// Longest time compiling one plugin may take (in a worker process); a file that
     /// takes longer is refused until it changes.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
@@ -197,7 +205,7 @@ pub struct HostArgs {
     /// its bearer token and authorized with a SubjectAccessReview of its path (verb get,
     /// non-resource URL /metrics, /status, ...), as controller-runtime's metrics server:
     /// 401 without a valid token, 403 without the RBAC (`kubewasm rbac --metrics-secure`
-    /// renders the host's rules and the kubewasm-metrics-reader ClusterRole to bind
+    /// renders the host's rules and the NS:kubewasm-metrics-reader ClusterRole to bind
     /// Prometheus to). Answers are kept up to a minute. /healthz and /readyz there are
     /// reviewed too: give the kubelet --probe-addr.
     #[arg(long)]
@@ -243,7 +251,8 @@ pub struct HostArgs {
         value_delimiter = ','
     )]
     namespaces: Vec<String>,
-    /// Namespace of the Lease (default: the in-cluster namespace, else `default`).
+    /// Namespace of the Lease (default: the pod's namespace, else `kubewasm-system`, where
+    /// `kubewasm rbac` grants the Lease by default).
     #[arg(long, env = "POD_NAMESPACE")]
     lease_namespace: Option<String>,
     /// This replica's name in Events, and the base of its Lease identity (which adds a
@@ -262,8 +271,8 @@ pub struct HostArgs {
     /// is granted. Not with --no-impersonation (plugins then read as the host).
     #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
     access_review_interval: Duration,
-    /// Namespace of the plugins' ServiceAccounts (default: the in-cluster namespace, else
-    /// the kubeconfig context's namespace).
+    /// Namespace of the plugins' ServiceAccounts (default: the pod's namespace, else
+    /// `kubewasm-system`, where `kubewasm rbac` and `approve` put them by default).
     #[arg(long, env = "POD_NAMESPACE")]
     plugin_namespace: Option<String>,
     /// Write each handled event (the object, what the plugin read through `host.get` /
@@ -304,9 +313,8 @@ pub struct RunArgs {
 }
 
 impl HostArgs {
-    /// The host's configuration from the flags; `default_namespace` (the client's) is the
-    /// namespace they leave out (the plugins' ServiceAccounts', the Lease's).
-    fn config(&self, default_namespace: &str) -> Result<HostConfig> {
+    /// The host's configuration from the flags.
+    fn config(&self) -> Result<HostConfig> {
         if self.plugins.is_none() && self.no_plugin_objects {
             anyhow::bail!(
                 "nothing to load: give --plugins DIR, or drop --no-plugin-objects to load Plugin objects"
@@ -325,10 +333,7 @@ impl HostArgs {
                  FILE.wasm` prints an approval)"
             );
         }
-        let host_namespace = self
-            .plugin_namespace
-            .clone()
-            .unwrap_or_else(|| default_namespace.to_string());
+        let host_namespace = self.plugin_namespace();
         let identity = self.identity();
         Ok(HostConfig {
             plugins: self.plugins_config(ceilings, &host_namespace)?,
@@ -338,7 +343,7 @@ impl HostArgs {
                 namespaces: self.watch_namespaces()?,
             },
             events: self.events_config(host_namespace),
-            replicas: self.replicas_config(default_namespace, &identity),
+            replicas: self.replicas_config(&identity),
             serve: ServeConfig {
                 metrics_addr: self.metrics_addr()?,
                 probe_addr: self.probe_addr()?,
@@ -380,7 +385,11 @@ impl HostArgs {
             objects: self.objects_config(ceilings, host_namespace)?,
             approvals: self.approvals.clone(),
             load,
-            cache_dir: self.cache_dir.clone(),
+            cache_dir: match &self.code_cache {
+                Some(c) => c.dir.clone(),
+                None => self.cache_dir.clone(),
+            },
+            cache_key_file: self.code_cache.as_ref().and_then(|c| c.key_file.clone()),
             reload_debounce: (!self.no_reload).then_some(self.reload_debounce),
             rescan_interval: (!self.no_reload && !self.rescan_interval.is_zero())
                 .then_some(self.rescan_interval),
@@ -457,16 +466,14 @@ impl HostArgs {
     }
 
     /// Alone, the leader's Lease, or the shards' Leases: one Lease setup for both.
-    fn replicas_config(&self, default_namespace: &str, identity: &str) -> ReplicasConfig {
+    fn replicas_config(&self, identity: &str) -> ReplicasConfig {
         let lease = || LeaderConfig {
             lease_duration: self.lease_duration,
             renew_deadline: self.renew_deadline,
             retry_period: self.retry_period,
             ..LeaderConfig::new(
                 &self.lease_name,
-                self.lease_namespace
-                    .clone()
-                    .unwrap_or_else(|| default_namespace.to_string()),
+                self.lease_namespace.clone().unwrap_or_else(home_namespace),
                 leader::process_identity(identity),
             )
         };
@@ -506,6 +513,12 @@ impl HostArgs {
             )
         })?;
         Ok(ceilings)
+    }
+
+    /// Where the plugins' ServiceAccounts are: `--plugin-namespace`, else
+    /// [`home_namespace`].
+    pub(crate) fn plugin_namespace(&self) -> String {
+        self.plugin_namespace.clone().unwrap_or_else(home_namespace)
     }
 
     /// `--namespace` values, checked ([`namespaces_flag`]).
@@ -615,6 +628,26 @@ pub async fn client_for(
     kube::Client::try_from(config).context("building the Kubernetes client")
 }
 
+/// The namespace the host lives in when no flag (or `POD_NAMESPACE`) names it: in a pod,
+/// its ServiceAccount's namespace; elsewhere [`rbac::DEFAULT_NAMESPACE`], where `kubewasm
+/// rbac` and `approve` put the ServiceAccounts by default. Not the kubeconfig context's:
+/// which context a developer has selected says nothing of where the RBAC was applied.
+pub fn home_namespace() -> String {
+    let dir = std::env::var_os("KUBEWASM_SERVICEACCOUNT_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(kubewasm::serve::incluster::DEFAULT_DIR));
+    home_namespace_in(&dir)
+}
+
+/// [`home_namespace`] with the ServiceAccount's files in `dir`.
+fn home_namespace_in(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("namespace"))
+        .ok()
+        .map(|ns| ns.trim().to_string())
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| rbac::DEFAULT_NAMESPACE.to_string())
+}
+
 /// Resolves on SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
@@ -647,7 +680,7 @@ pub async fn run_host(
     args: &HostArgs,
     started: impl FnOnce(&Host),
 ) -> Result<()> {
-    let config = args.config(client.default_namespace())?;
+    let config = args.config()?;
     let host = Host::start(client, config).await?;
     tracing::info!(plugins = %host.plugins().join(","), "host running; Ctrl-C to stop");
     started(&host);
@@ -771,6 +804,14 @@ mod tests {
     }
 
     #[test]
+    fn the_home_namespace_is_the_pods_else_the_one_rbac_renders() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(home_namespace_in(dir.path()), "kubewasm-system");
+        std::fs::write(dir.path().join("namespace"), "team-a\n").expect("write");
+        assert_eq!(home_namespace_in(dir.path()), "team-a");
+    }
+
+    #[test]
     fn a_leader_and_shards_stand_on_the_same_lease_setup() {
         let lease = [
             "--lease-name",
@@ -780,13 +821,11 @@ mod tests {
             "--renew-deadline",
             "6s",
         ];
-        let leader =
-            flags(&[&["--leader-elect"][..], &lease].concat()).replicas_config("ns", "pod");
+        let leader = flags(&[&["--leader-elect"][..], &lease].concat()).replicas_config("pod");
         let Election::Leader(l) = &leader.election else {
             panic!("--leader-elect: {:?}", leader.election);
         };
-        let sharded =
-            flags(&[&["--shards", "4"][..], &lease].concat()).replicas_config("ns", "pod");
+        let sharded = flags(&[&["--shards", "4"][..], &lease].concat()).replicas_config("pod");
         let Election::Shards(s) = &sharded.election else {
             panic!("--shards: {:?}", sharded.election);
         };
@@ -794,8 +833,9 @@ mod tests {
         for l in [l, &s.lease] {
             assert_eq!(l.lease_name, "kw");
             assert_eq!(
-                l.namespace, "ns",
-                "the client's namespace without --lease-namespace"
+                l.namespace,
+                rbac::DEFAULT_NAMESPACE,
+                "out of a pod, without --lease-namespace: where `kubewasm rbac` grants it"
             );
             assert_eq!(l.lease_duration, Duration::from_secs(9));
             assert_eq!(l.renew_deadline, Duration::from_secs(6));
@@ -810,7 +850,7 @@ mod tests {
             "each process its own candidate"
         );
         assert_eq!(leader.tombstone_retention, Duration::from_secs(18));
-        let alone = flags(&["--lease-namespace", "other"]).replicas_config("ns", "pod");
+        let alone = flags(&["--lease-namespace", "other"]).replicas_config("pod");
         assert!(
             matches!(alone.election, Election::Alone),
             "{:?}",

@@ -39,11 +39,7 @@ pub struct TestArgs {
     /// Rewrite each case's expectation with the plugin's actual output.
     #[arg(long)]
     update: bool,
-    /// Keep compiled plugins here between runs: a big component (Python, JavaScript)
-    /// then loads in milliseconds instead of compiling for seconds on every run. Default:
-    /// the per-user cache, $XDG_CACHE_HOME/kubewasm/code (else ~/.cache/kubewasm/code),
-    /// keyed by code.key beside it.
-    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR")]
+    #[arg(long, value_name = "DIR", env = "KUBEWASM_CACHE_DIR", help = super::usercache::CACHE_DIR_HELP)]
     cache_dir: Option<PathBuf>,
     /// Which instances run the cases: `fresh` (a new instance per case), `reused` (all
     /// cases of a plugin and settings through one instance, in order, as `run` reuses

@@ -1,11 +1,15 @@
-//! The per-user compiled-code cache `inspect` and `test` share by default, so a big
-//! component (Python, JavaScript) compiles once per version instead of on every run.
+//! The per-user compiled-code cache every command that compiles on a developer's machine
+//! shares (`build`, `test`, `inspect`, `approve`, `plan`, `rbac`, `dev`), so a big
+//! component (Python, JavaScript) compiles once per version, whichever command comes
+//! first. `run` keeps its own (in a pod, the key of the cache-key Secret).
 //!
 //! It is `$XDG_CACHE_HOME/kubewasm/code` (else `~/.cache/kubewasm/code`), its entries
 //! authenticated with the key in `code.key` beside it (created 0600 on first use, in a
 //! 0700 directory): only the user can write entries the next run trusts. `--cache-dir` /
-//! `KUBEWASM_CACHE_DIR` choose another directory (keyed as `KUBEWASM_CACHE_KEY_FILE`
-//! says), and `KUBEWASM_CACHE_KEY_FILE` alone keeps the old behaviour (no disk cache).
+//! `KUBEWASM_CACHE_DIR` choose another directory, keyed with the same per-user key (so
+//! two commands given the same directory trust each other's entries);
+//! `KUBEWASM_CACHE_KEY_FILE` names another key, and alone keeps the old behaviour (no
+//! disk cache).
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -15,8 +19,15 @@ use kubewasm::runtime::codecache::{KEY_FILE_ENV, MIN_KEY_BYTES};
 use kubewasm::runtime::compiler::DEFAULT_COMPILE_ADDRESS_SPACE;
 use kubewasm::runtime::{LoadOptions, Loader, PluginEngine};
 
+/// `--cache-dir` of every command that compiles but `run`: one text, as the cache is one.
+pub const CACHE_DIR_HELP: &str = "Keep compiled plugins here (a big component then loads in milliseconds instead \
+     of compiling for seconds). Default: the per-user cache $XDG_CACHE_HOME/kubewasm/code (else \
+     ~/.cache/kubewasm/code). Entries are keyed with KUBEWASM_CACHE_KEY_FILE, else the per-user \
+     key code.key beside the per-user cache, so build, test, inspect, approve, plan, rbac and dev \
+     reuse each other's compiled code";
+
 /// Where compiled code is kept, and under which key.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct CodeCache {
     /// The cache directory; None: memory only.
     pub dir: Option<PathBuf>,
@@ -26,26 +37,28 @@ pub struct CodeCache {
 
 impl CodeCache {
     /// The cache a command uses given its `--cache-dir`: that directory, or the per-user
-    /// default when no cache setting is given. Without a usable home (no HOME, read-only),
-    /// memory only.
+    /// default when no cache setting is given; keyed with `KUBEWASM_CACHE_KEY_FILE` when
+    /// set, else with the per-user key. Without a usable home (no HOME, read-only), a
+    /// given directory is keyed per process and the default is memory only.
     pub fn choose(cache_dir: Option<PathBuf>) -> Self {
-        if cache_dir.is_some() {
+        let key_from_env = std::env::var_os(KEY_FILE_ENV).is_some_and(|v| !v.is_empty());
+        if key_from_env {
             return CodeCache {
                 dir: cache_dir,
                 key_file: None,
             };
         }
-        if std::env::var_os(KEY_FILE_ENV).is_some_and(|v| !v.is_empty()) {
-            return CodeCache::default();
-        }
-        match per_user() {
-            Ok((dir, key)) => CodeCache {
-                dir: Some(dir),
+        match (per_user(), cache_dir) {
+            (Ok((dir, key)), given) => CodeCache {
+                dir: Some(given.unwrap_or(dir)),
                 key_file: Some(key),
             },
-            Err(e) => {
-                tracing::debug!(error = %e, "no per-user code cache");
-                CodeCache::default()
+            (Err(e), given) => {
+                tracing::debug!(error = %e, "no per-user code cache key");
+                CodeCache {
+                    dir: given,
+                    key_file: None,
+                }
             }
         }
     }

@@ -18,7 +18,7 @@
 //! | leader election | `get`, `create`, `update` on `leases` in the host's own namespace |
 //! | shards (`kubewasm run --shards S`, [`RbacOptions::sharded`]) | also `list` (the shard and member Leases, by label) and `delete` (its member Lease, on a clean shutdown) on `leases` there |
 //! | checking its own permissions at start (SelfSubjectAccessReviews) | `create` on `selfsubjectaccessreviews.authorization.k8s.io` (ClusterRole only, beside discovery; a namespace-only setup relies on the default `system:basic-user` binding, which gives it to every authenticated user) |
-//! | `--metrics-secure`: reviewing each request to `/metrics` and `/status` ([`RbacOptions::metrics_secure`]) | `create` on `tokenreviews.authentication.k8s.io` and `subjectaccessreviews.authorization.k8s.io`; and, for the scraper (bound by the operator, not rendered), the ClusterRole `<name>-metrics-reader`: `get` on the non-resource URLs `/metrics` and `/status` ([`metrics_reader`]) |
+//! | `--metrics-secure`: reviewing each request to `/metrics` and `/status` ([`RbacOptions::metrics_secure`]) | `create` on `tokenreviews.authentication.k8s.io` and `subjectaccessreviews.authorization.k8s.io`; and, for the scraper (bound by the operator, not rendered), the ClusterRole `<install>:<name>-metrics-reader`: `get` on the non-resource URLs `/metrics` and `/status` ([`metrics_reader`]) |
 //! | Plugin objects: their cache, their status | `get`, `list`, `watch` on `plugins.kubewasm.dev`; `patch` on `plugins/status` |
 //! | a Plugin's pull secret | `get` on exactly the allowed pull secrets ([`RbacOptions::pull_secrets`], `resourceNames`) in the host's own namespace; none without them |
 //!
@@ -46,8 +46,16 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use render::{metrics_reader, metrics_reader_name, render, render_approved, to_yaml};
+pub use render::{
+    INSTALL_LABEL, metrics_reader, metrics_reader_name, qualified, render, render_approved, to_yaml,
+};
 pub use rules::{ReadRule, grant_ref, read_rules};
+
+/// The namespace the host and the plugins' ServiceAccounts live in when nothing names
+/// another: what `kubewasm rbac` and `approve` render, `run`, `plan` and `dev` impersonate
+/// in out of a pod, and `deploy/` installs into. One name, so each command's default
+/// output works with the others'.
+pub const DEFAULT_NAMESPACE: &str = "kubewasm-system";
 
 /// What to generate.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,7 +99,7 @@ impl Default for RbacOptions {
             namespace: None,
             name: "kubewasm".into(),
             service_account: "kubewasm".into(),
-            service_account_namespace: "kubewasm".into(),
+            service_account_namespace: DEFAULT_NAMESPACE.into(),
             impersonation: true,
             host_roles_per_plugin: false,
             plugin_objects: true,

@@ -15,6 +15,19 @@ use crate::resource::ResourceRef;
 
 const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
 
+/// The label naming the install (its namespace) on every object rendered: what `kubewasm
+/// rbac --kubeconfig` compares before it would take over an object of the same name.
+pub const INSTALL_LABEL: &str = "kubewasm.dev/install";
+
+/// The name of a role or binding outside the install's namespace (cluster-scoped, or in
+/// another namespace), where another install's objects live too: prefixed with the
+/// install's namespace, as the ServiceAccount it binds is `system:serviceaccount:NS:NAME`.
+/// Two installs in two namespaces never share one; inside its own namespace a role keeps
+/// its plain name.
+pub fn qualified(install: &str, name: &str) -> String {
+    format!("{install}:{name}")
+}
+
 /// The ServiceAccount a plugin's writes are impersonated as: named like its field manager.
 fn plugin_service_account(m: &Manifest) -> String {
     m.field_manager()
@@ -29,7 +42,9 @@ fn plugin_service_account(m: &Manifest) -> String {
 /// grants. Without it, the host's roles hold every plugin's grants too.
 ///
 /// Objects: ServiceAccounts, then per identity its ClusterRole and ClusterRoleBinding (when
-/// anything needs cluster scope), then a Role and RoleBinding per namespace. `resolve` maps
+/// anything needs cluster scope), then a Role and RoleBinding per namespace. Roles and
+/// bindings outside the install's namespace are named [`qualified`]
+/// (`kubewasm-system:kubewasm`), and every object carries [`INSTALL_LABEL`]. `resolve` maps
 /// a kind or resource argument to its resource; None falls back to
 /// [`guess`](crate::kind::guess). Pass each plugin's manifest with the grants and reads the
 /// operator approved.
@@ -79,9 +94,13 @@ pub fn render_approved(
 }
 
 /// The name of the ClusterRole [`metrics_reader`]: `<name>-metrics-reader`, the name
-/// kubebuilder's scaffold gives it (`kubewasm-metrics-reader`).
+/// kubebuilder's scaffold gives it, [`qualified`] by the install
+/// (`kubewasm-system:kubewasm-metrics-reader`).
 pub fn metrics_reader_name(opts: &RbacOptions) -> String {
-    format!("{}-metrics-reader", opts.name)
+    qualified(
+        &opts.service_account_namespace,
+        &format!("{}-metrics-reader", opts.name),
+    )
 }
 
 /// The ClusterRole a scraper of `kubewasm run --metrics-secure` is bound to (Prometheus's
@@ -95,7 +114,8 @@ pub fn metrics_reader(opts: &RbacOptions) -> Value {
         "metadata": {
             "name": metrics_reader_name(opts),
             "labels": {"app.kubernetes.io/name": "kubewasm",
-                       "app.kubernetes.io/component": "metrics"},
+                       "app.kubernetes.io/component": "metrics",
+                       INSTALL_LABEL: opts.service_account_namespace},
         },
         "rules": [{"nonResourceURLs": ["/metrics", "/status"], "verbs": ["get"]}],
     })
@@ -240,12 +260,14 @@ fn render_with(
         .collect();
 
     let plugins: Vec<&str> = manifests.iter().map(|m| m.name.as_str()).collect();
+    let install = opts.service_account_namespace.as_str();
     let metadata =
         |name: &str, namespace: Option<&str>, for_plugins: &[&str], guessed_here: Vec<String>| {
             let mut meta = json!({
                 "name": name,
                 "labels": {"app.kubernetes.io/name": "kubewasm",
-                           "app.kubernetes.io/component": "rbac"},
+                           "app.kubernetes.io/component": "rbac",
+                           INSTALL_LABEL: install},
                 "annotations": {"kubewasm.dev/plugins": for_plugins.join(",")},
             });
             if let Some(ns) = namespace {
@@ -278,7 +300,9 @@ fn render_with(
                      extra_home: &[Value]| {
         let subject = json!([{"kind": "ServiceAccount", "name": account,
                               "namespace": opts.service_account_namespace}]);
+        let outside = qualified(install, name);
         if rules.by_scope.contains_key(&Scope::Cluster) {
+            let name = outside.as_str();
             let mut cluster_rules = Vec::new();
             // Discovery is needed whenever anything is cluster-wide.
             if discovery {
@@ -316,6 +340,11 @@ fn render_with(
             if *scope == home {
                 ns_rules.extend(extra_home.iter().cloned());
             }
+            let name = if *scope == home {
+                name
+            } else {
+                outside.as_str()
+            };
             out.push(json!({
                 "apiVersion": RBAC_API,
                 "kind": "Role",

@@ -56,7 +56,7 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
         cluster.get(&key("kubewasm.dev", "plugins/status")),
         Some(&set(&["patch"]))
     );
-    let home = perms(find(&on, "Role", Some("kubewasm")));
+    let home = perms(find(&on, "Role", Some("kubewasm-system")));
     assert_eq!(
         home.get(&key("", "secrets")),
         None,
@@ -70,7 +70,7 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
             ..RbacOptions::default()
         },
     );
-    let home = find(&allowed, "Role", Some("kubewasm"));
+    let home = find(&allowed, "Role", Some("kubewasm-system"));
     let secrets: Vec<&Value> = home["rules"]
         .as_array()
         .unwrap()
@@ -94,7 +94,7 @@ fn the_host_reads_plugin_objects_writes_their_status_and_reads_pull_secrets_at_h
     );
     let text = serde_json::to_string(&off).unwrap_or_default();
     assert!(!text.contains("plugins/status"), "{text}");
-    assert!(!perms(find(&off, "Role", Some("kubewasm"))).contains_key(&key("", "secrets")));
+    assert!(!perms(find(&off, "Role", Some("kubewasm-system"))).contains_key(&key("", "secrets")));
 }
 
 fn provisioner() -> Manifest {
@@ -207,11 +207,11 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
     assert_eq!(
         kinds,
         [
-            ("ServiceAccount", Some("kubewasm")),
+            ("ServiceAccount", Some("kubewasm-system")),
             ("ClusterRole", None),
             ("ClusterRoleBinding", None),
-            ("Role", Some("kubewasm")),
-            ("RoleBinding", Some("kubewasm")),
+            ("Role", Some("kubewasm-system")),
+            ("RoleBinding", Some("kubewasm-system")),
             ("Role", Some("shop")),
             ("RoleBinding", Some("shop")),
             ("Role", Some("web")),
@@ -252,7 +252,7 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
             [(key("", "services"), set(&["create", "patch", "delete"]))].into()
         );
     }
-    let leases = perms(find(&objs, "Role", Some("kubewasm")));
+    let leases = perms(find(&objs, "Role", Some("kubewasm-system")));
     assert_eq!(
         leases,
         [(
@@ -262,9 +262,15 @@ fn cluster_role_has_reads_grants_and_events_namespaced_grants_get_roles() {
         .into()
     );
     let binding = find(&objs, "ClusterRoleBinding", None);
-    assert_eq!(binding["roleRef"]["name"], "kubewasm");
+    // Cluster-scoped: named after the install, as its ServiceAccount is.
+    assert_eq!(binding["metadata"]["name"], "kubewasm-system:kubewasm");
+    assert_eq!(binding["roleRef"]["name"], "kubewasm-system:kubewasm");
+    assert_eq!(
+        binding["metadata"]["labels"]["kubewasm.dev/install"],
+        "kubewasm-system"
+    );
     assert_eq!(binding["subjects"][0]["name"], "kubewasm");
-    assert_eq!(binding["subjects"][0]["namespace"], "kubewasm");
+    assert_eq!(binding["subjects"][0]["namespace"], "kubewasm-system");
 }
 
 /// `kubewasm run --shards S` lists the shard and member Leases and deletes its member
@@ -282,7 +288,7 @@ fn sharded_hosts_also_list_and_delete_their_leases() {
             ..host_only()
         },
     );
-    let home = |objs: &[Value]| perms(find(objs, "Role", Some("kubewasm")));
+    let home = |objs: &[Value]| perms(find(objs, "Role", Some("kubewasm-system")));
     assert_eq!(
         home(&plain)[&key("coordination.k8s.io", "leases")],
         set(&["get", "create", "update"])
@@ -293,7 +299,7 @@ fn sharded_hosts_also_list_and_delete_their_leases() {
         set(&["get", "list", "create", "update", "delete"]),
     );
     assert_eq!(home(&sharded), want);
-    let lease_rule = find(&sharded, "Role", Some("kubewasm"))["rules"]
+    let lease_rule = find(&sharded, "Role", Some("kubewasm-system"))["rules"]
         .as_array()
         .unwrap()
         .iter()
@@ -500,14 +506,26 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
         })
         .collect();
     for want in [
-        ("ServiceAccount", "kubewasm", Some("kubewasm")),
-        ("ServiceAccount", "kubewasm-provisioner", Some("kubewasm")),
-        ("ServiceAccount", "kubewasm-other", Some("kubewasm")),
-        ("ClusterRole", "kubewasm-provisioner", None),
-        ("ClusterRoleBinding", "kubewasm-provisioner", None),
-        ("Role", "kubewasm-provisioner", Some("web")),
-        ("RoleBinding", "kubewasm-provisioner", Some("shop")),
-        ("ClusterRole", "kubewasm-other", None),
+        ("ServiceAccount", "kubewasm", Some("kubewasm-system")),
+        (
+            "ServiceAccount",
+            "kubewasm-provisioner",
+            Some("kubewasm-system"),
+        ),
+        ("ServiceAccount", "kubewasm-other", Some("kubewasm-system")),
+        ("ClusterRole", "kubewasm-system:kubewasm-provisioner", None),
+        (
+            "ClusterRoleBinding",
+            "kubewasm-system:kubewasm-provisioner",
+            None,
+        ),
+        ("Role", "kubewasm-system:kubewasm-provisioner", Some("web")),
+        (
+            "RoleBinding",
+            "kubewasm-system:kubewasm-provisioner",
+            Some("shop"),
+        ),
+        ("ClusterRole", "kubewasm-system:kubewasm-other", None),
     ] {
         assert!(names.contains(&want), "{want:?} in {names:?}");
     }
@@ -515,7 +533,9 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     // whether each plugin's account may read what the plugin is approved to read.
     let host = perms(
         objs.iter()
-            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
+            .find(|o| {
+                o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm-system:kubewasm"
+            })
             .unwrap(),
     );
     assert!(
@@ -545,7 +565,10 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     let own = |name: &str| {
         perms(
             objs.iter()
-                .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == name)
+                .find(|o| {
+                    o["kind"] == "ClusterRole"
+                        && o["metadata"]["name"] == format!("kubewasm-system:{name}")
+                })
                 .unwrap(),
         )
     };
@@ -572,10 +595,13 @@ fn each_plugin_gets_its_own_account_and_the_host_impersonates_exactly_those() {
     );
     let binding = objs
         .iter()
-        .find(|o| o["kind"] == "ClusterRoleBinding" && o["metadata"]["name"] == "kubewasm-other")
+        .find(|o| {
+            o["kind"] == "ClusterRoleBinding"
+                && o["metadata"]["name"] == "kubewasm-system:kubewasm-other"
+        })
         .unwrap();
     assert_eq!(binding["subjects"][0]["name"], "kubewasm-other");
-    assert_eq!(binding["roleRef"]["name"], "kubewasm-other");
+    assert_eq!(binding["roleRef"]["name"], "kubewasm-system:kubewasm-other");
 }
 
 /// Per-plugin host roles: each plugin's set is what rendering it alone gives (under its
@@ -602,15 +628,17 @@ fn host_roles_per_plugin_are_each_plugin_s_own() {
         names(&both, "ServiceAccount"),
         ["kubewasm", "kubewasm-other", "kubewasm-provisioner"]
     );
-    assert!(names(&both, "ClusterRole").contains(&"kubewasm:provisioner".to_string()));
-    assert!(names(&both, "ClusterRole").contains(&"kubewasm:other".to_string()));
-    assert!(!names(&both, "ClusterRole").contains(&"kubewasm".to_string()));
+    assert!(
+        names(&both, "ClusterRole").contains(&"kubewasm-system:kubewasm:provisioner".to_string())
+    );
+    assert!(names(&both, "ClusterRole").contains(&"kubewasm-system:kubewasm:other".to_string()));
+    assert!(!names(&both, "ClusterRole").contains(&"kubewasm-system:kubewasm".to_string()));
     // Every role of `a` alone is in the rendering of both, unchanged.
     for o in alone.iter().filter(|o| o["kind"] != "ServiceAccount") {
         assert!(both.contains(o), "{o:#}");
     }
     // The host may impersonate only `a`'s account through `a`'s role.
-    let role = find(&alone, "Role", Some("kubewasm"));
+    let role = find(&alone, "Role", Some("kubewasm-system"));
     assert!(
         role["metadata"]["name"] == "kubewasm:provisioner",
         "{role:#}"
@@ -636,16 +664,15 @@ fn the_host_may_review_its_own_access_and_plugins_need_not() {
     let objs = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
     let host = objs
         .iter()
-        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm")
+        .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "kubewasm-system:kubewasm")
         .expect("the host's ClusterRole");
     let rules = host["rules"].as_array().unwrap();
     assert!(rules.iter().any(is_self_review), "{host:#}");
     let review = rules.iter().find(|r| is_self_review(r)).unwrap();
     assert_eq!(review["verbs"], serde_json::json!(["create"]));
-    for plugin in objs
-        .iter()
-        .filter(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] != "kubewasm")
-    {
+    for plugin in objs.iter().filter(|o| {
+        o["kind"] == "ClusterRole" && o["metadata"]["name"] != "kubewasm-system:kubewasm"
+    }) {
         assert!(
             !plugin["rules"]
                 .as_array()
@@ -705,7 +732,7 @@ fn a_plugins_account_reads_where_its_approval_lets_it() {
             objs.iter()
                 .find(|o| {
                     o["kind"] == kind
-                        && o["metadata"]["name"] == "kubewasm-p"
+                        && o["metadata"]["name"] == "kubewasm-system:kubewasm-p"
                         && o["metadata"]["namespace"].as_str() == ns
                 })
                 .unwrap_or_else(|| panic!("no {kind} kubewasm-p in {ns:?}: {objs:#?}")),
@@ -761,7 +788,7 @@ fn secure_metrics_add_the_reviews_and_a_reader_role() {
     assert!(!host_off.contains_key(&key("authentication.k8s.io", "tokenreviews")));
     assert!(
         !off.iter()
-            .any(|o| o["metadata"]["name"] == "kubewasm-metrics-reader")
+            .any(|o| o["metadata"]["name"] == "kubewasm-system:kubewasm-metrics-reader")
     );
     for per_plugin in [false, true] {
         let opts = RbacOptions {
@@ -781,7 +808,7 @@ fn secure_metrics_add_the_reviews_and_a_reader_role() {
         );
         let readers: Vec<&Value> = on
             .iter()
-            .filter(|o| o["metadata"]["name"] == "kubewasm-metrics-reader")
+            .filter(|o| o["metadata"]["name"] == "kubewasm-system:kubewasm-metrics-reader")
             .collect();
         assert_eq!(readers.len(), 1, "one reader role: {on:#?}");
         assert_eq!(readers[0]["kind"], "ClusterRole");
@@ -791,7 +818,7 @@ fn secure_metrics_add_the_reviews_and_a_reader_role() {
         );
         assert!(
             !on.iter()
-                .any(|o| o["roleRef"]["name"] == "kubewasm-metrics-reader"),
+                .any(|o| o["roleRef"]["name"] == "kubewasm-system:kubewasm-metrics-reader"),
             "not bound: whom to bind is the operator's choice"
         );
     }

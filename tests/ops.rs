@@ -641,7 +641,7 @@ async fn secure_metrics_need_a_token_and_the_reader_role() {
     let addr = ops_addr(&host).await;
     let get = |path: &'static str, token: Option<&'static str>| {
         let (addr, ca) = (addr.clone(), tls.ca_file.clone());
-        async move { https_get(&addr, &ca, path, token).await }
+        async move { https_get(&addr, Some(&ca), path, token).await }
     };
     let (code, _) = get("/metrics", None).await;
     assert_eq!(code, 401, "no token");
@@ -689,7 +689,7 @@ async fn secure_metrics_fail_closed_when_the_reviews_cannot_be_asked() {
         ],
     );
     let addr = ops_addr(&host).await;
-    let (code, body) = https_get(&addr, &tls.ca_file, "/metrics", Some("prom")).await;
+    let (code, body) = https_get(&addr, Some(&tls.ca_file), "/metrics", Some("prom")).await;
     assert_eq!(code, 500, "{body}");
     let line = host
         .wait_log("the refused review, logged", |l| {

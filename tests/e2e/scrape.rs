@@ -131,7 +131,7 @@ pub async fn secure_scrape(s: &'static Suite) {
     let addr = field(&line, "addr").to_string();
     let get = |path: &'static str, token: Option<String>| {
         let (addr, ca) = (addr.clone(), tls.ca_file.clone());
-        async move { support::https_get(&addr, &ca, path, token.as_deref()).await }
+        async move { support::https_get(&addr, Some(&ca), path, token.as_deref()).await }
     };
     assert_eq!(get("/metrics", None).await.0, 401, "no token");
     assert_eq!(

@@ -29,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use kubewasm_core::sync::lock;
 
-use crate::serve::access::REVIEW_TIMEOUT;
+use crate::serve::access::bounded;
 
 /// How long an allowed user (and an authenticated token) is kept.
 pub(crate) const ALLOWED_TTL: Duration = Duration::from_secs(60);
@@ -211,7 +211,7 @@ impl<R: Reviewer> Gate<R> {
 }
 
 /// The reviews asked of the API server, as the host's ServiceAccount, each within
-/// [`REVIEW_TIMEOUT`].
+/// [`crate::serve::access::REVIEW_TIMEOUT`].
 pub(crate) struct ApiReviewer(pub kube::Client);
 
 impl Reviewer for ApiReviewer {
@@ -266,14 +266,6 @@ impl Reviewer for ApiReviewer {
         Ok(answer
             .status
             .is_some_and(|s| s.allowed && s.denied != Some(true)))
-    }
-}
-
-async fn bounded<T>(request: impl Future<Output = Result<T, kube::Error>>) -> Result<T, String> {
-    match tokio::time::timeout(REVIEW_TIMEOUT, request).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("no answer within {REVIEW_TIMEOUT:?}")),
     }
 }
 

@@ -679,6 +679,8 @@ async fn secure_metrics_fail_closed_when_the_reviews_cannot_be_asked() {
     let host = env.start_host_as(
         "jane",
         &[
+            "--probe-addr",
+            "127.0.0.1:0",
             "--metrics-secure",
             "--metrics-cert-path",
             certs.to_str().expect("UTF-8 path"),
@@ -699,4 +701,28 @@ async fn secure_metrics_fail_closed_when_the_reviews_cannot_be_asked() {
         .await;
     assert!(field(&line, "error").contains("TokenReview"), "{line}");
     assert_eq!(field(&line, "level"), "ERROR", "{line}");
+    // The probes (plain HTTP, for the kubelet) name the rules the host lacks.
+    let probes = host
+        .wait_log("the probe listener", |l| {
+            field(l, "message").starts_with("serving the probes")
+        })
+        .await;
+    let probes = field(&probes, "addr").to_string();
+    let needed = "needed for the reviews of each request to the metrics endpoint";
+    let verbose = eventually("/readyz?verbose names the missing rules", CONVERGE, || {
+        let (_, text) = http_get(&probes, "/readyz?verbose");
+        async move { text.contains(needed).then_some(text) }
+    })
+    .await;
+    for rule in [
+        "create tokenreviews.authentication.k8s.io cluster-wide",
+        "create subjectaccessreviews.authorization.k8s.io cluster-wide",
+    ] {
+        assert!(
+            verbose.contains(&format!(
+                "[-]permission {rule}: denied by the host's RBAC ({needed}"
+            )),
+            "{rule} in {verbose}"
+        );
+    }
 }

@@ -35,8 +35,7 @@ use crate::serve::access::bounded;
 pub(crate) const ALLOWED_TTL: Duration = Duration::from_secs(60);
 /// How long a denied user (and an unknown token) is kept.
 pub(crate) const DENIED_TTL: Duration = Duration::from_secs(10);
-/// Answers kept at most, per cache: more distinct tokens or users than this within a TTL
-/// are asked each time (the oldest answers go first).
+/// Answers kept at most, per cache: beyond it, the answer expiring first makes way.
 const CAPACITY: usize = 1024;
 
 /// The user a token authenticates as, as the TokenReview says: what the

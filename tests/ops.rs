@@ -666,6 +666,35 @@ async fn secure_metrics_need_a_token_and_the_reader_role() {
     // Plain HTTP gets no page.
     let (code, _) = http_get(&addr, "/metrics");
     assert_ne!(code, 200);
+    // `kubewasm preview report` over https with a token: Prometheus's may not read
+    // /preview/*, the admin's may (and nothing previews on this host).
+    let url = format!("https://{addr}");
+    let ca = tls.ca_file.to_str().expect("UTF-8 path");
+    let report = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(["--log", "error", "preview", "report", "web", "--url", &url])
+            .args(extra)
+            .output()
+            .expect("kubewasm preview report");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = report(&["--token", "prom", "--insecure-skip-tls-verify"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("403") && err.contains("path=/preview/web"),
+        "{err}"
+    );
+    let (code, err) = report(&["--token", ADMIN_TOKEN, "--certificate-authority", ca]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("404") && err.contains("no plugin named \"web\""),
+        "{err}"
+    );
+    let (_, err) = report(&["--token", ADMIN_TOKEN]);
+    assert!(err.contains("--insecure-skip-tls-verify"), "{err}");
 }
 
 /// A host whose own RBAC does not let it ask the reviews refuses every request (500, and

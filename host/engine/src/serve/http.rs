@@ -10,7 +10,10 @@
 //! --metrics-addr`, default `127.0.0.1:9090`: reached from inside the pod or through
 //! `kubectl port-forward`); [`serve_probes`] answers only the probes, for the kubelet,
 //! on the pod's address (`--probe-addr`). Exposing the first is an operator's choice
-//! (`--metrics-addr 0.0.0.0:9090` behind a NetworkPolicy), logged as a warning.
+//! (`--metrics-addr 0.0.0.0:9090` behind a NetworkPolicy), logged as a warning unless it
+//! runs `--metrics-secure`: then it speaks HTTPS (`serve::tls`) and lets a request through
+//! only once the API server says its bearer may get the path (`serve::authn`), as
+//! controller-runtime's metrics server does; the probes stay plain HTTP for the kubelet.
 //!
 //! Nothing a plugin wrote is served by the probes or `/status`: a blocked object shows its
 //! failure's class and a fixed description ([`BlockedObject::message`] stays in the host),

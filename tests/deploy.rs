@@ -95,7 +95,8 @@ fn kustomize(kubectl: &Path, dir: &Path) -> Vec<Value> {
 /// `overlays/example/plugins/` (where the overlay's configMapGenerator reads them; kustomize
 /// loads files only from inside a kustomization) and extra overlays: `overlays/all` adds the
 /// servicemonitor and plugin-image components to the base, `overlays/sharded-base` the
-/// sharding component, `overlays/cache-key` the cache-key component.
+/// sharding component, `overlays/cache-key` the cache-key component, `overlays/monitoring`
+/// the servicemonitor and monitoring components.
 fn staged_kubernetes() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().expect("tempdir");
     copy_dir(
@@ -134,6 +135,16 @@ fn staged_kubernetes() -> tempfile::TempDir {
         sharded.join("kustomization.yaml"),
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
          resources: [../../base]\ncomponents: [../../components/sharding]\n",
+    )
+    .unwrap();
+    // The start-up kit beside the ServiceMonitor, as deploy/README.md adds them.
+    let monitoring = tmp.path().join("kubernetes/overlays/monitoring");
+    std::fs::create_dir_all(&monitoring).unwrap();
+    std::fs::write(
+        monitoring.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../../base]\n\
+         components: [../../components/servicemonitor, ../../components/monitoring]\n",
     )
     .unwrap();
     let key = tmp.path().join("kubernetes/overlays/cache-key");
@@ -2048,4 +2059,145 @@ fn the_documented_cache_key_command_makes_a_valid_key() {
         key.trim().len() >= kubewasm::runtime::codecache::MIN_KEY_BYTES,
         "{key}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// the start-up kit: a Grafana dashboard and alert rules (components/monitoring, the chart)
+
+const KIT: &str = "deploy/kubernetes/components/monitoring";
+
+/// The dashboard as shipped.
+fn kit_dashboard() -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(root().join(KIT).join("kubewasm-dashboard.json")).unwrap(),
+    )
+    .expect("the dashboard is JSON")
+}
+
+/// The PrometheusRule as shipped.
+fn kit_rule() -> Value {
+    serde_yaml_ng::from_str(
+        &std::fs::read_to_string(root().join(KIT).join("prometheusrule.yaml")).unwrap(),
+    )
+    .expect("the rules are YAML")
+}
+
+/// A rendered dashboard ConfigMap holds the dashboard, for Grafana's sidecar.
+fn assert_dashboard_configmap(cm: &Value) {
+    assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1", "{cm}");
+    let text = cm["data"]["kubewasm-dashboard.json"]
+        .as_str()
+        .expect("data.kubewasm-dashboard.json");
+    let rendered: Value = serde_json::from_str(text).expect("the rendered dashboard is JSON");
+    assert_eq!(rendered, kit_dashboard());
+}
+
+/// Every alert has a `for:`, a severity, and a summary and description naming what it is
+/// about; each has a runbook paragraph in deploy/README.md.
+#[test]
+fn every_alert_has_a_duration_annotations_and_a_runbook() {
+    let rule = kit_rule();
+    let readme = std::fs::read_to_string(root().join("deploy/README.md")).unwrap();
+    let runbooks = readme
+        .split("\n## ")
+        .find(|s| s.starts_with("Monitoring"))
+        .expect("a Monitoring section in deploy/README.md");
+    let mut alerts = 0;
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for r in group["rules"].as_array().unwrap() {
+            let name = r["alert"].as_str().expect("alerts only");
+            alerts += 1;
+            assert!(r["for"].is_string(), "{name}: no for:");
+            assert!(
+                ["critical", "warning", "info"]
+                    .contains(&r["labels"]["severity"].as_str().unwrap_or("")),
+                "{name}: severity"
+            );
+            let summary = r["annotations"]["summary"].as_str().unwrap_or("");
+            let description = r["annotations"]["description"].as_str().unwrap_or("");
+            let by = r["expr"].as_str().unwrap_or("");
+            for label in ["plugin", "resource"] {
+                if by.contains(&format!("by (namespace, {label}")) {
+                    let named = format!("{{{{ $labels.{label} }}}}");
+                    assert!(
+                        summary.contains(&named) && description.contains(&named),
+                        "{name}: its summary and description name the {label}"
+                    );
+                }
+            }
+            assert!(
+                !summary.is_empty() && description.len() > 40,
+                "{name}: annotations"
+            );
+            assert!(
+                runbooks.contains(&format!("**{name}**")),
+                "{name}: no runbook paragraph in deploy/README.md's Monitoring section"
+            );
+        }
+    }
+    assert!(alerts >= 10, "{alerts} alerts");
+}
+
+#[test]
+fn kustomize_monitoring_component_renders() {
+    let Some(kubectl) = kubectl() else { return };
+    let staged = staged_kubernetes();
+    let docs = kustomize(
+        &kubectl,
+        &staged.path().join("kubernetes/overlays/monitoring"),
+    );
+    assert_namespaced_in_host_namespace(&docs);
+    let rule = only(&docs, "PrometheusRule");
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(rule["spec"], kit_rule()["spec"]);
+    assert_dashboard_configmap(find(&docs, "ConfigMap", "kubewasm-dashboard"));
+    // With the ServiceMonitor that feeds them.
+    only(&docs, "ServiceMonitor");
+}
+
+/// The chart renders the component's two files (one copy: files/ links to them) when asked.
+#[test]
+fn helm_chart_monitoring_values() {
+    let chart_files = root().join("deploy/helm/kubewasm/files");
+    for f in ["kubewasm-dashboard.json", "prometheusrule.yaml"] {
+        let link = chart_files.join(f);
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{f}: the chart's copy is a link to the component's"
+        );
+        assert_eq!(
+            std::fs::canonicalize(&link).unwrap(),
+            std::fs::canonicalize(root().join(KIT).join(f)).unwrap()
+        );
+    }
+    let Some(helm) = helm() else { return };
+    let plain = helm_template(&helm, &[]);
+    assert!(!kinds(&plain).contains("PrometheusRule"));
+    assert!(
+        !plain
+            .iter()
+            .any(|d| d["metadata"]["labels"]["grafana_dashboard"].is_string()),
+        "no dashboard unless asked"
+    );
+    let docs = helm_template(
+        &helm,
+        &[
+            "prometheusRule.enabled=true",
+            "prometheusRule.labels.release=prometheus",
+            "grafanaDashboard.enabled=true",
+            "grafanaDashboard.namespace=monitoring",
+            "grafanaDashboard.annotations.grafana_folder=kubewasm",
+        ],
+    );
+    let rule = only(&docs, "PrometheusRule");
+    assert_eq!(rule["metadata"]["namespace"], NAMESPACE);
+    assert_eq!(rule["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(rule["spec"], kit_rule()["spec"]);
+    let cm = find(&docs, "ConfigMap", "kubewasm-dashboard");
+    assert_eq!(cm["metadata"]["namespace"], "monitoring");
+    assert_eq!(cm["metadata"]["annotations"]["grafana_folder"], "kubewasm");
+    assert_dashboard_configmap(cm);
 }

@@ -458,3 +458,71 @@ async fn a_restarted_process_is_a_new_candidate_and_its_takeover_counts_a_transi
     );
     assert_eq!(second.stop(), Some(0));
 }
+
+/// Issue 33, item 12: two replicas of a Deployment, plugins from a kubelet-mounted
+/// ConfigMap swapped once, reported `kubewasm_reloads_total` 3 and 4 for the same loads.
+/// Both count what started serving now: two plugins added, one replaced, on each replica
+/// (the leader and the follower alike), however each batched the loads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_replicas_count_the_same_reloads() {
+    let env = Env::with_crds(false).await;
+    let dir = &env.plugins;
+    // The layout the kubelet writes for a ConfigMap volume: two plugins.
+    let volume = |stamp: &str, testkit: &str| {
+        let v = dir.join(stamp);
+        std::fs::create_dir(&v).unwrap();
+        std::fs::copy(test_plugin(testkit), v.join("testkit.wasm")).unwrap();
+        std::fs::copy(test_plugin("testkit"), v.join("other.wasm")).unwrap();
+        std::fs::write(v.join("other.yaml"), "name: other\n").unwrap();
+        v
+    };
+    let v1 = volume("..2026_12_04_00_00_00.000000001", "testkit");
+    env.approve_testkit("testkit");
+    env.approve_testkit("other");
+    std::os::unix::fs::symlink(v1.file_name().unwrap(), dir.join("..data")).unwrap();
+    for f in ["testkit.wasm", "other.wasm", "other.yaml"] {
+        std::os::unix::fs::symlink(format!("..data/{f}"), dir.join(f)).unwrap();
+    }
+    let mut args: Vec<&str> = LEASE.to_vec();
+    args.extend(["kubewasm-test", "--reload-debounce", "100ms"]);
+    let a = env.start_host(&[args.as_slice(), &["--identity", "replica-a"]].concat());
+    let b = env.start_host(&[args.as_slice(), &["--identity", "replica-b"]].concat());
+    let loaded = |h: &HostProcess| h.matching(|l| field(l, "message") == "plugin loaded").len();
+    eventually("both replicas load both plugins", CONVERGE, || async {
+        (loaded(&a) == 2 && loaded(&b) == 2).then_some(())
+    })
+    .await;
+
+    // The kubelet's update: testkit's new version, other unchanged, `..data` swapped.
+    let v2 = volume("..2026_12_04_00_01_00.000000002", "testkit-v2");
+    std::os::unix::fs::symlink(v2.file_name().unwrap(), dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    std::fs::remove_dir_all(&v1).unwrap();
+
+    let reloads = |text: &str| {
+        ["added", "replaced", "removed"].map(|change| {
+            metric_sample(
+                text,
+                &format!(r#"kubewasm_reloads_total{{change="{change}"}}"#),
+            )
+        })
+    };
+    let mut counts = Vec::new();
+    for host in [&a, &b] {
+        let addr = ops_endpoint(host).await;
+        let text = eventually("the new version serves", CONVERGE, || {
+            let (_, text) = http_get_status(&addr, "/metrics");
+            let replaced = reloads(&text)[1] >= 1.0;
+            async move { replaced.then_some(text) }
+        })
+        .await;
+        counts.push(reloads(&text));
+    }
+    assert_eq!(counts[0], counts[1], "the replicas count alike");
+    assert_eq!(counts[0], [2.0, 1.0, 0.0], "added, replaced, removed");
+    let replaced = |h: &HostProcess| h.matching(|l| field(l, "message") == "plugin replaced");
+    assert_eq!(replaced(&a).len(), 1, "{}", a.dump());
+    assert_eq!(replaced(&b).len(), 1, "{}", b.dump());
+    assert_eq!(a.stop(), Some(0));
+    assert_eq!(b.stop(), Some(0));
+}

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
-use kubewasm::replicas::leader::{self, LeaderConfig, Leadership};
+use kubewasm::replicas::leader::{self, LeaderConfig, LeaderMetrics, Leadership};
 use kubewasm_apiserver::{ApiServer, Config};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
@@ -37,16 +37,31 @@ struct Candidate {
     leadership: Leadership,
     cancel: CancellationToken,
     task: JoinHandle<()>,
+    /// Its terms, as `kubewasm_leader_changes_total` counts them.
+    metrics: LeaderMetrics,
 }
 
 fn candidate(client: Client, identity: &str) -> Candidate {
     let cancel = CancellationToken::new();
-    let (leadership, task) = leader::spawn(client, config(identity), cancel.clone());
+    let metrics = LeaderMetrics::default();
+    let (leadership, task) = leader::spawn_when(
+        client,
+        config(identity),
+        std::future::ready(()),
+        metrics.clone(),
+        cancel.clone(),
+    );
     Candidate {
         leadership,
         cancel,
         task,
+        metrics,
     }
+}
+
+/// A candidate's terms: (acquired, lost, released).
+fn terms(m: &LeaderMetrics) -> (u64, u64, u64) {
+    (m.count("acquired"), m.count("lost"), m.count("released"))
 }
 
 impl Candidate {
@@ -172,7 +187,9 @@ async fn exactly_one_of_two_leads_and_cancel_hands_over() {
     // Cancel the leader: it stops leading and releases; the follower takes over.
     let stopped = Instant::now();
     let leader_leadership = leader.leadership.clone();
+    let leader_metrics = leader.metrics.clone();
     leader.stop().await;
+    assert_eq!(terms(&leader_metrics), (1, 0, 1), "one term, released");
     let leader_lost = leader_leadership.is_lost();
     wait_until("the follower takes over", Duration::from_secs(15), || {
         follower.leadership.is_leader()
@@ -188,7 +205,10 @@ async fn exactly_one_of_two_leads_and_cancel_hands_over() {
 
     // The new leader releases on cancel too: the lease has no holder afterwards.
     let follower_leadership = follower.leadership.clone();
+    let follower_metrics = follower.metrics.clone();
+    assert_eq!(terms(&follower_metrics), (1, 0, 0), "the follower's term");
     follower.stop().await;
+    assert_eq!(terms(&follower_metrics), (1, 0, 1), "released too");
     let follower_lost = follower_leadership.is_lost();
     let l = lease(&client).await;
     assert_eq!(holder(&l), None, "released on shutdown");
@@ -358,6 +378,7 @@ async fn leader_steps_down_when_another_holder_takes_the_lease() {
         .expect("leader steps down when the lease has another holder")
         .expect("election still running");
     assert!(a.leadership.is_lost(), "a takeover is a loss");
+    assert_eq!(terms(&a.metrics), (1, 1, 0), "the term lost is counted");
     assert_eq!(holder(&lease(&client).await).as_deref(), Some("intruder"));
 
     // The intruder never renews: once its lease expires, replica-a takes it back.
@@ -368,5 +389,8 @@ async fn leader_steps_down_when_another_holder_takes_the_lease() {
     let l = lease(&client).await;
     assert_eq!(holder(&l).as_deref(), Some("replica-a"));
     assert_eq!(transitions(&l), 2);
+    assert_eq!(terms(&a.metrics), (2, 1, 0), "a second term");
+    let metrics = a.metrics.clone();
     a.stop().await;
+    assert_eq!(terms(&metrics), (2, 1, 1));
 }

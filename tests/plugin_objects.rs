@@ -389,6 +389,17 @@ async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
         .condition(&host, "testkit", "Ready", "True", "Serving")
         .await;
     assert_eq!(st["version"], json!("2"), "{st}");
+    // Each pull that failed is counted (three refused modules, the registry down, its
+    // retries), and each module that arrived: v1, then v2.
+    let metrics = host_metrics(&host).await;
+    let pulls = |result: &str| {
+        metric_sample(
+            &metrics,
+            &format!(r#"kubewasm_pulls_total{{plugin="testkit",result="{result}"}}"#),
+        )
+    };
+    assert!(pulls("failed") >= 4.0, "{metrics}");
+    assert_eq!(pulls("pulled"), 2.0, "{metrics}");
     host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }

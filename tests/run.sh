@@ -37,6 +37,9 @@ bash deploy/tools/install-helm.sh
 echo "== OCI registry and oras (for tests/oci.rs; Debian's docker-registry and PyPI's oras, pinned)"
 bash tests/tools/install-registry.sh
 
+echo "== promtool (for tests/monitoring.rs: unit tests of the alert rules; Debian's prometheus, pinned)"
+bash tests/tools/install-promtool.sh
+
 echo "== plugin SDK and plugins: native unit tests (Rust, JavaScript, Python, Go)"
 cargo test --manifest-path plugins/rust/Cargo.toml --quiet
 (cd plugins/js && npm test --silent)

@@ -14,6 +14,7 @@ mod common;
 mod preview;
 mod scrape;
 mod sharded;
+mod swap;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -122,6 +123,10 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
         (
             "a Plugin object from a registry: Ready, writes as its ServiceAccount, swapped in place",
             |s| Box::pin(plugin_object_from_a_registry(s)),
+        ),
+        (
+            "a swap to a version that reads a new kind: staged until its cache syncs, no failed event, no ERROR",
+            |s| Box::pin(swap::reads_a_new_kind(s)),
         ),
         (
             "the apiserver is SIGKILLed and restarted; changes right after are handled",

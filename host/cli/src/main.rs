@@ -6,6 +6,7 @@
 mod cmd;
 mod logfmt;
 mod malloc_policy;
+mod traces;
 
 use std::io::IsTerminal;
 
@@ -60,6 +61,10 @@ enum LogFormat {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the host against a cluster (kubeconfig, else in-cluster configuration).
+    ///
+    /// Traces: with OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)
+    /// set, one OpenTelemetry trace per event goes out over OTLP/HTTP (protobuf), and the
+    /// event's log lines carry its trace_id; the other OTEL_* variables apply (README).
     Run(run::RunArgs),
     /// Start an embedded API server, apply manifests, and run the host on it: a demo and
     /// plugin sandbox that needs no cluster.
@@ -200,7 +205,12 @@ fn error_report(err: &anyhow::Error) -> String {
 
 async fn run_command(cli: Cli) -> Result<()> {
     init_logging(&cli)?;
-    match cli.command {
+    // The hosts' events as OpenTelemetry traces, when OTEL_* names an endpoint.
+    let traces = match &cli.command {
+        Command::Run(_) | Command::Dev(_) => traces::Traces::from_env()?,
+        _ => None,
+    };
+    let result = match cli.command {
         Command::Run(args) => run::command(args).await,
         Command::Dev(args) => dev::command(args).await,
         Command::Test(args) => test::command(args).await,
@@ -216,5 +226,9 @@ async fn run_command(cli: Cli) -> Result<()> {
         Command::Bindings(args) => componentize::bindings_command(args),
         Command::Componentize(args) => componentize::componentize_command(args),
         Command::CompileWorker(_) => unreachable!("handled before the runtime starts"),
+    };
+    if let Some(traces) = traces {
+        traces.shutdown().await;
     }
+    result
 }

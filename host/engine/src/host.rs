@@ -45,7 +45,7 @@ use crate::event::route::Router;
 use crate::event::{QuarantinePolicy, Queue, QueueConfig};
 use crate::plugins::dir_watch::{self, DirWatch};
 pub use crate::plugins::environment::PluginStatus;
-use crate::plugins::environment::{Active, Current, Environment, Version};
+use crate::plugins::environment::{Active, Current, Environment, Swaps, Version};
 pub use crate::plugins::objects::ObjectsConfig;
 use crate::plugins::objects::{ObjectSource, ObjectState, StatusWriter, plugin_kind};
 use crate::plugins::reload::{Loading, Reloader};
@@ -424,8 +424,13 @@ impl Standing {
                 access
                     .require(client, "leader election", lease.needs())
                     .await;
-                let (leadership, task) =
-                    leader::spawn_when(client.clone(), lease.clone(), ready, cancel.clone());
+                let (leadership, task) = leader::spawn_when(
+                    client.clone(),
+                    lease.clone(),
+                    ready,
+                    metrics.leader_changes.clone(),
+                    cancel.clone(),
+                );
                 Ok(Standing {
                     ownership: Ownership::Leader(leadership),
                     task: Some(task),
@@ -603,7 +608,7 @@ impl Parts {
         let objects = config
             .objects
             .clone()
-            .map(|o| ObjectSource::new(self.client.clone(), o))
+            .map(|o| ObjectSource::new(self.client.clone(), o, self.metrics.clone()))
             .transpose()?;
         let loader = match (&config.cache_dir, &config.cache_key_file) {
             (Some(dir), Some(key)) => {
@@ -820,12 +825,14 @@ impl Plugins {
             .reconcile(&self.current.get(), |v| self.workers.activate(v), objects)
             .await;
         let changed = next.changed();
+        let mut swaps = Swaps::default();
         let env = if changed {
             let settled = |r: &ResourceRef| self.watches.settled(r);
             let env = self.current.update(|before| {
                 let mut env = std::mem::take(&mut next.env);
                 staging::stage(&mut env, before, &mut next.replays, &settled);
                 env.resolve(&self.watches);
+                swaps = Swaps::between(before, &env);
                 env
             });
             self.point_watches(&env);
@@ -838,7 +845,8 @@ impl Plugins {
             self.current.get()
         };
         next.announce();
-        self.reloader.took_effect(&env, changed, next.loading);
+        self.reloader
+            .took_effect(&env, changed, swaps, next.loading);
         self.previews.set(env.previewing());
         self.writes.check_new(&env).await;
         if let Some(o) = &self.objects
@@ -857,12 +865,14 @@ impl Plugins {
         let _one = self.reloading.lock().await;
         let settled = |r: &ResourceRef| self.watches.settled(r);
         let mut promoted = Vec::new();
+        let mut swaps = Swaps::default();
         let env = self
             .current
             .update(|env| match staging::promote(env, &settled) {
                 Some((mut next, names)) => {
                     next.resolve(&self.watches);
                     promoted = names;
+                    swaps = Swaps::between(env, &next);
                     next
                 }
                 None => env.clone(),
@@ -873,8 +883,15 @@ impl Plugins {
         self.point_watches(&env);
         let replays: Vec<Replay> = promoted.into_iter().map(Replay::Replaced).collect();
         self.replayer.replay(&env, &replays);
-        self.reloader.took_effect(&env, true, Loading::default());
+        self.reloader
+            .took_effect(&env, true, swaps, Loading::default());
         self.previews.set(env.previewing());
+        // The Plugin objects' status says which version serves: the promoted one now.
+        if let Some(o) = &self.objects
+            && self.ownership.is_first()
+        {
+            o.status_due.notify_one();
+        }
     }
 
     /// Where each Plugin object stands, with what its plugin waits for (kinds not served

@@ -268,6 +268,7 @@ fn deliveries(
                     event_type: EventType::Resync,
                     object,
                     old: None,
+                    queued: None,
                 }),
         );
     }

@@ -217,6 +217,7 @@ impl CaseCluster {
                 event_type: *t,
                 object,
                 old: (*t == EventType::Modified).then_some(old).flatten(),
+                queued: None,
             }),
             [] => Err(format!(
                 "no watch of {} selects the event's object {what}, so `run` would never \

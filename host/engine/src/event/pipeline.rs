@@ -3,7 +3,7 @@
 //! around it ([`crate::event::layers`]), each reading the [`Report`] this returns.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use kubewasm_core::admit::{self, Prepared};
 use kubewasm_core::intent::RawIntent;
@@ -51,6 +51,19 @@ pub(crate) struct Report {
     pub(crate) writes: Vec<(usize, Written)>,
     /// How the event ended: `Err` is what the queue sees (retry, park, defer).
     pub(crate) result: Result<(), Error>,
+    /// When each step reached ran, start and end on the wall clock (what a trace shows).
+    pub(crate) steps: Vec<(Step, SystemTime, SystemTime)>,
+}
+
+/// A step of the pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The plugin call.
+    Call,
+    /// Admission and the preflight.
+    Admission,
+    /// The write of admitted intent `i`.
+    Write(usize),
 }
 
 /// What one write did.
@@ -71,6 +84,20 @@ pub(crate) enum Written {
     },
 }
 
+impl Written {
+    /// The outcome in one word: `kubewasm_intents_total`'s `result`, a write span's
+    /// `kubewasm.write.outcome`.
+    pub(crate) fn outcome(&self) -> &'static str {
+        match self {
+            Written::Applied(_) | Written::AlreadyGone => "applied",
+            Written::TriggerGone => "gone",
+            Written::Previewed(_) => "previewed",
+            Written::Failed { conflict: true } => "conflict",
+            Written::Failed { conflict: false } => "error",
+        }
+    }
+}
+
 impl Report {
     /// A report of an event that never reached the plugin.
     pub(crate) fn skipped(result: Result<(), Error>) -> Report {
@@ -82,7 +109,13 @@ impl Report {
             admitted: None,
             writes: Vec::new(),
             result,
+            steps: Vec::new(),
         }
+    }
+
+    /// Step `step` ran from `start` until now.
+    fn timed(&mut self, step: Step, start: SystemTime) {
+        self.steps.push((step, start, SystemTime::now()));
     }
 
     /// The admitted intents (empty when admission refused or was not reached).
@@ -114,7 +147,10 @@ pub(crate) struct Pipeline<C> {
 impl<C: Cluster + 'static> crate::event::layers::Handle for Pipeline<C> {
     async fn handle(&self, req: Request<'_>) -> Report {
         let mut report = Report::skipped(Ok(()));
-        let Some(raw) = self.call(&req, &mut report).await else {
+        let start = SystemTime::now();
+        let called = self.call(&req, &mut report).await;
+        report.timed(Step::Call, start);
+        let Some(raw) = called else {
             return report;
         };
         if req.dry_run {
@@ -153,7 +189,10 @@ impl<C: Cluster> Pipeline<C> {
         raw: Vec<RawIntent>,
         report: &mut Report,
     ) {
-        let Some(prepared) = self.admit(cluster, req, raw, report).await else {
+        let start = SystemTime::now();
+        let admitted = self.admit(cluster, req, raw, report).await;
+        report.timed(Step::Admission, start);
+        let Some(prepared) = admitted else {
             return;
         };
         self.apply(cluster, req, &prepared, report).await;
@@ -265,8 +304,11 @@ impl<C: Cluster> Pipeline<C> {
                 report.result = Err(retired(req));
                 break;
             }
+            let start = SystemTime::now();
             let write = cluster.execute(&manager, p);
-            let Ok(result) = self.ownership.guard(&key, write).await else {
+            let guarded = self.ownership.guard(&key, write).await;
+            report.timed(Step::Write(i), start);
+            let Ok(result) = guarded else {
                 report.result = Err(not_leader(req));
                 break;
             };

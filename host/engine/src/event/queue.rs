@@ -42,6 +42,9 @@ pub(crate) struct Delivery {
     pub(crate) object: Arc<CachedObject>,
     /// The object before, for `Modified`.
     pub(crate) old: Option<Arc<CachedObject>>,
+    /// When the queue got it, or when its last attempt failed (the queue wait a trace
+    /// shows); `None` for a delivery that never went through a queue.
+    pub(crate) queued: Option<Instant>,
 }
 
 /// Events are ordered and coalesced per object: its resource and namespace/name.
@@ -291,7 +294,8 @@ impl Queue {
     }
 
     /// Add an event. Returns false when the queue is closed.
-    pub(crate) fn push(&self, key: QueueKey, delivery: Delivery) -> bool {
+    pub(crate) fn push(&self, key: QueueKey, mut delivery: Delivery) -> bool {
+        delivery.queued = Some(Instant::now());
         let mut st = kubewasm_core::sync::lock(&self.state);
         if st.closed {
             return false;
@@ -446,7 +450,7 @@ impl Queue {
 
     /// The worker is done with `delivery` (the event as it was queued): record the
     /// outcome, and queue the key again if it has more events, or schedule its retry.
-    fn finish(self: &Arc<Self>, key: QueueKey, delivery: Delivery, outcome: Outcome) {
+    fn finish(self: &Arc<Self>, key: QueueKey, mut delivery: Delivery, outcome: Outcome) {
         let mut st = kubewasm_core::sync::lock(&self.state);
         let Some(ks) = st.keys.get_mut(&key) else {
             return;
@@ -471,6 +475,7 @@ impl Queue {
                 ks.attempts += 1;
                 // Put the failed event back in front; newer events merge into it.
                 let newer = std::mem::take(&mut ks.pending);
+                delivery.queued = Some(Instant::now());
                 ks.pending.push_back(delivery);
                 for d in newer {
                     coalesce(&mut ks.pending, d);

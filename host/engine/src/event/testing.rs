@@ -27,6 +27,7 @@ pub(super) fn ev(t: EventType, name: &str, rv: &str) -> Delivery {
         event_type: t,
         object: obj(name, rv),
         old: (t == EventType::Modified).then(|| obj(name, "old")),
+        queued: None,
     }
 }
 

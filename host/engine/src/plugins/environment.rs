@@ -202,6 +202,7 @@ impl Active {
                 event_type,
                 object,
                 old,
+                queued: None,
             },
         );
     }
@@ -436,6 +437,58 @@ impl Current {
     }
 }
 
+/// How the versions serving changed from one environment to the next: what
+/// `kubewasm_reloads_total` counts. Versions that start or stop serving, not the swaps
+/// that carry them: a replica that takes two loads in one reconcile, or stages a new
+/// version before it serves (`plugins::staging`), counts what a replica taking them one
+/// by one counts. Shadow candidates and staged versions serve nothing, so they count
+/// nothing.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Swaps {
+    /// Plugins that started serving.
+    pub(crate) added: u64,
+    /// Plugins whose serving version was replaced by another.
+    pub(crate) replaced: u64,
+    /// Plugins that stopped serving.
+    pub(crate) removed: u64,
+}
+
+impl Swaps {
+    /// What changed from `before` to `after` (a version is told by identity: a new
+    /// version of the same file, its settings or its approval is a new one).
+    pub(crate) fn between(before: &Environment, after: &Environment) -> Swaps {
+        let serving = |env: &Environment| -> BTreeMap<String, *const Version> {
+            env.plugins
+                .iter()
+                .map(|(name, a)| (name.clone(), Arc::as_ptr(&a.version)))
+                .collect()
+        };
+        Swaps::of(&serving(before), &serving(after))
+    }
+
+    /// What changed from `before` to `after`, plugin name → the version serving.
+    pub(crate) fn of<V: PartialEq>(
+        before: &BTreeMap<String, V>,
+        after: &BTreeMap<String, V>,
+    ) -> Swaps {
+        let mut swaps = Swaps::default();
+        for (name, now) in after {
+            match before.get(name) {
+                None => swaps.added += 1,
+                Some(was) if was != now => swaps.replaced += 1,
+                Some(_) => {}
+            }
+        }
+        swaps.removed = before.keys().filter(|n| !after.contains_key(*n)).count() as u64;
+        swaps
+    }
+
+    /// All of them.
+    pub(crate) fn total(&self) -> u64 {
+        self.added + self.replaced + self.removed
+    }
+}
+
 /// Status of the plugin sources, for logs, readiness and metrics.
 #[derive(Debug, Clone, Default)]
 pub struct PluginStatus {
@@ -444,7 +497,8 @@ pub struct PluginStatus {
     /// Sources (a file's path, `plugins.kubewasm.dev/NAME`) whose newest version was
     /// rejected, with the reason.
     pub rejected: BTreeMap<String, String>,
-    /// Reloads done (added, replaced or removed plugins).
+    /// Plugins added, replaced or removed since the host started ([`Swaps`]), as
+    /// `kubewasm_reloads_total` counts them.
     pub reloads: u64,
     /// Sources refused (or unloaded) because their plugin's ServiceAccount lacks read
     /// rules its approval needs: source → each rule (`list secrets in namespace a`).

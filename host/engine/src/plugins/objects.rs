@@ -37,6 +37,7 @@ pub(crate) const STAGE_LOADING: u8 = 2;
 use crate::plugins::environment::Origin;
 use crate::preview::report::Previews;
 use crate::replicas::ownership::Ownership;
+use crate::serve::metrics::Metrics;
 use crate::watch::cache::CachedObject;
 
 /// Field manager of the host's status writes.
@@ -212,6 +213,8 @@ pub(crate) struct FetchedModule {
     pub(crate) file: PluginFile,
     /// The tag named in `spec.module` moved to this digest since it was last resolved.
     pub(crate) moved: Option<TagMove>,
+    /// Found in the store: no registry call fetched it.
+    pub(crate) from_store: bool,
 }
 
 /// A tag found at another digest than when it was last resolved for the same Plugin.
@@ -240,10 +243,16 @@ pub(crate) struct ObjectSource {
     tags: Mutex<BTreeMap<(String, String), (String, bool)>>,
     /// Pulls running at once ([`PULL_SLOTS`]).
     slots: Arc<Semaphore>,
+    /// `kubewasm_pulls_total`, `kubewasm_pull_seconds`.
+    metrics: Arc<Metrics>,
 }
 
 impl ObjectSource {
-    pub(crate) fn new(client: Client, config: ObjectsConfig) -> Result<Self, crate::Error> {
+    pub(crate) fn new(
+        client: Client,
+        config: ObjectsConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self, crate::Error> {
         let oci = kubewasm_oci::Client::new(&config.registry).map_err(|e| crate::Error::Io {
             context: format!("registry client: {e}"),
             source: std::io::Error::other("registry client"),
@@ -274,6 +283,7 @@ impl ObjectSource {
             resolved: Mutex::new(BTreeMap::new()),
             tags: Mutex::new(BTreeMap::new()),
             slots: Arc::new(Semaphore::new(PULL_SLOTS)),
+            metrics,
         })
     }
 
@@ -490,8 +500,10 @@ impl ObjectSource {
     pub(crate) async fn fetch(self: Arc<Self>, f: Fetch, progress: Progress) -> Fetched {
         // Never closed: a closed semaphore would only lift the bound.
         let _slot = self.slots.clone().acquire_owned().await.ok();
+        self.metrics.declare_pulls(&f.name);
         let mut digest = f.digest.clone();
         let deadline = self.config.pull_timeout;
+        let started = tokio::time::Instant::now();
         let result =
             tokio::time::timeout(deadline, self.fetch_within(&f, &mut digest, &progress)).await;
         let fingerprint = match &digest {
@@ -507,6 +519,15 @@ impl ObjectSource {
                 ),
             ))
         });
+        let pulled = match &result {
+            Ok(None) => None,
+            Ok(Some(m)) if m.from_store => Some("stored"),
+            Ok(Some(_)) => Some("pulled"),
+            Err(_) => Some("failed"),
+        };
+        if let Some(outcome) = pulled {
+            self.metrics.pulled(&f.name, outcome, started.elapsed());
+        }
         Fetched {
             fingerprint,
             result,
@@ -582,6 +603,7 @@ impl ObjectSource {
             digest: d,
             file,
             moved,
+            from_store: pulled.from_store,
         }))
     }
 

@@ -37,7 +37,7 @@ use self::decide::{
     Action, FileJob, Item, Job, Look, Looked, Newest, ObjectJob, ObjectLoad, Serving, SourceState,
     decide, gone,
 };
-use crate::plugins::environment::{Active, Environment, Origin, PluginStatus, Version};
+use crate::plugins::environment::{Active, Environment, Origin, PluginStatus, Swaps, Version};
 use crate::plugins::objects::{
     Candidate, CandidateState, Failure, Fetch, ObjectSource, ObjectState, Pulled, STAGE_LOADING,
 };
@@ -693,19 +693,29 @@ impl Reloader {
     }
 
     /// After `env` took effect: drop compiled code no plugin uses, and publish the
-    /// metrics. `loading`: what the reconcile left loading (the directory counts as
-    /// loaded once none of its files' loads runs).
-    pub(crate) fn took_effect(&self, env: &Environment, changed: bool, loading: Loading) {
+    /// metrics. `swaps`: how the versions serving changed with it (what
+    /// `kubewasm_reloads_total` counts). `loading`: what the reconcile left loading (the
+    /// directory counts as loaded once none of its files' loads runs).
+    pub(crate) fn took_effect(
+        &self,
+        env: &Environment,
+        changed: bool,
+        swaps: Swaps,
+        loading: Loading,
+    ) {
         let metrics = &self.metrics;
         if changed {
             self.loader.retain(&env.digests());
-            write(&self.reported).reloads += 1;
-            metrics.reloads.inc();
         }
+        write(&self.reported).reloads += swaps.total();
+        metrics.reloaded("added", swaps.added);
+        metrics.reloaded("replaced", swaps.replaced);
+        metrics.reloaded("removed", swaps.removed);
         let rejected = kubewasm_core::sync::read(&self.reported).rejected.len();
         metrics.rejected_files.set(rejected as i64);
         metrics.plugin_info.clear();
         for (plugin, (version, _)) in env.loaded() {
+            metrics.declare_plugin(&plugin);
             metrics
                 .plugin_info
                 .get_or_create(&InfoLabels { plugin, version })
@@ -722,7 +732,7 @@ impl Reloader {
 struct Reported {
     /// Sources whose newest version was rejected, with the reason.
     rejected: BTreeMap<String, String>,
-    /// Reloads done (added, replaced or removed plugins).
+    /// Plugins added, replaced or removed ([`Swaps`]).
     reloads: u64,
     /// Sources refused (or unloaded) for read rules their plugin's account lacks.
     missing_reads: BTreeMap<String, Vec<String>>,
@@ -875,5 +885,112 @@ fn object_state(origin: &Origin, s: &SourceState, env: &Environment) -> ObjectSt
         previous: s.object_previous.clone(),
         candidate: None,
         waiting_for: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kubewasm_runtime::{LoadOptions, PluginEngine};
+
+    /// Plugin name → the version serving (its identity), as a replica saw it after each
+    /// environment swap.
+    type Serving = BTreeMap<String, u32>;
+
+    fn serving(pairs: &[(&str, u32)]) -> Serving {
+        pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+    }
+
+    /// `kubewasm_reloads_total` of a replica that went through `history`, each swap taken
+    /// as `Plugins::reload` and `Plugins::promote_staged` take it (`took_effect` with how
+    /// the versions serving changed).
+    fn reloads_after(history: &[Serving]) -> (String, u64) {
+        let metrics = Arc::new(Metrics::new());
+        let engine = PluginEngine::new().expect("engine");
+        let loader = Loader::new(engine, LoadOptions::default(), None).expect("loader");
+        let reloader = Reloader::new(
+            None,
+            None,
+            None,
+            loader,
+            QuarantinePolicy::default(),
+            metrics.clone(),
+            None,
+        );
+        let env = Environment::default();
+        for swap in history.windows(2) {
+            let swaps = Swaps::of(&swap[0], &swap[1]);
+            reloader.took_effect(&env, true, swaps, Loading::default());
+        }
+        let text = metrics.encode();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("kubewasm_reloads_total"))
+            .collect();
+        (lines.join("\n"), reloader.status(&env).reloads)
+    }
+
+    /// Issue 33, item 12: two replicas of one Deployment, the same plugins loaded (two
+    /// files of a ConfigMap, one Plugin object, then the ConfigMap swapped once), reported
+    /// `kubewasm_reloads_total` 3 and 4. It counted environment swaps, and how many swaps
+    /// carry the same loads depends on when each load ends on each replica (one reconcile
+    /// takes whatever loads have ended), and on whether a new version is staged before it
+    /// serves (a swap that changes what is staged, then the promotion). It counts the
+    /// versions that start and stop serving now, by change, the same on every replica.
+    #[test]
+    fn replicas_count_the_same_reloads_for_the_same_loads() {
+        let start = serving(&[]);
+        let files = serving(&[("a", 1), ("b", 2)]);
+        let object = serving(&[("a", 1), ("b", 2), ("c", 3)]);
+        let swapped = serving(&[("a", 4), ("b", 2), ("c", 3)]);
+        // Both files' loads ended before one reconcile.
+        let one = [
+            start.clone(),
+            files.clone(),
+            object.clone(),
+            swapped.clone(),
+        ];
+        // a's load ended first; b's in the next reconcile.
+        let two = [
+            start.clone(),
+            serving(&[("a", 1)]),
+            files.clone(),
+            object.clone(),
+            swapped.clone(),
+        ];
+        // b's load and the Plugin object's pull ended together; the new version of a was
+        // staged (what serves did not change) and promoted once its caches synced.
+        let three = [start, serving(&[("a", 1)]), object.clone(), object, swapped];
+        // Sorted, as compared.
+        let expected = "kubewasm_reloads_total{change=\"added\"} 3\n\
+                        kubewasm_reloads_total{change=\"removed\"} 0\n\
+                        kubewasm_reloads_total{change=\"replaced\"} 1";
+        let counts: Vec<(String, u64)> = [&one[..], &two[..], &three[..]]
+            .into_iter()
+            .map(|history| {
+                let (lines, status) = reloads_after(history);
+                let mut sorted: Vec<&str> = lines.lines().collect();
+                sorted.sort();
+                (sorted.join("\n"), status)
+            })
+            .collect();
+        assert_eq!(counts[0], counts[1], "replicas one and two");
+        assert_eq!(counts[0], counts[2], "replicas one and three");
+        assert_eq!(counts[0], (expected.to_string(), 4), "what each counts");
+    }
+
+    #[test]
+    fn a_removed_plugin_and_a_new_version_of_the_same_name_are_told_apart() {
+        let before = serving(&[("a", 1), ("b", 2)]);
+        let after = serving(&[("a", 3), ("c", 4)]);
+        assert_eq!(
+            Swaps::of(&before, &after),
+            Swaps {
+                added: 1,
+                replaced: 1,
+                removed: 1
+            }
+        );
+        assert_eq!(Swaps::of(&before, &before), Swaps::default());
     }
 }

@@ -46,7 +46,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
 use super::lease::{Attempt, LeaseLock};
+use super::shards::MoveLabel;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -259,6 +263,30 @@ impl Leadership {
     }
 }
 
+/// Metrics of the election: `kubewasm_leader_changes_total`.
+#[derive(Debug, Default, Clone)]
+pub struct LeaderMetrics {
+    /// Terms this replica began and ended: `acquired`, `lost`, `released`.
+    pub changes: Family<MoveLabel, Counter>,
+}
+
+impl LeaderMetrics {
+    /// How many terms ended or began with `change` (`acquired`, `lost`, `released`).
+    pub fn count(&self, change: &str) -> u64 {
+        self.changes.get_or_create(&label(change)).get()
+    }
+
+    fn inc(&self, change: &str) {
+        self.changes.get_or_create(&label(change)).inc();
+    }
+}
+
+fn label(change: &str) -> MoveLabel {
+    MoveLabel {
+        change: change.to_string(),
+    }
+}
+
 /// Starts the election task. The returned [`Leadership`] turns true while this replica
 /// holds the lease. Cancelling `cancel` ends the task: a leader stops leading, then
 /// releases the lease. An invalid `config` is reported (error log) and the task ends at
@@ -268,18 +296,25 @@ pub fn spawn(
     config: LeaderConfig,
     cancel: CancellationToken,
 ) -> (Leadership, JoinHandle<()>) {
-    spawn_when(client, config, std::future::ready(()), cancel)
+    let metrics = LeaderMetrics::default();
+    spawn_when(client, config, std::future::ready(()), metrics, cancel)
 }
 
 /// [`spawn`], standing for leader only once `ready` resolves (the host loaded its plugins
 /// and synced its caches): a replica that cannot serve yet never takes the lease from
-/// one that can, nor holds it while it starts. Until then it is a follower.
+/// one that can, nor holds it while it starts. Until then it is a follower. Each term
+/// begun and ended is counted in `metrics`.
 pub fn spawn_when(
     client: kube::Client,
     config: LeaderConfig,
     ready: impl Future<Output = ()> + Send + 'static,
+    metrics: LeaderMetrics,
     cancel: CancellationToken,
 ) -> (Leadership, JoinHandle<()>) {
+    // Every change exported from the start, at 0, so a rate has a series to start from.
+    for change in ["acquired", "lost", "released"] {
+        let _ = metrics.changes.get_or_create(&label(change));
+    }
     let (tx, rx) = watch::channel(false);
     let (term_tx, term) = watch::channel(Term::ended());
     let lost = CancellationToken::new();
@@ -298,6 +333,7 @@ pub fn spawn_when(
         term: term_tx,
         lost: lost.clone(),
         cancel,
+        metrics,
     };
     let handle = tokio::spawn(elector.run(ready));
     (
@@ -319,6 +355,7 @@ struct Elector {
     term: watch::Sender<Term>,
     lost: CancellationToken,
     cancel: CancellationToken,
+    metrics: LeaderMetrics,
 }
 
 impl Elector {
@@ -344,16 +381,19 @@ impl Elector {
                 end: end.clone(),
                 deadline: Some(acquired_at + self.config.renew_deadline),
             });
+            self.metrics.inc("acquired");
             self.tx.send_replace(true);
             tracing::info!(identity = %self.config.identity, lease = %self.lease, "became leader");
             let cancelled = self.hold(acquired_at).await;
             end.cancel();
             self.tx.send_replace(false);
             if !cancelled {
+                self.metrics.inc("lost");
                 self.lost.cancel();
             }
             if cancelled {
                 self.release().await;
+                self.metrics.inc("released");
                 tracing::info!(identity = %self.config.identity, lease = %self.lease, "released leadership on shutdown");
                 return;
             }

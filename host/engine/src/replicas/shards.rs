@@ -392,6 +392,13 @@ pub fn spawn_when(
     metrics: ShardMetrics,
     cancel: CancellationToken,
 ) -> (ShardSet, JoinHandle<()>) {
+    // Every move exported from the start, at 0: a series that first appears at 1 has no
+    // increase, and an alert on lost shards would miss the first.
+    for change in ["acquired", "released", "lost"] {
+        let _ = metrics.moves.get_or_create(&MoveLabel {
+            change: change.to_string(),
+        });
+    }
     let set = ShardSet::new(config.shards, &config.lease.identity);
     let seconds = lease_seconds(&config.lease);
     let shards = (0..config.shards)

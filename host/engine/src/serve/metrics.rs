@@ -87,8 +87,9 @@ pub(crate) struct Metrics {
     pub watch_restarts: Family<ResourceLabel, Counter>,
     /// 1 for each watched or read resource the API server does not serve (yet).
     pub unserved: Family<ResourceLabel, Gauge>,
-    /// Plugin directory reloads that changed something.
-    pub reloads: Counter,
+    /// Plugins added, replaced or removed: versions that started or stopped serving
+    /// (`plugins::environment::Swaps`), the same on every replica for the same loads.
+    pub reloads: Family<ChangeLabel, Counter>,
     /// Plugin files whose newest version is rejected.
     pub rejected_files: Gauge,
     /// 1 while this replica is the leader (or runs without leader election).
@@ -111,7 +112,32 @@ pub(crate) struct Metrics {
     pub shadow_divergences: Family<PluginLabel, Counter>,
     /// Events a shadow candidate was not run on: its concurrency bound was reached.
     pub shadow_skipped: Family<PluginLabel, Counter>,
+    /// Plugin objects' module pulls, by outcome.
+    pub pulls: Family<PullLabels, Counter>,
+    /// How long pulls that asked the registry took (failed ones included).
+    pub pull_seconds: Family<PluginLabel, Histogram>,
+    /// Leader terms begun and ended (`--leader-elect`).
+    pub leader_changes: crate::replicas::leader::LeaderMetrics,
 }
+
+/// `plugin`, `result`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct PullLabels {
+    /// Plugin name (its Plugin object's).
+    pub plugin: String,
+    /// pulled (from the registry) | stored (found in the module store) | failed.
+    pub result: String,
+}
+
+/// `change`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ChangeLabel {
+    /// What changed: `added`, `replaced`, `removed` (reloads).
+    pub change: String,
+}
+
+/// What [`Metrics::reloads`] counts, each exported from the start (at 0).
+const RELOAD_CHANGES: [&str; 3] = ["added", "replaced", "removed"];
 
 /// `plugin`, `verb`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -147,7 +173,7 @@ impl Metrics {
             blocked: Family::default(),
             watch_restarts: Family::default(),
             unserved: Family::default(),
-            reloads: Counter::default(),
+            reloads: Family::default(),
             rejected_files: Gauge::default(),
             leader: Gauge::default(),
             cached_objects: Family::default(),
@@ -160,7 +186,15 @@ impl Metrics {
             preview_changes: Family::default(),
             shadow_divergences: Family::default(),
             shadow_skipped: Family::default(),
+            pulls: Family::default(),
+            pull_seconds: Family::new_with_constructor(|| {
+                Histogram::new(exponential_buckets(0.05, 2.0, 12))
+            }),
+            leader_changes: Default::default(),
         };
+        for change in RELOAD_CHANGES {
+            m.reloaded(change, 0);
+        }
         m.register_events(&mut registry);
         m.register_plugins(&mut registry);
         m.register_replicas(&mut registry);
@@ -228,13 +262,23 @@ impl Metrics {
     );
         r.register(
             "reloads",
-            "Plugin directory reloads that changed something",
+            "Plugins added, replaced or removed by reloads: versions that started or stopped serving (shadow candidates and staged versions excluded)",
             self.reloads.clone(),
         );
         r.register(
             "rejected_plugin_files",
             "Plugin files whose newest version is rejected",
             self.rejected_files.clone(),
+        );
+        r.register(
+            "pulls",
+            "Module pulls of Plugin objects: pulled from the registry, found in the module store (stored), or failed (resolving, credentials, download, verification, --pull-timeout)",
+            self.pulls.clone(),
+        );
+        r.register(
+            "pull_seconds",
+            "How long module pulls that asked the registry took, failed ones included",
+            self.pull_seconds.clone(),
         );
     }
 
@@ -259,6 +303,11 @@ impl Metrics {
             "shard_moves",
             "Shards this replica acquired, released or lost (--shards)",
             self.shards.moves.clone(),
+        );
+        r.register(
+            "leader_changes",
+            "Leader terms this replica began (acquired) and ended: lost (another holder, or no renewal within the renew deadline; the process exits) or released (on shutdown) (--leader-elect)",
+            self.leader_changes.changes.clone(),
         );
         r.register(
             "shard_members",
@@ -332,6 +381,56 @@ impl Metrics {
                 plugin: plugin.to_string(),
             })
             .set(i64::from(quarantined));
+    }
+
+    /// Count `n` plugins `change`d by a reload (`added`, `replaced`, `removed`).
+    pub(crate) fn reloaded(&self, change: &str, n: u64) {
+        self.reloads
+            .get_or_create(&ChangeLabel {
+                change: change.to_string(),
+            })
+            .inc_by(n);
+    }
+
+    /// Export the counters of `plugin` that alerts take an `increase()` of at 0 from its
+    /// load: a series that first appears at 1 has no increase, so its first budget wait
+    /// or conflict would go unseen.
+    pub(crate) fn declare_plugin(&self, plugin: &str) {
+        let label = PluginLabel {
+            plugin: plugin.to_string(),
+        };
+        let _ = self.conflicts.get_or_create(&label);
+        let _ = self.budget_waits.get_or_create(&label);
+        let _ = self.budget_wait_timeouts.get_or_create(&label);
+        let _ = self.budget_wait_seconds.get_or_create(&label);
+    }
+
+    /// Export `plugin`'s pull counters at 0 before its first pull ends (see
+    /// [`Metrics::declare_plugin`]).
+    pub(crate) fn declare_pulls(&self, plugin: &str) {
+        for result in ["pulled", "stored", "failed"] {
+            let _ = self.pulls.get_or_create(&PullLabels {
+                plugin: plugin.to_string(),
+                result: result.to_string(),
+            });
+        }
+    }
+
+    /// Count a module pull of `plugin`'s Plugin object, and how long one that asked the
+    /// registry took.
+    pub(crate) fn pulled(&self, plugin: &str, result: &str, took: std::time::Duration) {
+        let labels = PullLabels {
+            plugin: plugin.to_string(),
+            result: result.to_string(),
+        };
+        self.pulls.get_or_create(&labels).inc();
+        if result != "stored" {
+            self.pull_seconds
+                .get_or_create(&PluginLabel {
+                    plugin: plugin.to_string(),
+                })
+                .observe(took.as_secs_f64());
+        }
     }
 
     /// Count an intent outcome.

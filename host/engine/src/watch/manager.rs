@@ -342,7 +342,8 @@ impl WatchManager {
         };
         match lookup {
             Ok(res) => {
-                self.metrics.unserved.remove(&label);
+                // 0, not removed: a kind's series is there before it goes missing.
+                self.metrics.unserved.get_or_create(&label).set(0);
                 if waiting_logged.remove(r) {
                     tracing::info!(resource = %r, "resource is now served; starting its watch");
                 }

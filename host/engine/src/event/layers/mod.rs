@@ -6,13 +6,15 @@
 //! | --- | --- | --- |
 //! | [`Gate`] | `gate.rs` | only the leader (the shard's holder) handles events; says when a term ended mid-event |
 //! | [`Quarantine`] | `quarantine.rs` | defers events of a quarantined plugin; keeps its health |
-//! | [`Observe`] | `observe.rs` | metrics, the event's span and log lines |
+//! | [`Trace`] | `trace.rs` | the event's OpenTelemetry trace, when an exporter is configured |
+//! | [`Observe`] | `observe.rs` | metrics, the event's span and log lines (with the trace id) |
 //! | [`Record`] | `record.rs` | `--record DIR`: the event written as a test case |
 //! | [`Preview`] | `preview.rs` | what a dry run would change; the shadow candidate, run beside and compared |
 //!
 //! The order matters: a follower's events are not counted, a quarantined plugin's deferred
-//! events are neither counted nor recorded, and everything the pipeline logs carries the
-//! event's span.
+//! events are neither counted, traced nor recorded, everything the pipeline logs carries the
+//! event's span, and that span its trace's id (the trace's context is current inside
+//! [`Trace`]).
 //!
 //! A small trait chain rather than `tower::Service`: a request borrows the delivery and the
 //! plugin version (a `Service` call wants an owned, `'static` request), no layer needs
@@ -24,6 +26,7 @@ mod observe;
 mod preview;
 mod quarantine;
 mod record;
+mod trace;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -33,6 +36,7 @@ pub(crate) use self::observe::Observe;
 pub(crate) use self::preview::{Preview, dry_run_findings};
 pub(crate) use self::quarantine::Quarantine;
 pub(crate) use self::record::Record;
+pub(crate) use self::trace::Trace;
 use crate::event::cluster::ApiCluster;
 use crate::event::pipeline::{Pipeline, Report, Request};
 use crate::preview::report::Previews;
@@ -46,7 +50,7 @@ pub(crate) trait Handle: Send + Sync + 'static {
 }
 
 /// The pipeline with every layer around it.
-pub(crate) type Stack = Gate<Quarantine<Observe<Record<Preview<Pipeline<ApiCluster>>>>>>;
+pub(crate) type Stack = Gate<Quarantine<Trace<Observe<Record<Preview<Pipeline<ApiCluster>>>>>>>;
 
 /// Wrap `pipeline` in the layers, outermost first.
 pub(crate) fn stack(
@@ -59,6 +63,6 @@ pub(crate) fn stack(
     let previewed = Preview::new(pipeline, previews, metrics.clone());
     let recorded = Record::new(previewed, recorder);
     let observed = Observe::new(recorded, metrics.clone());
-    let quarantined = Quarantine::new(observed, metrics);
+    let quarantined = Quarantine::new(Trace::new(observed), metrics);
     Gate::new(quarantined, ownership)
 }

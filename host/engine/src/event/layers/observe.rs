@@ -1,9 +1,11 @@
 //! What the host says about each event: the counters and histograms of `/metrics`, the
 //! `event` span every line logged while handling it carries (plugin logs included), the
-//! `event` line, and one line per write.
+//! `event` line, and one line per write. The span and the `event` line carry the id of the
+//! event's trace when one is recorded ([`super::Trace`]).
 
 use std::sync::Arc;
 
+use opentelemetry::trace::TraceContextExt as _;
 use tracing::Instrument;
 
 use super::Handle;
@@ -39,9 +41,10 @@ impl<S: Handle> Handle for Observe<S> {
                 event: event.to_string(),
             })
             .inc();
-        tracing::info!(plugin = name, version = %plugin.manifest.version, event, watch = %d.watch_id, object = %object, "event");
-        let span = tracing::info_span!("event", plugin = name, object = %object, event);
+        let trace_id = trace_id();
+        let span = tracing::info_span!("event", plugin = name, object = %object, event, trace_id);
         async {
+            tracing::info!(plugin = name, version = %plugin.manifest.version, event, watch = %d.watch_id, object = %object, trace_id, "event");
             let report = self.inner.handle(req).await;
             self.account(name, &plugin.manifest.field_manager(), &object, &report);
             report
@@ -49,6 +52,14 @@ impl<S: Handle> Handle for Observe<S> {
         .instrument(span)
         .await
     }
+}
+
+/// The id of the current OpenTelemetry trace, when it is recorded.
+fn trace_id() -> Option<String> {
+    let cx = opentelemetry::Context::current();
+    let span = cx.span();
+    let sc = span.span_context();
+    sc.is_sampled().then(|| sc.trace_id().to_string())
 }
 
 impl<S> Observe<S> {
@@ -93,14 +104,8 @@ impl<S> Observe<S> {
         let prepared = report.prepared();
         for (i, written) in &report.writes {
             let Some(p) = prepared.get(*i) else { continue };
-            let result = match written {
-                Written::Applied(_) | Written::AlreadyGone => "applied",
-                Written::TriggerGone => "gone",
-                Written::Previewed(_) => "previewed",
-                Written::Failed { conflict: true } => "conflict",
-                Written::Failed { conflict: false } => "error",
-            };
-            self.metrics.intent(name, p.intent.verb.as_str(), result);
+            self.metrics
+                .intent(name, p.intent.verb.as_str(), written.outcome());
             match written {
                 Written::Applied(Some(resource_version)) => tracing::info!(
                     plugin = %name, manager = %manager, trigger = %object,

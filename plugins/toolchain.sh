@@ -165,8 +165,10 @@ go_core() { # go_core GO_WORK MODULE_DIR CORE_WASM
     local work=()
     [ -z "$1" ] || work=(GOWORK="$1")
     # -buildmode=c-shared: a WASI reactor (exports, no main); -checklinkname=0: the runtime
-    # package reaches runtime.sbrk through go:linkname.
-    env "${work[@]}" GOOS=wasip1 GOARCH=wasm "$go" build -C "$2" -trimpath \
+    # package reaches runtime.sbrk through go:linkname. Reproducible: -trimpath keeps the
+    # folders out, -buildvcs=false the checkout's commit, time and dirty flag (the same
+    # sources, committed or not, give the same bytes).
+    env "${work[@]}" GOOS=wasip1 GOARCH=wasm "$go" build -C "$2" -trimpath -buildvcs=false \
         -buildmode=c-shared -ldflags="-checklinkname=0 -s -w" -o "$3" .
 }
 
@@ -201,6 +203,15 @@ ensure_componentize_py() { # ensure_componentize_py REQUIREMENTS
     fi
     # Never let an activated venv's site-packages leak into the components.
     unset VIRTUAL_ENV
+}
+
+# Python and JavaScript components are a snapshot of an interpreter that imported the staged
+# files, taken with what it saw of them (CPython's path finder caches each folder's
+# modification time): the stage's times are SOURCE_DATE_EPOCH (`kubewasm build` sets it),
+# not when it was copied. (The snapshot also keeps the entropy and clock the pre-initializing
+# tool gives it, which no caller can fix: host/cli/README.md, "Reproducible builds".)
+stamp_stage() { # stamp_stage DIR
+    find "$1" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-315532800}" {} +
 }
 
 # One Python plugin: STAGE holds exactly what goes into the component (the `app` module,
@@ -256,9 +267,38 @@ project_rust_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR
     ensure_rust_target
 }
 
+# rustc writes the paths of the sources a panic or an assertion names into the component:
+# the project's folder and cargo's home (the registry's sources) are remapped to fixed names,
+# so the bytes do not depend on where the project and CARGO_HOME are. Added to the author's
+# RUSTFLAGS / CARGO_ENCODED_RUSTFLAGS when set (cargo then ignores configured rustflags),
+# else given as build.rustflags, which cargo appends to the author's own (an author's
+# target.wasm32-wasip2.rustflags would win over them: then nothing is remapped).
+rust_remap_flags() { # rust_remap_flags PROJECT: sets the array $remap
+    local home="${CARGO_HOME:-$HOME/.cargo}"
+    remap=("--remap-path-prefix=$1=/project")
+    if [ -d "$home" ]; then
+        remap+=("--remap-path-prefix=$(cd "$home" && pwd -P)=/cargo")
+        [ "$(cd "$home" && pwd -P)" = "$home" ] || remap+=("--remap-path-prefix=$home=/cargo")
+    fi
+}
+
 project_rust_build() { # PROJECT NAME OUT_WASM BUILD_DIR
+    local remap config=() flag flags sep=$'\x1f'
+    rust_remap_flags "$1"
+    if [ -n "${CARGO_ENCODED_RUSTFLAGS:-}" ]; then
+        for flag in "${remap[@]}"; do CARGO_ENCODED_RUSTFLAGS+="$sep$flag"; done
+    elif [ -n "${RUSTFLAGS:-}" ]; then
+        # RUSTFLAGS splits on spaces; the encoded form keeps a path with spaces whole.
+        read -r -a flags <<<"$RUSTFLAGS"
+        flags+=("${remap[@]}")
+        CARGO_ENCODED_RUSTFLAGS="$(IFS="$sep"; echo "${flags[*]}")"
+        unset RUSTFLAGS
+    else
+        config=(--config "build.rustflags=[$(printf '"%s",' "${remap[@]}" | sed 's/,$//')]")
+    fi
+    [ -z "${CARGO_ENCODED_RUSTFLAGS:-}" ] || export CARGO_ENCODED_RUSTFLAGS
     cargo build --release --target wasm32-wasip2 --manifest-path "$1/Cargo.toml" \
-        --target-dir "$1/target"
+        --target-dir "$1/target" "${config[@]}"
     cp "$1/target/wasm32-wasip2/release/${2//-/_}.wasm" "$3.tmp"
     mv "$3.tmp" "$3"
 }
@@ -277,6 +317,7 @@ project_python_build() { # PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
     find "$1" -maxdepth 1 -name '*.py' ! -name 'test_*.py' ! -name '*_test.py' -exec cp {} "$stage/" \;
     cp -r "$1/deps/kubewasm-python/kubewasm" "$stage/kubewasm"
     find "$stage" -name __pycache__ -prune -exec rm -rf {} +
+    stamp_stage "$stage"
     python_component "$1/wit" "$stage" "$3"
 }
 
@@ -309,6 +350,7 @@ project_js_build() { # PROJECT NAME OUT_WASM BUILD_DIR
         console.log(relative(realpathSync('node_modules/kubewasm'), fileURLToPath(import.meta.resolve('kubewasm'))));")"
     printf "export * from './node_modules/kubewasm/%s';\n" "$entry" >"$stage/kubewasm"
     main="$(cd "$1" && node -p "require('./package.json').main || 'index.js'")"
+    stamp_stage "$stage"
     js_component "$1/node_modules/.bin/componentize-js" "$1/wit" "$stage" "$main" "$3"
 }
 
@@ -317,7 +359,9 @@ project_c_toolchain() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR
 }
 
 project_c_build() { # PROJECT NAME CORE_WASM BUILD_DIR BINDINGS_DIR
-    c_core "$1/deps/kubewasm-c" "$5" "$3" "$1"/*.c
+    # The project's folder is remapped (an assert's __FILE__ names no absolute path); the
+    # sources are listed in the C locale's order (kubewasm build sets LC_ALL=C).
+    c_core "$1/deps/kubewasm-c" "$5" "$3" -ffile-prefix-map="$1/=" "$1"/*.c
 }
 
 project_go_toolchain() { # PROJECT NAME CORE_WASM BUILD_DIR [BINDINGS_DIR GO_PKG_DIR]

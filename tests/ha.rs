@@ -16,8 +16,10 @@ fn cm(name: &str, labels: Value, data: Value) -> Value {
            "metadata": {"name": name, "namespace": "default", "labels": labels}, "data": data})
 }
 
-const LEASE: [&str; 8] = [
+const LEASE: [&str; 10] = [
     "--leader-elect",
+    "--lease-namespace",
+    "default",
     "--lease-duration",
     "3s",
     "--renew-deadline",
@@ -525,4 +527,29 @@ async fn both_replicas_count_the_same_reloads() {
     assert_eq!(replaced(&b).len(), 1, "{}", b.dump());
     assert_eq!(a.stop(), Some(0));
     assert_eq!(b.stop(), Some(0));
+}
+
+/// A replica that cannot take its Lease (here its namespace, `kubewasm-system` by default
+/// out of a pod, does not exist) says why once at WARN, naming the Lease and the API
+/// server's answer, instead of waiting to lead in silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_cannot_take_its_lease_says_why() {
+    let env = Env::new().await;
+    let host = env.start_host(&["--leader-elect", "--retry-period", "100ms"]);
+    let line = host
+        .wait_log("the Lease refused", |l| {
+            field(l, "message").starts_with("cannot acquire the lease")
+        })
+        .await;
+    assert_eq!(field(&line, "level"), "WARN", "{line}");
+    assert_eq!(field(&line, "lease"), "kubewasm-system/kubewasm", "{line}");
+    assert!(
+        field(&line, "error").contains("namespaces \"kubewasm-system\" not found"),
+        "{line}"
+    );
+    // Said once, not at every retry.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let said = host.matching(|l| field(l, "message").starts_with("cannot acquire the lease"));
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(host.stop(), Some(0));
 }

@@ -37,9 +37,9 @@ async fn rbac_env(crds: bool) -> Env {
     env
 }
 
-/// `kubewasm rbac` for the plugin directory, resolved on the server, applied as admin.
-async fn apply_generated_rbac(env: &Env) -> Vec<Value> {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+/// `kubewasm rbac` for the plugin directory, resolved on the server, with `extra` flags.
+fn generated_rbac(env: &Env, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kubewasm"))
         .args(["--log", "warn", "rbac", "--plugins"])
         .arg(&env.plugins)
         .arg("--approvals")
@@ -47,8 +47,14 @@ async fn apply_generated_rbac(env: &Env) -> Vec<Value> {
         .arg("--kubeconfig")
         .arg(&env.kubeconfig)
         .args(["--service-account-namespace", "kubewasm"])
+        .args(extra)
         .output()
-        .expect("kubewasm rbac runs");
+        .expect("kubewasm rbac runs")
+}
+
+/// `kubewasm rbac` for the plugin directory, resolved on the server, applied as admin.
+async fn apply_generated_rbac(env: &Env) -> Vec<Value> {
+    let out = generated_rbac(env, &[]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -679,17 +685,7 @@ async fn a_plugin_the_host_cannot_impersonate_is_not_ready_with_one_line_saying_
 async fn rbac_does_not_take_over_another_installs_roles() {
     let env = rbac_env(false).await;
     let rbac = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-            .args(["--log", "warn", "rbac", "--plugins"])
-            .arg(&env.plugins)
-            .arg("--approvals")
-            .arg(&env.approvals)
-            .arg("--kubeconfig")
-            .arg(&env.kubeconfig)
-            .args(["--service-account-namespace", "kubewasm"])
-            .args(extra)
-            .output()
-            .expect("kubewasm rbac runs");
+        let out = generated_rbac(&env, extra);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

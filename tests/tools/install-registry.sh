@@ -5,32 +5,13 @@
 #   - the `oras` Python package from PyPI, the standard client of the interop tests.
 # Idempotent: what is there is kept. Needs root (apt-get), as on our machines and CI.
 set -euo pipefail
+. "$(dirname "$0")/apt.sh"
 
 registry_version="2.8.2+ds1-1"
 oras_version="0.2.43"
 
 if [ ! -x /usr/bin/docker-registry ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    # The package's postinst starts its service through invoke-rc.d; the tests start their
-    # own registries, so no service may start (nor linger on port 5000). policy-rc.d
-    # answering 101 is how Debian says "do not start services"; ours is removed afterwards
-    # unless one was already there.
-    policy=/usr/sbin/policy-rc.d
-    ours=""
-    if [ ! -e "$policy" ]; then
-        printf '#!/bin/sh\nexit 101\n' > "$policy"
-        chmod 0755 "$policy"
-        ours=1
-    fi
-    cleanup() { if [ -n "$ours" ]; then rm -f "$policy"; fi; }
-    trap cleanup EXIT
-    if ! apt-get install -y --no-install-recommends "docker-registry=$registry_version" >/dev/null; then
-        # A stale package list does not know the version yet.
-        apt-get update >/dev/null
-        apt-get install -y --no-install-recommends "docker-registry=$registry_version" >/dev/null
-    fi
-    cleanup
-    trap - EXIT
+    apt_install_without_services "docker-registry=$registry_version"
 fi
 /usr/bin/docker-registry --version >&2
 

@@ -51,8 +51,16 @@ to native code into the per-user code cache `kubewasm test` and `inspect` read (
 Nothing is rebuilt when nothing changed: the project's files (but target/, the output
 folder, .git, node_modules, __pycache__ and .venv), the language, name and output, the
 toolchain folder, the build's environment (GO*, CGO_*, CARGO_*, RUSTFLAGS, CC, CFLAGS,
-PYTHON*) and this kubewasm binary are fingerprinted, and an unchanged fingerprint with its
-output in place says \"up to date\". --force builds anyway.
+PYTHON*, SOURCE_DATE_EPOCH) and this kubewasm binary are fingerprinted, and an unchanged
+fingerprint with its output in place says \"up to date\". --force builds anyway.
+
+Reproducible: for Rust, Go and C the same sources give the same bytes, in any folder, a git
+checkout or not (Go builds with -trimpath -buildvcs=false; rustc remaps the project's folder
+and CARGO_HOME, clang the project's folder). Every step runs with SOURCE_DATE_EPOCH=315532800
+(1980-01-01 UTC) unless you set it, LC_ALL=C, TZ=UTC and PYTHONHASHSEED=0. Python and
+JavaScript components are snapshots of an interpreter that componentize-py and
+componentize-js seed from the host's entropy and clock: each build differs
+(host/cli/README.md, Reproducible builds).
 
 Go builds run in your Go environment (GOPROXY, GOPRIVATE, GONOSUMDB, GOFLAGS, GOMODCACHE,
 GOCACHE, your go env file): kubewasm adds only GOTOOLCHAIN=local (the pinned Go compiles it)
@@ -251,6 +259,29 @@ fn build_env(name: &str) -> bool {
         .any(|p| name.starts_with(p))
         || name == "CC"
         || name == "CFLAGS"
+        || name == "SOURCE_DATE_EPOCH"
+}
+
+/// SOURCE_DATE_EPOCH when the caller sets none: 1980-01-01T00:00:00Z, the earliest time a
+/// ZIP archive can record. Fixed rather than the sources' last commit or modification time,
+/// so a checkout, a copy and a commit of the same sources all build the same bytes.
+const DEFAULT_SOURCE_DATE_EPOCH: &str = "315532800";
+
+/// The environment every build step runs with, whatever the caller's, so that the same
+/// sources give the same bytes: the time a tool may stamp (clang's `__DATE__`, the staged
+/// files' modification times), the host Python's hash seed (componentize-py's driver orders
+/// what it hands the interpreter by it), and the C locale (the order of a glob such as
+/// `*.c`, hence the link order) in UTC.
+fn reproducible_env() -> [(&'static str, String); 4] {
+    [
+        (
+            "SOURCE_DATE_EPOCH",
+            source_date_epoch(std::env::var("SOURCE_DATE_EPOCH").ok()),
+        ),
+        ("PYTHONHASHSEED", "0".to_string()),
+        ("LC_ALL", "C".to_string()),
+        ("TZ", "UTC".to_string()),
+    ]
 }
 
 /// A fingerprint of everything a build reads: this binary, the language, name, output and
@@ -302,6 +333,14 @@ fn walk_inputs(dir: &Path, skip: &[PathBuf], out: &mut Vec<PathBuf>) -> std::io:
         }
     }
     Ok(())
+}
+
+/// The caller's SOURCE_DATE_EPOCH when it is one (a whole number of seconds), else
+/// [`DEFAULT_SOURCE_DATE_EPOCH`].
+fn source_date_epoch(caller: Option<String>) -> String {
+    caller
+        .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        .unwrap_or_else(|| DEFAULT_SOURCE_DATE_EPOCH.to_string())
 }
 
 /// Runs the language's build steps: the component at WASM.
@@ -397,6 +436,7 @@ impl Script<'_> {
             .arg(self.toolchain)
             .arg(&function)
             .args(args)
+            .envs(reproducible_env())
             .status()
             .context("running bash (kubewasm build needs bash)")?;
         if !status.success() {
@@ -604,6 +644,16 @@ mod tests {
         assert!(!up_to_date(&record_file, &fp(), &wasm));
         std::fs::remove_file(&wasm).unwrap();
         assert!(!up_to_date(&record_file, &fp(), &wasm));
+    }
+
+    #[test]
+    fn source_date_epoch_is_fixed_unless_the_caller_sets_one() {
+        assert_eq!(source_date_epoch(None), "315532800");
+        assert_eq!(source_date_epoch(Some(String::new())), "315532800");
+        assert_eq!(source_date_epoch(Some("yesterday".into())), "315532800");
+        assert_eq!(source_date_epoch(Some("1700000000".into())), "1700000000");
+        // The caller's value changes the output: it is part of the fingerprint.
+        assert!(build_env("SOURCE_DATE_EPOCH"));
     }
 
     #[test]

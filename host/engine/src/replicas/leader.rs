@@ -405,6 +405,10 @@ impl Elector {
     /// `renewTime` is no earlier) or the task is cancelled (`None`).
     async fn acquire(&mut self) -> Option<Instant> {
         let mut last_holder = None::<String>;
+        // An error that keeps the host from ever leading (its namespace missing, no RBAC
+        // for Leases) is said once at WARN, again only when it changes: otherwise a
+        // replica waits forever with nothing in the log to say why.
+        let mut last_error = None::<String>;
         loop {
             if self.cancel.is_cancelled() {
                 return None;
@@ -428,7 +432,14 @@ impl Elector {
                     tracing::debug!(lease = %self.lease, "lost a race for the lease");
                 }
                 Ok(Err(e)) => {
-                    tracing::debug!(lease = %self.lease, error = %e, "cannot acquire lease");
+                    let error = e.to_string();
+                    if last_error.as_ref() != Some(&error) {
+                        tracing::warn!(identity = %self.config.identity, lease = %self.lease, %error,
+                            "cannot acquire the lease; retrying (its namespace is --lease-namespace)");
+                        last_error = Some(error);
+                    } else {
+                        tracing::debug!(lease = %self.lease, %error, "cannot acquire lease");
+                    }
                 }
                 Err(_) => tracing::debug!(lease = %self.lease, "lease acquisition timed out"),
             }

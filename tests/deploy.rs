@@ -514,6 +514,8 @@ fn assert_host_deployment(d: &Value) {
         "--cache-dir=/var/cache/kubewasm",
         "--log-format=json",
         "--probe-addr=0.0.0.0:8081",
+        // /metrics and /status over HTTPS behind the API server's reviews, by default.
+        "--metrics-secure",
     ] {
         assert!(a.contains(&want), "args lack {want}: {a:?}");
     }
@@ -631,6 +633,46 @@ fn verbs(list: &[&str]) -> BTreeSet<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// The ClusterRole a scraper of `--metrics-secure` is bound to: get on /metrics and
+/// /status, nothing else; not bound to the host.
+fn assert_metrics_reader(docs: &[Value]) {
+    let reader = find(
+        docs,
+        "ClusterRole",
+        "kubewasm-system:kubewasm-metrics-reader",
+    );
+    assert_eq!(
+        reader["rules"],
+        json!([{"nonResourceURLs": ["/metrics", "/status"], "verbs": ["get"]}])
+    );
+    for b in docs
+        .iter()
+        .filter(|d| d["roleRef"]["name"] == "kubewasm-system:kubewasm-metrics-reader")
+    {
+        assert!(
+            !b["subjects"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["name"] == "kubewasm"),
+            "the host reads its own metrics on loopback, without the role: {b}"
+        );
+    }
+}
+
+/// A ServiceMonitor endpoint scraping `--metrics-secure`: https, Prometheus's own token,
+/// the self-signed certificate accepted.
+fn assert_secure_scrape(sm: &Value) {
+    let e = &sm["spec"]["endpoints"][0];
+    assert_eq!(e["port"], "metrics");
+    assert_eq!(e["scheme"], "https", "{e}");
+    assert_eq!(
+        e["bearerTokenFile"], "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "Prometheus's own ServiceAccount token: {e}"
+    );
+    assert_eq!(e["tlsConfig"], json!({"insecureSkipVerify": true}), "{e}");
+}
+
 /// The default RBAC covers exactly what the example plugins and the host need.
 fn assert_example_rbac(docs: &[Value]) {
     let cluster = rbac_rules(docs, "ClusterRole");
@@ -677,12 +719,15 @@ fn assert_example_rbac(docs: &[Value]) {
             "selfsubjectaccessreviews",
             vec!["create"],
         ),
-        // ... and whether each plugin's account may read what it is approved to read.
+        // ... and whether each plugin's account may read what it is approved to read
+        // (and, --metrics-secure, whether a scraper may get /metrics).
         (
             "authorization.k8s.io",
             "subjectaccessreviews",
             vec!["create"],
         ),
+        // --metrics-secure: whom a scraper's token authenticates as.
+        ("authentication.k8s.io", "tokenreviews", vec!["create"]),
     ];
     for (g, r, v) in &expect {
         assert_eq!(
@@ -697,6 +742,7 @@ fn assert_example_rbac(docs: &[Value]) {
         expect.len(),
         "ClusterRole grants more: {cluster:?}"
     );
+    assert_metrics_reader(docs);
     for verbs in cluster.values() {
         assert!(!verbs.contains("*"), "no wildcard verbs");
         assert!(
@@ -1093,7 +1139,23 @@ fn kustomize_example_overlay_and_components_render() {
     assert_namespaced_in_host_namespace(&docs);
     let sm = only(&docs, "ServiceMonitor");
     assert_eq!(sm["metadata"]["namespace"], NAMESPACE);
-    assert_eq!(sm["spec"]["endpoints"][0]["port"], "metrics");
+    assert_secure_scrape(sm);
+    // Prometheus's ServiceAccount (kube-prometheus's, in the namespace the policy lets
+    // in) is bound to the reader role.
+    let binding = find(
+        &docs,
+        "ClusterRoleBinding",
+        "kubewasm-system:kubewasm-metrics-reader",
+    );
+    assert_eq!(
+        binding["roleRef"]["name"],
+        "kubewasm-system:kubewasm-metrics-reader"
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}])
+    );
+    assert_metrics_reader(&docs);
     let svc = only(&docs, "Service");
     for (k, v) in sm["spec"]["selector"]["matchLabels"].as_object().unwrap() {
         assert_eq!(
@@ -1516,6 +1578,7 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
     );
     let sm = only(&docs, "ServiceMonitor");
     assert_eq!(sm["metadata"]["labels"]["release"], "prometheus");
+    assert_secure_scrape(sm);
     // A ServiceMonitor needs /metrics exposed: bound to the pod, a Service, the policy
     // letting the monitoring namespace in.
     assert!(a.contains(&"--metrics-addr=0.0.0.0:9090"), "{a:?}");
@@ -1563,6 +1626,88 @@ async fn helm_chart_values_for_plugins_ha_and_metrics() {
         let all = kustomize(&kubectl, &staged.path().join("kubernetes/overlays/all"));
         assert_eq!(init, container(only(&all, "Deployment"), "plugins"));
     }
+}
+
+/// `metrics.secure` (on by default): `--metrics-secure`, the host's review rules, the
+/// reader role, bound to `metrics.readers`; `metrics.certSecret` mounted as
+/// `--metrics-cert-path`; off: plain HTTP, and none of it.
+#[test]
+fn helm_chart_metrics_secure_values() {
+    let Some(helm) = helm() else { return };
+    let docs = helm_template(
+        &helm,
+        &[
+            "metrics.serviceMonitor.enabled=true",
+            "metrics.certSecret=kubewasm-metrics-tls",
+            "metrics.readers[0].kind=ServiceAccount",
+            "metrics.readers[0].name=prometheus",
+            "metrics.readers[0].namespace=monitoring",
+        ],
+    );
+    let d = only(&docs, "Deployment");
+    assert_host_deployment(d);
+    let c = container(d, "kubewasm");
+    assert!(
+        args(c).contains(&"--metrics-cert-path=/etc/kubewasm/metrics-certs"),
+        "{:?}",
+        args(c)
+    );
+    let mount = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "metrics-certs")
+        .expect("the certificate mounted");
+    assert_eq!(mount["mountPath"], "/etc/kubewasm/metrics-certs");
+    assert_eq!(mount["readOnly"], true);
+    assert_eq!(
+        volume(d, "metrics-certs")["secret"]["secretName"],
+        "kubewasm-metrics-tls"
+    );
+    assert_secure_scrape(only(&docs, "ServiceMonitor"));
+    assert_metrics_reader(&docs);
+    let binding = find(
+        &docs,
+        "ClusterRoleBinding",
+        "kubewasm-system:kubewasm-metrics-reader",
+    );
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}])
+    );
+    assert_network_policy(&docs, d, true);
+
+    let plain = helm_template(
+        &helm,
+        &[
+            "metrics.secure=false",
+            "metrics.serviceMonitor.enabled=true",
+        ],
+    );
+    let a = args(container(only(&plain, "Deployment"), "kubewasm"));
+    assert!(
+        !a.iter()
+            .any(|x| x.starts_with("--metrics-secure") || x.starts_with("--metrics-cert")),
+        "{a:?}"
+    );
+    let endpoint = &only(&plain, "ServiceMonitor")["spec"]["endpoints"][0];
+    assert!(
+        endpoint.get("scheme").is_none() && endpoint.get("bearerTokenFile").is_none(),
+        "plain HTTP, no token sent: {endpoint}"
+    );
+    assert!(
+        !plain
+            .iter()
+            .any(|o| o["metadata"]["name"] == "kubewasm-system:kubewasm-metrics-reader"),
+        "no reader role"
+    );
+    assert!(
+        !rbac_rules(&plain, "ClusterRole").contains_key(&(
+            "authentication.k8s.io".to_string(),
+            "tokenreviews".to_string()
+        )),
+        "no TokenReviews without metrics.secure"
+    );
 }
 
 /// `shards: S` runs `--shards S` instead of leader election, lets replicas be more than one,
@@ -1649,7 +1794,7 @@ async fn base_rbac_matches_kubewasm_rbac() {
     }
     // Resolved on the cluster, the command deploy/README.md gives.
     let generated = parse_docs(&run(Command::new(kubewasm)
-        .args(["--log", "warn", "rbac", "--plugins"])
+        .args(["--log", "warn", "rbac", "--metrics-secure", "--plugins"])
         .arg(plugins.path())
         .arg("--approvals")
         .arg(root().join("plugins/approvals.yaml"))
@@ -1690,7 +1835,14 @@ async fn base_rbac_matches_kubewasm_rbac() {
     // objects, the Lease rule with list and delete.
     let Some(kubectl) = kubectl() else { return };
     let sharded_generated = parse_docs(&run(Command::new(kubewasm)
-        .args(["--log", "warn", "rbac", "--sharded", "--plugins"])
+        .args([
+            "--log",
+            "warn",
+            "rbac",
+            "--sharded",
+            "--metrics-secure",
+            "--plugins",
+        ])
         .arg(plugins.path())
         .arg("--approvals")
         .arg(root().join("plugins/approvals.yaml"))

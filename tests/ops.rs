@@ -584,3 +584,174 @@ async fn a_patch_of_a_trigger_deleted_during_its_call_does_not_bring_it_back() {
     host.assert_no_failed_events();
     assert_eq!(host.stop(), Some(0));
 }
+
+const PROMETHEUS: &str = "system:serviceaccount:monitoring:prometheus";
+
+/// `kubewasm run --metrics-secure` with the pod's certificate, against an API server with
+/// RBAC on: no token 401, a token whose user has no RBAC 403, Prometheus's token once
+/// bound to the reader role `kubewasm rbac --metrics-secure` prints: the metrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_metrics_need_a_token_and_the_reader_role() {
+    let env = Env::with_rbac(true, &[("prom", PROMETHEUS), ("jane", "jane")]).await;
+    // The reader role, as `kubewasm rbac --metrics-secure` renders it, bound to Prometheus.
+    let none = env.dir.path().join("no-approvals");
+    std::fs::create_dir(&none).expect("dir");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["--log", "error", "rbac", "--metrics-secure", "-f"])
+        .arg(&none)
+        .output()
+        .expect("kubewasm rbac");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = String::from_utf8(out.stdout).expect("YAML");
+    let reader: String = rendered
+        .split("---\n")
+        .find(|d| d.contains("name: kubewasm-system:kubewasm-metrics-reader"))
+        .expect("the reader role in kubewasm rbac --metrics-secure")
+        .to_string();
+    let rbac = env.dir.path().join("reader.yaml");
+    std::fs::write(
+        &rbac,
+        format!(
+            "{reader}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n\
+             metadata: {{name: prometheus-kubewasm-metrics}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: \"kubewasm-system:kubewasm-metrics-reader\"}}\n\
+             subjects: [{{kind: ServiceAccount, name: prometheus, namespace: monitoring}}]\n"
+        ),
+    )
+    .expect("write");
+    env.apply_path(&rbac).await;
+    // The pod's serving certificate, signed by a CA the scraper trusts.
+    let certs = env.dir.path().join("metrics-cert");
+    std::fs::create_dir(&certs).expect("dir");
+    let tls = support::registry::generate_tls(&certs);
+    let cert_dir = certs.to_str().expect("UTF-8 path");
+    let host = env.start_host(&[
+        "--metrics-secure",
+        "--metrics-cert-path",
+        cert_dir,
+        "--metrics-cert-name",
+        "server.pem",
+        "--metrics-cert-key",
+        "server.key",
+    ]);
+    let addr = ops_addr(&host).await;
+    let get = |path: &'static str, token: Option<&'static str>| {
+        let (addr, ca) = (addr.clone(), tls.ca_file.clone());
+        async move { https_get(&addr, Some(&ca), path, token).await }
+    };
+    let (code, _) = get("/metrics", None).await;
+    assert_eq!(code, 401, "no token");
+    let (code, _) = get("/metrics", Some("forged")).await;
+    assert_eq!(code, 401, "a token the API server does not know");
+    let (code, body) = get("/metrics", Some("jane")).await;
+    assert_eq!(code, 403, "a user without the RBAC: {body}");
+    assert!(
+        body.contains("user=jane") && body.contains("path=/metrics"),
+        "{body}"
+    );
+    let (code, body) = get("/metrics", Some("prom")).await;
+    assert_eq!(code, 200, "{body}\n{}", host.dump());
+    assert!(body.contains("kubewasm_"), "the metrics: {body}");
+    let (code, body) = get("/status", Some("prom")).await;
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).expect("/status is JSON");
+    assert!(status.get("ready").is_some(), "{status}");
+    // The reader role is /metrics and /status only: /preview shows objects' fields.
+    let (code, _) = get("/preview", Some("prom")).await;
+    assert_eq!(code, 403);
+    // Plain HTTP gets no page.
+    let (code, _) = http_get(&addr, "/metrics");
+    assert_ne!(code, 200);
+    // `kubewasm preview report` over https with a token: Prometheus's may not read
+    // /preview/*, the admin's may (and nothing previews on this host).
+    let url = format!("https://{addr}");
+    let ca = tls.ca_file.to_str().expect("UTF-8 path");
+    let report = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+            .args(["--log", "error", "preview", "report", "web", "--url", &url])
+            .args(extra)
+            .output()
+            .expect("kubewasm preview report");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, err) = report(&["--token", "prom", "--insecure-skip-tls-verify"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("403") && err.contains("path=/preview/web"),
+        "{err}"
+    );
+    let (code, err) = report(&["--token", ADMIN_TOKEN, "--certificate-authority", ca]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("404") && err.contains("no plugin named \"web\""),
+        "{err}"
+    );
+    let (_, err) = report(&["--token", ADMIN_TOKEN]);
+    assert!(err.contains("--insecure-skip-tls-verify"), "{err}");
+}
+
+/// A host whose own RBAC does not let it ask the reviews refuses every request (500, and
+/// says why in its log): never an open door.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secure_metrics_fail_closed_when_the_reviews_cannot_be_asked() {
+    let env = Env::with_rbac(true, &[("prom", PROMETHEUS), ("jane", "jane")]).await;
+    let certs = env.dir.path().join("metrics-cert");
+    std::fs::create_dir(&certs).expect("dir");
+    let tls = support::registry::generate_tls(&certs);
+    let host = env.start_host_as(
+        "jane",
+        &[
+            "--probe-addr",
+            "127.0.0.1:0",
+            "--metrics-secure",
+            "--metrics-cert-path",
+            certs.to_str().expect("UTF-8 path"),
+            "--metrics-cert-name",
+            "server.pem",
+            "--metrics-cert-key",
+            "server.key",
+        ],
+    );
+    let addr = ops_addr(&host).await;
+    let (code, body) = https_get(&addr, Some(&tls.ca_file), "/metrics", Some("prom")).await;
+    assert_eq!(code, 500, "{body}");
+    let line = host
+        .wait_log("the refused review, logged", |l| {
+            field(l, "message")
+                .contains("could not ask the API server whether the request may be served")
+        })
+        .await;
+    assert!(field(&line, "error").contains("TokenReview"), "{line}");
+    assert_eq!(field(&line, "level"), "ERROR", "{line}");
+    // The probes (plain HTTP, for the kubelet) name the rules the host lacks.
+    let probes = host
+        .wait_log("the probe listener", |l| {
+            field(l, "message").starts_with("serving the probes")
+        })
+        .await;
+    let probes = field(&probes, "addr").to_string();
+    let needed = "needed for the reviews of each request to the metrics endpoint";
+    let verbose = eventually("/readyz?verbose names the missing rules", CONVERGE, || {
+        let (_, text) = http_get(&probes, "/readyz?verbose");
+        async move { text.contains(needed).then_some(text) }
+    })
+    .await;
+    for rule in [
+        "create tokenreviews.authentication.k8s.io cluster-wide",
+        "create subjectaccessreviews.authorization.k8s.io cluster-wide",
+    ] {
+        assert!(
+            verbose.contains(&format!(
+                "[-]permission {rule}: denied by the host's RBAC ({needed}"
+            )),
+            "{rule} in {verbose}"
+        );
+    }
+}

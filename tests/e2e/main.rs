@@ -12,6 +12,7 @@ mod support;
 
 mod common;
 mod preview;
+mod scrape;
 mod sharded;
 mod swap;
 
@@ -146,6 +147,10 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
         (
             "preview: a shadow candidate diverges exactly where its settings differ, writes nothing, and is promoted by a swap",
             |s| Box::pin(preview::shadow(s)),
+        ),
+        (
+            "secure scrape: /metrics over HTTPS, no token 401, a ServiceAccount without the reader role 403, with it the metrics",
+            |s| Box::pin(scrape::secure_scrape(s)),
         ),
     ];
     // KUBEWASM_E2E_ONLY: run only the scenarios whose name contains it (one scenario

@@ -185,7 +185,7 @@ async fn run(admin_kubeconfig: PathBuf, import: String) -> usize {
             |n| Box::pin(log_values_plain(n, KUSTOMIZE_NS)),
         ),
         (
-            "/metrics and /status through kubectl port-forward; only the probes on the pod IP",
+            "/metrics and /status through kubectl port-forward over HTTPS, 401 without a token, the page with a reader's; only the probes on the pod IP",
             |n| Box::pin(metrics(n)),
         ),
         (
@@ -1582,21 +1582,79 @@ fn port_forward(n: &Node, ns: &str, pod: &str, port: u16) -> (std::process::Chil
     (child, addr)
 }
 
+/// The ClusterRoleBinding giving the ServiceAccount `e2e-scraper` of the install the
+/// reader role of `--metrics-secure` (deleted at the end of the scenario and at cleanup).
+const SCRAPER_BINDING: &str = "kubewasm-system:e2e-scraper";
+
+/// A bound token of the install's ServiceAccount `e2e-scraper`, bound to the base's
+/// `kubewasm-system:kubewasm-metrics-reader`: what Prometheus's would be.
+async fn scraper_token(n: &Node) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::api::PostParams;
+    apply(
+        &n.admin,
+        vec![
+            json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                   "metadata": {"name": "e2e-scraper", "namespace": KUSTOMIZE_NS}}),
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": {"name": SCRAPER_BINDING},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": "kubewasm-system:kubewasm-metrics-reader"},
+                   "subjects": [{"kind": "ServiceAccount", "name": "e2e-scraper",
+                                 "namespace": KUSTOMIZE_NS}]}),
+        ],
+    )
+    .await;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(n.admin.clone(), KUSTOMIZE_NS)
+        .create_token_request("e2e-scraper", &PostParams::default(), &request)
+        .await
+        .expect("TokenRequest")
+        .status
+        .and_then(|st| st.token)
+        .expect("a token in the TokenRequest status")
+}
+
 async fn metrics(n: &'static Node) {
     let (leader, followers) = leader_and_followers(n, KUSTOMIZE_NS).await;
     let pod = leader.name_any();
-    let (metrics, status) = tokio::task::spawn_blocking(move || {
-        let (mut child, addr) = port_forward(n, KUSTOMIZE_NS, &pod, 9090);
-        let got = eventually_blocking("GET /metrics through the port-forward", || {
-            http_get(&addr, "/metrics").ok()
-        });
-        let status = http_get(&addr, "/status").expect("GET /status");
-        let _ = child.kill();
-        let _ = child.wait();
-        (got, status)
+    let token = scraper_token(n).await;
+    let (mut child, addr) =
+        tokio::task::spawn_blocking(move || port_forward(n, KUSTOMIZE_NS, &pod, 9090))
+            .await
+            .expect("port-forward task");
+    // --metrics-secure (the base's default): HTTPS with a self-signed certificate, and no
+    // page without a token the API server knows.
+    let (code, body) = support::https_get(&addr, None, "/metrics", None).await;
+    assert_eq!(code, 401, "no token: {body}");
+    // The authorizer sees the new binding through its informer: a moment later.
+    let metrics = eventually("the scraper's token reads /metrics", CONVERGE, || {
+        let (addr, token) = (addr.clone(), token.clone());
+        async move {
+            let got = support::https_get(&addr, None, "/metrics", Some(&token)).await;
+            (got.0 == 200).then_some(got)
+        }
     })
-    .await
-    .expect("port-forward task");
+    .await;
+    let status = support::https_get(&addr, None, "/status", Some(&token)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = api(
+        &n.admin,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        None,
+    )
+    .delete(SCRAPER_BINDING, &DeleteParams::default())
+    .await;
     assert_eq!(metrics.0, 200, "{}", metrics.1);
     for want in [
         "kubewasm_events_total{",
@@ -1612,7 +1670,7 @@ async fn metrics(n: &'static Node) {
         .filter(|l| l.starts_with("# TYPE"))
         .count();
     println!(
-        "     /metrics of {} via port-forward: {} bytes, {families} metric families",
+        "     /metrics of {} via port-forward, over HTTPS with a reader's token (none: 401): {} bytes, {families} metric families",
         leader.name_any(),
         metrics.1.len()
     );
@@ -1642,21 +1700,6 @@ async fn metrics(n: &'static Node) {
             refused.is_err(),
             "/metrics answers on the pod IP {ip}: {refused:?}"
         );
-    }
-}
-
-/// Poll a blocking `f` for up to CONVERGE.
-fn eventually_blocking<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + CONVERGE;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {CONVERGE:?} waiting for: {what}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
@@ -2598,6 +2641,15 @@ async fn uninstall_helm(n: &'static Node) {
 
 async fn cleanup(n: &Node) {
     remove_installs(n).await;
+    let _ = api(
+        &n.admin,
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        None,
+    )
+    .delete(SCRAPER_BINDING, &DeleteParams::default())
+    .await;
     let namespaces = api(&n.admin, "v1", "Namespace", "namespaces", None);
     for ns in [apps_ns(n, KUSTOMIZE_NS), apps_ns(n, HELM_NS)] {
         let _ = namespaces.delete(&ns, &DeleteParams::background()).await;

@@ -637,3 +637,121 @@ pub fn push_module(registry: &registry::Registry, file: &Path, path: &str) -> St
     assert!(pinned.contains("@sha256:"), "{pinned}");
     pinned.to_string()
 }
+
+/// GET `path` over HTTPS from `addr`, trusting only the CA in `ca_file` (None: any
+/// certificate, for a listener's self-signed one reached through `kubectl port-forward`),
+/// with `token` as the bearer: (status, body).
+pub async fn https_get(
+    addr: &str,
+    ca_file: Option<&std::path::Path>,
+    path: &str,
+    token: Option<&str>,
+) -> (u16, String) {
+    use http_body_util::BodyExt as _;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    let config = match ca_file {
+        Some(ca) => builder
+            .with_root_certificates(roots(ca))
+            .with_no_client_auth(),
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(std::sync::Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
+    };
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let name = rustls::pki_types::ServerName::try_from("127.0.0.1").expect("server name");
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("a TLS handshake");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
+            .await
+            .expect("HTTP handshake");
+    tokio::spawn(conn);
+    let mut request = hyper::Request::get(path).header(hyper::header::HOST, addr);
+    if let Some(t) = token {
+        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+    }
+    let response = sender
+        .send_request(
+            request
+                .body(http_body_util::Empty::<hyper::body::Bytes>::new())
+                .expect("request"),
+        )
+        .await
+        .expect("response");
+    let code = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (code, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The CAs of a PEM file.
+fn roots(ca_file: &std::path::Path) -> rustls::RootCertStore {
+    use rustls::pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca_file).expect("CA file") {
+        roots
+            .add(cert.expect("CA certificate"))
+            .expect("a trusted CA");
+    }
+    roots
+}
+
+/// Accepts any server certificate (its signatures still checked): what Prometheus's
+/// `insecureSkipVerify` does with the host's self-signed one.
+#[derive(Debug)]
+struct AnyCertificate(std::sync::Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

@@ -248,8 +248,9 @@ fn free_port() -> u16 {
     listener.local_addr().expect("local addr").port()
 }
 
-/// A CA and a serving certificate for 127.0.0.1 signed by it, in `dir`.
-fn generate_tls(dir: &Path) -> Tls {
+/// A CA and a serving certificate for 127.0.0.1 signed by it, in `dir`: `ca.pem`,
+/// `server.pem`, `server.key` (also the metrics listener's, in tests/ops.rs).
+pub fn generate_tls(dir: &Path) -> Tls {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");

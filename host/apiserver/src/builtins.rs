@@ -20,8 +20,8 @@ use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1 as apireg;
 use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope, Resource};
 
 /// Which verbs a resource has. Of the virtual kinds, SelfSubjectAccessReview,
-/// SubjectAccessReview and SelfSubjectReview are answered by the server (`review`); the
-/// others are refused with 405, saying they are not emulated.
+/// SubjectAccessReview, SelfSubjectReview and TokenReview are answered by the server
+/// (`review`); the others are refused with 405, saying they are not emulated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verbs {
     /// Stored: create, delete, deletecollection (not namespaces), get, list, patch,
@@ -406,6 +406,7 @@ mod tests {
             "selfsubjectaccessreviews",
             "subjectaccessreviews",
             "selfsubjectreviews",
+            "tokenreviews",
         ];
         let virtual_kinds: BTreeSet<String> = BUILTINS
             .iter()

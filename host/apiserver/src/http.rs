@@ -206,15 +206,24 @@ fn authenticate(app: &App, headers: &HeaderMap) -> Option<UserInfo> {
     let bearer = header_str(headers, header::AUTHORIZATION)
         .strip_prefix("Bearer ")
         .map(str::trim);
-    if let Some(t) = bearer
-        && let Some((_, user)) = app.users.iter().find(|(tok, _)| tok == t)
-    {
-        return Some(user.clone());
+    if let Some(user) = bearer.and_then(|t| known_token(app, t)) {
+        return Some(user);
     }
     match &app.token {
         None => Some(admin()),
         Some(token) => (bearer == Some(token.as_str())).then(admin),
     }
+}
+
+/// Whom `token` authenticates as, among the tokens this server was given (the admin
+/// token, each user's); None for any other, even where no token is required: what a
+/// TokenReview answers.
+fn known_token(app: &App, token: &str) -> Option<UserInfo> {
+    if let Some((_, user)) = app.users.iter().find(|(t, _)| t == token) {
+        return Some(user.clone());
+    }
+    (app.token.as_deref() == Some(token))
+        .then(|| UserInfo::new("kubewasm:admin", &["system:masters"]))
 }
 
 /// With RBAC on: the user the request acts as, after impersonation (checked).
@@ -341,29 +350,19 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
             "v1",
             "selfsubjectaccessreviews",
         ] => {
-            if req.method() != Method::POST {
-                return Err(StatusError::method_not_allowed());
-            }
-            let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
-                .await
-                .map_err(|e| {
-                    StatusError::bad_request(format!("reading the request body failed: {e}"))
-                })?;
-            let review = patch::parse_body(&body, true)?;
+            let review = review_body(req).await?;
             let answer = review::self_subject_access_review(&app.store, user.as_ref(), review)?;
             Ok(json_response(201, &answer))
         }
         ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
-            if req.method() != Method::POST {
-                return Err(StatusError::method_not_allowed());
-            }
-            let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
-                .await
-                .map_err(|e| {
-                    StatusError::bad_request(format!("reading the request body failed: {e}"))
-                })?;
-            let review = patch::parse_body(&body, true)?;
+            let review = review_body(req).await?;
             let answer = review::subject_access_review(&app.store, user.as_ref(), review)?;
+            Ok(json_response(201, &answer))
+        }
+        ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
+            let review = review_body(req).await?;
+            let lookup = |t: &str| known_token(app, t);
+            let answer = review::token_review(&app.store, user.as_ref(), lookup, review)?;
             Ok(json_response(201, &answer))
         }
         ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => {
@@ -381,6 +380,17 @@ async fn dispatch(app: &Arc<App>, req: Request) -> ApiResult<Response> {
         }
         _ => Err(StatusError::no_route()),
     }
+}
+
+/// The body of a review (created only, stored nowhere): POST alone, JSON or YAML.
+async fn review_body(req: Request) -> ApiResult<Value> {
+    if req.method() != Method::POST {
+        return Err(StatusError::method_not_allowed());
+    }
+    let body = axum::body::to_bytes(req.into_body(), MAX_BODY)
+        .await
+        .map_err(|e| StatusError::bad_request(format!("reading the request body failed: {e}")))?;
+    patch::parse_body(&body, true)
 }
 
 fn owned(s: &[&str]) -> Vec<String> {
@@ -828,7 +838,7 @@ async fn scale_request(
 
 /// The verbs of read-only and virtual built-ins: `componentstatuses` are read (none is
 /// stored, so the list is empty); virtual kinds the server does not answer itself
-/// (`bindings`, `tokenreviews`, ...) are in discovery but refused, saying why.
+/// (`bindings`, `selfsubjectrulesreviews`, ...) are in discovery but refused, saying why.
 fn allowed_by_access(t: &Target, method: &Method, named: bool) -> ApiResult<()> {
     match t.info.access {
         Verbs::Crud => Ok(()),

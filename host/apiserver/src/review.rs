@@ -11,6 +11,10 @@
 //!   `create` on `subjectaccessreviews.authorization.k8s.io` may ask (403 otherwise).
 //! - `authentication.k8s.io/v1` SelfSubjectReviews: who the caller is
 //!   (`status.userInfo`).
+//! - `authentication.k8s.io/v1` TokenReviews: who a bearer token authenticates as, for
+//!   the tokens this server knows ([`crate::Config`]'s admin token and users; any other:
+//!   `status.authenticated: false`). With RBAC on, only a caller allowed `create` on
+//!   `tokenreviews.authentication.k8s.io` may ask (403 otherwise), as kube-apiserver.
 //!
 //! Without RBAC every caller is the admin, so every review is allowed.
 
@@ -94,6 +98,69 @@ pub(crate) fn subject_access_review(
         None => answer(store, SUBJECT_KIND, None, review),
         Some(_) => answer(store, SUBJECT_KIND, Some(&subject), review),
     }
+}
+
+/// Answer the TokenReview `review` asked by `caller` (None: RBAC off): whom its
+/// `spec.token` authenticates as, by `lookup` (the server's own authenticator).
+pub(crate) fn token_review(
+    store: &Store,
+    caller: Option<&UserInfo>,
+    lookup: impl Fn(&str) -> Option<UserInfo>,
+    mut review: Value,
+) -> ApiResult<Value> {
+    if let Some(c) = caller {
+        let a = Attributes {
+            verb: "create".into(),
+            group: "authentication.k8s.io".into(),
+            resource: "tokenreviews".into(),
+            subresource: None,
+            namespace: None,
+            name: None,
+        };
+        if !rbac::allowed(store, c, &a) {
+            return Err(rbac::forbidden(c, &a));
+        }
+    }
+    let Some(obj) = review.as_object_mut() else {
+        return Err(StatusError::bad_request(
+            "error decoding request body: not a JSON object",
+        ));
+    };
+    for (key, want) in [
+        ("apiVersion", "authentication.k8s.io/v1"),
+        ("kind", "TokenReview"),
+    ] {
+        let got = obj.get(key).and_then(Value::as_str).unwrap_or_default();
+        if !got.is_empty() && got != want {
+            return Err(StatusError::bad_request(format!(
+                "the body of the request was in an unknown format: {key} {got:?}, want {want:?}"
+            )));
+        }
+    }
+    let token = obj
+        .get("spec")
+        .and_then(|s| s.get("token"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    // kube-apiserver's words for an empty token.
+    if token.is_empty() {
+        return Err(StatusError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
+    }
+    let status = match lookup(&token) {
+        Some(u) => json!({
+            "authenticated": true,
+            "user": {"username": u.name, "groups": u.groups},
+        }),
+        None => json!({"authenticated": false, "user": {}}),
+    };
+    obj.insert("apiVersion".into(), json!("authentication.k8s.io/v1"));
+    obj.insert("kind".into(), json!("TokenReview"));
+    obj.insert("metadata".into(), json!({"creationTimestamp": null}));
+    obj.insert("status".into(), status);
+    Ok(review)
 }
 
 /// `POST /apis/authentication.k8s.io/v1/selfsubjectreviews`: who the caller is.

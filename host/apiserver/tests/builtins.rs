@@ -219,8 +219,8 @@ async fn what_is_not_emulated_answers_405_saying_so() {
     for (path, plural) in [
         ("/api/v1/namespaces/default/bindings", "bindings"),
         (
-            "/apis/authentication.k8s.io/v1/tokenreviews",
-            "tokenreviews",
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            "selfsubjectrulesreviews",
         ),
     ] {
         let req = http::Request::post(path)

@@ -398,3 +398,121 @@ async fn subject_access_reviews_answer_for_the_named_user_to_callers_allowed_to_
         Some(HOST)
     );
 }
+
+/// A TokenReview of `token`, asked by `client`.
+async fn token_review(
+    client: &kube::Client,
+    token: &str,
+) -> Result<k8s_openapi::api::authentication::v1::TokenReview, kube::Error> {
+    use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+    let api: Api<TokenReview> = Api::all(client.clone());
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: token.into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    api.create(&PostParams::default(), &review).await
+}
+
+#[tokio::test]
+async fn token_reviews_name_the_user_of_a_known_token_to_callers_allowed_to_ask() {
+    let (server, admin) = server_with(Config::default().with_rbac(
+        "admin",
+        &[
+            ("host", HOST),
+            ("prom", "system:serviceaccount:monitoring:prometheus"),
+            ("nobody", "jane"),
+        ],
+    ))
+    .await;
+    // The host may ask once a role lets it create tokenreviews.
+    let host = client_as(&server, "host");
+    match token_review(&host, "prom").await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 403, "{s:?}");
+            assert!(s.message.contains("tokenreviews"), "{}", s.message);
+        }
+        other => panic!("the host asked without the RBAC: {other:?}"),
+    }
+    create(
+        &admin,
+        "clusterroles",
+        "ClusterRole",
+        json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "reviewer"},
+        "rules": [{"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"],
+                   "verbs": ["create"]}]}),
+    )
+    .await;
+    create(
+        &admin,
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "reviewer"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "reviewer"},
+        "subjects": [{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kw"}]}),
+    )
+    .await;
+    // A ServiceAccount's token: its user and the groups kube-apiserver gives it.
+    let answer = token_review(&host, "prom").await.expect("answered");
+    let status = answer.status.expect("status");
+    assert_eq!(status.authenticated, Some(true));
+    let user = status.user.expect("user");
+    assert_eq!(
+        user.username.as_deref(),
+        Some("system:serviceaccount:monitoring:prometheus")
+    );
+    assert_eq!(
+        user.groups.unwrap_or_default(),
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:monitoring",
+            "system:authenticated"
+        ]
+    );
+    // The admin token is a member of system:masters.
+    let status = token_review(&host, "admin")
+        .await
+        .expect("answered")
+        .status
+        .expect("status");
+    let groups = status.user.and_then(|u| u.groups).unwrap_or_default();
+    assert!(groups.iter().any(|g| g == "system:masters"), "{groups:?}");
+    // A token nobody was given: not authenticated, and no user.
+    let status = token_review(&host, "forged")
+        .await
+        .expect("answered")
+        .status
+        .expect("status");
+    assert_eq!(status.authenticated, Some(false));
+    assert_eq!(status.user.and_then(|u| u.username), None);
+    // An empty token is a bad request, in kube-apiserver's words.
+    match token_review(&host, "").await {
+        Err(kube::Error::Api(s)) => {
+            assert_eq!(s.code, 400, "{s:?}");
+            assert!(s.message.contains("token is required"), "{}", s.message);
+        }
+        other => panic!("an empty token: {other:?}"),
+    }
+    // Still refused to a caller without the rule.
+    match token_review(&client_as(&server, "nobody"), "prom").await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
+        other => panic!("jane asked: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn without_rbac_a_token_review_still_knows_only_the_tokens_given() {
+    let (_server, client) = server_with(Config::default()).await;
+    let status = token_review(&client, "anything")
+        .await
+        .expect("answered")
+        .status
+        .expect("status");
+    assert_eq!(status.authenticated, Some(false));
+}

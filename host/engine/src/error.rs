@@ -154,6 +154,14 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The metrics listener's certificate cannot be made or loaded (`--metrics-secure`).
+    #[error("{context}: {reason}")]
+    Tls {
+        /// Which certificate or file.
+        context: String,
+        /// Why.
+        reason: String,
+    },
     /// A manifest file (YAML for `kubewasm dev` and the tests) is malformed.
     #[error("{path}: {reason}")]
     Document {
@@ -294,6 +302,7 @@ impl Error {
             Error::Load(_)
             | Error::DuplicateName { .. }
             | Error::Io { .. }
+            | Error::Tls { .. }
             | Error::Document { .. }
             | Error::InCluster(_)
             | Error::LeaderElection { .. }

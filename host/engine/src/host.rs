@@ -56,6 +56,7 @@ use crate::replicas::leader::{self, LeaderConfig, Leadership};
 use crate::replicas::ownership::Ownership;
 use crate::replicas::shards::{self, ShardConfig, ShardSet};
 use crate::serve::access::{Access, Missing, Need, Rule};
+use crate::serve::authn::{ApiReviewer, Gate};
 use crate::serve::http::{self, BlockedObject, PluginReport, Readiness, ReadinessReport};
 use crate::serve::metrics::{Metrics, PluginLabel, ResourceLabel};
 use crate::watch::cache::{CachedObject, Caches, ResourceKey};
@@ -158,6 +159,9 @@ pub struct ServeConfig {
     pub metrics_addr: Option<SocketAddr>,
     /// The probes alone, `/healthz` and `/readyz`; None: not served apart.
     pub probe_addr: Option<SocketAddr>,
+    /// `--metrics-secure`: the metrics listener over HTTPS with this certificate, every
+    /// request reviewed by the API server (`serve::authn`); None: plain HTTP.
+    pub metrics_secure: Option<crate::serve::CertSource>,
 }
 
 /// How often permissions found missing (the host's own, impersonating a plugin's
@@ -205,8 +209,18 @@ impl Host {
         // Until the host is up: a failure on the way stops what had started.
         let starting = background.clone().drop_guard();
         let previews = Arc::<Previews>::default();
-        serve(&config.serve, &metrics, &readiness, &previews, &background).await?;
+        let endpoints = Endpoints {
+            metrics: &metrics,
+            readiness: &readiness,
+            previews: &previews,
+        };
+        serve(&client, &config.serve, endpoints, &background).await?;
         let access = Arc::new(Access::default());
+        if config.serve.metrics_secure.is_some() {
+            access
+                .require(&client, "metrics", secure_metrics_needs())
+                .await;
+        }
         let standing = Standing::stand(
             &client,
             &config.replicas.election,
@@ -294,22 +308,60 @@ impl Host {
     }
 }
 
+/// What the endpoints report on.
+#[derive(Clone, Copy)]
+struct Endpoints<'a> {
+    metrics: &'a Arc<Metrics>,
+    readiness: &'a Readiness,
+    previews: &'a Arc<Previews>,
+}
+
 /// Serve the endpoints `config` names until `cancel`.
 async fn serve(
+    client: &Client,
     config: &ServeConfig,
-    metrics: &Arc<Metrics>,
-    readiness: &Readiness,
-    previews: &Arc<Previews>,
+    on: Endpoints<'_>,
     cancel: &CancellationToken,
 ) -> Result<(), Error> {
     if let Some(addr) = config.metrics_addr {
-        let (metrics, readiness) = (metrics.clone(), readiness.clone());
-        http::serve(addr, metrics, readiness, previews.clone(), cancel.clone()).await?;
+        let secure = match &config.metrics_secure {
+            Some(source) => Some(http::Secure {
+                tls: crate::serve::tls::server_config(source, addr, cancel)?,
+                gate: Arc::new(Gate::new(ApiReviewer(client.clone()))),
+            }),
+            None => None,
+        };
+        let (metrics, readiness) = (on.metrics.clone(), on.readiness.clone());
+        http::serve(
+            addr,
+            metrics,
+            readiness,
+            on.previews.clone(),
+            secure,
+            cancel.clone(),
+        )
+        .await?;
     }
     if let Some(addr) = config.probe_addr {
-        http::serve_probes(addr, readiness.clone(), cancel.clone()).await?;
+        http::serve_probes(addr, on.readiness.clone(), cancel.clone()).await?;
     }
     Ok(())
+}
+
+/// What `--metrics-secure` asks of the API server for each request (not blocking: the
+/// host works without, its metrics answer 500 until granted).
+fn secure_metrics_needs() -> Vec<Need> {
+    [
+        ("authentication.k8s.io", "tokenreviews"),
+        ("authorization.k8s.io", "subjectaccessreviews"),
+    ]
+    .into_iter()
+    .map(|(group, resource)| Need {
+        rule: Rule::new("create", group, resource, None),
+        purpose: "the reviews of each request to the metrics endpoint (--metrics-secure)".into(),
+        blocking: false,
+    })
+    .collect()
 }
 
 /// Tasks stopped together.

@@ -2,8 +2,11 @@
 //! candidate, would do, as a terraform-like diff. It reads the running host's report from
 //! its status listener (`GET /preview/PLUGIN` on `kubewasm run --metrics-addr`, loopback
 //! by default: for a host in a cluster, through `kubectl port-forward`); the host keeps the
-//! latest finding on each object, bounded, excerpted, a Secret's data hidden.
+//! latest finding on each object, bounded, excerpted, a Secret's data hidden. A host
+//! running `--metrics-secure` is read over https:// with a bearer token (`--token`).
 
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -38,7 +41,8 @@ enum PreviewCommand {
     /// version; then a summary line. The report is the host's, read from its status
     /// listener (`GET /preview/PLUGIN`); for a host in a cluster, forward its port first:
     /// `kubectl -n kubewasm-system port-forward deploy/kubewasm 9090`, then run this with
-    /// the default --url.
+    /// the default --url (deploy/'s hosts run --metrics-secure: `--url
+    /// https://127.0.0.1:9090 --insecure-skip-tls-verify --token TOKEN`).
     Report(ReportArgs),
 }
 
@@ -51,6 +55,17 @@ pub struct ReportArgs {
     /// by default; reach a host in a cluster with `kubectl port-forward`).
     #[arg(long, default_value = DEFAULT_URL, value_name = "URL")]
     url: String,
+    /// A bearer token of a user allowed to get /preview/* (a host running
+    /// --metrics-secure reviews it), e.g. `kubectl create token SA`.
+    #[arg(long, env = "KUBEWASM_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// With an https:// --url: the CA (PEM) that signed the host's serving certificate.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure_skip_tls_verify")]
+    certificate_authority: Option<PathBuf>,
+    /// With an https:// --url: accept the host's certificate unverified (its self-signed
+    /// one, reached through `kubectl port-forward`).
+    #[arg(long)]
+    insecure_skip_tls_verify: bool,
     /// `text`: the diff; `json`: the host's report as served.
     #[arg(long, value_enum, default_value = "text")]
     output: Output,
@@ -80,7 +95,7 @@ async fn report(args: ReportArgs) -> Result<()> {
         args.url.trim_end_matches('/'),
         path_segment(&args.plugin)
     );
-    let (code, body) = tokio::time::timeout(TIMEOUT, get(&url))
+    let (code, body) = tokio::time::timeout(TIMEOUT, get(&url, &args))
         .await
         .with_context(|| format!("GET {url}: no answer within {TIMEOUT:?}"))??;
     let json = serde_json::from_slice::<Value>(&body);
@@ -88,6 +103,12 @@ async fn report(args: ReportArgs) -> Result<()> {
         // The host says why in JSON; anything else is not a kubewasm host's /preview.
         let why = match &json {
             Ok(v) => v["error"].as_str().unwrap_or("no reason given").to_string(),
+            // `--metrics-secure`'s refusals, in its words.
+            Err(_) if code == 401 || code == 403 => format!(
+                "{}: give --token, a token of a user allowed to get /preview/* \
+                 (nonResourceURLs)",
+                String::from_utf8_lossy(&body).trim()
+            ),
             Err(_) => "the address answers, but not as a kubewasm host that serves /preview \
                        (is --url the host's --metrics-addr, and the host as new as this command?)"
                 .to_string(),
@@ -113,18 +134,22 @@ fn path_segment(name: &str) -> String {
         .collect()
 }
 
-/// GET `url` (plain HTTP: the status listener serves no TLS); its status and body, read
-/// up to [`MAX_BODY`].
-async fn get(url: &str) -> Result<(u16, Bytes)> {
+/// GET `url` over plain HTTP, or HTTPS (`run --metrics-secure`) as `args` say, with
+/// `args`' token; its status and body, read up to [`MAX_BODY`].
+async fn get(url: &str, args: &ReportArgs) -> Result<(u16, Bytes)> {
     let uri: hyper::Uri = url.parse().with_context(|| format!("bad --url: {url}"))?;
-    if uri.scheme_str() != Some("http") {
-        bail!("--url {url}: the host's status listener speaks plain http://");
-    }
+    let tls = match uri.scheme_str() {
+        Some("http") => None,
+        Some("https") => Some(tls_config(args)?),
+        _ => bail!("--url {url}: http:// or https://"),
+    };
     let authority = uri
         .authority()
         .with_context(|| format!("--url {url} names no host"))?
         .clone();
-    let port = authority.port_u16().unwrap_or(80);
+    let port = authority
+        .port_u16()
+        .unwrap_or(if tls.is_some() { 443 } else { 80 });
     let stream = tokio::net::TcpStream::connect((authority.host(), port))
         .await
         .with_context(|| {
@@ -133,6 +158,41 @@ async fn get(url: &str) -> Result<(u16, Bytes)> {
                  there (for a host in a cluster, `kubectl port-forward` to it first)?"
             )
         })?;
+    let mut request =
+        hyper::Request::get(uri.path()).header(hyper::header::HOST, authority.as_str());
+    if let Some(token) = &args.token {
+        request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let request = request
+        .body(Empty::<Bytes>::new())
+        .context("building the request")?;
+    let Some(config) = tls else {
+        return exchange(stream, request, url).await;
+    };
+    let name = rustls::pki_types::ServerName::try_from(authority.host().to_string())
+        .with_context(|| format!("--url {url}: not a TLS server name"))?;
+    let stream = tokio_rustls::TlsConnector::from(config)
+        .connect(name, stream)
+        .await
+        .with_context(|| {
+            format!(
+                "TLS with the host at {authority} (its certificate is self-signed unless it \
+                 runs with --metrics-cert-path: --certificate-authority FILE, or \
+                 --insecure-skip-tls-verify)"
+            )
+        })?;
+    exchange(stream, request, url).await
+}
+
+/// One request on `stream`: its status and body.
+async fn exchange<S>(
+    stream: S,
+    request: hyper::Request<Empty<Bytes>>,
+    url: &str,
+) -> Result<(u16, Bytes)>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .context("HTTP handshake with the host")?;
@@ -141,10 +201,6 @@ async fn get(url: &str) -> Result<(u16, Bytes)> {
             tracing::debug!(error = %e, "connection to the host ended");
         }
     });
-    let request = hyper::Request::get(uri.path())
-        .header(hyper::header::HOST, authority.as_str())
-        .body(Empty::<Bytes>::new())
-        .context("building the request")?;
     let response = sender
         .send_request(request)
         .await
@@ -156,6 +212,82 @@ async fn get(url: &str) -> Result<(u16, Bytes)> {
         .map_err(|e| anyhow::anyhow!("reading the answer of {url}: {e}"))?
         .to_bytes();
     Ok((code, body))
+}
+
+/// The TLS client of an https:// --url: trusting --certificate-authority, or accepting
+/// any certificate with --insecure-skip-tls-verify.
+fn tls_config(args: &ReportArgs) -> Result<Arc<rustls::ClientConfig>> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject as _;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("TLS versions")?;
+    let config = if args.insecure_skip_tls_verify {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Unverified(provider)))
+            .with_no_client_auth()
+    } else {
+        // The host's certificate is self-signed or from the cluster's own CA, never one a
+        // system's trust roots would hold: say which to trust.
+        let Some(file) = &args.certificate_authority else {
+            bail!(
+                "an https:// --url needs --certificate-authority FILE (the CA of the host's \
+                 --metrics-cert-path certificate) or --insecure-skip-tls-verify (its \
+                 self-signed one)"
+            );
+        };
+        let certs = CertificateDer::pem_file_iter(file)
+            .and_then(|c| c.collect::<Result<Vec<_>, _>>())
+            .with_context(|| format!("--certificate-authority {}", file.display()))?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add_parsable_certificates(certs);
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    Ok(Arc::new(config))
+}
+
+/// Accepts any server certificate, its handshake signatures still checked
+/// (`--insecure-skip-tls-verify`).
+#[derive(Debug)]
+struct Unverified(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls::pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls12_signature(message, cert, dss, algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        let algorithms = &self.0.signature_verification_algorithms;
+        rustls::crypto::verify_tls13_signature(message, cert, dss, algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The report as a terraform-like diff: each finding, then a summary line.

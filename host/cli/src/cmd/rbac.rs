@@ -81,6 +81,12 @@ pub struct RbacFlags {
     /// and member Leases, by label) and deletes its member Lease when it stops.
     #[arg(long)]
     sharded: bool,
+    /// The host runs with `kubewasm run --metrics-secure`: it may create TokenReviews and
+    /// SubjectAccessReviews (to review each request to its metrics listener), and the
+    /// ClusterRole `NS:<name>-metrics-reader` (get on /metrics and /status) is printed for
+    /// the scraper's ServiceAccount to be bound to (the binding is yours to write).
+    #[arg(long)]
+    metrics_secure: bool,
     /// With --kubeconfig: print the RBAC even where a role or binding of the same name
     /// exists on the cluster and belongs to another install (its label
     /// kubewasm.dev/install names another namespace, or it is not kubewasm's); applying it
@@ -270,7 +276,21 @@ pub async fn render(
         plugin_objects: !flags.no_plugin_objects,
         pull_secrets: flags.allowed_pull_secret.clone(),
         sharded: flags.sharded,
+        metrics_secure: flags.metrics_secure,
     };
+    let reader = rbac::metrics_reader_name(&opts);
+    if let Some((name, _)) = approved.iter().find(|(n, _)| {
+        opts.metrics_secure
+            && rbac::qualified(
+                &opts.service_account_namespace,
+                &format!("{}-{n}", opts.name),
+            ) == reader
+    }) {
+        bail!(
+            "plugin {name}'s ClusterRole would be named {reader}, the name of the metrics \
+             reader's ClusterRole (--metrics-secure): rename the plugin or give --name"
+        );
+    }
     let pairs: Vec<(&str, &Approval)> = approved.iter().map(|(n, a)| (n.as_str(), a)).collect();
     let objects = rbac::render_approved(&pairs, |r| resolved.get(r).cloned(), &opts);
     if let Some(client) = &client {

@@ -201,6 +201,26 @@ pub struct HostArgs {
     /// status to whoever reaches it: put a NetworkPolicy in front (deploy/README.md).
     #[arg(long, default_value = "127.0.0.1:9090")]
     metrics_addr: String,
+    /// Serve --metrics-addr over HTTPS, every request authenticated with a TokenReview of
+    /// its bearer token and authorized with a SubjectAccessReview of its path (verb get,
+    /// non-resource URL /metrics, /status, ...), as controller-runtime's metrics server:
+    /// 401 without a valid token, 403 without the RBAC (`kubewasm rbac --metrics-secure`
+    /// renders the host's rules and the NS:kubewasm-metrics-reader ClusterRole to bind
+    /// Prometheus to). Answers are kept up to a minute. /healthz and /readyz there are
+    /// reviewed too: give the kubelet --probe-addr.
+    #[arg(long)]
+    metrics_secure: bool,
+    /// With --metrics-secure: a directory holding the serving certificate and its key
+    /// (a mounted kubernetes.io/tls Secret, e.g. cert-manager's), read again when they
+    /// change. Without it, a self-signed certificate made at start.
+    #[arg(long, value_name = "DIR", requires = "metrics_secure")]
+    metrics_cert_path: Option<PathBuf>,
+    /// The certificate file's name in --metrics-cert-path.
+    #[arg(long, default_value = "tls.crt", value_name = "FILE")]
+    metrics_cert_name: String,
+    /// The key file's name in --metrics-cert-path.
+    #[arg(long, default_value = "tls.key", value_name = "FILE")]
+    metrics_cert_key: String,
     /// Address of the probes alone, /healthz and /readyz, for the kubelet (e.g.
     /// `0.0.0.0:8081`; `off`, the default, serves them only at --metrics-addr).
     #[arg(long, default_value = "off")]
@@ -327,6 +347,7 @@ impl HostArgs {
             serve: ServeConfig {
                 metrics_addr: self.metrics_addr()?,
                 probe_addr: self.probe_addr()?,
+                metrics_secure: self.metrics_secure.then(|| self.metrics_cert()),
             },
             identity,
         })
@@ -517,6 +538,17 @@ impl HostArgs {
 
     fn metrics_addr(&self) -> Result<Option<SocketAddr>> {
         address("--metrics-addr", &self.metrics_addr)
+    }
+
+    /// --metrics-cert-path's files, else a self-signed certificate.
+    fn metrics_cert(&self) -> kubewasm::serve::CertSource {
+        match &self.metrics_cert_path {
+            Some(dir) => kubewasm::serve::CertSource::Files {
+                cert: dir.join(&self.metrics_cert_name),
+                key: dir.join(&self.metrics_cert_key),
+            },
+            None => kubewasm::serve::CertSource::SelfSigned,
+        }
     }
 
     fn probe_addr(&self) -> Result<Option<SocketAddr>> {
@@ -851,5 +883,41 @@ mod tests {
                 .metrics_addr()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn a_secure_metrics_listener_takes_the_pods_certificate_else_a_self_signed_one() {
+        use kubewasm::serve::CertSource;
+        assert_eq!(
+            flags(&["--metrics-secure"]).metrics_cert(),
+            CertSource::SelfSigned
+        );
+        let dir = ["--metrics-secure", "--metrics-cert-path", "/certs"];
+        assert_eq!(
+            flags(&dir).metrics_cert(),
+            CertSource::Files {
+                cert: "/certs/tls.crt".into(),
+                key: "/certs/tls.key".into()
+            }
+        );
+        let named = [
+            &dir[..],
+            &[
+                "--metrics-cert-name",
+                "c.pem",
+                "--metrics-cert-key",
+                "k.pem",
+            ],
+        ]
+        .concat();
+        assert_eq!(
+            flags(&named).metrics_cert(),
+            CertSource::Files {
+                cert: "/certs/c.pem".into(),
+                key: "/certs/k.pem".into()
+            }
+        );
+        // A certificate for a plain listener would be served by nobody: refused.
+        assert!(Flags::try_parse_from(["kubewasm", "--metrics-cert-path", "/certs"]).is_err());
     }
 }

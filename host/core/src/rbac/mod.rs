@@ -18,6 +18,7 @@
 //! | leader election | `get`, `create`, `update` on `leases` in the host's own namespace |
 //! | shards (`kubewasm run --shards S`, [`RbacOptions::sharded`]) | also `list` (the shard and member Leases, by label) and `delete` (its member Lease, on a clean shutdown) on `leases` there |
 //! | checking its own permissions at start (SelfSubjectAccessReviews) | `create` on `selfsubjectaccessreviews.authorization.k8s.io` (ClusterRole only, beside discovery; a namespace-only setup relies on the default `system:basic-user` binding, which gives it to every authenticated user) |
+//! | `--metrics-secure`: reviewing each request to `/metrics` and `/status` ([`RbacOptions::metrics_secure`]) | `create` on `tokenreviews.authentication.k8s.io` and `subjectaccessreviews.authorization.k8s.io`; and, for the scraper (bound by the operator, not rendered), the ClusterRole `<install>:<name>-metrics-reader`: `get` on the non-resource URLs `/metrics` and `/status` ([`metrics_reader`]) |
 //! | Plugin objects: their cache, their status | `get`, `list`, `watch` on `plugins.kubewasm.dev`; `patch` on `plugins/status` |
 //! | a Plugin's pull secret | `get` on exactly the allowed pull secrets ([`RbacOptions::pull_secrets`], `resourceNames`) in the host's own namespace; none without them |
 //!
@@ -45,7 +46,9 @@ mod rules;
 #[cfg(test)]
 mod tests;
 
-pub use render::{INSTALL_LABEL, qualified, render, render_approved, to_yaml};
+pub use render::{
+    INSTALL_LABEL, metrics_reader, metrics_reader_name, qualified, render, render_approved, to_yaml,
+};
 pub use rules::{ReadRule, grant_ref, read_rules};
 
 /// The namespace the host and the plugins' ServiceAccounts live in when nothing names
@@ -84,6 +87,10 @@ pub struct RbacOptions {
     /// Leases it lists them (shard and member Leases, by label) and deletes its member
     /// Lease when it stops.
     pub sharded: bool,
+    /// The host runs with `kubewasm run --metrics-secure`: it reviews each request to its
+    /// metrics listener (TokenReview, SubjectAccessReview), and the ClusterRole a scraper
+    /// is bound to is rendered with it ([`metrics_reader`]).
+    pub metrics_secure: bool,
 }
 
 impl Default for RbacOptions {
@@ -98,6 +105,7 @@ impl Default for RbacOptions {
             plugin_objects: true,
             pull_secrets: Vec::new(),
             sharded: false,
+            metrics_secure: false,
         }
     }
 }

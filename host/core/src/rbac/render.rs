@@ -93,7 +93,47 @@ pub fn render_approved(
     render_plugins(&plugins, &resolve, opts)
 }
 
+/// The name of the ClusterRole [`metrics_reader`]: `<name>-metrics-reader`, the name
+/// kubebuilder's scaffold gives it, [`qualified`] by the install
+/// (`kubewasm-system:kubewasm-metrics-reader`).
+pub fn metrics_reader_name(opts: &RbacOptions) -> String {
+    qualified(
+        &opts.service_account_namespace,
+        &format!("{}-metrics-reader", opts.name),
+    )
+}
+
+/// The ClusterRole a scraper of `kubewasm run --metrics-secure` is bound to (Prometheus's
+/// ServiceAccount, by a ClusterRoleBinding of the operator's): `get` on `/metrics` and
+/// `/status`, the URLs the host's SubjectAccessReview asks about. `/preview` is left out:
+/// it shows objects' fields, so it needs a rule of its own (`/preview`, `/preview/*`).
+pub fn metrics_reader(opts: &RbacOptions) -> Value {
+    json!({
+        "apiVersion": RBAC_API,
+        "kind": "ClusterRole",
+        "metadata": {
+            "name": metrics_reader_name(opts),
+            "labels": {"app.kubernetes.io/name": "kubewasm",
+                       "app.kubernetes.io/component": "metrics",
+                       INSTALL_LABEL: opts.service_account_namespace},
+        },
+        "rules": [{"nonResourceURLs": ["/metrics", "/status"], "verbs": ["get"]}],
+    })
+}
+
 fn render_plugins(
+    plugins: &[(&Manifest, ReadScopes)],
+    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
+    opts: &RbacOptions,
+) -> Vec<Value> {
+    let mut out = render_host(plugins, resolve, opts);
+    if opts.metrics_secure {
+        out.push(metrics_reader(opts));
+    }
+    out
+}
+
+fn render_host(
     plugins: &[(&Manifest, ReadScopes)],
     resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
     opts: &RbacOptions,
@@ -186,6 +226,16 @@ fn render_with(
             "subjectaccessreviews",
             &["create"],
         );
+    }
+    // --metrics-secure: whom each request's token authenticates as, and whether that user
+    // may get the URL.
+    if opts.metrics_secure {
+        for (group, resource) in [
+            ("authentication.k8s.io", "tokenreviews"),
+            ("authorization.k8s.io", "subjectaccessreviews"),
+        ] {
+            host.add(&Scope::Cluster, group, resource, &["create"]);
+        }
     }
     // Plugin objects, which `run` follows unless --no-plugin-objects: read them, write
     // their status; the pull secrets they may name live in the host's own namespace, read

@@ -777,3 +777,49 @@ fn a_plugins_account_reads_where_its_approval_lets_it() {
         ]
     );
 }
+
+/// `--metrics-secure`: the host may ask both reviews, and the reader's ClusterRole comes
+/// with it, unbound (the operator binds the scraper); none of it without the option.
+#[test]
+fn secure_metrics_add_the_reviews_and_a_reader_role() {
+    let m = provisioner();
+    let off = render(&[&m], |r| Some(guess(r)), &RbacOptions::default());
+    let host_off = perms(find(&off, "ClusterRole", None));
+    assert!(!host_off.contains_key(&key("authentication.k8s.io", "tokenreviews")));
+    assert!(
+        !off.iter()
+            .any(|o| o["metadata"]["name"] == "kubewasm-system:kubewasm-metrics-reader")
+    );
+    for per_plugin in [false, true] {
+        let opts = RbacOptions {
+            metrics_secure: true,
+            host_roles_per_plugin: per_plugin,
+            ..RbacOptions::default()
+        };
+        let on = render(&[&m], |r| Some(guess(r)), &opts);
+        let host = perms(find(&on, "ClusterRole", None));
+        assert_eq!(
+            host.get(&key("authentication.k8s.io", "tokenreviews")),
+            Some(&set(&["create"]))
+        );
+        assert_eq!(
+            host.get(&key("authorization.k8s.io", "subjectaccessreviews")),
+            Some(&set(&["create"]))
+        );
+        let readers: Vec<&Value> = on
+            .iter()
+            .filter(|o| o["metadata"]["name"] == "kubewasm-system:kubewasm-metrics-reader")
+            .collect();
+        assert_eq!(readers.len(), 1, "one reader role: {on:#?}");
+        assert_eq!(readers[0]["kind"], "ClusterRole");
+        assert_eq!(
+            readers[0]["rules"],
+            json!([{"nonResourceURLs": ["/metrics", "/status"], "verbs": ["get"]}])
+        );
+        assert!(
+            !on.iter()
+                .any(|o| o["roleRef"]["name"] == "kubewasm-system:kubewasm-metrics-reader"),
+            "not bound: whom to bind is the operator's choice"
+        );
+    }
+}

@@ -402,7 +402,7 @@ pub(crate) async fn review(
 }
 
 /// A request to the API server, bounded by [`REVIEW_TIMEOUT`], its error as text.
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     request: impl std::future::Future<Output = Result<T, kube::Error>>,
 ) -> Result<T, String> {
     match tokio::time::timeout(REVIEW_TIMEOUT, request).await {

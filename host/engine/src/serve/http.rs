@@ -10,7 +10,10 @@
 //! --metrics-addr`, default `127.0.0.1:9090`: reached from inside the pod or through
 //! `kubectl port-forward`); [`serve_probes`] answers only the probes, for the kubelet,
 //! on the pod's address (`--probe-addr`). Exposing the first is an operator's choice
-//! (`--metrics-addr 0.0.0.0:9090` behind a NetworkPolicy), logged as a warning.
+//! (`--metrics-addr 0.0.0.0:9090` behind a NetworkPolicy), logged as a warning unless it
+//! runs `--metrics-secure`: then it speaks HTTPS (`serve::tls`) and lets a request through
+//! only once the API server says its bearer may get the path (`serve::authn`), as
+//! controller-runtime's metrics server does; the probes stay plain HTTP for the kubelet.
 //!
 //! Nothing a plugin wrote is served by the probes or `/status`: a blocked object shows its
 //! failure's class and a fixed description ([`BlockedObject::message`] stays in the host),
@@ -39,6 +42,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Error;
 use crate::preview::report::Previews;
+use crate::serve::authn::{self, ApiReviewer, Decision, Gate};
 use crate::serve::metrics::Metrics;
 
 /// What `/readyz` and `/status` report.
@@ -489,15 +493,65 @@ fn ops_routes(ops: Ops) -> Router {
         .with_state(ops)
 }
 
+/// `--metrics-secure`: the listener's TLS configuration and the reviews every request
+/// passes.
+pub(crate) struct Secure {
+    pub tls: Arc<rustls::ServerConfig>,
+    pub gate: Arc<Gate<ApiReviewer>>,
+}
+
+/// Lets a request through only when the API server says its bearer may `get` its path
+/// ([`crate::serve::authn`]); 401, 403 or 500 (logged) otherwise, as controller-runtime's
+/// filter answers.
+async fn reviewed(
+    State(gate): State<Arc<Gate<ApiReviewer>>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    let verb = authn::verb(req.method());
+    let path = req.uri().path().to_string();
+    match gate.check(token, &verb, &path).await {
+        Decision::Allowed => next.run(req).await,
+        Decision::Unauthenticated => (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "Unauthorized\n",
+        )
+            .into_response(),
+        Decision::Forbidden { user } => {
+            tracing::debug!(%user, %verb, %path, "metrics endpoint: request forbidden by RBAC");
+            (
+                StatusCode::FORBIDDEN,
+                format!("Forbidden (user={user}, verb={verb}, path={path})\n"),
+            )
+                .into_response()
+        }
+        Decision::Failed { reason } => {
+            tracing::error!(%verb, %path, error = %reason,
+                "metrics endpoint: could not ask the API server whether the request may be served, so it is refused (the host's RBAC needs create on tokenreviews.authentication.k8s.io and subjectaccessreviews.authorization.k8s.io: `kubewasm rbac --metrics-secure`)");
+            (StatusCode::INTERNAL_SERVER_ERROR, "Authorization failed\n").into_response()
+        }
+    }
+}
+
 /// Serve `/healthz`, `/readyz`, `/status`, `/metrics` and `/preview` on `addr` until
-/// `cancel`; returns the bound address (port 0 picks one). Meant for loopback: bound
-/// elsewhere, whoever reaches the address reads the metrics, the plugins' status and their
-/// preview reports (said at start).
+/// `cancel`; returns the bound address (port 0 picks one). Plain HTTP is meant for
+/// loopback: bound elsewhere, whoever reaches the address reads the metrics, the plugins'
+/// status and their preview reports (said at start). With `secure`, HTTPS, and each
+/// request reviewed.
 pub(crate) async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
     readiness: Readiness,
     previews: Arc<Previews>,
+    secure: Option<Secure>,
     cancel: CancellationToken,
 ) -> Result<SocketAddr, Error> {
     let app = ops_routes(Ops {
@@ -505,6 +559,13 @@ pub(crate) async fn serve(
         readiness,
         previews,
     });
+    if let Some(secure) = secure {
+        let app = app.layer(axum::middleware::from_fn_with_state(secure.gate, reviewed));
+        let bound = crate::serve::tls::listen(addr, app, secure.tls, cancel).await?;
+        tracing::info!(addr = %bound,
+            "serving /healthz, /readyz, /status, /metrics, /preview over HTTPS, each request authenticated with a TokenReview and authorized with a SubjectAccessReview (--metrics-secure)");
+        return Ok(bound);
+    }
     let bound = listen(addr, app, "metrics endpoint", cancel).await?;
     if bound.ip().is_loopback() {
         tracing::info!(addr = %bound, "serving /healthz, /readyz, /status, /metrics, /preview");

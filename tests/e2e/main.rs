@@ -362,7 +362,8 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         "clusterroles",
         None,
     );
-    let narrow_role = format!("{rbac_name}-narrow");
+    // Cluster-scoped: named after the install (kubewasm rbac --service-account-namespace).
+    let narrow_role = format!("{host_ns}:{rbac_name}-narrow");
     let _ = roles.delete(&narrow_role, &DeleteParams::default()).await;
     apply(
         &admin,

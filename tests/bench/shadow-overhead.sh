@@ -170,31 +170,8 @@ wait_status '.conditions // [] | any(.type == "Ready" and .status == "True")' "R
 # Create OBJECTS ConfigMaps PREFIX-0 … (POSTs to the embedded server's plain-HTTP port on
 # CREATE_PARALLEL keep-alive connections; kubectl would be the bottleneck).
 create_objects() {
-    python3 - "$objects" "$parallel" "$ns" "$(kc config view -o jsonpath='{.clusters[0].cluster.server}')" "$1" <<'PY'
-import http.client, json, sys, threading, urllib.parse
-n, p, ns, server, prefix = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-url = urllib.parse.urlsplit(server)
-assert url.scheme == "http", f"the embedded server's plain HTTP port, not {server}"
-failed = []
-def worker(k):
-    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
-    for i in range(k, n, p):
-        body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
-                           "metadata": {"name": f"{prefix}-{i}", "namespace": ns,
-                                        "labels": {"kubewasm.dev/testkit": "testkit"}},
-                           "data": {"value": str(i)}})
-        conn.request("POST", f"/api/v1/namespaces/{ns}/configmaps", body,
-                     {"Content-Type": "application/json"})
-        r = conn.getresponse()
-        r.read()
-        if r.status != 201:
-            failed.append(f"{prefix}-{i}: {r.status}")
-threads = [threading.Thread(target=worker, args=(k,)) for k in range(p)]
-for t in threads: t.start()
-for t in threads: t.join()
-if failed:
-    sys.exit(f"{len(failed)} creations failed, e.g. {failed[:3]}")
-PY
+    python3 "$root/tests/bench/create-configmaps.py" "$objects" "$parallel" "$ns" \
+        "$(kc config view -o jsonpath='{.clusters[0].cluster.server}')" "$1"
 }
 
 # latency LOG FROM_LINE PREFIX STARTED: "events/s p50_ms p90_ms handled" of the round's

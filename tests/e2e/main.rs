@@ -891,6 +891,60 @@ fn push(s: &Suite, file: &Path, path: &str) -> String {
     pinned
 }
 
+/// `kubewasm approve WASM EXTRA…` (or `rbac`, as `command` says) for this run's install
+/// (its name prefix, the host's ServiceAccount and namespace, resolved on the cluster):
+/// the documents it printed, which it must print.
+fn install_docs(s: &Suite, command: &str, file: &Path, extra: &[&str]) -> Vec<Value> {
+    let mut cmd = kubewasm();
+    cmd.arg(command);
+    if command == "rbac" {
+        cmd.arg("-f");
+    }
+    let out = cmd
+        .arg(file)
+        .args(extra)
+        .arg("--kubeconfig")
+        .arg(&s.admin_kubeconfig)
+        .args(["--name", &format!("kubewasm-e2e-{}", s.id)])
+        .args(["--service-account", "kubewasm"])
+        .args(["--service-account-namespace", &s.host_ns])
+        .output()
+        .expect("run kubewasm");
+    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "kubewasm {command}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_yaml_ng::Deserializer::from_str(&yaml)
+        .map(|d| serde::Deserialize::deserialize(d).expect("kubewasm's YAML"))
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// The cluster-scoped objects among `docs` (Plugins, ClusterRoles and their bindings),
+/// for cleanup to delete should a scenario fail before it does.
+fn created_cluster_objects(s: &Suite, docs: &[Value]) {
+    for d in docs {
+        let kind = d["kind"].as_str().unwrap_or_default();
+        let plural = match kind {
+            "Plugin" => "plugins",
+            "ClusterRole" => "clusterroles",
+            "ClusterRoleBinding" => "clusterrolebindings",
+            _ => continue,
+        };
+        s.created.lock().expect("created").push((
+            d["apiVersion"].as_str().unwrap_or_default().to_string(),
+            kind.to_string(),
+            plural.to_string(),
+            d["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        ));
+    }
+}
+
 /// `kubectl get plugins -o wide` as cluster-admin, printed into the suite's output (the
 /// kubectl of `KUBEWASM_E2E_KUBECTL`, else the one on PATH; without one it says so).
 fn print_plugins(s: &Suite, when: &str) {
@@ -966,29 +1020,14 @@ async fn plugin_object_from_a_registry(s: &'static Suite) {
         ),
     )
     .unwrap();
-    let out = kubewasm()
-        .arg("approve")
-        .arg(support::test_plugin("testkit"))
-        .arg("--settings")
-        .arg(&settings)
-        .args(["--module", &v1])
-        .arg("--kubeconfig")
-        .arg(&s.admin_kubeconfig)
-        .args(["--name", &format!("kubewasm-e2e-{}", s.id)])
-        .args(["--service-account", "kubewasm"])
-        .args(["--service-account-namespace", &s.host_ns])
-        .output()
-        .expect("kubewasm approve");
-    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kubewasm approve: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let settings = settings.to_string_lossy().into_owned();
+    let docs = install_docs(
+        s,
+        "approve",
+        &support::test_plugin("testkit"),
+        &["--settings", &settings, "--module", &v1],
     );
-    let docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
-        .map(|d| serde::Deserialize::deserialize(d).expect("approve's YAML"))
-        .filter(|v: &Value| !v.is_null())
-        .collect();
+    let yaml = serde_json::to_string_pretty(&docs).unwrap_or_default();
     let kinds: Vec<String> = docs
         .iter()
         .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]).replace('"', ""))
@@ -996,21 +1035,7 @@ async fn plugin_object_from_a_registry(s: &'static Suite) {
     println!("  kubewasm approve printed: {}", kinds.join(", "));
     assert_eq!(docs[0]["kind"], "Plugin", "{yaml}");
     assert_eq!(docs[0]["spec"]["module"], json!(v1), "{yaml}");
-    for d in &docs {
-        let (kind, name) = (d["kind"].as_str().unwrap_or_default(), &d["metadata"]);
-        let plural = match kind {
-            "Plugin" => "plugins",
-            "ClusterRole" => "clusterroles",
-            "ClusterRoleBinding" => "clusterrolebindings",
-            _ => continue,
-        };
-        s.created.lock().unwrap().push((
-            d["apiVersion"].as_str().unwrap_or_default().to_string(),
-            kind.to_string(),
-            plural.to_string(),
-            name["name"].as_str().unwrap_or_default().to_string(),
-        ));
-    }
+    created_cluster_objects(s, &docs);
     for d in &docs {
         if d["kind"] == "ServiceAccount" {
             assert_eq!(d["metadata"]["namespace"], json!(s.host_ns), "{d}");

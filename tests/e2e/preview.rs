@@ -361,46 +361,10 @@ async fn approved_in_dry_run(s: &Suite) -> (Vec<Value>, String) {
     let wasm = support::example_plugin(PLUGIN);
     let pinned = push(s, &wasm, &format!("e2e/{PLUGIN}:v1"));
     println!("  pushed {pinned}");
-    let out = kubewasm()
-        .arg("approve")
-        .arg(&wasm)
-        .args(["--module", &pinned])
-        .arg("--kubeconfig")
-        .arg(&s.admin_kubeconfig)
-        .args(["--name", &format!("kubewasm-e2e-{}", s.id)])
-        .args(["--service-account", "kubewasm"])
-        .args(["--service-account-namespace", &s.host_ns])
-        .output()
-        .expect("kubewasm approve");
-    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "kubewasm approve: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut docs: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
-        .map(|d| serde::Deserialize::deserialize(d).expect("approve's YAML"))
-        .filter(|v: &Value| !v.is_null())
-        .collect();
-    assert_eq!(docs[0]["kind"], "Plugin", "{yaml}");
+    let mut docs = crate::install_docs(s, "approve", &wasm, &["--module", &pinned]);
+    assert_eq!(docs[0]["kind"], "Plugin", "{docs:?}");
     docs[0]["spec"]["mode"] = json!("DryRun");
-    for d in &docs {
-        let plural = match d["kind"].as_str().unwrap_or_default() {
-            "Plugin" => "plugins",
-            "ClusterRole" => "clusterroles",
-            "ClusterRoleBinding" => "clusterrolebindings",
-            _ => continue,
-        };
-        s.created.lock().unwrap().push((
-            d["apiVersion"].as_str().unwrap_or_default().to_string(),
-            d["kind"].as_str().unwrap_or_default().to_string(),
-            plural.to_string(),
-            d["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        ));
-    }
+    crate::created_cluster_objects(s, &docs);
     (docs, pinned)
 }
 

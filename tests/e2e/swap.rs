@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::common::{CONVERGE, api, apply, create};
 use crate::support::{self, eventually, field, get};
-use crate::{Suite, kubewasm, print_plugins, push, with_host};
+use crate::{Suite, print_plugins, push, with_host};
 
 /// The Plugin's name (testkit takes it from its settings).
 const NAME: &str = "swapkit";
@@ -122,25 +122,14 @@ async fn approved(s: &Suite, wasm: &std::path::Path, pinned: &str, settings: &Va
     let dir = s._dir.path();
     let settings_file = dir.join("swapkit-settings.yaml");
     std::fs::write(&settings_file, settings.to_string()).expect("settings");
-    let rbac_flags = |cmd: &mut std::process::Command| {
-        cmd.arg("--kubeconfig")
-            .arg(&s.admin_kubeconfig)
-            .args(["--name", &format!("kubewasm-e2e-{}", s.id)])
-            .args(["--service-account", "kubewasm"])
-            .args(["--service-account-namespace", &s.host_ns]);
-    };
-    let mut approve = kubewasm();
-    approve
-        .arg("approve")
-        .arg(wasm)
-        .arg("--settings")
-        .arg(&settings_file)
-        .args(["--module", pinned]);
-    rbac_flags(&mut approve);
-    let mut plugin = yaml_docs(&run(approve))
-        .into_iter()
-        .next()
-        .expect("a Plugin first");
+    let settings_file = settings_file.to_string_lossy().into_owned();
+    let approved = crate::install_docs(
+        s,
+        "approve",
+        wasm,
+        &["--settings", &settings_file, "--module", pinned],
+    );
+    let mut plugin = approved.into_iter().next().expect("a Plugin first");
     let reads = plugin["spec"]["permissions"]["reads"]
         .as_array_mut()
         .expect("approve printed the read of Secrets");
@@ -149,48 +138,10 @@ async fn approved(s: &Suite, wasm: &std::path::Path, pinned: &str, settings: &Va
     }
     let file = dir.join("swapkit-plugin.yaml");
     std::fs::write(&file, serde_json::to_string(&plugin).expect("JSON")).expect("write");
-    let mut rbac = kubewasm();
-    rbac.arg("rbac").arg("-f").arg(&file);
-    rbac_flags(&mut rbac);
     let mut docs = vec![plugin];
-    docs.extend(yaml_docs(&run(rbac)));
-    for d in &docs {
-        let kind = d["kind"].as_str().unwrap_or_default();
-        let plural = match kind {
-            "Plugin" => "plugins",
-            "ClusterRole" => "clusterroles",
-            "ClusterRoleBinding" => "clusterrolebindings",
-            _ => continue,
-        };
-        s.created.lock().expect("created").push((
-            d["apiVersion"].as_str().unwrap_or_default().to_string(),
-            kind.to_string(),
-            plural.to_string(),
-            d["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-        ));
-    }
+    docs.extend(crate::install_docs(s, "rbac", &file, &[]));
+    crate::created_cluster_objects(s, &docs);
     docs
-}
-
-/// The command's stdout; it must succeed.
-fn run(mut cmd: std::process::Command) -> String {
-    let out = cmd.output().expect("run kubewasm");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn yaml_docs(yaml: &str) -> Vec<Value> {
-    serde_yaml_ng::Deserializer::from_str(yaml)
-        .map(|d| serde::Deserialize::deserialize(d).expect("YAML"))
-        .filter(|v: &Value| !v.is_null())
-        .collect()
 }
 
 /// `swap-out`'s data once version `version` wrote it.

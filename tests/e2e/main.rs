@@ -369,7 +369,9 @@ async fn setup(admin: Client, admin_kubeconfig: &Path) -> Suite {
         &admin,
         vec![
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                   "metadata": {"name": narrow_role},
+                   // Still this install's (the label `kubewasm rbac` checks before it
+                   // would take a role over): narrowed, not replaced by someone else's.
+                   "metadata": {"name": narrow_role, "labels": {"kubewasm.dev/install": host_ns}},
                    "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create"]}]}),
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                    "metadata": {"name": host_extra},

@@ -893,18 +893,12 @@ fn push(s: &Suite, file: &Path, path: &str) -> String {
     pinned
 }
 
-/// `kubewasm approve WASM EXTRA…` (or `rbac`, as `command` says) for this run's install
-/// (its name prefix, the host's ServiceAccount and namespace, resolved on the cluster):
-/// the documents it printed, which it must print.
-fn install_docs(s: &Suite, command: &str, file: &Path, extra: &[&str]) -> Vec<Value> {
-    let mut cmd = kubewasm();
-    cmd.arg(command);
-    if command == "rbac" {
-        cmd.arg("-f");
-    }
-    let out = cmd
-        .arg(file)
-        .args(extra)
+/// `kubewasm ARGS…` (`approve …` or `rbac …`) for this run's install (its name prefix,
+/// the host's ServiceAccount and namespace, resolved on the cluster): the documents it
+/// printed, which it must print.
+fn install_docs(s: &Suite, args: &[&str]) -> Vec<Value> {
+    let out = kubewasm()
+        .args(args)
         .arg("--kubeconfig")
         .arg(&s.admin_kubeconfig)
         .args(["--name", &format!("kubewasm-e2e-{}", s.id)])
@@ -915,7 +909,8 @@ fn install_docs(s: &Suite, command: &str, file: &Path, extra: &[&str]) -> Vec<Va
     let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
-        "kubewasm {command}: {}",
+        "kubewasm {}: {}",
+        args.join(" "),
         String::from_utf8_lossy(&out.stderr)
     );
     serde_yaml_ng::Deserializer::from_str(&yaml)
@@ -1023,11 +1018,12 @@ async fn plugin_object_from_a_registry(s: &'static Suite) {
     )
     .unwrap();
     let settings = settings.to_string_lossy().into_owned();
+    let wasm = support::test_plugin("testkit")
+        .to_string_lossy()
+        .into_owned();
     let docs = install_docs(
         s,
-        "approve",
-        &support::test_plugin("testkit"),
-        &["--settings", &settings, "--module", &v1],
+        &["approve", &wasm, "--settings", &settings, "--module", &v1],
     );
     let yaml = serde_json::to_string_pretty(&docs).unwrap_or_default();
     let kinds: Vec<String> = docs

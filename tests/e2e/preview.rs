@@ -361,7 +361,8 @@ async fn approved_in_dry_run(s: &Suite) -> (Vec<Value>, String) {
     let wasm = support::example_plugin(PLUGIN);
     let pinned = push(s, &wasm, &format!("e2e/{PLUGIN}:v1"));
     println!("  pushed {pinned}");
-    let mut docs = crate::install_docs(s, "approve", &wasm, &["--module", &pinned]);
+    let path = wasm.to_string_lossy().into_owned();
+    let mut docs = crate::install_docs(s, &["approve", &path, "--module", &pinned]);
     assert_eq!(docs[0]["kind"], "Plugin", "{docs:?}");
     docs[0]["spec"]["mode"] = json!("DryRun");
     crate::created_cluster_objects(s, &docs);

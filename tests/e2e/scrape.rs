@@ -6,11 +6,11 @@
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::common::{CONVERGE, apply};
 use crate::support::{self, eventually, field};
-use crate::{Suite, kubewasm, start_host_from};
+use crate::{Suite, start_host_from};
 
 /// A bound token of ServiceAccount `name` of the host's namespace, made first.
 async fn token_of(s: &Suite, name: &str) -> String {
@@ -38,27 +38,21 @@ async fn token_of(s: &Suite, name: &str) -> String {
 /// reader role's name.
 async fn secure_rbac(s: &Suite) -> String {
     let rbac_name = format!("kubewasm-e2e-{}", s.id);
-    let out = kubewasm()
-        .args(["rbac", "--metrics-secure", "--plugins"])
-        .arg(&s.plugins)
-        .arg("--approvals")
-        .arg(&s.approvals)
-        .arg("--kubeconfig")
-        .arg(&s.admin_kubeconfig)
-        .args(["--name", &rbac_name, "--service-account", "kubewasm"])
-        .args(["--service-account-namespace", &s.host_ns])
-        .output()
-        .expect("kubewasm rbac");
-    assert!(
-        out.status.success(),
-        "kubewasm rbac --metrics-secure: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let (plugins, approvals) = (
+        s.plugins.to_string_lossy().into_owned(),
+        s.approvals.to_string_lossy().into_owned(),
     );
-    let docs: Vec<Value> =
-        serde_yaml_ng::Deserializer::from_str(&String::from_utf8_lossy(&out.stdout))
-            .map(|d| serde::Deserialize::deserialize(d).expect("RBAC YAML"))
-            .filter(|v: &Value| !v.is_null())
-            .collect();
+    let docs = crate::install_docs(
+        s,
+        &[
+            "rbac",
+            "--metrics-secure",
+            "--plugins",
+            &plugins,
+            "--approvals",
+            &approvals,
+        ],
+    );
     let reader = format!("{}:{rbac_name}-metrics-reader", s.host_ns);
     assert!(
         docs.iter()

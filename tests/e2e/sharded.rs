@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::common::{BoxFuture, CONVERGE, HostLog, Seed, api, apply, create, site};
 use crate::support::{HostProcess, eventually, field, get};
-use crate::{Suite, kubewasm, start_host_with};
+use crate::{Suite, start_host_with};
 
 /// Shards of the pair: few, so each host holds several and a kill moves several.
 const SHARDS: u32 = 8;
@@ -133,27 +133,25 @@ pub async fn two_sharded_hosts(s: &'static Suite) {
     // The RBAC `kubewasm rbac --sharded` generates: the host's Role also lists and deletes
     // Leases. Only that Role is applied again (the rest is as `kubewasm rbac` printed it
     // at setup; scenario 7 narrowed a plugin's role on purpose).
-    let rbac_name = format!("kubewasm-e2e-{}", s.id);
-    let out = kubewasm()
-        .args(["rbac", "--sharded", "--plugins"])
-        .arg(&s.plugins)
-        .arg("--approvals")
-        .arg(&s.approvals)
-        .arg("--kubeconfig")
-        .arg(&s.admin_kubeconfig)
-        .args(["--name", &rbac_name, "--service-account", "kubewasm"])
-        .args(["--service-account-namespace", &s.host_ns])
-        .output()
-        .expect("kubewasm rbac --sharded");
-    assert!(
-        out.status.success(),
-        "kubewasm rbac --sharded: {}",
-        String::from_utf8_lossy(&out.stderr)
+    let (plugins, approvals) = (
+        s.plugins.to_string_lossy().into_owned(),
+        s.approvals.to_string_lossy().into_owned(),
     );
-    let yaml = String::from_utf8_lossy(&out.stdout).into_owned();
-    let roles: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&yaml)
-        .map(|d| serde::Deserialize::deserialize(d).expect("RBAC YAML"))
-        .filter(|v: &Value| v["kind"] == "Role" && v["metadata"]["namespace"] == json!(s.host_ns))
+    let docs = crate::install_docs(
+        s,
+        &[
+            "rbac",
+            "--sharded",
+            "--plugins",
+            &plugins,
+            "--approvals",
+            &approvals,
+        ],
+    );
+    let yaml = serde_json::to_string_pretty(&docs).unwrap_or_default();
+    let roles: Vec<Value> = docs
+        .into_iter()
+        .filter(|v| v["kind"] == "Role" && v["metadata"]["namespace"] == json!(s.host_ns))
         .collect();
     let lease_rule = roles
         .iter()

@@ -123,11 +123,17 @@ async fn approved(s: &Suite, wasm: &std::path::Path, pinned: &str, settings: &Va
     let settings_file = dir.join("swapkit-settings.yaml");
     std::fs::write(&settings_file, settings.to_string()).expect("settings");
     let settings_file = settings_file.to_string_lossy().into_owned();
+    let wasm = wasm.to_string_lossy().into_owned();
     let approved = crate::install_docs(
         s,
-        "approve",
-        wasm,
-        &["--settings", &settings_file, "--module", pinned],
+        &[
+            "approve",
+            &wasm,
+            "--settings",
+            &settings_file,
+            "--module",
+            pinned,
+        ],
     );
     let mut plugin = approved.into_iter().next().expect("a Plugin first");
     let reads = plugin["spec"]["permissions"]["reads"]
@@ -139,7 +145,8 @@ async fn approved(s: &Suite, wasm: &std::path::Path, pinned: &str, settings: &Va
     let file = dir.join("swapkit-plugin.yaml");
     std::fs::write(&file, serde_json::to_string(&plugin).expect("JSON")).expect("write");
     let mut docs = vec![plugin];
-    docs.extend(crate::install_docs(s, "rbac", &file, &[]));
+    let file = file.to_string_lossy().into_owned();
+    docs.extend(crate::install_docs(s, &["rbac", "-f", &file]));
     crate::created_cluster_objects(s, &docs);
     docs
 }

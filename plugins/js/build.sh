@@ -17,6 +17,7 @@ world="plugin"
 out_dir="${OUT_DIR:-$root/target/plugins/js}"
 case "$out_dir" in /*) ;; *) out_dir="$PWD/$out_dir" ;; esac  # relative to the caller's cwd
 stage_root="$root/target/plugins-js-build"
+tools="$root/target/tools" # the pre-initializer shim (plugins/toolchain.sh) is built there
 # shellcheck source=../toolchain.sh
 source "$root/plugins/toolchain.sh" # js_component: the same command `kubewasm build` runs
 

@@ -401,6 +401,7 @@ project_rust_build() { # PROJECT NAME OUT_WASM BUILD_DIR
 
 project_python_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
     ensure_componentize_py "$5"
+    ensure_preinit_shim
 }
 
 project_python_build() { # PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
@@ -427,6 +428,7 @@ project_js_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR
         echo "installing the project's npm dependencies (componentize-js, kubewasm; npm install, about 20-30 s, once)"
         (cd "$1" && timed "npm install" npm install --no-audit --no-fund --loglevel=error --prefer-offline)
     fi
+    ensure_preinit_shim
 }
 
 project_js_build() { # PROJECT NAME OUT_WASM BUILD_DIR

@@ -16,20 +16,21 @@
  *   - the clocks (clock_gettime's realtime, monotonic and boot-time clocks, gettimeofday,
  *     time) read SOURCE_DATE_EPOCH (default 315532800, 1980-01-01 UTC) and stand still:
  *     time does not pass during a pre-initialization (CPU-time clocks are left alone). The
- *     interpreters mix the monotonic clock into seeds (wasi-libc's arc4random), and a
- *     timeout computed from a clock that stands still ends at once or waits for its event;
- *     a module that sleeps at import time would wait forever;
+ *     monotonic clock too, because CPython's snapshot keeps a generator state (a ChaCha key)
+ *     that followed it. A timeout computed from a clock that stands still ends at once or
+ *     waits for its event: a module that sleeps at import time would wait forever;
  *   - every statx(2) report the access, birth, change and modification times as
  *     SOURCE_DATE_EPOCH. The runtimes call statx directly (not through the C library), so it
  *     is trapped with a seccomp filter (SIGSYS) and made here instead; no other system call
  *     is touched.
  *
  * Why this does not weaken a plugin's security: nothing here runs in a plugin or in kubewasm.
- * A snapshot already shares whatever entropy it drew with every instance of that component
- * (every replica, every restart), so drawing it from a constant changes nothing an attacker
- * could not already learn from the published file; the runtime's own random source (the
- * host's, through WASI) is what a plugin gets for whatever it draws when it runs. Secrets
- * must not be made at import time (a module's top level) in any case.
+ * A snapshot already shares whatever it drew at build time with every instance of that
+ * component (every replica, every restart), and anyone holding the published file can read
+ * it: drawing it from a constant instead tells an attacker nothing new. What a plugin draws
+ * when it runs comes from kubewasm's WASI random source, the host's (componentize-py also
+ * calls random.seed() again on the first call, so `random` is not the snapshot's).
+ * Secrets must not be made at import time (a module's top level) in any case.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>

@@ -291,7 +291,7 @@ js_component() { # js_component COMPONENTIZE WIT_DIR STAGE ENTRY OUT_WASM
         wizer=(--wizer-bin "$3.wizer")
     fi
     (cd "$3" && "$1" "$4" --wit "$2" --world-name plugin --disable http fetch-event \
-        "${wizer[@]}" -o "$5.tmp")
+        ${wizer[@]+"${wizer[@]}"} -o "$5.tmp")
     rm -f "$3.wizer"
     mv "$5.tmp" "$5"
 }

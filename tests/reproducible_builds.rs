@@ -8,10 +8,10 @@
 //! folder, with a fresh `target/`, is the one compiled again.
 //!
 //! Python and JavaScript components are a snapshot of an interpreter taken while the
-//! pre-initializer (componentize-py 0.25.1, componentize-js 0.23.0's wizer) gives it the
-//! host's entropy, clock and file times, which neither tool lets a caller fix: their tests
-//! are ignored until the tools can (`cargo test --test reproducible_builds -- --ignored`
-//! runs them; host/cli/README.md, "Reproducible builds", says what differs).
+//! pre-initializer (componentize-py 0.25.1, componentize-js 0.23.0's wizer) runs it: the
+//! build gives that process constant entropy, clocks, file times and inode numbers
+//! (plugins/preinit-shim.c) and fixed paths (toolchain.sh's js_wizer_wrapper), so both are
+//! held to the same bytes as the compiled languages.
 
 mod support;
 
@@ -192,13 +192,11 @@ fn rust_builds_are_reproducible() {
 }
 
 #[test]
-#[ignore = "componentize-py 0.25.1 snapshots CPython after it drew its hash secret from the host's entropy"]
 fn python_builds_are_reproducible() {
     reproducible("python", &["python-venv"]);
 }
 
 #[test]
-#[ignore = "componentize-js 0.23.0 snapshots StarlingMonkey (wizer) after it drew seeds from the host's entropy"]
 fn js_builds_are_reproducible() {
     reproducible("js", &[]);
 }

@@ -40,6 +40,7 @@ const TREES: &[(&str, &[&str], &[&str])] = &[
 /// Single files.
 const FILES: &[&str] = &[
     "plugins/toolchain.sh",
+    "plugins/preinit-shim.c",
     "plugins/rust/Cargo.toml",
     "plugins/rust/Cargo.lock",
     "plugins/rust/sdk/Cargo.toml",

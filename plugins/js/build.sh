@@ -17,6 +17,7 @@ world="plugin"
 out_dir="${OUT_DIR:-$root/target/plugins/js}"
 case "$out_dir" in /*) ;; *) out_dir="$PWD/$out_dir" ;; esac  # relative to the caller's cwd
 stage_root="$root/target/plugins-js-build"
+tools="$root/target/tools" # the pre-initializer shim (plugins/toolchain.sh) is built there
 # shellcheck source=../toolchain.sh
 source "$root/plugins/toolchain.sh" # js_component: the same command `kubewasm build` runs
 
@@ -62,10 +63,13 @@ for name in "${names[@]}"; do
     cp -R "$src" "$stage/$name"
     echo "export { handler } from './$name/index.js';" >"$stage/entry.js"
 
-    # Rebuild only when the staged sources, the WIT or the toolchain changed.
+    # Rebuild only when the staged sources, the WIT, the toolchain or how it runs changed.
     inputs_hash="$( { (cd "$stage" && find . -type f -name '*.js' | LC_ALL=C sort | xargs sha256sum)
                       find "$wit" -type f -name '*.wit' | LC_ALL=C sort | xargs sha256sum
-                      echo "componentize-js $cjs_version $world"; } | sha256sum | cut -d' ' -f1)"
+                      echo "componentize-js $cjs_version $world"
+                      # How it is built: the shared functions and the pre-initializer shim.
+                      sha256sum "$root/plugins/toolchain.sh" "$root/plugins/preinit-shim.c"; } |
+                    sha256sum | cut -d' ' -f1)"
     wasm="$out_dir/$name.wasm"
     hash_file="$stage_root/$name.inputs.sha256"
     if [ -f "$wasm" ] && [ "$(cat "$hash_file" 2>/dev/null)" = "$inputs_hash" ]; then

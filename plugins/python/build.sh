@@ -59,7 +59,8 @@ for dir in "$here"/*/; do
     cp -r "$here/kubewasm" "$stage/kubewasm"
     find "$stage" -name __pycache__ -prune -exec rm -rf {} +
 
-    key="$(hash_tree "$stage" "$wit")-$want"
+    # The toolchain functions and the pre-initializer shim: how the component is made.
+    key="$(hash_tree "$stage" "$wit" "$root/plugins/toolchain.sh" "$root/plugins/preinit-shim.c")-$want"
     wasm="$out_dir/$name.wasm"
     if [ "${FORCE:-0}" = 1 ] || [ ! -f "$wasm" ] || [ "$(cat "$stage_root/$name.sha256" 2>/dev/null)" != "$key" ]; then
         echo "python: building $name"

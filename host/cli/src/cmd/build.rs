@@ -38,6 +38,9 @@ it installs and roughly how long it takes):
   python  componentize-py (PyPI), in a venv
   js      the project's componentize-js devDependency (npm install)
   c       clang, lld, wasi-libc (apt-get)
+Python and JavaScript also need a C compiler (cc; Debian's gcc is installed when there is
+none): it compiles the pre-initializer shim (Reproducible, below) once into the tools folder,
+from the source this binary carries (plugins/preinit-shim.c).
 Go and C need no code generator or wasm tool: the project's deps/bindings (written by
 `kubewasm new`: wit-bindgen 0.63's bindings of wit/plugin.wit, which this binary carries)
 are compiled in, and kubewasm makes the component itself (with the WASI preview1 adapter of
@@ -54,13 +57,14 @@ toolchain folder, the build's environment (GO*, CGO_*, CARGO_*, RUSTFLAGS, CC, C
 PYTHON*, SOURCE_DATE_EPOCH) and this kubewasm binary are fingerprinted, and an unchanged
 fingerprint with its output in place says \"up to date\". --force builds anyway.
 
-Reproducible: for Rust, Go and C the same sources give the same bytes, in any folder, a git
-checkout or not (Go builds with -trimpath -buildvcs=false; rustc remaps the project's folder
-and CARGO_HOME, clang the project's folder). Every step runs with SOURCE_DATE_EPOCH=315532800
-(1980-01-01 UTC) unless you set it, LC_ALL=C, TZ=UTC and PYTHONHASHSEED=0. Python and
-JavaScript components are snapshots of an interpreter that componentize-py and
-componentize-js seed from the host's entropy and clock: each build differs
-(host/cli/README.md, Reproducible builds).
+Reproducible: the same sources give the same bytes, in any folder, a git checkout or not
+(Go builds with -trimpath -buildvcs=false; rustc remaps the project's folder and CARGO_HOME,
+clang the project's folder). Every step runs with SOURCE_DATE_EPOCH=315532800 (1980-01-01 UTC)
+unless you set it, LC_ALL=C, TZ=UTC and PYTHONHASHSEED=0. Python and JavaScript components are
+snapshots of an interpreter that ran your module at build time: componentize-py and
+componentize-js's wizer run under a small shim kubewasm compiles with your C compiler (cc,
+once, into the tools folder; Linux x86-64/aarch64) that gives that one process constant
+entropy, clocks, file times and inode numbers (host/cli/README.md, Reproducible builds).
 
 Go builds run in your Go environment (GOPROXY, GOPRIVATE, GONOSUMDB, GOFLAGS, GOMODCACHE,
 GOCACHE, your go env file): kubewasm adds only GOTOOLCHAIN=local (the pinned Go compiles it)
@@ -127,6 +131,11 @@ pub async fn command(args: BuildArgs) -> Result<()> {
     std::fs::create_dir_all(&scripts).with_context(|| format!("creating {}", scripts.display()))?;
     let toolchain = scripts.join("toolchain.sh");
     std::fs::write(&toolchain, embedded::file("plugins/toolchain.sh"))?;
+    // Beside toolchain.sh, which builds it: the Python and JavaScript pre-initializers' shim.
+    std::fs::write(
+        scripts.join("preinit-shim.c"),
+        embedded::file("plugins/preinit-shim.c"),
+    )?;
     let requirements = scripts.join("python-requirements.txt");
     std::fs::write(
         &requirements,

@@ -48,6 +48,7 @@ mod watch;
 pub use error::Error;
 pub use rbac::UserInfo;
 pub use stall::RequestRecord;
+pub use watch::WatchList;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -78,6 +79,9 @@ pub struct Config {
     /// More bearer tokens, each authenticating as its user (with [`Config::rbac`], the
     /// admin [`Config::token`] is a member of `system:masters`).
     pub users: Vec<(String, UserInfo)>,
+    /// How `sendInitialEvents` (streaming lists) is treated: served by default, as by
+    /// kube-apiserver 1.34 and later.
+    pub watch_list: WatchList,
 }
 
 impl Config {
@@ -104,6 +108,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             rbac: false,
             users: Vec::new(),
+            watch_list: WatchList::Served,
         }
     }
 }
@@ -149,6 +154,7 @@ impl ApiServer {
             rbac: config.rbac,
             users: config.users.clone(),
             bookmark_interval: config.bookmark_interval,
+            watch_list: config.watch_list,
             server_address: host_port,
             shutdown: shutdown.clone(),
             outage: outage_rx,

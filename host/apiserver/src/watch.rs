@@ -1,12 +1,14 @@
 //! Watch streams: newline-delimited JSON events with selector transitions,
 //! bookmarks, `sendInitialEvents`, timeouts, and closing on lag or shutdown.
 
+use crate::error::{ApiResult, StatusError};
 use crate::store::{Event, EventType, ListOptions, Target, WatchStart};
 use crate::table::{self, Output};
 use bytes::Bytes;
 use futures::SinkExt;
 use futures::channel::mpsc;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -18,7 +20,9 @@ pub(crate) struct WatchRequest {
     pub(crate) opts: ListOptions,
     /// `allowWatchBookmarks`.
     pub(crate) bookmarks: bool,
-    /// `sendInitialEvents`.
+    /// `sendInitialEvents=true` (asked, or defaulted for a watch from `""` or `"0"`):
+    /// the current objects come first, ended by the `k8s.io/initial-events-end` bookmark
+    /// when bookmarks are allowed.
     pub(crate) send_initial_events: bool,
     /// `timeoutSeconds`.
     pub(crate) timeout: Option<Duration>,
@@ -26,6 +30,128 @@ pub(crate) struct WatchRequest {
     pub(crate) bookmark_interval: Duration,
     /// Output rendering.
     pub(crate) output: Output,
+}
+
+/// How the server treats `sendInitialEvents` on a watch (kube-apiserver's `WatchList`
+/// feature, KEP-3157).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WatchList {
+    /// Served, as by kube-apiserver 1.34 and later (the feature gate on by default).
+    #[default]
+    Served,
+    /// Refused with 422, as by kube-apiserver with the gate off (1.27–1.31, 1.33) or
+    /// before it (1.19–1.26 refuse `resourceVersionMatch` on any watch).
+    Disabled,
+    /// Ignored: a server that knows neither parameter (not built on kube-apiserver's
+    /// library) answers a plain watch, never ending the initial events with a bookmark.
+    Ignored,
+}
+
+/// `NotOlderThan`, the one `resourceVersionMatch` a watch takes.
+const NOT_OLDER_THAN: &str = "NotOlderThan";
+
+/// A boolean query parameter as kube-apiserver decodes one: absent is false, `0` and
+/// `false` (any case) are false, anything else (an empty value too) is true.
+pub(crate) fn query_bool(q: &HashMap<String, String>, k: &str) -> Option<bool> {
+    q.get(k)
+        .map(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
+/// The `sendInitialEvents` a list or watch asked for (None: not given), after
+/// kube-apiserver's defaulting and validation of its ListOptions
+/// (`SetListOptionsDefaults`, `ValidateListOptions`): 422 Invalid for what it refuses.
+pub(crate) fn initial_events(
+    q: &HashMap<String, String>,
+    watch: bool,
+    served: WatchList,
+) -> ApiResult<Option<bool>> {
+    let get = |k: &str| q.get(k).map(String::as_str).unwrap_or("");
+    let (rv, cont) = (get("resourceVersion"), get("continue"));
+    let mut send = query_bool(q, "sendInitialEvents");
+    let mut rv_match = get("resourceVersionMatch");
+    if watch && served == WatchList::Ignored {
+        send = None;
+        rv_match = "";
+    }
+    if watch && served == WatchList::Served && send.is_none() && rv_match.is_empty() {
+        // A watch from "" or "0" is a watch-list, sending the current state as before.
+        if rv.is_empty() || rv == "0" {
+            send = Some(true);
+            rv_match = NOT_OLDER_THAN;
+        }
+    }
+    let forbidden = |field: &str, detail: &str| {
+        (
+            "FieldValueForbidden".to_string(),
+            field.to_string(),
+            format!("Forbidden: {detail}"),
+        )
+    };
+    let unsupported = |supported: &str| {
+        (
+            "FieldValueNotSupported".to_string(),
+            "resourceVersionMatch".to_string(),
+            format!("Unsupported value: {rv_match:?}: supported values: {supported}"),
+        )
+    };
+    let mut errs = Vec::new();
+    let m = "resourceVersionMatch";
+    if watch {
+        if send.is_some() {
+            if rv_match != NOT_OLDER_THAN {
+                errs.push(forbidden(
+                    m,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if served != WatchList::Served {
+                errs.push(forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                ));
+            }
+        }
+        if !rv_match.is_empty() {
+            if send.is_none() {
+                errs.push(forbidden(
+                    m,
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if rv_match != NOT_OLDER_THAN {
+                errs.push(unsupported("\"NotOlderThan\""));
+            }
+            if !cont.is_empty() {
+                errs.push(forbidden(m, "resourceVersionMatch is forbidden when continue is provided"));
+            }
+        }
+    } else {
+        if !rv_match.is_empty() {
+            if rv.is_empty() {
+                errs.push(forbidden(m, "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+            }
+            if !cont.is_empty() {
+                errs.push(forbidden(m, "resourceVersionMatch is forbidden when continue is provided"));
+            }
+            if rv_match != "Exact" && rv_match != NOT_OLDER_THAN {
+                errs.push(unsupported("\"Exact\", \"NotOlderThan\", \"\""));
+            }
+            if rv_match == "Exact" && rv == "0" {
+                errs.push(forbidden(
+                    m,
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if send.is_some() {
+            errs.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+        }
+    }
+    if errs.is_empty() {
+        Ok(send)
+    } else {
+        Err(StatusError::invalid("meta.k8s.io", "ListOptions", "", errs))
+    }
 }
 
 type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
@@ -202,7 +328,10 @@ pub(crate) async fn run(
             return;
         }
     }
-    if ctx.req.send_initial_events && !ctx.bookmark(rv, true).await {
+    // kube-apiserver ends the initial events with a bookmark only where bookmarks are
+    // allowed: a client waiting for it must ask for them.
+    let ends = ctx.req.send_initial_events && ctx.req.bookmarks;
+    if ends && !ctx.bookmark(rv, true).await {
         return;
     }
     for ev in &backlog {

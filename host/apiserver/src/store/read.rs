@@ -3,7 +3,7 @@
 //! after a resourceVersion, taken with the subscription), and the whole store for the
 //! garbage collector.
 
-use super::{ListOptions, ObjKey, Store, Target, WatchStart, present};
+use super::{ListOptions, ObjKey, Store, Target, WatchFrom, WatchStart, present};
 use crate::error::{ApiResult, StatusError};
 use crate::registry::GroupResource;
 use base64::Engine;
@@ -69,25 +69,21 @@ impl Store {
         }))
     }
 
-    /// Starts a watch: `from` None means "current state as ADDED, then changes".
-    pub(crate) fn watch(&self, gr: &GroupResource, from: Option<u64>) -> ApiResult<WatchStart> {
+    /// Starts a watch from `from`.
+    pub(crate) fn watch(&self, gr: &GroupResource, from: WatchFrom) -> ApiResult<WatchStart> {
         let st = self.lock();
         let rx = st.events.subscribe();
-        match from {
-            None => {
+        let (initial, backlog) = match from {
+            WatchFrom::State => {
                 let initial = st
                     .objects
                     .get(gr)
                     .map(|m| m.values().cloned().collect())
                     .unwrap_or_default();
-                Ok(WatchStart {
-                    initial,
-                    backlog: vec![],
-                    rx,
-                    rv: st.rv,
-                })
+                (initial, vec![])
             }
-            Some(n) => {
+            WatchFrom::Now => (vec![], vec![]),
+            WatchFrom::After(n) => {
                 if n < st.compacted {
                     return Err(StatusError::expired(format!(
                         "too old resource version: {n} ({})",
@@ -100,14 +96,15 @@ impl Store {
                     .filter(|e| e.rv > n && &e.gr == gr)
                     .cloned()
                     .collect();
-                Ok(WatchStart {
-                    initial: vec![],
-                    backlog,
-                    rx,
-                    rv: st.rv,
-                })
+                (vec![], backlog)
             }
-        }
+        };
+        Ok(WatchStart {
+            initial,
+            backlog,
+            rx,
+            rv: st.rv,
+        })
     }
 
     /// All objects of all resources (for the garbage collector).

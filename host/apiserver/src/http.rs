@@ -37,8 +37,8 @@ pub(crate) struct App {
     pub(crate) users: Vec<(String, crate::rbac::UserInfo)>,
     /// Watch bookmark period.
     pub(crate) bookmark_interval: Duration,
-    /// How `sendInitialEvents` is treated.
-    pub(crate) watch_list: watch::WatchList,
+    /// How `sendInitialEvents` is treated (changed by [`crate::ApiServer::set_watch_list`]).
+    pub(crate) watch_list: Arc<std::sync::Mutex<watch::WatchList>>,
     /// `host:port` the server listens on.
     pub(crate) server_address: String,
     /// Flips to true on shutdown; ends watches.
@@ -693,7 +693,7 @@ async fn resource(
         (Method::GET, None) => {
             let opts = list_options(&q, t.info.builtin)?;
             let is_watch = truthy(&q, "watch");
-            let send_initial = watch::initial_events(&q, is_watch, app.watch_list)?;
+            let send_initial = watch::initial_events(&q, is_watch, *kubewasm_core::sync::lock(&app.watch_list))?;
             if is_watch {
                 // Watch streams are JSON only.
                 if protobuf::accept_only_protobuf(&accept) {

@@ -123,6 +123,7 @@ pub struct ApiServer {
     stop: tokio::sync::watch::Sender<bool>,
     outage: tokio::sync::watch::Sender<bool>,
     stalls: Arc<stall::Stalls>,
+    watch_list: Arc<std::sync::Mutex<WatchList>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -148,13 +149,14 @@ impl ApiServer {
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let (outage, outage_rx) = tokio::sync::watch::channel(false);
         let stalls = Arc::new(stall::Stalls::default());
+        let watch_list = Arc::new(std::sync::Mutex::new(config.watch_list));
         let app = Arc::new(http::App {
             store: store.clone(),
             token: config.token.clone(),
             rbac: config.rbac,
             users: config.users.clone(),
             bookmark_interval: config.bookmark_interval,
-            watch_list: config.watch_list,
+            watch_list: watch_list.clone(),
             server_address: host_port,
             shutdown: shutdown.clone(),
             outage: outage_rx,
@@ -177,6 +179,7 @@ impl ApiServer {
             stop,
             outage,
             stalls,
+            watch_list,
             tasks: vec![accept_task, gc_task],
         })
     }
@@ -252,6 +255,12 @@ impl ApiServer {
                 code: e.code,
                 message: e.message,
             })
+    }
+
+    /// From now on, treats `sendInitialEvents` as `watch_list` says (a server replaced by
+    /// one configured otherwise; open watches go on).
+    pub fn set_watch_list(&self, watch_list: WatchList) {
+        *kubewasm_core::sync::lock(&self.watch_list) = watch_list;
     }
 
     /// Drops all watch history: a watch from any older resourceVersion now gets 410 Expired.

@@ -97,14 +97,20 @@ impl Lister {
     }
 
     /// The method for a watch starting now, asking the server through `api` (one of the
-    /// watch's own scopes: the host may watch it) when nothing has decided it yet.
-    pub(crate) async fn method(&self, api: &Api<DynamicObject>, target: &str) -> Method {
+    /// watch's own scopes, with its label `selector`: what the host may watch) when
+    /// nothing has decided it yet.
+    pub(crate) async fn method(
+        &self,
+        api: &Api<DynamicObject>,
+        selector: Option<&str>,
+        target: &str,
+    ) -> Method {
         // Held across the probe: the watches starting together wait for one answer.
         let mut decided = self.decided.lock().await;
         if let Some(m) = *decided {
             return m;
         }
-        match probe(api).await {
+        match probe(api, selector, target).await {
             Verdict::Served => {
                 tracing::info!(probed = target, "the API server serves streaming lists: watches list by streaming");
                 *decided = Some(Method::Streaming);
@@ -152,16 +158,21 @@ impl Lister {
 }
 
 /// Asks the server for a streaming list that matches nothing.
-async fn probe(api: &Api<DynamicObject>) -> Verdict {
-    let params = WatchParams::streaming_lists()
+async fn probe(api: &Api<DynamicObject>, selector: Option<&str>, target: &str) -> Verdict {
+    // Spelled as the engine spells API errors (`403 Forbidden: …`).
+    let spell = |e: kube::Error| crate::Error::from_kube("watch", target, e).to_string();
+    let mut params = WatchParams::streaming_lists()
         .fields(PROBE_SELECTOR)
         .timeout(PROBE_TIMEOUT_SECS);
+    if let Some(s) = selector {
+        params = params.labels(s);
+    }
     let stream = match api.watch(&params, "0").await {
         Ok(s) => s,
         Err(kube::Error::Api(s)) if s.code == 400 || s.code == 422 => {
-            return Verdict::NotServed(format!("{} {}: {}", s.code, s.reason, s.message));
+            return Verdict::NotServed(spell(kube::Error::Api(s)));
         }
-        Err(e) => return Verdict::Unknown(e.to_string()),
+        Err(e) => return Verdict::Unknown(spell(e)),
     };
     // The server ends the stream at its timeout; this bounds a server that does not.
     let guard = Duration::from_secs(u64::from(PROBE_TIMEOUT_SECS) + 5);
@@ -182,10 +193,8 @@ async fn probe(api: &Api<DynamicObject>) -> Verdict {
         Ok(Some(Ok(WatchEvent::Bookmark(_)))) => {
             Verdict::NotServed("a bookmark not ending the initial events came first".into())
         }
-        Ok(Some(Ok(WatchEvent::Error(s)))) => {
-            Verdict::NotServed(format!("{} {}: {}", s.code, s.reason, s.message))
-        }
+        Ok(Some(Ok(WatchEvent::Error(s)))) => Verdict::NotServed(spell(kube::Error::Api(s))),
         Ok(Some(Ok(_))) => Verdict::NotServed("the selector was not applied".into()),
-        Ok(Some(Err(e))) => Verdict::Unknown(e.to_string()),
+        Ok(Some(Err(e))) => Verdict::Unknown(spell(e)),
     }
 }

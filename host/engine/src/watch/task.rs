@@ -121,7 +121,7 @@ impl WatchTask {
         let target = self.res.key().to_string();
         tokio::select! {
             _ = cancel.cancelled() => None,
-            m = self.lister.method(&api, &target) => Some(m),
+            m = self.lister.method(&api, self.selector.as_deref(), &target) => Some(m),
         }
     }
 

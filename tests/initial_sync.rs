@@ -175,3 +175,58 @@ async fn a_streaming_list_refused_later_falls_back_to_pages() {
         "no paged list after the refusal: {gets:#?}"
     );
 }
+
+/// Figures, not a check of them (opt-in: `cargo test --workspace --test initial_sync --
+/// --ignored --nocapture`; `KUBEWASM_SYNC_OBJECTS`, default 10000): one ConfigMap kind of
+/// that many objects of about 1 KiB, cached whole (testkit declares a read of every
+/// ConfigMap; its watch selects none of them, so no plugin call runs), synced by each
+/// method in a fresh host: the time from the watch's start to its cache's sync (the log
+/// lines' timestamps) and the host's peak RSS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn initial_sync_figures() {
+    let n: usize = std::env::var("KUBEWASM_SYNC_OBJECTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let filler = "x".repeat(900);
+    let objects: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("cm-{i:06}"), "namespace": "default",
+                                "labels": {"app": "figures"}},
+                   "data": {"value": i.to_string(), "filler": filler}})
+        })
+        .collect();
+    let env = Env::with_config(Config::default(), false).await;
+    env.server.seed(objects, "figures").expect("seed");
+    env.add_plugin(&test_plugin("testkit"), "testkit", Some("readAll: true\n"));
+    println!("objects  method     first sync  peak RSS");
+    for (method, flags) in [
+        ("streaming", &["--initial-sync", "streaming"][..]),
+        ("paged-500", &["--initial-sync", "paged"][..]),
+        ("one-list", &["--initial-sync", "paged", "--list-page-size", "0"][..]),
+    ] {
+        let host = env.start_host(flags);
+        let long = std::time::Duration::from_secs(1800);
+        let started = host
+            .wait_log_for("the ConfigMap watch started", long, |l| {
+                field(l, "message") == "watch started" && field(l, "resource").starts_with("configmaps")
+            })
+            .await;
+        let synced = host.wait_log_for("ConfigMaps synced", long, synced).await;
+        assert_eq!(synced["objects"], json!(n), "{synced}");
+        let at = |l: &Value| humantime::parse_rfc3339(field(l, "timestamp")).expect("timestamp");
+        let took = at(&synced)
+            .duration_since(at(&started))
+            .unwrap_or_default()
+            .as_millis();
+        let rss = peak_rss_kib(host.pid());
+        println!(
+            "{n:>7}  {method:<9}  {:>8.2} s  {:>6.1} MiB",
+            took as f64 / 1000.0,
+            rss as f64 / 1024.0
+        );
+        host.stop();
+    }
+}

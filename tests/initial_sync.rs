@@ -58,7 +58,13 @@ fn collection_gets(requests: &[RequestRecord]) -> Vec<(bool, String)> {
     requests
         .iter()
         .filter(|r| r.client == HOST_TOKEN && r.method == "GET")
-        .filter(|r| r.path.split('?').next().unwrap_or("").ends_with("/configmaps"))
+        .filter(|r| {
+            r.path
+                .split('?')
+                .next()
+                .unwrap_or("")
+                .ends_with("/configmaps")
+        })
         .map(|r| (r.path.contains("watch=true"), r.path.clone()))
         .collect()
 }
@@ -86,7 +92,11 @@ async fn a_kind_is_synced_by_a_streaming_list_where_the_server_serves_one() {
 
     let gets = collection_gets(&env.server.requests());
     // Asked once, then listed by a streaming watch: never by a list request.
-    assert_eq!(gets.iter().filter(|(_, p)| is_probe(p)).count(), 1, "{gets:#?}");
+    assert_eq!(
+        gets.iter().filter(|(_, p)| is_probe(p)).count(),
+        1,
+        "{gets:#?}"
+    );
     assert!(
         gets.iter().all(|(watch, _)| *watch),
         "a ConfigMap list request: {gets:#?}"
@@ -119,7 +129,11 @@ async fn paged_on(watch_list: WatchList) {
     // 20 objects in pages of 7: three pages, the later two continuing the first.
     assert_eq!(lists.len(), 3, "{gets:#?}");
     assert!(lists.iter().all(|p| p.contains("limit=7")), "{lists:#?}");
-    assert_eq!(lists.iter().filter(|p| p.contains("continue=")).count(), 2, "{lists:#?}");
+    assert_eq!(
+        lists.iter().filter(|p| p.contains("continue=")).count(),
+        2,
+        "{lists:#?}"
+    );
     let streaming = gets
         .iter()
         .filter(|(_, p)| p.contains("sendInitialEvents=true") && !is_probe(p))
@@ -205,13 +219,17 @@ async fn initial_sync_figures() {
     for (method, flags) in [
         ("streaming", &["--initial-sync", "streaming"][..]),
         ("paged-500", &["--initial-sync", "paged"][..]),
-        ("one-list", &["--initial-sync", "paged", "--list-page-size", "0"][..]),
+        (
+            "one-list",
+            &["--initial-sync", "paged", "--list-page-size", "0"][..],
+        ),
     ] {
         let host = env.start_host(flags);
         let long = std::time::Duration::from_secs(1800);
         let started = host
             .wait_log_for("the ConfigMap watch started", long, |l| {
-                field(l, "message") == "watch started" && field(l, "resource").starts_with("configmaps")
+                field(l, "message") == "watch started"
+                    && field(l, "resource").starts_with("configmaps")
             })
             .await;
         let synced = host.wait_log_for("ConfigMaps synced", long, synced).await;

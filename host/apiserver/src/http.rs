@@ -693,7 +693,8 @@ async fn resource(
         (Method::GET, None) => {
             let opts = list_options(&q, t.info.builtin)?;
             let is_watch = truthy(&q, "watch");
-            let send_initial = watch::initial_events(&q, is_watch, *kubewasm_core::sync::lock(&app.watch_list))?;
+            let send_initial =
+                watch::initial_events(&q, is_watch, *kubewasm_core::sync::lock(&app.watch_list))?;
             if is_watch {
                 // Watch streams are JSON only.
                 if protobuf::accept_only_protobuf(&accept) {

@@ -122,16 +122,25 @@ pub(crate) fn initial_events(
                 errs.push(unsupported("\"NotOlderThan\""));
             }
             if !cont.is_empty() {
-                errs.push(forbidden(m, "resourceVersionMatch is forbidden when continue is provided"));
+                errs.push(forbidden(
+                    m,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
             }
         }
     } else {
         if !rv_match.is_empty() {
             if rv.is_empty() {
-                errs.push(forbidden(m, "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+                errs.push(forbidden(
+                    m,
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
             }
             if !cont.is_empty() {
-                errs.push(forbidden(m, "resourceVersionMatch is forbidden when continue is provided"));
+                errs.push(forbidden(
+                    m,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
             }
             if rv_match != "Exact" && rv_match != NOT_OLDER_THAN {
                 errs.push(unsupported("\"Exact\", \"NotOlderThan\", \"\""));
@@ -144,7 +153,10 @@ pub(crate) fn initial_events(
             }
         }
         if send.is_some() {
-            errs.push(forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list"));
+            errs.push(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
         }
     }
     if errs.is_empty() {

@@ -93,7 +93,8 @@ async fn refusal(client: &Client, path_query: &str) -> (u16, String, Vec<(String
 #[tokio::test]
 async fn a_watch_list_sends_the_objects_then_the_initial_events_end_bookmark() {
     let (_s, client) = with_two(Config::default()).await;
-    let streaming = "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
+    let streaming =
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
     for rv in ["", "&resourceVersion=0", "&resourceVersion=1"] {
         let lines = watch_lines(&client, &format!("{streaming}{rv}"))
             .await
@@ -105,9 +106,12 @@ async fn a_watch_list_sends_the_objects_then_the_initial_events_end_bookmark() {
         );
     }
     // Without bookmarks allowed, no bookmark ends them (a client waiting would hang).
-    let lines = watch_lines(&client, "sendInitialEvents=true&resourceVersionMatch=NotOlderThan")
-        .await
-        .expect("served");
+    let lines = watch_lines(
+        &client,
+        "sendInitialEvents=true&resourceVersionMatch=NotOlderThan",
+    )
+    .await
+    .expect("served");
     assert_eq!(lines, ["ADDED a", "ADDED b"]);
     // A plain watch from "" or "0" is defaulted to a watch-list (same objects, and the
     // bookmark when allowed), as kube-apiserver 1.34+ defaults it.
@@ -125,6 +129,9 @@ async fn a_watch_list_sends_the_objects_then_the_initial_events_end_bookmark() {
     assert!(lines.is_empty(), "{lines:?}");
 }
 
+/// A query, the message refusing it, and its causes (reason, field).
+type Case = (&'static str, &'static str, Vec<(String, String)>);
+
 #[tokio::test]
 async fn list_options_are_refused_as_kube_apiserver_refuses_them() {
     let (_s, client) = server().await;
@@ -135,7 +142,7 @@ async fn list_options_are_refused_as_kube_apiserver_refuses_them() {
             "resourceVersionMatch".to_string(),
         )
     };
-    let cases: Vec<(&str, &str, Vec<(String, String)>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "watch=1&sendInitialEvents=true",
             "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",

@@ -112,7 +112,10 @@ impl Lister {
         }
         match probe(api, selector, target).await {
             Verdict::Served => {
-                tracing::info!(probed = target, "the API server serves streaming lists: watches list by streaming");
+                tracing::info!(
+                    probed = target,
+                    "the API server serves streaming lists: watches list by streaming"
+                );
                 *decided = Some(Method::Streaming);
                 Method::Streaming
             }
@@ -138,8 +141,12 @@ impl Lister {
         }
         let mut decided = self.decided.lock().await;
         if *decided != Some(Method::Paged) {
-            tracing::warn!(resource = target, reason = why, page_size = self.page_size,
-                "a streaming list was refused: watches list in pages from now on");
+            tracing::warn!(
+                resource = target,
+                reason = why,
+                page_size = self.page_size,
+                "a streaming list was refused: watches list in pages from now on"
+            );
             *decided = Some(Method::Paged);
         }
         true

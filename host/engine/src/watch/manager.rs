@@ -26,9 +26,9 @@ use crate::replicas::shards::ShardSet;
 use crate::serve::access::{Access, Need, Rule};
 use crate::serve::metrics::{Metrics, ResourceLabel};
 use crate::watch::backoff::Policy;
-use crate::watch::initial::{InitialSync, Lister};
 use crate::watch::cache::{CachedObject, Caches, ResourceCache, ResourceKey};
 use crate::watch::discovery::Discovery;
+use crate::watch::initial::{InitialSync, Lister};
 use crate::watch::task::WatchTask;
 
 /// A served resource being watched.

@@ -3,8 +3,8 @@
 
 pub(crate) mod backoff;
 pub(crate) mod cache;
-pub(crate) mod initial;
 pub mod discovery;
+pub(crate) mod initial;
 pub(crate) mod manager;
 mod stages;
 mod task;

@@ -110,7 +110,11 @@ impl WatchTask {
     fn steps(&self, method: Method) -> BoxStream<'static, (Scope, Step)> {
         let shards = self.shards.clone();
         let keeps = move |k: &ObjectKey| shards.as_ref().is_none_or(|s| s.owns(k));
-        relists(shard_filter(strip(self.source(method), self.res.clone()), keeps)).boxed()
+        relists(shard_filter(
+            strip(self.source(method), self.res.clone()),
+            keeps,
+        ))
+        .boxed()
     }
 
     /// How this watch lists: asked of the server through its first scope when nothing

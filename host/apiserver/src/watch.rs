@@ -57,6 +57,31 @@ pub(crate) fn query_bool(q: &HashMap<String, String>, k: &str) -> Option<bool> {
         .map(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
 }
 
+/// The parameters of a list or watch that say where it starts.
+struct Start<'a> {
+    rv: &'a str,
+    cont: &'a str,
+    rv_match: &'a str,
+    send: Option<bool>,
+}
+
+/// One cause of a 422: reason, field, message (`field.Error`'s body).
+type Cause = (String, String, String);
+
+const RV_MATCH: &str = "resourceVersionMatch";
+const SEND: &str = "sendInitialEvents";
+
+fn forbidden(field: &str, detail: &str) -> Cause {
+    let reason = "FieldValueForbidden".to_string();
+    (reason, field.to_string(), format!("Forbidden: {detail}"))
+}
+
+fn unsupported(value: &str, supported: &str) -> Cause {
+    let reason = "FieldValueNotSupported".to_string();
+    let message = format!("Unsupported value: {value:?}: supported values: {supported}");
+    (reason, RV_MATCH.to_string(), message)
+}
+
 /// The `sendInitialEvents` a list or watch asked for (None: not given), after
 /// kube-apiserver's defaulting and validation of its ListOptions
 /// (`SetListOptionsDefaults`, `ValidateListOptions`): 422 Invalid for what it refuses.
@@ -66,104 +91,102 @@ pub(crate) fn initial_events(
     served: WatchList,
 ) -> ApiResult<Option<bool>> {
     let get = |k: &str| q.get(k).map(String::as_str).unwrap_or("");
-    let (rv, cont) = (get("resourceVersion"), get("continue"));
-    let mut send = query_bool(q, "sendInitialEvents");
-    let mut rv_match = get("resourceVersionMatch");
+    let mut start = Start {
+        rv: get("resourceVersion"),
+        cont: get("continue"),
+        rv_match: get(RV_MATCH),
+        send: query_bool(q, SEND),
+    };
     if watch && served == WatchList::Ignored {
-        send = None;
-        rv_match = "";
+        start.send = None;
+        start.rv_match = "";
     }
-    if watch && served == WatchList::Served && send.is_none() && rv_match.is_empty() {
+    let legacy = start.rv.is_empty() || start.rv == "0";
+    let unset = start.send.is_none() && start.rv_match.is_empty();
+    if watch && served == WatchList::Served && unset && legacy {
         // A watch from "" or "0" is a watch-list, sending the current state as before.
-        if rv.is_empty() || rv == "0" {
-            send = Some(true);
-            rv_match = NOT_OLDER_THAN;
-        }
+        start.send = Some(true);
+        start.rv_match = NOT_OLDER_THAN;
     }
-    let forbidden = |field: &str, detail: &str| {
-        (
-            "FieldValueForbidden".to_string(),
-            field.to_string(),
-            format!("Forbidden: {detail}"),
-        )
-    };
-    let unsupported = |supported: &str| {
-        (
-            "FieldValueNotSupported".to_string(),
-            "resourceVersionMatch".to_string(),
-            format!("Unsupported value: {rv_match:?}: supported values: {supported}"),
-        )
-    };
-    let mut errs = Vec::new();
-    let m = "resourceVersionMatch";
-    if watch {
-        if send.is_some() {
-            if rv_match != NOT_OLDER_THAN {
-                errs.push(forbidden(
-                    m,
-                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                ));
-            }
-            if served != WatchList::Served {
-                errs.push(forbidden(
-                    "sendInitialEvents",
-                    "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
-                ));
-            }
-        }
-        if !rv_match.is_empty() {
-            if send.is_none() {
-                errs.push(forbidden(
-                    m,
-                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-                ));
-            }
-            if rv_match != NOT_OLDER_THAN {
-                errs.push(unsupported("\"NotOlderThan\""));
-            }
-            if !cont.is_empty() {
-                errs.push(forbidden(
-                    m,
-                    "resourceVersionMatch is forbidden when continue is provided",
-                ));
-            }
-        }
+    let errs = if watch {
+        watch_errors(&start, served)
     } else {
-        if !rv_match.is_empty() {
-            if rv.is_empty() {
-                errs.push(forbidden(
-                    m,
-                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
-                ));
-            }
-            if !cont.is_empty() {
-                errs.push(forbidden(
-                    m,
-                    "resourceVersionMatch is forbidden when continue is provided",
-                ));
-            }
-            if rv_match != "Exact" && rv_match != NOT_OLDER_THAN {
-                errs.push(unsupported("\"Exact\", \"NotOlderThan\", \"\""));
-            }
-            if rv_match == "Exact" && rv == "0" {
-                errs.push(forbidden(
-                    m,
-                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
-                ));
-            }
-        }
-        if send.is_some() {
-            errs.push(forbidden(
-                "sendInitialEvents",
-                "sendInitialEvents is forbidden for list",
-            ));
-        }
-    }
+        list_errors(&start)
+    };
     if errs.is_empty() {
-        Ok(send)
+        Ok(start.send)
     } else {
         Err(StatusError::invalid("meta.k8s.io", "ListOptions", "", errs))
     }
+}
+
+/// `validateWatchOptions`.
+fn watch_errors(s: &Start, served: WatchList) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    if s.send.is_some() {
+        if s.rv_match != NOT_OLDER_THAN {
+            errs.push(forbidden(
+                RV_MATCH,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if served != WatchList::Served {
+            errs.push(forbidden(
+                SEND,
+                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+            ));
+        }
+    }
+    if !s.rv_match.is_empty() {
+        if s.send.is_none() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if s.rv_match != NOT_OLDER_THAN {
+            errs.push(unsupported(s.rv_match, "\"NotOlderThan\""));
+        }
+        if !s.cont.is_empty() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    errs
+}
+
+/// `ValidateListOptions` of a list.
+fn list_errors(s: &Start) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    if !s.rv_match.is_empty() {
+        if s.rv.is_empty() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if !s.cont.is_empty() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if s.rv_match != "Exact" && s.rv_match != NOT_OLDER_THAN {
+            errs.push(unsupported(s.rv_match, "\"Exact\", \"NotOlderThan\", \"\""));
+        }
+        if s.rv_match == "Exact" && s.rv == "0" {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if s.send.is_some() {
+        errs.push(forbidden(SEND, "sendInitialEvents is forbidden for list"));
+    }
+    errs
 }
 
 type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;

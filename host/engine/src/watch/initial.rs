@@ -205,3 +205,36 @@ async fn probe(api: &Api<DynamicObject>, selector: Option<&str>, target: &str) -
         Ok(Some(Err(e))) => Verdict::Unknown(spell(e)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_refusal_makes_every_watch_page_unless_streaming_is_forced() {
+        let auto = Lister::new(InitialSync::Auto, 500);
+        *auto.decided.lock().await = Some(Method::Streaming);
+        assert!(auto.refused("configmaps.v1", "422").await);
+        assert_eq!(*auto.decided.lock().await, Some(Method::Paged));
+        // A second watch refused meanwhile pages too.
+        assert!(auto.refused("secrets.v1", "422").await);
+
+        let forced = Lister::new(InitialSync::Streaming, 500);
+        assert!(!forced.refused("configmaps.v1", "422").await);
+        assert_eq!(*forced.decided.lock().await, Some(Method::Streaming));
+    }
+
+    #[test]
+    fn pages_of_zero_are_one_list() {
+        let base = watcher::Config::default();
+        let one = Lister::new(InitialSync::Paged, 0).config(base.clone(), Method::Paged);
+        assert_eq!(one.page_size, None);
+        let paged = Lister::new(InitialSync::Paged, 7).config(base.clone(), Method::Paged);
+        assert_eq!(paged.page_size, Some(7));
+        let streaming = Lister::new(InitialSync::Auto, 7).config(base, Method::Streaming);
+        assert_eq!(
+            streaming.initial_list_strategy,
+            watcher::InitialListStrategy::StreamingList
+        );
+    }
+}

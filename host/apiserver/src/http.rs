@@ -10,7 +10,9 @@ use crate::protobuf;
 use crate::rbac::{self, UserInfo};
 use crate::review;
 use crate::scale;
-use crate::store::{DeleteOptions, Deleted, ListOptions, Ownership, Propagation, Store, Target};
+use crate::store::{
+    DeleteOptions, Deleted, ListOptions, Ownership, Propagation, Store, Target, WatchFrom,
+};
 use crate::table::{self, Output};
 use crate::watch::{self, WatchRequest};
 use axum::body::Body;
@@ -35,6 +37,8 @@ pub(crate) struct App {
     pub(crate) users: Vec<(String, crate::rbac::UserInfo)>,
     /// Watch bookmark period.
     pub(crate) bookmark_interval: Duration,
+    /// How `sendInitialEvents` is treated (changed by [`crate::ApiServer::set_watch_list`]).
+    pub(crate) watch_list: Arc<std::sync::Mutex<watch::WatchList>>,
     /// `host:port` the server listens on.
     pub(crate) server_address: String,
     /// Flips to true on shutdown; ends watches.
@@ -196,7 +200,7 @@ fn header_str(h: &HeaderMap, name: header::HeaderName) -> &str {
 }
 
 fn truthy(q: &HashMap<String, String>, k: &str) -> bool {
-    matches!(q.get(k).map(String::as_str), Some("1" | "true" | "True"))
+    watch::query_bool(q, k).unwrap_or(false)
 }
 
 /// Who sent the request: None when the token is wrong. Without a required token every
@@ -688,12 +692,15 @@ async fn resource(
         }
         (Method::GET, None) => {
             let opts = list_options(&q, t.info.builtin)?;
-            if truthy(&q, "watch") {
+            let is_watch = truthy(&q, "watch");
+            let send_initial =
+                watch::initial_events(&q, is_watch, *kubewasm_core::sync::lock(&app.watch_list))?;
+            if is_watch {
                 // Watch streams are JSON only.
                 if protobuf::accept_only_protobuf(&accept) {
                     return Err(not_acceptable(false));
                 }
-                return Ok(start_watch(app, t, opts, &q, output));
+                return Ok(start_watch(app, t, opts, &q, send_initial, output));
             }
             let v = store.list(&t, &opts)?;
             reply(200, &render(&t, output, v, true), &accept, &t)
@@ -905,11 +912,11 @@ fn start_watch(
     t: Target,
     opts: ListOptions,
     q: &HashMap<String, String>,
+    send_initial: Option<bool>,
     output: Output,
 ) -> Response {
     let rv = q.get("resourceVersion").map(String::as_str).unwrap_or("");
-    let send_initial = truthy(q, "sendInitialEvents");
-    let from = match rv {
+    let after = match rv {
         "" | "0" => None,
         n => match n.parse::<u64>() {
             Ok(n) => Some(n),
@@ -920,7 +927,15 @@ fn start_watch(
             }
         },
     };
-    let from = if send_initial { None } else { from };
+    // This store is always current, so a watch-list's resourceVersion ("not older than")
+    // is met at once; `sendInitialEvents=false` from "" or "0" starts at the current
+    // state without sending it.
+    let from = match (send_initial, after) {
+        (Some(true), _) | (None, None) => WatchFrom::State,
+        (_, Some(n)) => WatchFrom::After(n),
+        (Some(false), None) => WatchFrom::Now,
+    };
+    let send_initial = send_initial == Some(true);
     let (mut tx, rx) = watch::channel();
     let response = Response::builder()
         .status(200)

@@ -48,6 +48,7 @@ mod watch;
 pub use error::Error;
 pub use rbac::UserInfo;
 pub use stall::RequestRecord;
+pub use watch::WatchList;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -78,6 +79,9 @@ pub struct Config {
     /// More bearer tokens, each authenticating as its user (with [`Config::rbac`], the
     /// admin [`Config::token`] is a member of `system:masters`).
     pub users: Vec<(String, UserInfo)>,
+    /// How `sendInitialEvents` (streaming lists) is treated: served by default, as by
+    /// kube-apiserver 1.34 and later.
+    pub watch_list: WatchList,
 }
 
 impl Config {
@@ -104,6 +108,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(60),
             rbac: false,
             users: Vec::new(),
+            watch_list: WatchList::Served,
         }
     }
 }
@@ -118,6 +123,7 @@ pub struct ApiServer {
     stop: tokio::sync::watch::Sender<bool>,
     outage: tokio::sync::watch::Sender<bool>,
     stalls: Arc<stall::Stalls>,
+    watch_list: Arc<std::sync::Mutex<WatchList>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -143,12 +149,14 @@ impl ApiServer {
         let (stop, shutdown) = tokio::sync::watch::channel(false);
         let (outage, outage_rx) = tokio::sync::watch::channel(false);
         let stalls = Arc::new(stall::Stalls::default());
+        let watch_list = Arc::new(std::sync::Mutex::new(config.watch_list));
         let app = Arc::new(http::App {
             store: store.clone(),
             token: config.token.clone(),
             rbac: config.rbac,
             users: config.users.clone(),
             bookmark_interval: config.bookmark_interval,
+            watch_list: watch_list.clone(),
             server_address: host_port,
             shutdown: shutdown.clone(),
             outage: outage_rx,
@@ -171,6 +179,7 @@ impl ApiServer {
             stop,
             outage,
             stalls,
+            watch_list,
             tasks: vec![accept_task, gc_task],
         })
     }
@@ -246,6 +255,12 @@ impl ApiServer {
                 code: e.code,
                 message: e.message,
             })
+    }
+
+    /// From now on, treats `sendInitialEvents` as `watch_list` says (a server replaced by
+    /// one configured otherwise; open watches go on).
+    pub fn set_watch_list(&self, watch_list: WatchList) {
+        *kubewasm_core::sync::lock(&self.watch_list) = watch_list;
     }
 
     /// Drops all watch history: a watch from any older resourceVersion now gets 410 Expired.

@@ -1,12 +1,14 @@
 //! Watch streams: newline-delimited JSON events with selector transitions,
 //! bookmarks, `sendInitialEvents`, timeouts, and closing on lag or shutdown.
 
+use crate::error::{ApiResult, StatusError};
 use crate::store::{Event, EventType, ListOptions, Target, WatchStart};
 use crate::table::{self, Output};
 use bytes::Bytes;
 use futures::SinkExt;
 use futures::channel::mpsc;
 use serde_json::{Value, json};
+use std::collections::HashMap;
 use std::time::Duration;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -18,7 +20,9 @@ pub(crate) struct WatchRequest {
     pub(crate) opts: ListOptions,
     /// `allowWatchBookmarks`.
     pub(crate) bookmarks: bool,
-    /// `sendInitialEvents`.
+    /// `sendInitialEvents=true` (asked, or defaulted for a watch from `""` or `"0"`):
+    /// the current objects come first, ended by the `k8s.io/initial-events-end` bookmark
+    /// when bookmarks are allowed.
     pub(crate) send_initial_events: bool,
     /// `timeoutSeconds`.
     pub(crate) timeout: Option<Duration>,
@@ -26,6 +30,163 @@ pub(crate) struct WatchRequest {
     pub(crate) bookmark_interval: Duration,
     /// Output rendering.
     pub(crate) output: Output,
+}
+
+/// How the server treats `sendInitialEvents` on a watch (kube-apiserver's `WatchList`
+/// feature, KEP-3157).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum WatchList {
+    /// Served, as by kube-apiserver 1.34 and later (the feature gate on by default).
+    #[default]
+    Served,
+    /// Refused with 422, as by kube-apiserver with the gate off (1.27–1.31, 1.33) or
+    /// before it (1.19–1.26 refuse `resourceVersionMatch` on any watch).
+    Disabled,
+    /// Ignored: a server that knows neither parameter (not built on kube-apiserver's
+    /// library) answers a plain watch, never ending the initial events with a bookmark.
+    Ignored,
+}
+
+/// `NotOlderThan`, the one `resourceVersionMatch` a watch takes.
+const NOT_OLDER_THAN: &str = "NotOlderThan";
+
+/// A boolean query parameter as kube-apiserver decodes one: absent is false, `0` and
+/// `false` (any case) are false, anything else (an empty value too) is true.
+pub(crate) fn query_bool(q: &HashMap<String, String>, k: &str) -> Option<bool> {
+    q.get(k)
+        .map(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
+/// The parameters of a list or watch that say where it starts.
+struct Start<'a> {
+    rv: &'a str,
+    cont: &'a str,
+    rv_match: &'a str,
+    send: Option<bool>,
+}
+
+/// One cause of a 422: reason, field, message (`field.Error`'s body).
+type Cause = (String, String, String);
+
+const RV_MATCH: &str = "resourceVersionMatch";
+const SEND: &str = "sendInitialEvents";
+
+fn forbidden(field: &str, detail: &str) -> Cause {
+    let reason = "FieldValueForbidden".to_string();
+    (reason, field.to_string(), format!("Forbidden: {detail}"))
+}
+
+fn unsupported(value: &str, supported: &str) -> Cause {
+    let reason = "FieldValueNotSupported".to_string();
+    let message = format!("Unsupported value: {value:?}: supported values: {supported}");
+    (reason, RV_MATCH.to_string(), message)
+}
+
+/// The `sendInitialEvents` a list or watch asked for (None: not given), after
+/// kube-apiserver's defaulting and validation of its ListOptions
+/// (`SetListOptionsDefaults`, `ValidateListOptions`): 422 Invalid for what it refuses.
+pub(crate) fn initial_events(
+    q: &HashMap<String, String>,
+    watch: bool,
+    served: WatchList,
+) -> ApiResult<Option<bool>> {
+    let get = |k: &str| q.get(k).map(String::as_str).unwrap_or("");
+    let mut start = Start {
+        rv: get("resourceVersion"),
+        cont: get("continue"),
+        rv_match: get(RV_MATCH),
+        send: query_bool(q, SEND),
+    };
+    if watch && served == WatchList::Ignored {
+        start.send = None;
+        start.rv_match = "";
+    }
+    let legacy = start.rv.is_empty() || start.rv == "0";
+    let unset = start.send.is_none() && start.rv_match.is_empty();
+    if watch && served == WatchList::Served && unset && legacy {
+        // A watch from "" or "0" is a watch-list, sending the current state as before.
+        start.send = Some(true);
+        start.rv_match = NOT_OLDER_THAN;
+    }
+    let errs = if watch {
+        watch_errors(&start, served)
+    } else {
+        list_errors(&start)
+    };
+    if errs.is_empty() {
+        Ok(start.send)
+    } else {
+        Err(StatusError::invalid("meta.k8s.io", "ListOptions", "", errs))
+    }
+}
+
+/// `validateWatchOptions`.
+fn watch_errors(s: &Start, served: WatchList) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    if s.send.is_some() {
+        if s.rv_match != NOT_OLDER_THAN {
+            errs.push(forbidden(
+                RV_MATCH,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if served != WatchList::Served {
+            errs.push(forbidden(
+                SEND,
+                "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+            ));
+        }
+    }
+    if !s.rv_match.is_empty() {
+        if s.send.is_none() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if s.rv_match != NOT_OLDER_THAN {
+            errs.push(unsupported(s.rv_match, "\"NotOlderThan\""));
+        }
+        if !s.cont.is_empty() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    errs
+}
+
+/// `ValidateListOptions` of a list.
+fn list_errors(s: &Start) -> Vec<Cause> {
+    let mut errs = Vec::new();
+    if !s.rv_match.is_empty() {
+        if s.rv.is_empty() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if !s.cont.is_empty() {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if s.rv_match != "Exact" && s.rv_match != NOT_OLDER_THAN {
+            errs.push(unsupported(s.rv_match, "\"Exact\", \"NotOlderThan\", \"\""));
+        }
+        if s.rv_match == "Exact" && s.rv == "0" {
+            errs.push(forbidden(
+                RV_MATCH,
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if s.send.is_some() {
+        errs.push(forbidden(SEND, "sendInitialEvents is forbidden for list"));
+    }
+    errs
 }
 
 type Tx = mpsc::Sender<Result<Bytes, std::io::Error>>;
@@ -202,7 +363,10 @@ pub(crate) async fn run(
             return;
         }
     }
-    if ctx.req.send_initial_events && !ctx.bookmark(rv, true).await {
+    // kube-apiserver ends the initial events with a bookmark only where bookmarks are
+    // allowed: a client waiting for it must ask for them.
+    let ends = ctx.req.send_initial_events && ctx.req.bookmarks;
+    if ends && !ctx.bookmark(rv, true).await {
         return;
     }
     for ev in &backlog {

@@ -86,6 +86,7 @@ async fn trial(case: &Case, cache_dir: &Path) -> Duration {
             resync: None,
             discovery_interval: Duration::from_millis(200),
             namespaces: Vec::new(),
+            ..WatchConfig::default()
         },
         events: EventsConfig {
             queue: QueueConfig::default(),

@@ -153,6 +153,17 @@ impl ListOptions {
     }
 }
 
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WatchFrom {
+    /// The current objects as ADDED, then their changes.
+    State,
+    /// The retained events after this resourceVersion (410 Expired when compacted).
+    After(u64),
+    /// The changes from now on, without the current objects.
+    Now,
+}
+
 /// The start of a watch, taken atomically with the subscription.
 pub(crate) struct WatchStart {
     /// Current objects, for watches without a resourceVersion.

@@ -3,12 +3,13 @@
 //! after a resourceVersion, taken with the subscription), and the whole store for the
 //! garbage collector.
 
-use super::{ListOptions, ObjKey, Store, Target, WatchStart, present};
+use super::{ListOptions, ObjKey, Store, Target, WatchFrom, WatchStart, present};
 use crate::error::{ApiResult, StatusError};
 use crate::registry::GroupResource;
 use base64::Engine;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::sync::Arc;
 
 impl Store {
@@ -38,28 +39,36 @@ impl Store {
         };
         let empty = BTreeMap::new();
         let objs = st.objects.get(&t.info.gr()).unwrap_or(&empty);
-        let matching: Vec<(&ObjKey, &Arc<Value>)> = objs
-            .iter()
-            .filter(|(k, _)| t.namespace.is_empty() || k.0 == t.namespace)
-            .filter(|(k, _)| start_after.as_ref().is_none_or(|s| *k > s))
-            .filter(|(_, o)| opts.matches(o))
-            .collect();
+        // From the continue key (or the namespace's first), so a page costs its own
+        // objects, not the pages before it.
+        let ns = &t.namespace;
+        let lower = match (start_after, ns.is_empty()) {
+            (Some(k), _) => Bound::Excluded(k),
+            (None, false) => Bound::Included((ns.clone(), String::new())),
+            (None, true) => Bound::Unbounded,
+        };
+        let mut matching = objs
+            .range((lower, Bound::Unbounded))
+            .take_while(|(k, _)| ns.is_empty() || &k.0 == ns)
+            .filter(|(_, o)| opts.matches(o));
         let limit = opts.limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-        let page: Vec<Value> = matching
-            .iter()
-            .take(limit)
-            .map(|(_, o)| present(t, o))
-            .collect();
+        let mut page = Vec::new();
+        let mut last = None;
+        for (k, o) in matching.by_ref().take(limit) {
+            page.push(present(t, o));
+            last = Some(k);
+        }
         let mut list_meta = Map::new();
         list_meta.insert("resourceVersion".into(), json!(list_rv.to_string()));
-        if matching.len() > page.len()
-            && let Some((last, _)) = matching.get(page.len().saturating_sub(1))
+        if let Some(last) = last
+            && matching.next().is_some()
         {
             list_meta.insert("continue".into(), json!(encode_continue(list_rv, last)));
-            list_meta.insert(
-                "remainingItemCount".into(),
-                json!(matching.len() - page.len()),
-            );
+            // As kube-apiserver: counted only without selectors (a count of the objects
+            // left, not of those that would match).
+            if opts.labels.is_empty() && opts.fields.is_empty() {
+                list_meta.insert("remainingItemCount".into(), json!(matching.count() + 1));
+            }
         }
         Ok(json!({
             "apiVersion": t.api_version(),
@@ -69,25 +78,21 @@ impl Store {
         }))
     }
 
-    /// Starts a watch: `from` None means "current state as ADDED, then changes".
-    pub(crate) fn watch(&self, gr: &GroupResource, from: Option<u64>) -> ApiResult<WatchStart> {
+    /// Starts a watch from `from`.
+    pub(crate) fn watch(&self, gr: &GroupResource, from: WatchFrom) -> ApiResult<WatchStart> {
         let st = self.lock();
         let rx = st.events.subscribe();
-        match from {
-            None => {
+        let (initial, backlog) = match from {
+            WatchFrom::State => {
                 let initial = st
                     .objects
                     .get(gr)
                     .map(|m| m.values().cloned().collect())
                     .unwrap_or_default();
-                Ok(WatchStart {
-                    initial,
-                    backlog: vec![],
-                    rx,
-                    rv: st.rv,
-                })
+                (initial, vec![])
             }
-            Some(n) => {
+            WatchFrom::Now => (vec![], vec![]),
+            WatchFrom::After(n) => {
                 if n < st.compacted {
                     return Err(StatusError::expired(format!(
                         "too old resource version: {n} ({})",
@@ -100,14 +105,15 @@ impl Store {
                     .filter(|e| e.rv > n && &e.gr == gr)
                     .cloned()
                     .collect();
-                Ok(WatchStart {
-                    initial: vec![],
-                    backlog,
-                    rx,
-                    rv: st.rv,
-                })
+                (vec![], backlog)
             }
-        }
+        };
+        Ok(WatchStart {
+            initial,
+            backlog,
+            rx,
+            rv: st.rv,
+        })
     }
 
     /// All objects of all resources (for the garbage collector).

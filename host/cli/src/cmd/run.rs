@@ -18,7 +18,7 @@ use kubewasm::host::{
 use kubewasm::replicas::leader::{self, LeaderConfig};
 use kubewasm::replicas::shards::ShardConfig;
 use kubewasm::runtime::{LimitCeilings, LimitOverrides, Limits, LoadOptions};
-use kubewasm::watch::WatchConfig;
+use kubewasm::watch::{InitialSync, WatchConfig};
 
 /// Flags of the host, shared by `run` and `dev`.
 #[derive(Args, Debug, Clone)]
@@ -146,6 +146,16 @@ pub struct HostArgs {
     /// Retries allowed at once before `--retry-rate` applies.
     #[arg(long, default_value_t = 100)]
     retry_burst: u32,
+    /// How watches list the objects that exist when they start, and on every relist:
+    /// `auto` uses streaming lists (a watch with sendInitialEvents, served by
+    /// kube-apiserver 1.34 and later) where the API server serves them, asking it once,
+    /// and pages otherwise; `streaming` always streams (a server without them refuses
+    /// every watch); `paged` lists in pages of --list-page-size.
+    #[arg(long, value_enum, default_value_t = InitialSyncArg::Auto)]
+    initial_sync: InitialSyncArg,
+    /// Objects per page of a paged list (0: the whole list in one response).
+    #[arg(long, default_value_t = kubewasm::watch::DEFAULT_PAGE_SIZE)]
+    list_page_size: u32,
     /// How often to look again for resources that are not served yet (CRDs installed later).
     #[arg(long, default_value = "5s", value_parser = humantime::parse_duration)]
     discovery_interval: Duration,
@@ -341,6 +351,8 @@ impl HostArgs {
                 resync: (!self.resync.is_zero()).then_some(self.resync),
                 discovery_interval: self.discovery_interval,
                 namespaces: self.watch_namespaces()?,
+                initial_sync: self.initial_sync.into(),
+                list_page_size: self.list_page_size,
             },
             events: self.events_config(host_namespace),
             replicas: self.replicas_config(&identity),
@@ -692,6 +704,24 @@ pub async fn run_host(
 /// renew deadline, or another replica took it): not 1, so a hand-over is told from a
 /// crash (deploy/README.md says what to alert on).
 pub const EXIT_LOST_LEASE: i32 = 3;
+
+/// `--initial-sync`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum InitialSyncArg {
+    Auto,
+    Streaming,
+    Paged,
+}
+
+impl From<InitialSyncArg> for InitialSync {
+    fn from(a: InitialSyncArg) -> Self {
+        match a {
+            InitialSyncArg::Auto => InitialSync::Auto,
+            InitialSyncArg::Streaming => InitialSync::Streaming,
+            InitialSyncArg::Paged => InitialSync::Paged,
+        }
+    }
+}
 
 /// A MiB count within the loader's range, so `<< 20` cannot overflow.
 /// `--call-memory-budget`: `auto`, `off` or MiB.

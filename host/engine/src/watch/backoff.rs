@@ -145,6 +145,14 @@ pub(crate) struct Failed {
     pub(crate) message: String,
     /// The wait before the next attempt.
     pub(crate) delay: Duration,
+    /// The server refused the watch request itself as invalid (400, 422): with a
+    /// streaming list, a server that does not serve them.
+    pub(crate) refused: bool,
+}
+
+/// Whether `e` is the server refusing to start the watch as asked (400, 422).
+fn refused(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 400 || s.code == 422)
 }
 
 /// A watcher (`make()`) with backoff by error class: after an error the watcher is not
@@ -216,6 +224,7 @@ where
                         class,
                         message,
                         delay,
+                        refused: refused(&e),
                     })
                 }
             };

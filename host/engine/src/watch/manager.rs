@@ -28,6 +28,7 @@ use crate::serve::metrics::{Metrics, ResourceLabel};
 use crate::watch::backoff::Policy;
 use crate::watch::cache::{CachedObject, Caches, ResourceCache, ResourceKey};
 use crate::watch::discovery::Discovery;
+use crate::watch::initial::{InitialSync, Lister};
 use crate::watch::task::WatchTask;
 
 /// A served resource being watched.
@@ -82,6 +83,10 @@ pub struct WatchConfig {
     /// feeding one cache); empty: cluster-wide. Cluster-scoped resources are always watched
     /// cluster-wide.
     pub namespaces: Vec<String>,
+    /// How watches list the objects that exist when they start (and on every relist).
+    pub initial_sync: InitialSync,
+    /// Objects per page of a paged list (0: the whole list in one response).
+    pub list_page_size: u32,
 }
 
 impl Default for WatchConfig {
@@ -90,9 +95,14 @@ impl Default for WatchConfig {
             resync: Some(Duration::from_secs(600)),
             discovery_interval: Duration::from_secs(5),
             namespaces: Vec::new(),
+            initial_sync: InitialSync::Auto,
+            list_page_size: DEFAULT_PAGE_SIZE,
         }
     }
 }
+
+/// Objects per page of a paged list: client-go's (and kube's) default.
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
 
 /// What the consumers of one watch target ask of it: the label selector every one of them
 /// uses (sent to the server), or `None` when some consumer needs every object.
@@ -138,6 +148,8 @@ pub(crate) struct WatchManager {
     access: Arc<Access>,
     /// How failing watches back off.
     backoff: Policy,
+    /// How watches list: one per manager, which has one API server.
+    lister: Arc<Lister>,
     /// With `--shards`: the held shards, which the caches of resources not read whole follow.
     shards: std::sync::OnceLock<ShardSet>,
     /// Targets some plugin reads whole (declared `reads`, the Plugin objects): their
@@ -159,7 +171,9 @@ impl WatchManager {
         metrics: Arc<Metrics>,
         access: Arc<Access>,
     ) -> Arc<Self> {
+        let lister = Arc::new(Lister::new(config.initial_sync, config.list_page_size));
         Arc::new(WatchManager {
+            lister,
             client,
             discovery,
             caches,
@@ -491,6 +505,7 @@ impl WatchManager {
                 access: self.access.clone(),
                 backoff: self.backoff,
                 shards,
+                lister: self.lister.clone(),
             }
             .run(cancel.clone()),
         );

@@ -4,10 +4,12 @@
 pub(crate) mod backoff;
 pub(crate) mod cache;
 pub mod discovery;
+pub(crate) mod initial;
 pub(crate) mod manager;
 mod stages;
 mod task;
 
-pub use manager::WatchConfig;
+pub use initial::InitialSync;
+pub use manager::{DEFAULT_PAGE_SIZE, WatchConfig};
 pub(crate) use manager::{WatchEvent, WatchManager, WatchReadiness, WatchSignal};
 pub(crate) use stages::kept;

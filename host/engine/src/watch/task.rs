@@ -24,6 +24,7 @@ use crate::serve::metrics::{Metrics, ResourceLabel};
 use crate::watch::backoff::{self, Class, Failed, Policy};
 use crate::watch::cache::{ObjectKey, ResourceCache, ResourceKey};
 use crate::watch::discovery::api_resource;
+use crate::watch::initial::{Lister, Method};
 use crate::watch::manager::{Demand, WatchSignal};
 use crate::watch::stages::{
     Change, Listing, Reflector, Scope, Step, events, relists, shard_filter, strip,
@@ -52,6 +53,8 @@ pub(super) struct WatchTask {
     pub(super) backoff: Policy,
     /// Some: the cache keeps only the objects of these held shards.
     pub(super) shards: Option<ShardSet>,
+    /// How its lists are made: streaming or paged, decided per API server.
+    pub(super) lister: Arc<Lister>,
 }
 
 /// What the task keeps while it runs.
@@ -64,23 +67,31 @@ struct Running {
     held: BTreeSet<u32>,
     held_rx: Option<watch::Receiver<BTreeSet<u32>>>,
     restarts: Counter,
+    /// How the watchers list now.
+    method: Method,
 }
 
 impl WatchTask {
-    /// The merged stream of the watchers of every scope (one per namespace, or one
-    /// cluster-wide); each item says which scope it is from.
-    fn source(&self) -> Source {
-        let key = self.res.key();
+    /// The API of `scope`.
+    fn api(&self, scope: &Scope) -> Api<DynamicObject> {
         let ar = api_resource(&self.res);
+        match scope {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+            None => Api::all_with(self.client.clone(), &ar),
+        }
+    }
+
+    /// The merged stream of the watchers of every scope (one per namespace, or one
+    /// cluster-wide), listing by `method`; each item says which scope it is from.
+    fn source(&self, method: Method) -> Source {
+        let key = self.res.key();
         let mut config = watcher::Config::default();
         if let Some(s) = &self.selector {
             config = config.labels(s);
         }
+        let config = self.lister.config(config, method);
         let streams = self.scopes.iter().map(|scope| {
-            let api: Api<DynamicObject> = match scope {
-                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-                None => Api::all_with(self.client.clone(), &ar),
-            };
+            let api = self.api(scope);
             let scope = scope.clone();
             let config = config.clone();
             let make = move || watcher::watcher(api.clone(), config.clone()).boxed();
@@ -96,10 +107,26 @@ impl WatchTask {
     }
 
     /// The source through the stages before the cache: a new one lists every scope again.
-    fn steps(&self) -> BoxStream<'static, (Scope, Step)> {
+    fn steps(&self, method: Method) -> BoxStream<'static, (Scope, Step)> {
         let shards = self.shards.clone();
         let keeps = move |k: &ObjectKey| shards.as_ref().is_none_or(|s| s.owns(k));
-        relists(shard_filter(strip(self.source(), self.res.clone()), keeps)).boxed()
+        relists(shard_filter(
+            strip(self.source(method), self.res.clone()),
+            keeps,
+        ))
+        .boxed()
+    }
+
+    /// How this watch lists: asked of the server through its first scope when nothing
+    /// decided it yet (None: cancelled meanwhile).
+    async fn method(&self, cancel: &CancellationToken) -> Option<Method> {
+        let scope = self.scopes.first().cloned().flatten();
+        let api = self.api(&scope);
+        let target = self.res.key().to_string();
+        tokio::select! {
+            _ = cancel.cancelled() => None,
+            m = self.lister.method(&api, self.selector.as_deref(), &target) => Some(m),
+        }
     }
 
     /// Watch until cancelled, keeping the cache current and emitting events.
@@ -119,14 +146,18 @@ impl WatchTask {
             .clone();
         let reflector =
             Reflector::new(self.cache.clone(), self.shards.clone(), self.scopes.clone());
+        let Some(method) = self.method(&cancel).await else {
+            return;
+        };
         let mut state = Running {
             reflector,
             failing: HashMap::new(),
             held,
             held_rx,
             restarts,
+            method,
         };
-        let mut steps = self.steps();
+        let mut steps = self.steps(method);
         let resync_every = self.resync.unwrap_or(Duration::from_secs(u64::MAX / 4));
         let mut resync_timer =
             tokio::time::interval_at(tokio::time::Instant::now() + resync_every, resync_every);
@@ -136,11 +167,15 @@ impl WatchTask {
                 _ = resync_timer.tick() => self.resync().await,
                 changed = held_changed(state.held_rx.as_mut()) => {
                     if self.shards_changed(&mut state, changed.is_ok()) {
-                        steps = self.steps();
+                        steps = self.steps(state.method);
                     }
                 }
                 step = steps.next() => match step {
-                    Some((scope, step)) => self.take(&mut state, scope, step).await,
+                    Some((scope, step)) => {
+                        if self.take(&mut state, scope, step).await {
+                            steps = self.steps(state.method);
+                        }
+                    }
                     None => break,
                 },
             }
@@ -194,8 +229,9 @@ impl WatchTask {
         true
     }
 
-    /// One step of `scope`'s watcher: into the cache, its changes to the router.
-    async fn take(&self, state: &mut Running, scope: Scope, step: Step) {
+    /// One step of `scope`'s watcher: into the cache, its changes to the router. True
+    /// when the watchers must start again (a streaming list refused: they page now).
+    async fn take(&self, state: &mut Running, scope: Scope, step: Step) -> bool {
         if step.works() {
             self.cache.watch_works();
             if let Some((_, error)) = state.failing.remove(&scope) {
@@ -204,18 +240,26 @@ impl WatchTask {
             }
         }
         if let Step::Failed(failed) = step {
+            if failed.refused && state.method == Method::Streaming {
+                let key = self.res.key().to_string();
+                if self.lister.refused(&key, &failed.message).await {
+                    state.method = Method::Paged;
+                    return true;
+                }
+            }
             self.failed(state, scope, failed);
-            return;
+            return false;
         }
         let (changes, listing) = state.reflector.apply(&scope, step);
         self.send(futures::stream::iter(changes)).await;
         if let Some(listing) = listing {
-            self.listed(listing, &state.restarts);
+            self.listed(listing, &state.restarts, state.method);
         }
+        false
     }
 
     /// A list ended (its changes sent): the cache is synced once every scope is listed.
-    fn listed(&self, listing: Listing, restarts: &Counter) {
+    fn listed(&self, listing: Listing, restarts: &Counter, method: Method) {
         let (key, objects) = (self.res.key(), self.cache.len());
         match listing {
             Listing::First { all } => {
@@ -224,7 +268,7 @@ impl WatchTask {
                     self.access.allowed(&self.rules);
                     self.cache.mark_synced();
                     self.settled.send_modify(|n| *n += 1);
-                    tracing::info!(resource = %key, objects, "cache synced");
+                    tracing::info!(resource = %key, objects, initial_sync = method.as_str(), "cache synced");
                 }
             }
             Listing::Refill => {
@@ -232,7 +276,7 @@ impl WatchTask {
             }
             Listing::Relist => {
                 restarts.inc();
-                tracing::info!(resource = %key, objects, "relisted");
+                tracing::info!(resource = %key, objects, initial_sync = method.as_str(), "relisted");
             }
         }
     }

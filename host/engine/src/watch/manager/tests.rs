@@ -95,6 +95,7 @@ async fn a_forbidden_watch_backs_off_to_minutes_and_starts_once_granted() {
             resync: None,
             discovery_interval: Duration::from_secs(5),
             namespaces: Vec::new(),
+            ..WatchConfig::default()
         },
         tx,
         Arc::new(Metrics::new()),

@@ -148,6 +148,7 @@ async fn failures_pass_and_do_not_count_as_the_watch_working() {
         class: Class::Desync,
         message: "410 Gone".into(),
         delay: Duration::ZERO,
+        refused: false,
     };
     let steps = steps(vec![Err(failed), Ok(Event::Init)], |_| true).await;
     let [step @ Step::Failed(_)] = steps.as_slice() else {

@@ -277,3 +277,40 @@ async fn a_widened_projection_relists_before_the_new_version_serves() {
     assert_eq!(entry(&three, "object")["data"], json!({"a": "3"}));
     host.assert_no_failed_events();
 }
+
+/// Compatibility: a plugin built for `kubewasm:plugin@0.1.0` still loads and, declaring no
+/// fields, receives whole objects, though another plugin projects the same kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_built_for_wit_0_1_gets_whole_objects() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("legacy"), "legacy", None);
+    env.add_plugin(
+        &test_plugin("testkit"),
+        "narrow",
+        Some(&settings("narrow", "1", &["data.a"], "")),
+    );
+    let host = env.start_host(&[]);
+    host.wait_log("legacy loaded as 0.1.0", |l| {
+        field(l, "message") == "instance cap"
+            && field(l, "plugin") == "legacy"
+            && field(l, "wit") == "0.1.0"
+    })
+    .await;
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let mut object = configmap("old", json!({"a": "1", "b": "2"}));
+    object["metadata"]["labels"]["kubewasm.dev/legacy"] = json!("legacy");
+    env.create(&cms, object).await;
+    let out = seen(&host, &cms, "old-out", |_| true).await;
+    for key in ["object", "got"] {
+        let o = entry(&out, key);
+        assert_eq!(o["data"], json!({"a": "1", "b": "2"}), "{key}: {o}");
+        assert_eq!(
+            o["metadata"]["annotations"],
+            json!({"note": "not declared"}),
+            "{o}"
+        );
+    }
+    let narrow = seen(&host, &cms, "old-seen-narrow", |_| true).await;
+    assert_eq!(entry(&narrow, "object")["data"], json!({"a": "1"}));
+    host.assert_no_failed_events();
+}

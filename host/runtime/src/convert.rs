@@ -321,3 +321,82 @@ pub(crate) mod v01 {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch(fields: Vec<String>) -> wit::Watch {
+        wit::Watch {
+            id: "w".into(),
+            resource: wit::ResourceRef::Kind(wit::TypeRef {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+            }),
+            namespace: None,
+            label_selector: None,
+            field_selector: None,
+            fields,
+        }
+    }
+
+    fn with(watches: Vec<wit::Watch>, reads: Vec<wit::Read>) -> wit::Manifest {
+        wit::Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            watches,
+            grants: vec![],
+            reads,
+        }
+    }
+
+    /// 100,000 fields are refused on their count, before any is parsed; a bad path names
+    /// its watch or read; good fields become the manifest's projections.
+    #[test]
+    fn fields_are_bounded_then_parsed() {
+        let many = (0..100_000).map(|i| format!("f{i}")).collect();
+        let err = manifest(with(vec![watch(many)], vec![])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "watch #0: fields: 100000 fields, over the limit of 64"
+        );
+        let read = |fields: Vec<String>| wit::Read {
+            resource: wit::ResourceRef::Resource("secrets".into()),
+            fields,
+        };
+        let err = manifest(with(vec![], vec![read(vec!["a.".into()])])).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("read #0 (secrets): fields: field \"a.\""),
+            "{err}"
+        );
+        let m = manifest(with(
+            vec![watch(vec!["data.a".into()])],
+            vec![read(vec!["metadata".into()])],
+        ))
+        .unwrap();
+        assert!(m.watches[0].fields.paths().contains(&"data.a".to_string()));
+        assert!(m.reads[0].fields.paths().contains(&"metadata".to_string()));
+    }
+
+    /// A 0.1.0 manifest converts with no fields: whole objects.
+    #[test]
+    fn a_0_1_manifest_declares_whole_objects() {
+        use crate::bindings::v01::kubewasm::plugin::types as old;
+        let m = v01::manifest(old::Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            watches: vec![old::Watch {
+                id: "w".into(),
+                resource: old::ResourceRef::Resource("configmaps".into()),
+                namespace: None,
+                label_selector: None,
+                field_selector: None,
+            }],
+            grants: vec![],
+            reads: vec![old::ResourceRef::Resource("secrets".into())],
+        });
+        let m = manifest(m).unwrap();
+        assert!(m.watches[0].fields.is_whole() && m.reads[0].fields.is_whole());
+    }
+}

@@ -223,7 +223,7 @@ impl Approval {
                 .reads
                 .iter()
                 .map(|r| ApprovedRead {
-                    resource: r.clone(),
+                    resource: r.resource.clone(),
                     namespaces: Vec::new(),
                 })
                 .collect(),
@@ -280,6 +280,7 @@ impl Approval {
                     namespace,
                     label_selector: None,
                     field_selector: None,
+                    fields: crate::projection::Projection::whole(),
                 });
             }
         }
@@ -288,7 +289,11 @@ impl Approval {
             version: String::new(),
             watches,
             grants: self.grants.clone(),
-            reads: self.reads.iter().map(|r| r.resource.clone()).collect(),
+            reads: self
+                .reads
+                .iter()
+                .map(|r| crate::manifest::Read::whole(r.resource.clone()))
+                .collect(),
         }
     }
 }
@@ -429,7 +434,7 @@ pub fn check_approval(manifest: &Manifest, approval: Option<&Approval>) -> Resul
             }
         }
     }
-    for r in &manifest.reads {
+    for r in manifest.reads.iter().map(|r| &r.resource) {
         if !a.reads.iter().any(|ar| ar.resource == *r) {
             excess.push(format!("read {r}"));
         }
@@ -626,8 +631,8 @@ mod tests {
             grant(&[""], &["Service"], &[], &[Verb::Create], true),
             grant(&[""], &["*"], &[], &[Verb::Delete], false),
         ];
-        m.reads = vec![ResourceRef::Kind(crate::resource::TypeRef::new(
-            "v1", "Secret",
+        m.reads = vec![crate::manifest::Read::whole(ResourceRef::Kind(
+            crate::resource::TypeRef::new("v1", "Secret"),
         ))];
         let err = check_approval(&m, Some(&approval)).unwrap_err();
         assert_eq!(
@@ -661,7 +666,7 @@ mod tests {
                 .reads
                 .iter()
                 .map(|r| ApprovedRead {
-                    resource: r.clone(),
+                    resource: r.resource.clone(),
                     namespaces: vec![],
                 })
                 .collect(),
@@ -765,6 +770,7 @@ mod tests {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            fields: crate::projection::Projection::whole(),
         }];
         // Nothing approved: even a watch is refused.
         let err = check_approval(&m, None).unwrap_err();

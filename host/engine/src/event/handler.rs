@@ -16,7 +16,6 @@ use crate::plugins::environment::Current;
 use crate::replicas::ownership::Ownership;
 use crate::watch::WatchManager;
 use crate::watch::cache::{Caches, PluginView};
-use kubewasm_core::resource::ResourceRef;
 use std::time::Duration;
 
 /// What every plugin's handler shares.
@@ -60,7 +59,7 @@ impl PluginHandler {
         if version.is_settled() {
             return;
         }
-        let needs: Vec<ResourceRef> = version.plugin.manifest.read_resources().cloned().collect();
+        let needs = crate::plugins::staging::needs(&version.plugin.manifest);
         let wait = self.shared.watches.until_settled(&needs);
         if tokio::time::timeout(SETTLE_WAIT, version.while_serving(wait))
             .await
@@ -90,12 +89,14 @@ impl PluginHandler {
                 env.reads(&self.name),
                 plugin.limits.memory,
             )
-            .with_unserved(env.unserved(&self.name)),
+            .with_unserved(env.unserved(&self.name))
+            .with_projections(env.projections_of(&self.name)),
         );
         let req = Request {
             version: &active.version,
             delivery: d,
             view: view.clone(),
+            projections: env.projections_of(&self.name),
             keep_intents: false,
             dry_run: active.version.mode == Mode::DryRun,
             shadow: env.shadows.get(&self.name).cloned(),

@@ -8,6 +8,10 @@
 //! The ServiceMonitor is owned by the MongoDB (`owned_by_trigger`), so it disappears with
 //! it; a `deleted` event needs no intents.
 //!
+//! It reads nothing of a MongoDB but its identity and `metadata.deletionTimestamp`, and
+//! declares so ([`FIELDS`]): the host then delivers (and caches) only those, however
+//! large the MongoDB objects are.
+//!
 //! The logic is [`handle_event`] / [`service_monitor_for`], callable natively.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
@@ -24,6 +28,9 @@ use serde_json::{Value, json};
 pub const NAME: &str = "mongodb-monitor";
 /// The watch id for MongoDBs.
 pub const WATCH_ID: &str = "mongodbs";
+/// The fields of a MongoDB the plugin uses beyond its identity (apiVersion, kind, name,
+/// namespace, uid), which the host always keeps: its projection.
+pub const FIELDS: [&str; 1] = ["metadata.deletionTimestamp"];
 
 /// Settings (`mongodb-monitor.yaml`); every field is optional.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -128,7 +135,7 @@ kubewasm_sdk::export_plugin!(MongoDbMonitor);
 
 /// The manifest: watch MongoDBs; create ServiceMonitors.
 pub fn manifest(settings: &Settings) -> Manifest {
-    let mut watch = Watch::kind(WATCH_ID, "mongodb.com/v1", "MongoDB");
+    let mut watch = Watch::kind(WATCH_ID, "mongodb.com/v1", "MongoDB").fields(FIELDS);
     let mut grant = Grant::on("monitoring.coreos.com", "ServiceMonitor").create();
     if let Some(ns) = &settings.namespace {
         watch = watch.namespace(ns.clone());

@@ -52,6 +52,35 @@ fn modified_and_resync_converge_to_the_same_object() {
     );
 }
 
+/// What the host delivers under the declared projection: identity and FIELDS only.
+fn projected(db: &Value) -> Value {
+    let mut meta = serde_json::Map::new();
+    for key in [
+        "name",
+        "namespace",
+        "uid",
+        "resourceVersion",
+        "deletionTimestamp",
+    ] {
+        if let Some(v) = db["metadata"].get(key) {
+            meta.insert(key.to_owned(), v.clone());
+        }
+    }
+    json!({"apiVersion": db["apiVersion"], "kind": db["kind"], "metadata": meta})
+}
+
+#[test]
+fn the_projection_is_enough() {
+    let s = Settings::default();
+    let whole = handle_event(&Event::added(WATCH_ID, &db()), &s).unwrap();
+    let lean = handle_event(&Event::added(WATCH_ID, &projected(&db())), &s).unwrap();
+    assert_eq!(whole, lean);
+    let mut going = db();
+    going["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+    let out = handle_event(&Event::resync(WATCH_ID, &projected(&going)), &s).unwrap();
+    assert!(out.is_empty());
+}
+
 #[test]
 fn deleted_or_deleting_needs_nothing() {
     let s = Settings::default();
@@ -115,6 +144,7 @@ fn grants_cover_exactly_what_it_writes() {
     for intent in handle_event(&Event::added(WATCH_ID, &db()), &Settings::default()).unwrap() {
         m.permits(&intent).unwrap();
     }
+    assert_eq!(m.watches[0].fields, ["metadata.deletionTimestamp"]);
     let scoped = run::describe::<MongoDbMonitor>(Some(r#"{"namespace": "other"}"#)).unwrap();
     assert_eq!(scoped.watches[0].namespace.as_deref(), Some("other"));
     let out = handle_event(&Event::added(WATCH_ID, &db()), &Settings::default()).unwrap();

@@ -1,6 +1,8 @@
 //! Read-only access to the host's caches (an informer lister, not a live API call).
 //!
 //! A plugin may read the kinds it watches and the kinds its manifest lists in `reads`.
+//! Objects come projected: when the plugin declared fields for a kind (on its watches or
+//! reads of it, [`Watch::fields`](crate::Watch::fields)), only those and the identity.
 //! Errors from the host (a read that is not allowed, a kind not cached yet) come back as
 //! retryable [`HandleError`]s, so `?` makes the host retry the event later.
 //!

@@ -65,7 +65,7 @@ pub use event::{Event, EventType};
 pub use intent::{
     CreateIntent, DeleteIntent, Intent, ObjectRef, PatchIntent, PatchStrategy, Propagation,
 };
-pub use manifest::{Grant, Manifest, ResourceRef, Verb, Watch};
+pub use manifest::{Grant, Manifest, Read, ResourceRef, Verb, Watch};
 pub use object::{Condition, ObjectExt, OwnerReference};
 
 /// Re-exported so plugins can name JSON values without their own dependency line.

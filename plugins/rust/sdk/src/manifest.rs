@@ -9,6 +9,22 @@
 //!     .grant(Grant::on("monitoring.coreos.com", "ServiceMonitor").create());
 //! assert!(manifest.validate().is_ok());
 //! ```
+//!
+//! A watch or a read may declare the fields the plugin uses (its projection): the plugin
+//! then receives, in events and from [`host::get`](crate::host::get) /
+//! [`host::list`](crate::host::list), only those fields plus the object's identity
+//! (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`, `metadata.uid`,
+//! `metadata.resourceVersion`), and the host caches less. No fields: whole objects.
+//!
+//! ```
+//! use kubewasm_sdk::{Manifest, Read, Watch};
+//!
+//! let manifest = Manifest::new("pod-counter", "0.1.0")
+//!     .watch(Watch::kind("pods", "v1", "Pod").fields(["metadata.labels", "status.phase"]))
+//!     .read(Read::kind("v1", "Namespace").fields(["metadata"])); // metadata only
+//! assert_eq!(manifest.watches[0].fields, ["metadata.labels", "status.phase"]);
+//! assert_eq!(manifest.reads[0].fields, ["metadata"]);
+//! ```
 
 use std::collections::BTreeSet;
 
@@ -60,6 +76,10 @@ pub struct Watch {
     pub label_selector: Option<String>,
     /// A field selector, e.g. `metadata.name=main`.
     pub field_selector: Option<String>,
+    /// The fields the plugin uses (its projection); empty: whole objects. See
+    /// [`Watch::fields`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
 }
 
 impl Watch {
@@ -85,6 +105,7 @@ impl Watch {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            fields: Vec::new(),
         }
     }
 
@@ -103,6 +124,64 @@ impl Watch {
     /// Only objects matching this field selector.
     pub fn field_selector(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into());
+        self
+    }
+
+    /// Declares the fields the plugin uses (added to those declared before), e.g.
+    /// `["spec.database", "status.phase", "metadata.labels"]`: events (and reads of this
+    /// kind) then carry only these and the object's identity. Each is a path of keys joined
+    /// by `.`; a path keeps the whole value it reaches, a path crossing a list applies to
+    /// every element, and `metadata` alone is a metadata-only projection. A key containing
+    /// `.` (a label) is kept through its parent (`metadata.labels`).
+    pub fn fields<I, S>(mut self, fields: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.fields.extend(fields.into_iter().map(Into::into));
+        self
+    }
+}
+
+/// A kind the plugin reads through [`host::get`](crate::host::get) /
+/// [`host::list`](crate::host::list) without watching it, and the fields it uses there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Read {
+    /// The kind or resource.
+    pub resource: ResourceRef,
+    /// The fields the plugin uses (its projection); empty: whole objects. See
+    /// [`Watch::fields`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+}
+
+impl Read {
+    /// Read a kind, e.g. `Read::kind("v1", "Secret")`.
+    pub fn kind(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+        Self::new(ResourceRef::kind(api_version, kind))
+    }
+
+    /// Read a resource argument, e.g. `deployments.apps`.
+    pub fn resource(resource: impl Into<String>) -> Self {
+        Self::new(ResourceRef::resource(resource))
+    }
+
+    /// Read what `resource` selects, whole objects.
+    pub fn new(resource: ResourceRef) -> Self {
+        Self {
+            resource,
+            fields: Vec::new(),
+        }
+    }
+
+    /// Declares the fields the plugin uses, as [`Watch::fields`] does.
+    pub fn fields<I, S>(mut self, fields: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.fields.extend(fields.into_iter().map(Into::into));
         self
     }
 }
@@ -240,8 +319,8 @@ pub struct Manifest {
     /// What the plugin may write.
     pub grants: Vec<Grant>,
     /// Extra kinds the plugin may read with [`host::get`](crate::host::get) /
-    /// [`host::list`](crate::host::list).
-    pub reads: Vec<ResourceRef>,
+    /// [`host::list`](crate::host::list), each with its projection.
+    pub reads: Vec<Read>,
 }
 
 impl Manifest {
@@ -283,15 +362,21 @@ impl Manifest {
         self
     }
 
-    /// Declare a kind the plugin reads through the host's cache without watching it.
-    pub fn read_kind(mut self, api_version: impl Into<String>, kind: impl Into<String>) -> Self {
-        self.reads.push(ResourceRef::kind(api_version, kind));
-        self
+    /// Declare a kind the plugin reads through the host's cache without watching it
+    /// (whole objects).
+    pub fn read_kind(self, api_version: impl Into<String>, kind: impl Into<String>) -> Self {
+        self.read(Read::kind(api_version, kind))
     }
 
-    /// Declare a resource the plugin reads through the host's cache without watching it.
-    pub fn read_resource(mut self, resource: impl Into<String>) -> Self {
-        self.reads.push(ResourceRef::resource(resource));
+    /// Declare a resource the plugin reads through the host's cache without watching it
+    /// (whole objects).
+    pub fn read_resource(self, resource: impl Into<String>) -> Self {
+        self.read(Read::resource(resource))
+    }
+
+    /// Add a read built with [`Read`] (its fields).
+    pub fn read(mut self, read: Read) -> Self {
+        self.reads.push(read);
         self
     }
 

@@ -2,7 +2,7 @@
 
 use crate::bindings::kubewasm::plugin::types as w;
 use crate::intent::{ObjectRef, PatchStrategy, Propagation};
-use crate::manifest::{Grant, ResourceRef, Watch};
+use crate::manifest::{Grant, Read, ResourceRef, Watch};
 use crate::{Event, EventType, HandleError, Intent, Manifest, Verb};
 
 pub(crate) fn manifest(m: Manifest) -> w::Manifest {
@@ -11,7 +11,7 @@ pub(crate) fn manifest(m: Manifest) -> w::Manifest {
         version: m.version,
         watches: m.watches.into_iter().map(watch).collect(),
         grants: m.grants.into_iter().map(grant).collect(),
-        reads: m.reads.into_iter().map(resource_ref).collect(),
+        reads: m.reads.into_iter().map(read).collect(),
     }
 }
 
@@ -31,6 +31,14 @@ fn watch(x: Watch) -> w::Watch {
         namespace: x.namespace,
         label_selector: x.label_selector,
         field_selector: x.field_selector,
+        fields: x.fields,
+    }
+}
+
+fn read(r: Read) -> w::Read {
+    w::Read {
+        resource: resource_ref(r.resource),
+        fields: r.fields,
     }
 }
 
@@ -124,7 +132,9 @@ mod tests {
         let m = Manifest::new("p", "1")
             .watch(
                 Watch::resource("sd", "seldondeployments.v1.machinelearning.seldon.io")
-                    .namespace("ml"),
+                    .namespace("ml")
+                    .fields(["spec.predictors"])
+                    .fields(["status.state".to_owned()]),
             )
             .grant(
                 Grant::on("", "Service")
@@ -132,7 +142,8 @@ mod tests {
                     .patch_status()
                     .allow_force(),
             )
-            .read_kind("v1", "Secret");
+            .read_kind("v1", "Secret")
+            .read(Read::resource("deployments.apps").fields(["metadata"]));
         let wm = manifest(m);
         assert_eq!(wm.watches[0].namespace.as_deref(), Some("ml"));
         assert!(
@@ -142,7 +153,13 @@ mod tests {
             wm.grants[0].verbs[..],
             [w::Verb::Create, w::Verb::PatchStatus]
         ));
-        assert!(matches!(&wm.reads[0], w::ResourceRef::Kind(t) if t.kind == "Secret"));
+        assert_eq!(wm.watches[0].fields, ["spec.predictors", "status.state"]);
+        assert!(matches!(&wm.reads[0].resource, w::ResourceRef::Kind(t) if t.kind == "Secret"));
+        assert!(wm.reads[0].fields.is_empty());
+        assert!(
+            matches!(&wm.reads[1].resource, w::ResourceRef::Resource(s) if s == "deployments.apps")
+        );
+        assert_eq!(wm.reads[1].fields, ["metadata"]);
 
         let target = ObjectRef::namespaced("v1", "Service", "n", "s");
         let i = intent(

@@ -223,7 +223,7 @@ impl Approval {
                 .reads
                 .iter()
                 .map(|r| ApprovedRead {
-                    resource: r.clone(),
+                    resource: r.resource.clone(),
                     namespaces: Vec::new(),
                 })
                 .collect(),
@@ -280,6 +280,7 @@ impl Approval {
                     namespace,
                     label_selector: None,
                     field_selector: None,
+                    fields: crate::projection::Projection::whole(),
                 });
             }
         }
@@ -288,7 +289,11 @@ impl Approval {
             version: String::new(),
             watches,
             grants: self.grants.clone(),
-            reads: self.reads.iter().map(|r| r.resource.clone()).collect(),
+            reads: self
+                .reads
+                .iter()
+                .map(|r| crate::manifest::Read::whole(r.resource.clone()))
+                .collect(),
         }
     }
 }
@@ -429,7 +434,7 @@ pub fn check_approval(manifest: &Manifest, approval: Option<&Approval>) -> Resul
             }
         }
     }
-    for r in &manifest.reads {
+    for r in manifest.reads.iter().map(|r| &r.resource) {
         if !a.reads.iter().any(|ar| ar.resource == *r) {
             excess.push(format!("read {r}"));
         }
@@ -661,7 +666,7 @@ mod tests {
                 .reads
                 .iter()
                 .map(|r| ApprovedRead {
-                    resource: r.clone(),
+                    resource: r.resource.clone(),
                     namespaces: vec![],
                 })
                 .collect(),

@@ -14,6 +14,7 @@ pub mod kind;
 pub mod manifest;
 pub mod names;
 pub mod plugin_object;
+pub mod projection;
 pub mod rbac;
 pub mod resource;
 pub mod selector;

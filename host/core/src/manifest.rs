@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use crate::projection::{FieldError, Projection};
 use crate::resource::ResourceRef;
 use crate::selector::{FieldSelector, LabelSelector, OBJECT_META_FIELDS, SelectorError};
 
@@ -39,6 +40,15 @@ pub enum ManifestError {
     /// An entry of `reads` that does not parse.
     #[error("reads: {0}")]
     BadRead(#[source] crate::resource::ResourceError),
+    /// A watch's or read's `fields` that cannot be a projection.
+    #[error("{what}: fields: {source}")]
+    BadFields {
+        /// The watch (`watch "dbs"`) or read (`read #0 (v1/Secret)`).
+        what: String,
+        /// Why.
+        #[source]
+        source: FieldError,
+    },
     /// A watch's apiVersion is malformed.
     #[error("watch {id:?}: {source}")]
     BadApiVersion {
@@ -154,7 +164,38 @@ pub struct Manifest {
     /// What it may write.
     pub grants: Vec<Grant>,
     /// Extra kinds it may read from the cache.
-    pub reads: Vec<ResourceRef>,
+    pub reads: Vec<Read>,
+}
+
+/// A kind a plugin reads beyond its watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Read {
+    /// What it reads.
+    pub resource: ResourceRef,
+    /// The fields it uses (see [`crate::projection`]).
+    pub fields: Projection,
+}
+
+impl Read {
+    /// A read of whole objects (what a manifest of WIT 0.1.0 declares).
+    pub fn whole(resource: ResourceRef) -> Self {
+        Read {
+            resource,
+            fields: Projection::whole(),
+        }
+    }
+
+    /// Parse a read's `fields`; an error names the read by its index and resource.
+    pub fn parse_fields<S: AsRef<str>>(
+        index: usize,
+        resource: &ResourceRef,
+        fields: &[S],
+    ) -> Result<Projection, ManifestError> {
+        Projection::parse(fields).map_err(|source| ManifestError::BadFields {
+            what: format!("read #{index} ({resource})"),
+            source,
+        })
+    }
 }
 
 /// One watch of a plugin.
@@ -170,9 +211,19 @@ pub struct Watch {
     pub label_selector: Option<LabelSelector>,
     /// Field selector, parsed (`metadata.name` and `metadata.namespace` only).
     pub field_selector: Option<FieldSelector>,
+    /// The fields the plugin uses (see [`crate::projection`]).
+    pub fields: Projection,
 }
 
 impl Watch {
+    /// Parse a watch's `fields`; an error names the watch.
+    pub fn parse_fields<S: AsRef<str>>(id: &str, fields: &[S]) -> Result<Projection, ManifestError> {
+        Projection::parse(fields).map_err(|source| ManifestError::BadFields {
+            what: format!("watch {id:?}"),
+            source,
+        })
+    }
+
     /// Parse a watch's selectors from their text: the one place plugin selector text
     /// becomes a selector.
     pub fn parse_selectors(
@@ -365,10 +416,28 @@ impl Manifest {
     /// Everything the plugin reads: the resources it watches, then its extra `reads`.
     /// The one definition of "watches ∪ reads" (caches, read scoping, RBAC).
     pub fn read_resources(&self) -> impl Iterator<Item = &ResourceRef> {
+        self.declarations().map(|(r, _)| r)
+    }
+
+    /// Every resource the plugin watches or reads, with the fields that watch or read
+    /// declares.
+    pub fn declarations(&self) -> impl Iterator<Item = (&ResourceRef, &Projection)> {
         self.watches
             .iter()
-            .map(|w| &w.resource)
-            .chain(self.reads.iter())
+            .map(|w| (&w.resource, &w.fields))
+            .chain(self.reads.iter().map(|r| (&r.resource, &r.fields)))
+    }
+
+    /// The plugin's projection of a kind: the union of what its watches and reads of it
+    /// (those `is_kind` says name it) declare; whole objects if any declares nothing, or if
+    /// none names it.
+    pub fn projection(&self, is_kind: impl Fn(&ResourceRef) -> bool) -> Projection {
+        self.declarations()
+            .filter(|(r, _)| is_kind(r))
+            .map(|(_, p)| p)
+            .cloned()
+            .reduce(|a, b| a.union(&b))
+            .unwrap_or_default()
     }
 
     /// The watch with this id.
@@ -430,6 +499,7 @@ mod tests {
             namespace: Some("shop".into()),
             label_selector,
             field_selector,
+            fields: Projection::whole(),
         };
         let web = |k: &str| (k == "app").then_some("web");
         let db = |k: &str| (k == "app").then_some("db");
@@ -460,6 +530,7 @@ mod tests {
                 namespace: None,
                 label_selector: Some(LabelSelector::parse("app=db,tier!=x").unwrap()),
                 field_selector: None,
+                fields: Projection::whole(),
             }],
             grants: vec![Grant {
                 api_groups: vec!["monitoring.coreos.com".into()],
@@ -498,6 +569,7 @@ mod tests {
             namespace: Some(format!("ns-{i}")),
             label_selector: None,
             field_selector: None,
+            fields: Projection::whole(),
         };
         let mut m = manifest();
         m.watches = (0..MAX_WATCHES).map(watch).collect();

@@ -510,7 +510,7 @@ impl Permissions {
         let reads = manifest
             .reads
             .iter()
-            .map(|r| read_permission(r, where_watched.clone()))
+            .map(|r| read_permission(&r.resource, where_watched.clone()))
             .collect();
         let grants = manifest.grants.iter().map(grant_permission).collect();
         Permissions {

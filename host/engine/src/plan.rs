@@ -199,7 +199,7 @@ async fn fill(
             w.label_selector.as_ref().map(ToString::to_string),
         )
     });
-    let read = m.reads.iter().map(|r| (r, None));
+    let read = m.reads.iter().map(|r| (&r.resource, None));
     for (r, demand) in watched.chain(read) {
         if let Some(k) = kinds.get(r) {
             let entry = demands

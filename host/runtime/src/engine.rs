@@ -8,7 +8,7 @@ use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 
-use crate::bindings::Plugin;
+use crate::bindings::{Plugin, v01};
 use crate::budget::CallBudget;
 use crate::capability;
 use crate::error::{EngineError, Error};
@@ -84,6 +84,12 @@ impl PluginEngine {
                 source,
             },
         )?;
+        // Components built for 0.1.0 import its host interface: the same functions.
+        v01::Plugin::add_to_linker::<PluginState, HasSelf<PluginState>>(&mut linker, |s| s)
+            .map_err(|source| EngineError::Link {
+                what: "host interface 0.1.0",
+                source,
+            })?;
         // `log`, `get` and `list` again, taking their arguments without copying them whole.
         capability::log::link(&mut linker).map_err(|source| EngineError::Link {
             what: "host.log",

@@ -14,7 +14,7 @@ use kubewasm_core::event::EventType;
 use kubewasm_core::intent::RawIntent;
 use kubewasm_core::manifest::Manifest;
 
-use crate::bindings::{Plugin, PluginPre, types as wit};
+use crate::bindings::{Bindings, Pre, types as wit};
 use crate::budget::{CallBudget, Reclaim, Share, Waited};
 use crate::capability::cluster::ClusterView;
 use crate::convert;
@@ -47,7 +47,7 @@ pub struct InstancePolicy {
 
 struct Instance {
     store: Store<PluginState>,
-    bindings: Plugin,
+    bindings: Bindings,
     /// Calls it has handled.
     calls: u64,
     /// Its share of the host's call budget: the memory cap while it runs a call, the
@@ -187,7 +187,7 @@ pub struct CompiledPlugin {
     /// Limits applied to calls.
     pub limits: Limits,
     engine: PluginEngine,
-    pre: PluginPre<PluginState>,
+    pre: Pre<PluginState>,
     pool: Arc<Pool>,
     pool_size: usize,
     reuse: bool,
@@ -259,8 +259,7 @@ impl CompiledPlugin {
             .linker
             .instantiate_pre(&component)
             .map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
-        let pre =
-            PluginPre::new(instance_pre).map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
+        let pre = Pre::new(instance_pre).map_err(|e| world_err(plugin_text(&format!("{e:#}"))))?;
 
         let mut plugin = CompiledPlugin {
             path: path.to_path_buf(),
@@ -295,6 +294,7 @@ impl CompiledPlugin {
         plugin.live.open(cap);
         tracing::debug!(
             plugin = plugin.name(),
+            wit = plugin.pre.version(),
             instance_memory = memory,
             live_instances = cap,
             "instance cap"
@@ -326,11 +326,25 @@ impl CompiledPlugin {
         let clock = inst.store.data().clock.clone();
         clock.reset();
         inst.store.set_epoch_deadline(1);
-        let call = inst
-            .bindings
-            .kubewasm_plugin_handler()
-            .call_describe(&mut inst.store, self.settings.as_deref());
-        let result = self.metered(Box::pin(call), clock).await;
+        let settings = self.settings.as_deref();
+        let result = match &inst.bindings {
+            Bindings::Current(b) => {
+                let call = b
+                    .kubewasm_plugin_handler()
+                    .call_describe(&mut inst.store, settings);
+                self.metered(Box::pin(call), clock).await
+            }
+            Bindings::V01(b) => {
+                let call = async {
+                    let m = b
+                        .kubewasm_plugin_handler()
+                        .call_describe(&mut inst.store, settings)
+                        .await?;
+                    Ok(m.map(convert::v01::manifest))
+                };
+                self.metered(Box::pin(call), clock).await
+            }
+        };
         let wit_manifest = match result {
             Ok(Ok(m)) => m,
             Ok(Err(msg)) => return Err(reject(ManifestRejection::Refused(plugin_text(&msg)))),
@@ -495,13 +509,25 @@ impl CompiledPlugin {
             old_object: event.old_object.as_ref().map(|o| o.to_string()),
         };
         let clock = inst.store.data().clock.clone();
-        let result = {
-            let call = inst.bindings.kubewasm_plugin_handler().call_handle(
-                &mut inst.store,
-                &wit_event,
-                self.settings.as_deref(),
-            );
-            self.metered(Box::pin(call), clock).await
+        let settings = self.settings.as_deref();
+        let result = match &inst.bindings {
+            Bindings::Current(b) => {
+                let call =
+                    b.kubewasm_plugin_handler()
+                        .call_handle(&mut inst.store, &wit_event, settings);
+                self.metered(Box::pin(call), clock).await
+            }
+            Bindings::V01(b) => {
+                let event = convert::v01::event(&wit_event);
+                let call = async {
+                    let r = b
+                        .kubewasm_plugin_handler()
+                        .call_handle(&mut inst.store, &event, settings)
+                        .await?;
+                    Ok(convert::v01::handled(r))
+                };
+                self.metered(Box::pin(call), clock).await
+            }
         };
         let refusals = inst.store.data_mut().cluster.end_call();
         if refusals > 0 {

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 
 use wasmtime_wasi::{WasiCtxView, WasiView};
 
-use crate::bindings::kubewasm::plugin::{host, types};
+use crate::bindings::current::kubewasm::plugin::{host, types};
+use crate::bindings::v01::kubewasm::plugin as v01;
 use crate::capability::cluster::ClusterState;
 use crate::capability::log::LogState;
 use crate::capability::wasi::WasiState;
@@ -329,6 +330,43 @@ impl host::Host for PluginState {
             namespace.as_deref(),
             label_selector.as_deref(),
         )
+    }
+}
+
+impl v01::types::Host for PluginState {}
+
+/// `kubewasm:plugin@0.1.0`'s host interface: the same functions (linked over by the
+/// capabilities, as the current version's are).
+impl v01::host::Host for PluginState {
+    fn log(&mut self, level: v01::types::LogLevel, message: String) {
+        let level = match level {
+            v01::types::LogLevel::Trace => types::LogLevel::Trace,
+            v01::types::LogLevel::Debug => types::LogLevel::Debug,
+            v01::types::LogLevel::Info => types::LogLevel::Info,
+            v01::types::LogLevel::Warn => types::LogLevel::Warn,
+            v01::types::LogLevel::Error => types::LogLevel::Error,
+        };
+        host::Host::log(self, level, message);
+    }
+
+    fn get(
+        &mut self,
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, String> {
+        host::Host::get(self, api_version, kind, namespace, name)
+    }
+
+    fn list(
+        &mut self,
+        api_version: String,
+        kind: String,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, String> {
+        host::Host::list(self, api_version, kind, namespace, label_selector)
     }
 }
 

@@ -284,7 +284,7 @@ impl Environment {
         self.plugins
             .values()
             .chain(self.staged.values())
-            .flat_map(|a| a.plugin().manifest.reads.iter().cloned())
+            .flat_map(|a| a.plugin().manifest.reads.iter().map(|r| r.resource.clone()))
             .collect()
     }
 
@@ -303,7 +303,7 @@ impl Environment {
             }
             // A declared read may list any object of its kind.
             for r in &m.reads {
-                wanted.entry(r.clone()).or_default().insert(None);
+                wanted.entry(r.resource.clone()).or_default().insert(None);
             }
         }
         wanted

@@ -81,8 +81,6 @@ pub(crate) const LABEL_SELECTOR: ArgLimit = ArgLimit {
     max: kubewasm_core::manifest::MAX_MANIFEST_STRING,
 };
 
-/// The host interface the read imports belong to.
-const HOST_INTERFACE: &str = "kubewasm:plugin/host@0.1.0";
 
 /// Why an argument was not taken.
 enum ArgFailure {
@@ -159,7 +157,9 @@ type ListArgs = (WasmStr, WasmStr, Option<WasmStr>, Option<WasmStr>);
 /// interface's other functions), taking their arguments unread until checked.
 pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let defined = linker.instance(HOST_INTERFACE).and_then(|mut host| {
+    // Every version of the interface: the functions are the same.
+    let defined = crate::bindings::HOST_INTERFACES.iter().try_for_each(|interface| {
+        let mut host = linker.instance(interface)?;
         host.func_wrap(
             "get",
             |store: wasmtime::StoreContextMut<'_, PluginState>, (v, k, ns, n): GetArgs| {

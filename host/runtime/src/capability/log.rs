@@ -13,17 +13,17 @@ use kubewasm_core::excerpt::excerpt;
 use wasmtime::AsContext;
 use wasmtime::component::{Linker, WasmStr};
 
-use crate::bindings::kubewasm::plugin::types::LogLevel;
+use crate::bindings::types::LogLevel;
 use crate::state::PluginState;
 
-/// The host interface the `log` import belongs to.
-const HOST_INTERFACE: &str = "kubewasm:plugin/host@0.1.0";
 
 /// Define the `log` import over the generated one (which must be linked first, for the
 /// interface's other functions).
 pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
-    let defined = linker.instance(HOST_INTERFACE).and_then(|mut host| {
+    // Every version of the interface: the functions are the same.
+    let defined = crate::bindings::HOST_INTERFACES.iter().try_for_each(|interface| {
+        let mut host = linker.instance(interface)?;
         host.func_wrap(
             "log",
             |mut store: wasmtime::StoreContextMut<'_, PluginState>,

@@ -716,7 +716,7 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     };
     // Every watch and read: get/list/watch. Every granted verb: its RBAC verbs.
     for m in &manifests {
-        for r in m.watches.iter().map(|w| &w.resource).chain(m.reads.iter()) {
+        for r in m.read_resources() {
             let k = guess(r);
             assert!(
                 has(None, &k.group, &k.plural, &["get", "list", "watch"]),
@@ -765,7 +765,7 @@ async fn rbac_for_the_example_plugins_follows_their_manifests_and_applies() {
     // a subresource of one, events or leases.
     let mut known: BTreeSet<(String, String)> = BTreeSet::new();
     for m in &manifests {
-        for r in m.watches.iter().map(|w| &w.resource).chain(m.reads.iter()) {
+        for r in m.read_resources() {
             let k = guess(r);
             known.insert((k.group, k.plural));
         }

@@ -631,8 +631,8 @@ mod tests {
             grant(&[""], &["Service"], &[], &[Verb::Create], true),
             grant(&[""], &["*"], &[], &[Verb::Delete], false),
         ];
-        m.reads = vec![ResourceRef::Kind(crate::resource::TypeRef::new(
-            "v1", "Secret",
+        m.reads = vec![crate::manifest::Read::whole(ResourceRef::Kind(
+            crate::resource::TypeRef::new("v1", "Secret"),
         ))];
         let err = check_approval(&m, Some(&approval)).unwrap_err();
         assert_eq!(
@@ -770,6 +770,7 @@ mod tests {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            fields: crate::projection::Projection::whole(),
         }];
         // Nothing approved: even a watch is refused.
         let err = check_approval(&m, None).unwrap_err();

@@ -533,6 +533,7 @@ mod tests {
             namespace: ns.map(str::to_string),
             label_selector: None,
             field_selector: None,
+            fields: crate::projection::Projection::whole(),
         }
     }
 
@@ -554,9 +555,9 @@ mod tests {
                 allow_force: false,
                 finalizers: vec!["example.com/x".into()],
             }],
-            reads: vec![ResourceRef::Resource(
+            reads: vec![crate::manifest::Read::whole(ResourceRef::Resource(
                 ResourceArg::parse("secrets").unwrap(),
-            )],
+            ))],
         };
         let p = Permissions::requested_by(&m);
         assert_eq!(p.watches.len(), 2);

@@ -157,14 +157,10 @@ impl Projection {
     }
 }
 
-impl fmt::Display for Projection {
-    /// The kept paths joined by `,` (identity included), or `whole objects`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fn walk(
-            keys: &BTreeMap<String, Node>,
-            prefix: &str,
-            out: &mut Vec<String>,
-        ) {
+impl Projection {
+    /// The kept paths, identity included, in order; empty for the whole object.
+    pub fn paths(&self) -> Vec<String> {
+        fn walk(keys: &BTreeMap<String, Node>, prefix: &str, out: &mut Vec<String>) {
             for (k, node) in keys {
                 let path = if prefix.is_empty() {
                     k.clone()
@@ -177,13 +173,21 @@ impl fmt::Display for Projection {
                 }
             }
         }
-        match &self.0 {
-            None => f.write_str("whole objects"),
-            Some(keys) => {
-                let mut out = Vec::new();
-                walk(keys, "", &mut out);
-                f.write_str(&out.join(","))
-            }
+        let mut out = Vec::new();
+        if let Some(keys) = &self.0 {
+            walk(keys, "", &mut out);
+        }
+        out
+    }
+}
+
+impl fmt::Display for Projection {
+    /// The kept paths joined by `,` (identity included), or `whole objects`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.is_whole() {
+            f.write_str("whole objects")
+        } else {
+            f.write_str(&self.paths().join(","))
         }
     }
 }

@@ -237,6 +237,7 @@ fn manifest_json(m: &Manifest) -> Value {
             if let Some(ns) = &w.namespace { v["namespace"] = json!(ns); }
             if let Some(s) = &w.label_selector { v["labelSelector"] = json!(s.to_string()); }
             if let Some(s) = &w.field_selector { v["fieldSelector"] = json!(s.to_string()); }
+            if !w.fields.is_whole() { v["fields"] = json!(w.fields.paths()); }
             v
         }).collect::<Vec<_>>(),
         "grants": m.grants.iter().map(|g| json!({
@@ -246,6 +247,10 @@ fn manifest_json(m: &Manifest) -> Value {
             "verbs": g.verbs.iter().map(|v| v.as_str()).collect::<Vec<_>>(),
             "allowForce": g.allow_force,
         })).collect::<Vec<_>>(),
-        "reads": m.reads.iter().map(resource_json).collect::<Vec<_>>(),
+        "reads": m.reads.iter().map(|r| {
+            let mut v = resource_json(&r.resource);
+            if !r.fields.is_whole() { v["fields"] = json!(r.fields.paths()); }
+            v
+        }).collect::<Vec<_>>(),
     })
 }

@@ -16,6 +16,7 @@ fn watch(id: &str, r: ResourceRef) -> Watch {
         namespace: None,
         label_selector: None,
         field_selector: None,
+        fields: crate::projection::Projection::whole(),
     }
 }
 
@@ -120,9 +121,9 @@ fn provisioner() -> Manifest {
                 &[Verb::PatchStatus],
             ),
         ],
-        reads: vec![ResourceRef::Resource(
+        reads: vec![crate::manifest::Read::whole(ResourceRef::Resource(
             ResourceArg::parse("secrets").unwrap(),
-        )],
+        ))],
     }
 }
 

@@ -527,6 +527,7 @@ mod tests {
             namespace: ns.map(str::to_string),
             label_selector,
             field_selector,
+            fields: kubewasm_core::projection::Projection::whole(),
         })
     }
 

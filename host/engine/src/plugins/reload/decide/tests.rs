@@ -47,6 +47,7 @@ fn watch(resource: ResourceRef) -> Watch {
         namespace: None,
         label_selector: None,
         field_selector: None,
+        fields: kubewasm_core::projection::Projection::whole(),
     }
 }
 

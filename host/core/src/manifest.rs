@@ -217,7 +217,10 @@ pub struct Watch {
 
 impl Watch {
     /// Parse a watch's `fields`; an error names the watch.
-    pub fn parse_fields<S: AsRef<str>>(id: &str, fields: &[S]) -> Result<Projection, ManifestError> {
+    pub fn parse_fields<S: AsRef<str>>(
+        id: &str,
+        fields: &[S],
+    ) -> Result<Projection, ManifestError> {
         Projection::parse(fields).map_err(|source| ManifestError::BadFields {
             what: format!("watch {id:?}"),
             source,

@@ -58,9 +58,16 @@ pub fn check_bounds<S: AsRef<str>>(fields: &[S]) -> Result<(), FieldError> {
     if fields.len() > MAX_FIELDS {
         return Err(FieldError::TooMany(fields.len()));
     }
-    match fields.iter().map(AsRef::as_ref).find(|p| p.len() > MAX_FIELD_BYTES) {
+    match fields
+        .iter()
+        .map(AsRef::as_ref)
+        .find(|p| p.len() > MAX_FIELD_BYTES)
+    {
         Some(path) => {
-            let cut = (0..=64).rev().find(|i| path.is_char_boundary(*i)).unwrap_or(0);
+            let cut = (0..=64)
+                .rev()
+                .find(|i| path.is_char_boundary(*i))
+                .unwrap_or(0);
             Err(FieldError::TooLong {
                 path: path[..cut].to_string(),
                 len: path.len(),
@@ -103,7 +110,11 @@ impl Projection {
             return Ok(Projection::whole());
         }
         let mut keys = BTreeMap::new();
-        for path in IDENTITY.iter().copied().chain(fields.iter().map(AsRef::as_ref)) {
+        for path in IDENTITY
+            .iter()
+            .copied()
+            .chain(fields.iter().map(AsRef::as_ref))
+        {
             let segments: Vec<&str> = path.split('.').collect();
             if segments
                 .iter()

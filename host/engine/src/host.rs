@@ -949,6 +949,7 @@ impl Plugins {
             whole.insert(plugin_kind());
         }
         self.watches.set_whole(whole);
+        self.watches.set_projections(env.projections());
         self.watches.set_desired(desired(env, follows));
     }
 

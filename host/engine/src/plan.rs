@@ -28,7 +28,7 @@ use crate::event::cluster::ApiCluster;
 use crate::event::layers::{Handle, dry_run_findings};
 use crate::event::pipeline::{Pipeline, Report, Request};
 use crate::event::{Delivery, Health, QuarantinePolicy};
-use crate::plugins::environment::{Origin, Route, Version, plugin_reads};
+use crate::plugins::environment::{Origin, Route, Version, plugin_projections, plugin_reads};
 use crate::preview::change::{Change, FieldChange};
 use crate::replicas::ownership::Ownership;
 use crate::watch::cache::{Caches, PluginView, ResourceCache};
@@ -122,11 +122,18 @@ pub async fn plan(
     let (kinds, not_served) = resolve(&cluster.discovery, m).await?;
     fill(&client, &cluster.caches, m, &kinds, &options.namespaces).await?;
     let reads = plugin_reads(m, &scopes, |r| kinds.get(r).map(|k| k.type_ref()));
-    let view = Arc::new(PluginView::per_kind(
-        cluster.caches.clone(),
-        Arc::new(reads),
-        plugin.limits.memory,
-    ));
+    // What the plugin receives and reads, projected as `run` projects them.
+    let projections = Arc::new(plugin_projections(m, |r| {
+        kinds.get(r).map(|k| k.type_ref())
+    }));
+    let view = Arc::new(
+        PluginView::per_kind(
+            cluster.caches.clone(),
+            Arc::new(reads),
+            plugin.limits.memory,
+        )
+        .with_projections(projections.clone()),
+    );
     let deliveries = deliveries(m, &kinds, &cluster.caches);
     let mut out = Plan::new(m, not_served);
     let version = Version::new(
@@ -145,6 +152,7 @@ pub async fn plan(
             version: &version,
             delivery,
             view: view.clone(),
+            projections: projections.clone(),
             keep_intents: false,
             dry_run: true,
             shadow: None,

@@ -23,8 +23,8 @@ pub(crate) mod v01 {
     });
 }
 
-pub(crate) use self::current::kubewasm::plugin::types;
 pub(crate) use self::current::Plugin;
+pub(crate) use self::current::kubewasm::plugin::types;
 
 /// The versions of the host interface a component may import, by the name it imports
 /// (the functions are the same in every version).

@@ -93,11 +93,9 @@ fn bounded(m: &wit::Manifest) -> Result<(), ManifestError> {
     };
     // Fields are checked on their count and length before they are parsed or quoted.
     let fields = |what: &dyn Fn() -> String, fields: &[String]| {
-        kubewasm_core::projection::check_bounds(fields).map_err(|source| {
-            ManifestError::BadFields {
-                what: what(),
-                source,
-            }
+        kubewasm_core::projection::check_bounds(fields).map_err(|source| ManifestError::BadFields {
+            what: what(),
+            source,
         })
     };
     for (i, w) in m.watches.iter().enumerate() {

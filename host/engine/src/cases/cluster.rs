@@ -31,7 +31,10 @@ use crate::Error;
 use crate::apply::{Applier, Outcome, WriteIdentity};
 use crate::event::Delivery;
 use crate::event::cluster::{ApiCluster, Cluster};
-use crate::plugins::environment::{Route, plugin_reads};
+use crate::plugins::environment::{Route, plugin_projections, plugin_reads};
+
+/// A plugin's projection of each kind, as `kubewasm test` resolves them.
+pub(crate) type Projections = Arc<HashMap<TypeRef, kubewasm_core::projection::Projection>>;
 use crate::watch::WatchEvent;
 use crate::watch::cache::{CachedObject, PluginView, ResourceCache};
 use crate::watch::discovery::api_resource;
@@ -110,14 +113,16 @@ impl CaseCluster {
     /// Fill the caches as `run`'s watchers would (`managedFields` dropped) with every
     /// object of the kinds the plugin may read and of the case's objects, and answer the
     /// plugin's reads through `run`'s view: the kinds it may read, each where its
-    /// approval's `scopes` let it ([`plugin_reads`], as `run`'s environment scopes it).
+    /// approval's `scopes` let it ([`plugin_reads`], as `run`'s environment scopes it),
+    /// each kind projected to the plugin's projection of it ([`plugin_projections`]),
+    /// returned too for the event's objects.
     pub(crate) async fn view(
         &self,
         manifest: &Manifest,
         scopes: &ReadScopes,
         budget: usize,
         case: &TestCase,
-    ) -> Result<Arc<PluginView>, String> {
+    ) -> Result<(Arc<PluginView>, Projections), String> {
         let mut resolved = HashMap::new();
         for r in manifest.read_resources() {
             if let Ok(k) = self.resolve(r).await {
@@ -131,11 +136,11 @@ impl CaseCluster {
             self.fill(&t).await?;
         }
         let reads = plugin_reads(manifest, scopes, |r| resolved.get(r).cloned());
-        Ok(Arc::new(PluginView::per_kind(
-            self.api.caches.clone(),
-            Arc::new(reads),
-            budget,
-        )))
+        // The case's objects reach the plugin projected as `run` projects them.
+        let projections = Arc::new(plugin_projections(manifest, |r| resolved.get(r).cloned()));
+        let view = PluginView::per_kind(self.api.caches.clone(), Arc::new(reads), budget)
+            .with_projections(projections.clone());
+        Ok((Arc::new(view), projections))
     }
 
     /// One kind's cache, filled from the server (a kind it does not serve has none).

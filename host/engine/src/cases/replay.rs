@@ -187,7 +187,7 @@ async fn run_case(
     let cluster = CaseCluster::start(&ctx.crds, case).await?;
     let delivery = cluster.route(m, case).await?;
     *watch = Some(delivery.watch_id.to_string());
-    let view = cluster.view(m, &scopes, plugin.limits.memory, case).await?;
+    let (view, projections) = cluster.view(m, &scopes, plugin.limits.memory, case).await?;
     let health = Health::new(QuarantinePolicy::default());
     let version = Version::new(
         plugin.clone(),
@@ -204,6 +204,7 @@ async fn run_case(
         version: &version,
         delivery: &delivery,
         view,
+        projections,
         keep_intents: true,
         dry_run: false,
         shadow: None,

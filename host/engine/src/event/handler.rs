@@ -90,12 +90,14 @@ impl PluginHandler {
                 env.reads(&self.name),
                 plugin.limits.memory,
             )
-            .with_unserved(env.unserved(&self.name)),
+            .with_unserved(env.unserved(&self.name))
+            .with_projections(env.projections_of(&self.name)),
         );
         let req = Request {
             version: &active.version,
             delivery: d,
             view: view.clone(),
+            projections: env.projections_of(&self.name),
             keep_intents: false,
             dry_run: active.version.mode == Mode::DryRun,
             shadow: env.shadows.get(&self.name).cloned(),

@@ -2,11 +2,14 @@
 //! else happens here; leadership, quarantine, metrics, logs and recording are the layers
 //! around it ([`crate::event::layers`]), each reading the [`Report`] this returns.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use kubewasm_core::admit::{self, Prepared};
 use kubewasm_core::intent::RawIntent;
+use kubewasm_core::projection::Projection;
+use kubewasm_core::resource::TypeRef;
 use kubewasm_runtime::{CallError, ClusterView, PluginEvent};
 
 use crate::Error;
@@ -18,6 +21,7 @@ use crate::event::preflight;
 use crate::plugins::environment::Version;
 use crate::preview::change::Change;
 use crate::replicas::ownership::Ownership;
+use crate::watch::cache::CachedObject;
 
 /// One event for one plugin version, as it goes down the layers.
 pub(crate) struct Request<'a> {
@@ -26,6 +30,8 @@ pub(crate) struct Request<'a> {
     pub(crate) delivery: &'a Delivery,
     /// What the plugin may read during the call.
     pub(crate) view: Arc<dyn ClusterView>,
+    /// The plugin's projection of each kind: what it receives of the event's objects.
+    pub(crate) projections: Arc<HashMap<TypeRef, Projection>>,
     /// Keep the raw intents in the report (a layer that records them asks for it).
     pub(crate) keep_intents: bool,
     /// Send every write with `dryRun=All` ([`DryRun`]): its version is in `DryRun` mode,
@@ -124,13 +130,23 @@ impl Report {
     }
 }
 
-/// The event as the plugin receives it: what an informer's handler gets.
-pub(crate) fn plugin_event(d: &Delivery) -> PluginEvent {
+/// The event as the plugin receives it: what an informer's handler gets, each object
+/// projected to the plugin's projection of its kind (`projections`).
+pub(crate) fn plugin_event(
+    d: &Delivery,
+    projections: &HashMap<TypeRef, Projection>,
+) -> PluginEvent {
+    let trigger = d.object.trigger();
+    let projection = projections.get(&TypeRef::new(trigger.api_version, trigger.kind));
+    let json = |o: &CachedObject| match projection {
+        Some(p) if !p.is_whole() => o.json_for(p).into(),
+        _ => o.json(),
+    };
     PluginEvent {
         event_type: d.event_type,
         watch_id: d.watch_id.to_string(),
-        object: d.object.json(),
-        old_object: d.old.as_ref().map(|o| o.json()),
+        object: json(&d.object),
+        old_object: d.old.as_deref().map(json),
     }
 }
 
@@ -204,7 +220,7 @@ impl<C: Cluster> Pipeline<C> {
     async fn call(&self, req: &Request<'_>, report: &mut Report) -> Option<Vec<RawIntent>> {
         let plugin = &req.version.plugin;
         let d = req.delivery;
-        let event = plugin_event(d);
+        let event = plugin_event(d, &req.projections);
         let started = Instant::now();
         // Dropped when the term ends or when the version is unloaded, waiting (for a live
         // instance, for the memory budget) or running: its instance goes with it.

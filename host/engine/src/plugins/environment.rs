@@ -9,6 +9,7 @@ use std::sync::{Arc, RwLock};
 use kubewasm_core::event::EventType;
 use kubewasm_core::grant::{Mode, ReadScopes, ReadWhere};
 use kubewasm_core::manifest::{Manifest, Watch};
+use kubewasm_core::projection::Projection;
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_runtime::{CompiledPlugin, ReadScope};
 
@@ -226,6 +227,8 @@ pub(crate) struct Environment {
     /// Plugin → the kinds it watches or reads that are not served (yet), as it spells
     /// them: its reads of those say so.
     unserved: HashMap<String, Arc<HashSet<TypeRef>>>,
+    /// Plugin → its projection of each kind it watches or reads, as served.
+    projections: HashMap<String, Arc<HashMap<TypeRef, Projection>>>,
 }
 
 impl Environment {
@@ -288,6 +291,23 @@ impl Environment {
             .collect()
     }
 
+    /// Per target some plugin watches or reads, the union of what the plugins (staged
+    /// versions included) declared of it: what its cache keeps.
+    pub(crate) fn projections(&self) -> BTreeMap<ResourceRef, Projection> {
+        let mut union: BTreeMap<ResourceRef, Projection> = BTreeMap::new();
+        for a in self.plugins.values().chain(self.staged.values()) {
+            for (r, p) in a.plugin().manifest.declarations() {
+                match union.get_mut(r) {
+                    Some(have) => *have = have.union(p),
+                    None => {
+                        union.insert(r.clone(), p.clone());
+                    }
+                }
+            }
+        }
+        union
+    }
+
     /// Every resource some plugin watches or reads: what the watch manager must serve,
     /// each with the label selector all of its consumers share (sent to the server), or
     /// `None` when one of them needs every object (no selector, or a declared read).
@@ -318,6 +338,7 @@ impl Environment {
         self.routes.clear();
         self.reads.clear();
         self.unserved.clear();
+        self.projections.clear();
         for (name, a) in &self.plugins {
             let unserved = a
                 .plugin()
@@ -342,7 +363,16 @@ impl Environment {
                 watches.resolved(r).map(|k| k.type_ref())
             });
             self.reads.insert(name.clone(), Arc::new(reads));
+            let projections = plugin_projections(&a.plugin().manifest, |r| {
+                watches.resolved(r).map(|k| k.type_ref())
+            });
+            self.projections.insert(name.clone(), Arc::new(projections));
         }
+    }
+
+    /// `plugin`'s projection of each kind it watches or reads, as served now.
+    pub(crate) fn projections_of(&self, plugin: &str) -> Arc<HashMap<TypeRef, Projection>> {
+        self.projections.get(plugin).cloned().unwrap_or_default()
     }
 
     /// The plugins, and their routes, that watch `resource`.
@@ -400,6 +430,28 @@ pub(crate) fn plugin_reads(
         reads.insert(kind, scope);
     }
     reads
+}
+
+/// A plugin's projection of each kind it watches or reads, as `resolve` says they are
+/// served: the union of what its watches and reads of that kind declare, whatever their
+/// spelling (whole objects if any declares nothing). `run` and `kubewasm test` both
+/// project what a plugin receives and reads with it.
+pub(crate) fn plugin_projections(
+    manifest: &Manifest,
+    resolve: impl Fn(&ResourceRef) -> Option<TypeRef>,
+) -> HashMap<TypeRef, Projection> {
+    let mut out: HashMap<TypeRef, Projection> = HashMap::new();
+    for (r, p) in manifest.declarations() {
+        let Some(kind) = resolve(r) else {
+            continue;
+        };
+        let united = match out.remove(&kind) {
+            Some(have) => have.union(p),
+            None => p.clone(),
+        };
+        out.insert(kind, united);
+    }
+    out
 }
 
 /// The current environment, shared by the router, the handlers, the reloader and the

@@ -9,6 +9,7 @@ use kube::api::DynamicObject;
 
 use kubewasm_core::admit::{Owners, Trigger};
 use kubewasm_core::kind::KindInfo;
+use kubewasm_core::projection::Projection;
 use kubewasm_core::resource::TypeRef;
 pub(crate) use kubewasm_core::resource::{ObjectKey, ResourceKey};
 use kubewasm_core::selector::LabelSelector;
@@ -39,6 +40,16 @@ impl CachedObject {
     /// [`CachedObject::json`] as an owned string.
     pub(crate) fn json_string(&self) -> String {
         serde_json::to_string(&self.object).unwrap_or_else(|_| "{}".to_string())
+    }
+
+    /// [`CachedObject::json_string`] projected to `projection` (what one plugin receives
+    /// of the object: its own projection, within the cache's union).
+    pub(crate) fn json_for(&self, projection: &Projection) -> String {
+        let json = self.json_string();
+        match projection.apply_text(&json) {
+            std::borrow::Cow::Borrowed(_) => json,
+            std::borrow::Cow::Owned(projected) => projected,
+        }
     }
 
     /// Its key.
@@ -99,6 +110,8 @@ pub(crate) struct ResourceCache {
     pub namespaced: bool,
     objects: RwLock<HashMap<ObjectKey, Arc<CachedObject>>>,
     synced: AtomicBool,
+    /// What every object it holds keeps at least (the projection of its last full list).
+    holds: RwLock<Projection>,
     /// Some while it holds only these shards' objects (`kubewasm run --shards`).
     by_shard: RwLock<Option<crate::replicas::shards::ShardSet>>,
     /// Since when its watch has been failing (None: working).
@@ -114,6 +127,7 @@ impl ResourceCache {
             namespaced,
             objects: RwLock::new(HashMap::new()),
             synced: AtomicBool::new(false),
+            holds: RwLock::new(Projection::whole()),
             by_shard: RwLock::new(None),
             failing_since: Mutex::new(None),
         }
@@ -166,6 +180,18 @@ impl ResourceCache {
 
     pub(crate) fn mark_synced(&self) {
         self.synced.store(true, Ordering::Release);
+    }
+
+    /// What every object it holds keeps at least: its objects came whole, or projected to
+    /// this by the last full list of every scope (a watch restarted for a wider projection
+    /// holds the narrower one until its list is done).
+    pub(crate) fn holds(&self) -> Projection {
+        kubewasm_core::sync::read(&self.holds).clone()
+    }
+
+    /// Every scope was listed with `projection`: the cache holds it.
+    pub(crate) fn set_holds(&self, projection: Projection) {
+        *kubewasm_core::sync::write(&self.holds) = projection;
     }
 
     /// One object.
@@ -276,6 +302,8 @@ pub(crate) struct PluginView {
     allowed: Arc<HashMap<TypeRef, ReadScope>>,
     /// Kinds the plugin declared that the API server does not serve (yet).
     unserved: Arc<HashSet<TypeRef>>,
+    /// The plugin's projection of each kind (absent: whole objects).
+    projections: Arc<HashMap<TypeRef, Projection>>,
     budget: usize,
     /// The first read refused for a reason that passes ([`ReadError::is_transient`]).
     transient: std::sync::Mutex<Option<ReadError>>,
@@ -306,6 +334,7 @@ impl PluginView {
             caches,
             allowed,
             unserved: Arc::default(),
+            projections: Arc::default(),
             budget,
             transient: std::sync::Mutex::new(None),
         }
@@ -316,6 +345,24 @@ impl PluginView {
     pub(crate) fn with_unserved(mut self, unserved: Arc<HashSet<TypeRef>>) -> Self {
         self.unserved = unserved;
         self
+    }
+
+    /// The view, answering each kind projected to the plugin's projection of it.
+    pub(crate) fn with_projections(
+        mut self,
+        projections: Arc<HashMap<TypeRef, Projection>>,
+    ) -> Self {
+        self.projections = projections;
+        self
+    }
+
+    /// An object of `cache` as this plugin reads it: its own projection of the kind, or
+    /// the cached object itself when that projection keeps all the cache holds.
+    fn json(&self, cache: &ResourceCache, o: &CachedObject) -> String {
+        match self.projections.get(&cache.kind) {
+            Some(p) if !p.covers(&cache.holds()) => o.json_for(p),
+            _ => o.json_string(),
+        }
     }
 
     /// The first read this view refused for a reason that passes (a kind not served or
@@ -390,7 +437,7 @@ impl ClusterView for PluginView {
                 what: format!("object {key}"),
             });
         }
-        Ok(cache.get(&key).map(|o| o.json_string()))
+        Ok(cache.get(&key).map(|o| self.json(&cache, &o)))
     }
 
     fn list(
@@ -428,7 +475,7 @@ impl ClusterView for PluginView {
         let mut answer = ListAnswer::new(what, limit);
         for o in &objects {
             answer.check_count()?;
-            answer.push(o.json_string())?;
+            answer.push(self.json(&cache, o))?;
         }
         Ok(answer.finish())
     }

@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use kubewasm_core::event::EventType;
 use kubewasm_core::kind::{KindInfo, ResolveError};
+use kubewasm_core::projection::Projection;
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 
 use crate::replicas::shards::ShardSet;
@@ -115,6 +116,8 @@ struct Running {
     selector: Demand,
     /// Whether its cache keeps only the held shards' objects.
     sharded: bool,
+    /// What its cache keeps of each object.
+    projection: Projection,
     cache: Arc<ResourceCache>,
     /// The kind its cache is registered under in [`Caches`].
     kind: TypeRef,
@@ -143,6 +146,8 @@ pub(crate) struct WatchManager {
     /// Targets some plugin reads whole (declared `reads`, the Plugin objects): their
     /// resources are cached whole even with shards.
     whole: RwLock<BTreeSet<ResourceRef>>,
+    /// Per target, the union of what its plugins declared of it (absent: whole objects).
+    projections: RwLock<BTreeMap<ResourceRef, Projection>>,
     /// Counts resources settling (a cache synced, or discovery found one not served):
     /// what waits for one watches it change.
     settled: Arc<tokio_watch::Sender<u64>>,
@@ -173,19 +178,21 @@ impl WatchManager {
             backoff: Policy::default(),
             shards: std::sync::OnceLock::new(),
             whole: RwLock::new(BTreeSet::new()),
+            projections: RwLock::new(BTreeMap::new()),
             settled: Arc::new(tokio_watch::Sender::new(0)),
         })
     }
 
-    /// Whether `r` has settled: served with its cache synced, or looked up and not served
-    /// (nothing to wait for: what reads it is told so). A version waiting to be swapped in
-    /// waits for this of everything it watches and reads.
+    /// Whether `r` has settled: served with its cache synced and holding every field its
+    /// plugins declared (a watch restarted for a wider projection settles once its list is
+    /// done), or looked up and not served (nothing to wait for: what reads it is told so).
+    /// A version waiting to be swapped in waits for this of everything it watches and reads.
     pub(crate) fn settled(&self, r: &ResourceRef) -> bool {
         match kubewasm_core::sync::read(&self.resolved).get(r) {
             Some(k) => self
                 .caches
                 .get(&k.type_ref())
-                .is_some_and(|c| c.is_synced()),
+                .is_some_and(|c| c.is_synced() && c.holds().covers(&self.projection_of(&k.key()))),
             None => kubewasm_core::sync::read(&self.looked_up).contains(r),
         }
     }
@@ -217,6 +224,24 @@ impl WatchManager {
     /// next [`WatchManager::set_desired`].
     pub(crate) fn set_whole(&self, whole: BTreeSet<ResourceRef>) {
         *kubewasm_core::sync::write(&self.whole) = whole;
+    }
+
+    /// What each target's plugins declared of it, united (see [`kubewasm_core::projection`]);
+    /// takes effect with the next [`WatchManager::set_desired`].
+    pub(crate) fn set_projections(&self, projections: BTreeMap<ResourceRef, Projection>) {
+        *kubewasm_core::sync::write(&self.projections) = projections;
+    }
+
+    /// What the cache of `key` must keep: the union of the projections of every target
+    /// resolving to it (whole objects for a target with none).
+    fn projection_of(&self, key: &ResourceKey) -> Projection {
+        let projections = kubewasm_core::sync::read(&self.projections);
+        kubewasm_core::sync::read(&self.resolved)
+            .iter()
+            .filter(|(_, res)| res.key() == *key)
+            .map(|(r, _)| projections.get(r).cloned().unwrap_or_default())
+            .reduce(|a, b| a.union(&b))
+            .unwrap_or_default()
     }
 
     /// Set what must be watched, each target with its [`Demand`]; the manager converges to
@@ -414,7 +439,9 @@ impl WatchManager {
             .iter()
             .filter(|(k, r)| {
                 wanted.get(*k).is_none_or(|(_, demands)| {
-                    shared_demand(demands) != r.selector || sharded.contains(*k) != r.sharded
+                    shared_demand(demands) != r.selector
+                        || sharded.contains(*k) != r.sharded
+                        || self.projection_of(k) != r.projection
                 })
             })
             .map(|(k, _)| k.clone())
@@ -427,7 +454,7 @@ impl WatchManager {
             r.cancel.cancel();
             let _ = r.task.await;
             if wanted.contains_key(&key) {
-                tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, or whether it is read whole, changed");
+                tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, whether it is read whole, or the fields they declared changed");
                 kept.insert(key, r.cache);
             } else {
                 self.caches.remove(&r.kind);
@@ -465,6 +492,7 @@ impl WatchManager {
         kept: Option<Arc<ResourceCache>>,
     ) -> Running {
         let selector = shared_demand(demands);
+        let projection = self.projection_of(key);
         let shards = sharded.then(|| self.shards.get().cloned()).flatten();
         let cache = kept.unwrap_or_else(|| {
             Arc::new(ResourceCache::new(
@@ -491,20 +519,25 @@ impl WatchManager {
                 access: self.access.clone(),
                 backoff: self.backoff,
                 shards,
+                projection: Arc::new(projection.clone()),
             }
             .run(cancel.clone()),
         );
+        let fields = projection.to_string();
         match &selector {
             Some(s) => {
-                tracing::info!(resource = %key, kind = %res.type_ref(), label_selector = %s, "watch started")
+                tracing::info!(resource = %key, kind = %res.type_ref(), label_selector = %s, fields, "watch started")
             }
-            None => tracing::info!(resource = %key, kind = %res.type_ref(), "watch started"),
+            None => {
+                tracing::info!(resource = %key, kind = %res.type_ref(), fields, "watch started")
+            }
         }
         Running {
             cancel,
             task,
             selector,
             sharded,
+            projection,
             cache,
             kind: res.type_ref(),
         }

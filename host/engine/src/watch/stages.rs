@@ -24,6 +24,7 @@ use kube::runtime::watcher::Event;
 
 use kubewasm_core::event::EventType;
 use kubewasm_core::kind::KindInfo;
+use kubewasm_core::projection::Projection;
 
 use crate::replicas::shards::ShardSet;
 use crate::watch::backoff::Failed;
@@ -88,18 +89,24 @@ impl Change {
     }
 }
 
-/// Stage 1: the watchers' events as steps, each object as the cache keeps it ([`kept`]).
-pub(crate) fn strip<S>(events: S, res: Arc<KindInfo>) -> impl Stream<Item = (Scope, Step)>
+/// Stage 1: the watchers' events as steps, each object as the cache keeps it ([`kept`]),
+/// projected to `projection` (the union of what the resource's plugins declared).
+pub(crate) fn strip<S>(
+    events: S,
+    res: Arc<KindInfo>,
+    projection: Arc<Projection>,
+) -> impl Stream<Item = (Scope, Step)>
 where
     S: Stream<Item = (Scope, Result<Event<DynamicObject>, Failed>)>,
 {
     events.map(move |(scope, event)| {
+        let kept = |o| kept(projected(o, &projection), &res);
         let step = match event {
             Ok(Event::Init) => Step::ListStarted,
-            Ok(Event::InitApply(o)) => Step::Listed(kept(o, &res)),
+            Ok(Event::InitApply(o)) => Step::Listed(kept(o)),
             Ok(Event::InitDone) => Step::ListDone,
-            Ok(Event::Apply(o)) => Step::Applied(kept(o, &res)),
-            Ok(Event::Delete(o)) => Step::Deleted(kept(o, &res)),
+            Ok(Event::Apply(o)) => Step::Applied(kept(o)),
+            Ok(Event::Delete(o)) => Step::Deleted(kept(o)),
             Err(failed) => Step::Failed(failed),
         };
         (scope, step)
@@ -119,6 +126,19 @@ pub(crate) fn kept(mut obj: DynamicObject, res: &KindInfo) -> Arc<CachedObject> 
         });
     }
     CachedObject::new(obj)
+}
+
+/// `obj` projected: only what `projection` keeps (identity always). An object that does
+/// not serialise back (it always does: it came from JSON) is kept whole.
+pub(crate) fn projected(obj: DynamicObject, projection: &Projection) -> DynamicObject {
+    if projection.is_whole() {
+        return obj;
+    }
+    let Ok(mut value) = serde_json::to_value(&obj) else {
+        return obj;
+    };
+    projection.apply(&mut value);
+    serde_json::from_value(value).unwrap_or(obj)
 }
 
 /// Stage 2: only the objects `keeps` (the shards held, asked as each step passes) are

@@ -52,6 +52,8 @@ pub(super) struct WatchTask {
     pub(super) backoff: Policy,
     /// Some: the cache keeps only the objects of these held shards.
     pub(super) shards: Option<ShardSet>,
+    /// What the cache keeps of each object: the union of its plugins' projections.
+    pub(super) projection: Arc<kubewasm_core::projection::Projection>,
 }
 
 /// What the task keeps while it runs.
@@ -99,7 +101,8 @@ impl WatchTask {
     fn steps(&self) -> BoxStream<'static, (Scope, Step)> {
         let shards = self.shards.clone();
         let keeps = move |k: &ObjectKey| shards.as_ref().is_none_or(|s| s.owns(k));
-        relists(shard_filter(strip(self.source(), self.res.clone()), keeps)).boxed()
+        let stripped = strip(self.source(), self.res.clone(), self.projection.clone());
+        relists(shard_filter(stripped, keeps)).boxed()
     }
 
     /// Watch until cancelled, keeping the cache current and emitting events.
@@ -219,6 +222,11 @@ impl WatchTask {
         let (key, objects) = (self.res.key(), self.cache.len());
         match listing {
             Listing::First { all } => {
+                if all && self.cache.holds() != *self.projection {
+                    // Every object is now projected to this watch's projection.
+                    self.cache.set_holds((*self.projection).clone());
+                    self.settled.send_modify(|n| *n += 1);
+                }
                 if all && !self.cache.is_synced() {
                     // Listed and watching: the RBAC it needs is there.
                     self.access.allowed(&self.rules);

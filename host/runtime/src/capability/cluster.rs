@@ -81,7 +81,6 @@ pub(crate) const LABEL_SELECTOR: ArgLimit = ArgLimit {
     max: kubewasm_core::manifest::MAX_MANIFEST_STRING,
 };
 
-
 /// Why an argument was not taken.
 enum ArgFailure {
     /// Not a valid string (as the generated binding's lift would fail: a trap).
@@ -158,43 +157,45 @@ type ListArgs = (WasmStr, WasmStr, Option<WasmStr>, Option<WasmStr>);
 pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     // Every version of the interface: the functions are the same.
-    let defined = crate::bindings::HOST_INTERFACES.iter().try_for_each(|interface| {
-        let mut host = linker.instance(interface)?;
-        host.func_wrap(
-            "get",
-            |store: wasmtime::StoreContextMut<'_, PluginState>, (v, k, ns, n): GetArgs| {
-                answer(
-                    store,
-                    |s| {
-                        Ok((
-                            arg(s, &v, "get", API_VERSION)?,
-                            arg(s, &k, "get", KIND)?,
-                            opt_arg(s, &ns, "get", NAMESPACE)?,
-                            arg(s, &n, "get", NAME)?,
-                        ))
-                    },
-                    |c, (v, k, ns, n)| c.get(&v, &k, ns.as_deref(), &n),
-                )
-            },
-        )?;
-        host.func_wrap(
-            "list",
-            |store: wasmtime::StoreContextMut<'_, PluginState>, (v, k, ns, sel): ListArgs| {
-                answer(
-                    store,
-                    |s| {
-                        Ok((
-                            arg(s, &v, "list", API_VERSION)?,
-                            arg(s, &k, "list", KIND)?,
-                            opt_arg(s, &ns, "list", NAMESPACE)?,
-                            opt_arg(s, &sel, "list", LABEL_SELECTOR)?,
-                        ))
-                    },
-                    |c, (v, k, ns, sel)| c.list(&v, &k, ns.as_deref(), sel.as_deref()),
-                )
-            },
-        )
-    });
+    let defined = crate::bindings::HOST_INTERFACES
+        .iter()
+        .try_for_each(|interface| {
+            let mut host = linker.instance(interface)?;
+            host.func_wrap(
+                "get",
+                |store: wasmtime::StoreContextMut<'_, PluginState>, (v, k, ns, n): GetArgs| {
+                    answer(
+                        store,
+                        |s| {
+                            Ok((
+                                arg(s, &v, "get", API_VERSION)?,
+                                arg(s, &k, "get", KIND)?,
+                                opt_arg(s, &ns, "get", NAMESPACE)?,
+                                arg(s, &n, "get", NAME)?,
+                            ))
+                        },
+                        |c, (v, k, ns, n)| c.get(&v, &k, ns.as_deref(), &n),
+                    )
+                },
+            )?;
+            host.func_wrap(
+                "list",
+                |store: wasmtime::StoreContextMut<'_, PluginState>, (v, k, ns, sel): ListArgs| {
+                    answer(
+                        store,
+                        |s| {
+                            Ok((
+                                arg(s, &v, "list", API_VERSION)?,
+                                arg(s, &k, "list", KIND)?,
+                                opt_arg(s, &ns, "list", NAMESPACE)?,
+                                opt_arg(s, &sel, "list", LABEL_SELECTOR)?,
+                            ))
+                        },
+                        |c, (v, k, ns, sel)| c.list(&v, &k, ns.as_deref(), sel.as_deref()),
+                    )
+                },
+            )
+        });
     linker.allow_shadowing(false);
     defined
 }

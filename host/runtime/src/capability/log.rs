@@ -16,26 +16,27 @@ use wasmtime::component::{Linker, WasmStr};
 use crate::bindings::types::LogLevel;
 use crate::state::PluginState;
 
-
 /// Define the `log` import over the generated one (which must be linked first, for the
 /// interface's other functions).
 pub(crate) fn link(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     // Every version of the interface: the functions are the same.
-    let defined = crate::bindings::HOST_INTERFACES.iter().try_for_each(|interface| {
-        let mut host = linker.instance(interface)?;
-        host.func_wrap(
-            "log",
-            |mut store: wasmtime::StoreContextMut<'_, PluginState>,
-             (level, message): (LogLevel, WasmStr)| {
-                // Validates the string (no copy for UTF-8) and keeps the line's prefix.
-                let line =
-                    excerpt(&message.to_str(store.as_context())?, MAX_LOG_LINE_BYTES).into_owned();
-                store.data_mut().log.emit(level, line);
-                Ok(())
-            },
-        )
-    });
+    let defined = crate::bindings::HOST_INTERFACES
+        .iter()
+        .try_for_each(|interface| {
+            let mut host = linker.instance(interface)?;
+            host.func_wrap(
+                "log",
+                |mut store: wasmtime::StoreContextMut<'_, PluginState>,
+                 (level, message): (LogLevel, WasmStr)| {
+                    // Validates the string (no copy for UTF-8) and keeps the line's prefix.
+                    let line = excerpt(&message.to_str(store.as_context())?, MAX_LOG_LINE_BYTES)
+                        .into_owned();
+                    store.data_mut().log.emit(level, line);
+                    Ok(())
+                },
+            )
+        });
     linker.allow_shadowing(false);
     defined
 }

@@ -38,6 +38,18 @@ pub(crate) struct Preview<S> {
     slots: Arc<Semaphore>,
 }
 
+/// What the serving version saw of an event (its view of the caches, its projections),
+/// handed to the candidate as is: the candidate is compared on the same input.
+type Seen = (
+    Arc<dyn kubewasm_runtime::ClusterView>,
+    Arc<
+        std::collections::HashMap<
+            kubewasm_core::resource::TypeRef,
+            kubewasm_core::projection::Projection,
+        >,
+    >,
+);
+
 impl<S> Preview<S> {
     pub(crate) fn new(inner: S, previews: Arc<Previews>, metrics: Arc<Metrics>) -> Self {
         Preview {
@@ -53,10 +65,10 @@ impl<S: Handle> Handle for Preview<S> {
     async fn handle(&self, req: Request<'_>) -> Report {
         let plugin = req.version.plugin.name().to_string();
         let dry_run = req.dry_run;
-        let shadow = req
-            .shadow
-            .clone()
-            .map(|v| (v, req.delivery.clone(), req.view.clone()));
+        let shadow = req.shadow.clone().map(|v| {
+            let seen = (req.view.clone(), req.projections.clone());
+            (v, req.delivery.clone(), seen)
+        });
         // The event's object, which each finding names: only when there is one to record.
         let trigger = (dry_run || shadow.is_some()).then(|| req.delivery.object.describe());
         let report = self.inner.handle(req).await;
@@ -67,10 +79,10 @@ impl<S: Handle> Handle for Preview<S> {
             let findings = dry_run_findings(&report, &trigger);
             self.previews.record(&plugin, Source::DryRun, findings);
         }
-        if let Some((version, delivery, view)) = shadow
+        if let Some((version, delivery, seen)) = shadow
             && report.call.is_some()
         {
-            self.shadow(plugin, version, delivery, view, served(&report));
+            self.shadow(plugin, version, delivery, seen, served(&report));
         }
         report
     }
@@ -83,9 +95,10 @@ impl<S: Handle> Preview<S> {
         plugin: String,
         version: Arc<Version>,
         delivery: Delivery,
-        view: Arc<dyn kubewasm_runtime::ClusterView>,
+        seen: Seen,
         served: Served,
     ) {
+        let (view, projections) = seen;
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             self.metrics
                 .shadow_skipped
@@ -104,6 +117,7 @@ impl<S: Handle> Preview<S> {
                 version: &version,
                 delivery: &delivery,
                 view,
+                projections,
                 keep_intents: false,
                 dry_run: true,
                 shadow: None,

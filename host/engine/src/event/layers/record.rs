@@ -28,7 +28,7 @@ impl<S: Handle> Handle for Record<S> {
         let Some(recorder) = &self.recorder else {
             return self.inner.handle(req).await;
         };
-        let event = plugin_event(req.delivery);
+        let event = plugin_event(req.delivery, &req.projections);
         let recording = recorder.begin(&req.version.plugin, &event);
         req.view = recording.reading(req.view);
         req.keep_intents = true;

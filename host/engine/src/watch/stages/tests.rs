@@ -50,7 +50,7 @@ async fn steps(
     keeps: impl Fn(&ObjectKey) -> bool,
 ) -> Vec<Step> {
     let source = stream::iter(events.into_iter().map(|e| (scope(), e)));
-    relists(shard_filter(strip(source, res()), keeps))
+    relists(shard_filter(strip(source, res(), Arc::default()), keeps))
         .map(|(_, step)| step)
         .collect()
         .await

@@ -666,6 +666,39 @@ mod tests {
         assert_eq!(m.validate(), Ok(()));
     }
 
+    /// A bad `fields` entry rejects the manifest naming the watch or read and the path; a
+    /// plugin's projection of a kind is the union of its declarations of it, whole when
+    /// one declares nothing.
+    #[test]
+    fn fields_are_checked_and_united_per_kind() {
+        let err = Watch::parse_fields("dbs", &["spec..x"]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "watch \"dbs\": fields: field \"spec..x\" must be keys joined by '.', each \
+             non-empty and without control characters"
+        );
+        let secrets = ResourceRef::Kind(TypeRef::new("v1", "Secret"));
+        let err = Read::parse_fields(2, &secrets, &["a".repeat(300)]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("read #2 (v1/Secret): fields: field \"aaa"),
+            "{err}"
+        );
+        let mut m = manifest();
+        let dbs = m.watches[0].resource.clone();
+        m.watches[0].fields = Watch::parse_fields("dbs", &["spec.database"]).unwrap();
+        m.reads = vec![Read {
+            resource: dbs.clone(),
+            fields: Read::parse_fields(0, &dbs, &["status.phase"]).unwrap(),
+        }];
+        let p = m.projection(|r| *r == dbs);
+        assert!(p.paths().contains(&"spec.database".to_string()), "{p}");
+        assert!(p.paths().contains(&"status.phase".to_string()), "{p}");
+        assert!(m.projection(|r| *r == secrets).is_whole());
+        m.reads.push(Read::whole(dbs.clone()));
+        assert!(m.projection(|r| *r == dbs).is_whole());
+    }
+
     #[test]
     fn rejects_empty_grants() {
         let mut m = manifest();

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::Client;
+use kubewasm_core::projection::Projection;
 use kubewasm_core::resource::ResourceRef;
 use kubewasm_runtime::{CompiledPlugin, LoadOptions, Loader, PluginEngine};
 use tokio::sync::{Notify, mpsc};
@@ -827,7 +828,7 @@ impl Plugins {
         let changed = next.changed();
         let mut swaps = Swaps::default();
         let env = if changed {
-            let settled = |r: &ResourceRef| self.watches.settled(r);
+            let settled = |r: &ResourceRef, p: &Projection| self.watches.settled(r, p);
             let env = self.current.update(|before| {
                 let mut env = std::mem::take(&mut next.env);
                 staging::stage(&mut env, before, &mut next.replays, &settled);
@@ -863,7 +864,7 @@ impl Plugins {
     async fn promote_staged(&self) {
         // Not amid a reload: its next environment derives from the one before it.
         let _one = self.reloading.lock().await;
-        let settled = |r: &ResourceRef| self.watches.settled(r);
+        let settled = |r: &ResourceRef, p: &Projection| self.watches.settled(r, p);
         let mut promoted = Vec::new();
         let mut swaps = Swaps::default();
         let env = self

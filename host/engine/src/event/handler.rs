@@ -16,7 +16,6 @@ use crate::plugins::environment::Current;
 use crate::replicas::ownership::Ownership;
 use crate::watch::WatchManager;
 use crate::watch::cache::{Caches, PluginView};
-use kubewasm_core::resource::ResourceRef;
 use std::time::Duration;
 
 /// What every plugin's handler shares.
@@ -60,7 +59,7 @@ impl PluginHandler {
         if version.is_settled() {
             return;
         }
-        let needs: Vec<ResourceRef> = version.plugin.manifest.read_resources().cloned().collect();
+        let needs = crate::plugins::staging::needs(&version.plugin.manifest);
         let wait = self.shared.watches.until_settled(&needs);
         if tokio::time::timeout(SETTLE_WAIT, version.while_serving(wait))
             .await

@@ -2,21 +2,36 @@
 //! settled (synced, or found not served): until then the version it replaces keeps
 //! serving, so no event reaches a version whose reads would fail only because its caches
 //! are still filling (the swap's failed events otherwise). A kind that is not served at
-//! all does not hold the swap: that version reports it instead.
+//! all does not hold the swap: that version reports it instead. A cache that holds fewer
+//! fields than the new version declares (its watch restarted for the wider union, still
+//! listing) has not settled for it: the swap waits for the re-list, so no version is served
+//! objects missing fields it declared.
 
+use kubewasm_core::manifest::Manifest;
+use kubewasm_core::projection::Projection;
 use kubewasm_core::resource::ResourceRef;
 
 use crate::plugins::environment::{Active, Environment};
 use crate::plugins::replay::Replay;
 
-/// What a staged version still waits for.
-pub(crate) fn unsettled(a: &Active, settled: &impl Fn(&ResourceRef) -> bool) -> Vec<String> {
-    let mut waiting: Vec<String> = a
-        .plugin()
-        .manifest
+/// Everything a plugin with `manifest` watches and reads, each with its projection of it:
+/// a cache it waits for must hold at least those fields.
+pub(crate) fn needs(manifest: &Manifest) -> Vec<(ResourceRef, Projection)> {
+    manifest
         .read_resources()
-        .filter(|r| !settled(r))
-        .map(ToString::to_string)
+        .map(|r| (r.clone(), manifest.projection(|x| x == r)))
+        .collect()
+}
+
+/// What a staged version still waits for.
+pub(crate) fn unsettled(
+    a: &Active,
+    settled: &impl Fn(&ResourceRef, &Projection) -> bool,
+) -> Vec<String> {
+    let mut waiting: Vec<String> = needs(&a.plugin().manifest)
+        .into_iter()
+        .filter(|(r, p)| !settled(r, p))
+        .map(|(r, _)| r.to_string())
         .collect();
     waiting.sort();
     waiting.dedup();
@@ -31,7 +46,7 @@ pub(crate) fn stage(
     next: &mut Environment,
     before: &Environment,
     replays: &mut Vec<Replay>,
-    settled: &impl Fn(&ResourceRef) -> bool,
+    settled: &impl Fn(&ResourceRef, &Projection) -> bool,
 ) {
     replays.retain(|replay| {
         let Replay::Replaced(name) = replay else {
@@ -61,7 +76,7 @@ pub(crate) fn stage(
 /// names (to replay); None when none is ready.
 pub(crate) fn promote(
     env: &Environment,
-    settled: &impl Fn(&ResourceRef) -> bool,
+    settled: &impl Fn(&ResourceRef, &Projection) -> bool,
 ) -> Option<(Environment, Vec<String>)> {
     let ready: Vec<String> = env
         .staged

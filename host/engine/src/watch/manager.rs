@@ -109,6 +109,18 @@ pub(crate) fn shared_demand(demands: &BTreeSet<Demand>) -> Demand {
     }
 }
 
+/// What the host itself reads of a cached object beyond its identity: its labels (the
+/// label selectors of routes and of `host.list`).
+const HOST_READS: [&str; 1] = ["metadata.labels"];
+
+/// What a cache keeps for plugins declaring `union`: that, and what the host reads.
+pub(crate) fn cache_projection(union: &Projection) -> Projection {
+    match Projection::parse(&HOST_READS) {
+        Ok(host) => union.union(&host),
+        Err(_) => Projection::whole(),
+    }
+}
+
 struct Running {
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
@@ -183,16 +195,18 @@ impl WatchManager {
         })
     }
 
-    /// Whether `r` has settled: served with its cache synced and holding every field its
-    /// plugins declared (a watch restarted for a wider projection settles once its list is
-    /// done), or looked up and not served (nothing to wait for: what reads it is told so).
-    /// A version waiting to be swapped in waits for this of everything it watches and reads.
-    pub(crate) fn settled(&self, r: &ResourceRef) -> bool {
-        match kubewasm_core::sync::read(&self.resolved).get(r) {
+    /// Whether `r` has settled for a plugin whose projection of it is `needs`: served with
+    /// its cache synced and holding at least those fields (a watch restarted for a wider
+    /// projection holds them once its list is done), or looked up and not served (nothing
+    /// to wait for: what reads it is told so). A version waiting to be swapped in waits for
+    /// this of everything it watches and reads.
+    pub(crate) fn settled(&self, r: &ResourceRef, needs: &Projection) -> bool {
+        let resolved = kubewasm_core::sync::read(&self.resolved).get(r).cloned();
+        match resolved {
             Some(k) => self
                 .caches
                 .get(&k.type_ref())
-                .is_some_and(|c| c.is_synced() && c.holds().covers(&self.projection_of(&k.key()))),
+                .is_some_and(|c| c.is_synced() && c.holds().covers(needs)),
             None => kubewasm_core::sync::read(&self.looked_up).contains(r),
         }
     }
@@ -203,10 +217,10 @@ impl WatchManager {
         self.settled.subscribe()
     }
 
-    /// Wait until every resource of `needs` has settled.
-    pub(crate) async fn until_settled(&self, needs: &[ResourceRef]) {
+    /// Wait until every resource of `needs` has settled for its projection.
+    pub(crate) async fn until_settled(&self, needs: &[(ResourceRef, Projection)]) {
         let mut rx = self.settling();
-        while !needs.iter().all(|r| self.settled(r)) {
+        while !needs.iter().all(|(r, p)| self.settled(r, p)) {
             if rx.changed().await.is_err() {
                 return;
             }
@@ -236,12 +250,13 @@ impl WatchManager {
     /// resolving to it (whole objects for a target with none).
     fn projection_of(&self, key: &ResourceKey) -> Projection {
         let projections = kubewasm_core::sync::read(&self.projections);
-        kubewasm_core::sync::read(&self.resolved)
+        let union = kubewasm_core::sync::read(&self.resolved)
             .iter()
             .filter(|(_, res)| res.key() == *key)
             .map(|(r, _)| projections.get(r).cloned().unwrap_or_default())
             .reduce(|a, b| a.union(&b))
-            .unwrap_or_default()
+            .unwrap_or_default();
+        cache_projection(&union)
     }
 
     /// Set what must be watched, each target with its [`Demand`]; the manager converges to

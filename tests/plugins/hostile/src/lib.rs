@@ -81,7 +81,7 @@ use exports::kubewasm::plugin::handler::Guest;
 use kubewasm::plugin::host;
 use kubewasm::plugin::types::{
     CreateIntent, DeleteIntent, Event, EventType, Grant, HandleError, Intent, LogLevel, Manifest,
-    ObjectRef, PatchIntent, PatchStrategy, ResourceRef, TypeRef, Verb, Watch,
+    ObjectRef, PatchIntent, PatchStrategy, Read, ResourceRef, TypeRef, Verb, Watch,
 };
 
 struct Hostile;
@@ -243,6 +243,7 @@ impl Guest for Hostile {
                         namespace: None,
                         label_selector: Some(selector),
                         field_selector: None,
+                        fields: vec![],
                     })
                     .collect(),
                 grants: vec![],
@@ -264,6 +265,7 @@ impl Guest for Hostile {
                     .map(str::to_string),
                 label_selector: Some(format!("kubewasm.dev/hostile={name}")),
                 field_selector: None,
+                fields: vec![],
             }],
             grants: vec![Grant {
                 api_groups: vec!["".into()],
@@ -284,11 +286,12 @@ impl Guest for Hostile {
             reads: strings(&s, "readKinds", &[])
                 .iter()
                 .filter_map(|k| k.rsplit_once('/'))
-                .map(|(api_version, kind)| {
-                    ResourceRef::Kind(TypeRef {
+                .map(|(api_version, kind)| Read {
+                    resource: ResourceRef::Kind(TypeRef {
                         api_version: api_version.into(),
                         kind: kind.into(),
-                    })
+                    }),
+                    fields: vec![],
                 })
                 .collect(),
             name,

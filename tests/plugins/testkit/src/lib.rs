@@ -8,7 +8,13 @@
 //! `namespaceGrant` (a list of namespaces: also grant `create` on core `Namespace` objects,
 //! limited to those namespaces, which can never cover a cluster-scoped kind), `grantAll`
 //! (also ask for every verb on every kind everywhere, with force: an escalation the
-//! operator's approval must refuse), `patchSelf` (also grant `patch` on ConfigMaps).
+//! operator's approval must refuse), `patchSelf` (also grant `patch` on ConfigMaps),
+//! `fields` (the watch's projection, a list of paths), `readFields` (the projection of the
+//! `readAll` read), `record` (whatever the action: record what the plugin received into
+//! `<cm>-seen-<name>`: `object`, `old` (the event's objects as received), `got` (`host.get`
+//! of the trigger), `version` and, with `readAll`, `listed` (`host.list` of the namespace's
+//! ConfigMaps); with `requireData` (a list of keys), an event whose object lacks one of
+//! them in `data` fails, not retried: what a plugin given less than it declared would do).
 //!
 //! The triggering ConfigMap's `data.action` picks what `handle` does:
 //! `copy` (default: create `<cm>-out` owned by the trigger, data copied), `write-shared`
@@ -34,8 +40,53 @@ use exports::kubewasm::plugin::handler::Guest;
 use kubewasm::plugin::host;
 use kubewasm::plugin::types::{
     CreateIntent, Event, Grant, HandleError, Intent, LogLevel, Manifest, ObjectRef, PatchIntent,
-    PatchStrategy, ResourceRef, TypeRef, Verb, Watch,
+    PatchStrategy, Read, ResourceRef, TypeRef, Verb, Watch,
 };
+
+/// A list of strings of the settings (absent: empty).
+fn strings(s: &Value, key: &str) -> Vec<String> {
+    s.get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// `record`: what the plugin received of the event and of its reads, into
+/// `<cm>-seen-<name>`, as the JSON text it got.
+fn record(event: &Event, s: &Value, ns: &str, cm: &str) -> Result<Intent, HandleError> {
+    let obj: Value = serde_json::from_str(&event.object).unwrap_or(Value::Null);
+    if let Some(missing) = strings(s, "requireData")
+        .into_iter()
+        .find(|k| obj["data"].get(k.as_str()).is_none())
+    {
+        return Err(HandleError {
+            message: format!("received {ns}/{cm} without data.{missing}"),
+            retry: false,
+        });
+    }
+    let got = match host::get("v1", "ConfigMap", Some(ns), cm) {
+        Ok(o) => o.unwrap_or_default(),
+        Err(e) => format!("error: {e}"),
+    };
+    let mut data = json!({
+        "object": event.object,
+        "old": event.old_object.clone().unwrap_or_default(),
+        "got": got,
+        "version": version_of(s),
+    });
+    if s.get("readAll").and_then(Value::as_bool).unwrap_or(false) {
+        let listed = host::list("v1", "ConfigMap", Some(ns), None).unwrap_or_default();
+        data["listed"] = json!(format!("[{}]", listed.join(",")));
+    }
+    Ok(create(
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": format!("{cm}-seen-{}", name_of(s)), "namespace": ns},
+               "data": data})
+        .to_string(),
+        false,
+        false,
+    ))
+}
 
 struct Testkit;
 
@@ -103,6 +154,7 @@ impl Guest for Testkit {
                 namespace: None,
                 label_selector: Some(selector),
                 field_selector: None,
+                fields: strings(&s, "fields"),
             }],
             grants: s
                 .get("grantAll")
@@ -159,11 +211,15 @@ impl Guest for Testkit {
             reads: [("readAll", "ConfigMap"), ("readSecrets", "Secret")]
                 .into_iter()
                 .filter(|(key, _)| s.get(*key).and_then(Value::as_bool).unwrap_or(false))
-                .map(|(_, kind)| {
-                    ResourceRef::Kind(TypeRef {
+                .map(|(key, kind)| Read {
+                    resource: ResourceRef::Kind(TypeRef {
                         api_version: "v1".into(),
                         kind: kind.into(),
-                    })
+                    }),
+                    fields: match key {
+                        "readAll" => strings(&s, "readFields"),
+                        _ => Vec::new(),
+                    },
                 })
                 .collect(),
         })
@@ -194,6 +250,9 @@ impl Guest for Testkit {
                 )]);
             }
             return Ok(vec![]);
+        }
+        if s.get("record").and_then(Value::as_bool).unwrap_or(false) {
+            return Ok(vec![record(&event, &s, ns, cm)?]);
         }
         host::log(LogLevel::Info, &format!("action {action} for {ns}/{cm}"));
         let out = |data: Value| {

@@ -258,3 +258,45 @@ async fn a_resource_watched_in_two_namespaces_syncs_once_both_are_listed() {
     let (changes, _) = reflector.apply(&a, Step::Deleted(cached("a", "x", "1")));
     assert_eq!(said(&changes), ["deleted x"]);
 }
+
+/// The cache holds only the union of its plugins' projections (and the identity and the
+/// labels the host reads), never the fields no plugin declared; a plugin then reads its
+/// own projection of what the cache holds.
+#[tokio::test]
+async fn the_cache_holds_only_the_union_of_the_declared_fields() {
+    use crate::watch::manager::cache_projection;
+    use kubewasm_core::projection::Projection;
+    let a = Projection::parse(&["data.a"]).unwrap();
+    let b = Projection::parse(&["spec.containers.image"]).unwrap();
+    let union = Arc::new(cache_projection(&a.union(&b)));
+    let object: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"namespace": "ns", "name": "x", "resourceVersion": "1", "uid": "u",
+            "labels": {"app": "web"}, "annotations": {"big": "drop me"},
+            "managedFields": [{"manager": "kubectl"}]},
+        "data": {"a": "1", "secret": "drop me"},
+        "spec": {"containers": [{"image": "i", "command": ["drop", "me"]}]}
+    }))
+    .unwrap();
+    let source = stream::iter([(scope(), Ok(Event::Apply(object)))]);
+    let steps: Vec<Step> = strip(source, res(), union).map(|(_, s)| s).collect().await;
+    let [Step::Applied(o)] = steps.as_slice() else {
+        panic!("{steps:?}");
+    };
+    let held: serde_json::Value = serde_json::from_str(&o.json_string()).unwrap();
+    assert_eq!(
+        held,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "ns", "name": "x", "resourceVersion": "1", "uid": "u",
+                "labels": {"app": "web"}},
+            "data": {"a": "1"},
+            "spec": {"containers": [{"image": "i"}]}})
+    );
+    let own: serde_json::Value = serde_json::from_str(&o.json_for(&a)).unwrap();
+    assert_eq!(
+        own,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "ns", "name": "x", "resourceVersion": "1", "uid": "u"},
+            "data": {"a": "1"}})
+    );
+}

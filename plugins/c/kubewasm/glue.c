@@ -140,6 +140,7 @@ static void out_manifest(const kw_manifest *m, exports_kubewasm_plugin_handler_m
         o->namespace_ = out_opt(w->ns);
         o->label_selector = out_opt(w->label_selector);
         o->field_selector = out_opt(w->field_selector);
+        o->fields = out_list(w->fields, w->n_fields);
     }
 
     ret->grants.len = m->n_grants;
@@ -172,8 +173,11 @@ static void out_manifest(const kw_manifest *m, exports_kubewasm_plugin_handler_m
 
     ret->reads.len = m->n_reads;
     ret->reads.ptr = out_array(m->n_reads, sizeof *ret->reads.ptr);
-    for (size_t i = 0; i < m->n_reads; i++)
-        ret->reads.ptr[i] = out_resource(m->reads[i].api_version, m->reads[i].kind, m->reads[i].resource);
+    for (size_t i = 0; i < m->n_reads; i++) {
+        const kw_read *r = &m->reads[i];
+        ret->reads.ptr[i].resource = out_resource(r->api_version, r->kind, r->resource);
+        ret->reads.ptr[i].fields = out_list(r->fields, r->n_fields);
+    }
 }
 
 bool exports_kubewasm_plugin_handler_describe(plugin_string_t *maybe_settings,

@@ -266,13 +266,21 @@ static kw_read *add_read(kw_manifest *m) {
     return r;
 }
 
-void kw_read_kind(kw_manifest *m, const char *api_version, const char *kind) {
+kw_read *kw_read_kind(kw_manifest *m, const char *api_version, const char *kind) {
     kw_read *r = add_read(m);
     r->api_version = api_version;
     r->kind = kind;
+    return r;
 }
 
-void kw_read_resource(kw_manifest *m, const char *resource) { add_read(m)->resource = resource; }
+kw_read *kw_read_resource(kw_manifest *m, const char *resource) {
+    kw_read *r = add_read(m);
+    r->resource = resource;
+    return r;
+}
+
+void kw_watch_field(kw_watch *w, const char *path) { push_str(&w->fields, &w->n_fields, path); }
+void kw_read_field(kw_read *r, const char *path) { push_str(&r->fields, &r->n_fields, path); }
 
 bool kw_manifest_validate(const kw_manifest *m) {
     const char *name = m->name ? m->name : "";

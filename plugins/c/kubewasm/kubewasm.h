@@ -65,6 +65,10 @@ typedef struct {
     const char *ns;             /* only this namespace; NULL: all */
     const char *label_selector; /* NULL: none */
     const char *field_selector; /* NULL: none */
+    /* The fields the plugin uses (its projection; kw_watch_field adds one). None: whole
+     * objects. */
+    const char **fields;
+    size_t n_fields;
 } kw_watch;
 
 typedef struct {
@@ -80,6 +84,8 @@ typedef struct {
 
 typedef struct {
     const char *api_version, *kind, *resource; /* as in kw_watch */
+    const char **fields;                       /* as in kw_watch */
+    size_t n_fields;
 } kw_read;
 
 typedef struct {
@@ -105,9 +111,19 @@ kw_grant *kw_grant_on(kw_manifest *m, const char *api_group, const char *kind, u
 void kw_grant_group(kw_grant *g, const char *api_group);    /* also cover this group */
 void kw_grant_kind(kw_grant *g, const char *kind);          /* also cover this kind */
 void kw_grant_namespace(kw_grant *g, const char *ns);       /* restrict to (or add) a namespace */
-/* Extra kinds readable through kw_get/kw_list beyond the watches. */
-void kw_read_kind(kw_manifest *m, const char *api_version, const char *kind);
-void kw_read_resource(kw_manifest *m, const char *resource);
+/* Declares a field the watch uses, e.g. "spec.database", "status.phase", "metadata.labels":
+ * its projection. Events (and kw_get/kw_list of the kind) then carry only the declared
+ * fields and the object's identity (apiVersion, kind, metadata.name, namespace, uid,
+ * resourceVersion); a watch declaring none gets whole objects. A field is a path of keys
+ * joined by '.'; it keeps the whole value it reaches, a path crossing a list applies to every
+ * element ("spec.containers.image"), and "metadata" alone is a metadata-only projection. A
+ * key containing '.' (a label) is kept through its parent ("metadata.labels"). */
+void kw_watch_field(kw_watch *w, const char *path);
+/* Extra kinds readable through kw_get/kw_list beyond the watches; returns the read so you
+ * can declare its fields with kw_read_field (none: whole objects). */
+kw_read *kw_read_kind(kw_manifest *m, const char *api_version, const char *kind);
+kw_read *kw_read_resource(kw_manifest *m, const char *resource);
+void kw_read_field(kw_read *r, const char *path); /* as kw_watch_field */
 /* What the host checks on load (the layer calls it after kw_plugin_describe): the name's
  * shape, at least one watch, unique non-empty watch ids. */
 bool kw_manifest_validate(const kw_manifest *m);

@@ -6,7 +6,9 @@
  * created it, ask for a Prometheus Operator ServiceMonitor (monitoring.coreos.com/v1) named
  * <db>-monitor in the same namespace, selecting the database's Services (app: <db>) and
  * scraping their metrics port. The ServiceMonitor is owned by the MongoDB, so a deleted
- * event needs no intents.
+ * event needs no intents. It uses nothing of a MongoDB but its identity and
+ * metadata.deletionTimestamp, and declares so (FIELD): the host delivers and caches only
+ * those.
  */
 #include <string.h>
 
@@ -15,6 +17,9 @@
 #define NAME "mongodb-monitor"
 #define VERSION "0.1.0"
 #define WATCH_ID "mongodbs"
+/* The field of a MongoDB the plugin uses beyond its identity (apiVersion, kind, name,
+ * namespace, uid), which the host always keeps: its projection. */
+#define FIELD "metadata.deletionTimestamp"
 
 /* Settings (mongodb-monitor.yaml); every field is optional. */
 static struct {
@@ -67,6 +72,7 @@ bool kw_plugin_describe(kw_manifest *m) {
     if (!*settings.port) return kw_fail("port must not be empty");
     kw_manifest_set(m, NAME, VERSION);
     kw_watch *w = kw_watch_kind(m, WATCH_ID, "mongodb.com/v1", "MongoDB");
+    kw_watch_field(w, FIELD);
     kw_grant *g = kw_grant_on(m, "monitoring.coreos.com", "ServiceMonitor", KW_VERB_CREATE);
     if (settings.namespace) {
         w->ns = settings.namespace;

@@ -20,14 +20,14 @@ def load(path):
     linker = wc.Linker(eng)
     linker.add_wasip2()
     with linker.root() as root:
-        with root.add_instance("kubewasm:plugin/host@0.1.0") as host:
+        with root.add_instance("kubewasm:plugin/host@0.2.0") as host:
             host.add_func("log", lambda store, level, msg: LOGS.append((level, msg)))
             host.add_func("get", lambda store, av, k, ns, n: wc.Variant('ok', None))
             host.add_func("list", lambda store, av, k, ns, sel: wc.Variant('ok', []))
     store = wasmtime.Store(eng)
     store.set_wasi(wasmtime.WasiConfig())
     inst = linker.instantiate(store, comp)
-    h = inst.get_export_index(store, "kubewasm:plugin/handler@0.1.0")
+    h = inst.get_export_index(store, "kubewasm:plugin/handler@0.2.0")
     d = inst.get_func(store, inst.get_export_index(store, "describe", h))
     hd = inst.get_func(store, inst.get_export_index(store, "handle", h))
     return store, d, hd

@@ -100,6 +100,7 @@ func witManifest(m Manifest) wit.Manifest {
 			Namespace:     option(w.Namespace),
 			LabelSelector: option(w.LabelSelector),
 			FieldSelector: option(w.FieldSelector),
+			Fields:        append([]string{}, w.Fields...),
 		})
 	}
 	for _, g := range m.Grants {
@@ -124,7 +125,7 @@ func witManifest(m Manifest) wit.Manifest {
 		out.Grants = append(out.Grants, wg)
 	}
 	for _, r := range m.Reads {
-		out.Reads = append(out.Reads, witResourceRef(r))
+		out.Reads = append(out.Reads, wit.Read{Resource: witResourceRef(r.Resource), Fields: append([]string{}, r.Fields...)})
 	}
 	return out
 }

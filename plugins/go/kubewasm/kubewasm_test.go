@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -304,6 +305,9 @@ func TestManifestValidateAndPermits(t *testing.T) {
 	if len(m.Grants[0].Verbs) != 1 {
 		t.Errorf("a verb added twice: %v", m.Grants[0].Verbs)
 	}
+	if len(m.Reads) != 2 || m.Reads[0].Resource != kubewasm.KindRef("v1", "Secret") || m.Reads[1].Fields != nil {
+		t.Errorf("reads: %+v", m.Reads)
+	}
 	svc := func(ns string) map[string]any {
 		return map[string]any{"apiVersion": "v1", "kind": "Service", "metadata": map[string]any{"name": "s", "namespace": ns}}
 	}
@@ -580,5 +584,28 @@ func TestLogs(t *testing.T) {
 	}
 	if len(kwtest.TakeLogs()) != 0 {
 		t.Errorf("TakeLogs does not forget")
+	}
+}
+
+func TestProjectionsOnWatchesAndReads(t *testing.T) {
+	w := kubewasm.WatchKind("pods", "v1", "Pod").WithFields("metadata.labels")
+	a, b := w.WithFields("status.phase"), w.WithFields("spec.nodeName")
+	if !slices.Equal(a.Fields, []string{"metadata.labels", "status.phase"}) || b.Fields[1] != "spec.nodeName" {
+		t.Errorf("watch fields alias or are lost: %v %v", a.Fields, b.Fields)
+	}
+	m := kubewasm.NewManifest("p", "1").Watch(a).
+		Read(kubewasm.ReadKind("v1", "Namespace").WithFields("metadata")).
+		Read(kubewasm.ReadResource("deployments.apps"))
+	text, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`"fields":["metadata.labels","status.phase"]`,
+		`"reads":[{"resource":{"apiVersion":"v1","kind":"Namespace"},"fields":["metadata"]},{"resource":{"resource":"deployments.apps"}}]`,
+	} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("manifest JSON %s lacks %s", text, want)
+		}
 	}
 }

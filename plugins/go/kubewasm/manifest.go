@@ -37,6 +37,11 @@ type Watch struct {
 	LabelSelector string `json:"labelSelector,omitempty"`
 	// FieldSelector, e.g. "metadata.name=main". "": none.
 	FieldSelector string `json:"fieldSelector,omitempty"`
+	// Fields the plugin uses (its projection), e.g. "spec.database", "status.phase",
+	// "metadata.labels": events and reads of the kind then carry only these and the object's
+	// identity (apiVersion, kind, metadata.name, namespace, uid, resourceVersion). Empty:
+	// whole objects. See WithFields.
+	Fields []string `json:"fields,omitempty"`
 }
 
 // WatchKind watches a kind, e.g. WatchKind("dbs", "mongodb.com/v1", "MongoDB").
@@ -58,6 +63,36 @@ func (w Watch) WithLabelSelector(selector string) Watch { w.LabelSelector = sele
 
 // WithFieldSelector restricts the watch to objects matching a field selector.
 func (w Watch) WithFieldSelector(selector string) Watch { w.FieldSelector = selector; return w }
+
+// WithFields declares fields the plugin uses (added to those declared before): its
+// projection, like a cache transform the host applies for it. Each is a path of keys joined
+// by '.'; a path keeps the whole value it reaches, a path crossing a list applies to every
+// element ("spec.containers.image"), and "metadata" alone is a metadata-only projection. A
+// key containing '.' (a label) is kept through its parent ("metadata.labels"). The identity
+// is always kept.
+func (w Watch) WithFields(fields ...string) Watch {
+	w.Fields = append(slices.Clip(w.Fields), fields...)
+	return w
+}
+
+// Read is a kind the plugin reads with host.Get/host.List without watching it (an extra
+// lister), and the fields it uses there (Fields, as Watch.Fields; empty: whole objects).
+type Read struct {
+	Resource ResourceRef `json:"resource"`
+	Fields   []string    `json:"fields,omitempty"`
+}
+
+// ReadKind reads a kind, e.g. ReadKind("v1", "Secret").
+func ReadKind(apiVersion, kind string) Read { return Read{Resource: KindRef(apiVersion, kind)} }
+
+// ReadResource reads a resource argument, e.g. ReadResource("deployments.apps").
+func ReadResource(resource string) Read { return Read{Resource: ResourceArg(resource)} }
+
+// WithFields declares fields the plugin uses, as Watch.WithFields does.
+func (r Read) WithFields(fields ...string) Read {
+	r.Fields = append(slices.Clip(r.Fields), fields...)
+	return r
+}
 
 // Verb is what a grant allows.
 type Verb string
@@ -152,11 +187,11 @@ func (g Grant) Covers(verb Verb, apiGroup, kind, namespace string, force bool) b
 type Manifest struct {
 	// Name: letters, digits and '-', at most 63 characters; the field manager of its writes
 	// is kubewasm-<Name>.
-	Name    string        `json:"name"`
-	Version string        `json:"version"`
-	Watches []Watch       `json:"watches"`
-	Grants  []Grant       `json:"grants"`
-	Reads   []ResourceRef `json:"reads,omitempty"`
+	Name    string  `json:"name"`
+	Version string  `json:"version"`
+	Watches []Watch `json:"watches"`
+	Grants  []Grant `json:"grants"`
+	Reads   []Read  `json:"reads,omitempty"`
 }
 
 // NewManifest is a manifest with no watches, grants or reads yet.
@@ -184,16 +219,22 @@ func (m Manifest) Grant(g Grant) Manifest {
 	return m
 }
 
-// ReadKind declares a kind the plugin reads with host.Get/host.List without watching it.
-func (m Manifest) ReadKind(apiVersion, kind string) Manifest {
-	m.Reads = append(slices.Clip(m.Reads), KindRef(apiVersion, kind))
+// Read adds a read built with ReadKind or ReadResource (and its fields).
+func (m Manifest) Read(r Read) Manifest {
+	m.Reads = append(slices.Clip(m.Reads), r)
 	return m
 }
 
-// ReadResource declares a resource argument the plugin reads without watching it.
+// ReadKind declares a kind the plugin reads with host.Get/host.List without watching it
+// (whole objects).
+func (m Manifest) ReadKind(apiVersion, kind string) Manifest {
+	return m.Read(ReadKind(apiVersion, kind))
+}
+
+// ReadResource declares a resource argument the plugin reads without watching it (whole
+// objects).
 func (m Manifest) ReadResource(resource string) Manifest {
-	m.Reads = append(slices.Clip(m.Reads), ResourceArg(resource))
-	return m
+	return m.Read(ReadResource(resource))
 }
 
 // Validate checks what the host checks on load: the name's shape, at least one watch,

@@ -4,7 +4,9 @@
 // namespace, selecting the database's Services (app: <db>) and scraping their metrics port.
 //
 // The ServiceMonitor is owned by the MongoDB (OwnedByTrigger), so it disappears with it: a
-// Deleted event needs no intents. The same plugin as the Rust plugins/rust/mongodb-monitor;
+// Deleted event needs no intents. It uses nothing of a MongoDB but its identity and
+// metadata.deletionTimestamp, and declares so (Fields): the host delivers and caches only
+// those. The same plugin as the Rust plugins/rust/mongodb-monitor;
 // plugins/go/build.sh builds it into target/plugins/go/mongodb-monitor.wasm.
 package main
 
@@ -21,6 +23,10 @@ const Name = "mongodb-monitor"
 
 // WatchID is the id of the MongoDB watch.
 const WatchID = "mongodbs"
+
+// Fields are the fields of a MongoDB the plugin uses beyond its identity (apiVersion, kind,
+// name, namespace, uid), which the host always keeps: its projection.
+var Fields = []string{"metadata.deletionTimestamp"}
 
 // Settings is mongodb-monitor.yaml; every field is optional.
 type Settings struct {
@@ -105,7 +111,7 @@ func (Monitor) Describe(s Settings) (kubewasm.Manifest, error) {
 		ns = *s.Namespace
 	}
 	return kubewasm.NewManifest(Name, "0.1.0").
-		Watch(kubewasm.WatchKind(WatchID, "mongodb.com/v1", "MongoDB").InNamespace(ns)).
+		Watch(kubewasm.WatchKind(WatchID, "mongodb.com/v1", "MongoDB").InNamespace(ns).WithFields(Fields...)).
 		Grant(kubewasm.GrantOn("monitoring.coreos.com", "ServiceMonitor").Create().InNamespace(ns)), nil
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -48,6 +50,27 @@ func TestDefaultsModifiedAndResyncAgree(t *testing.T) {
 			t.Fatal(err)
 		}
 		kwtest.AssertIntents(t, out, want)
+	}
+}
+
+// TestTheProjectionIsEnough: what the host delivers under Fields (identity and
+// metadata.deletionTimestamp) gives the same intents as the whole object.
+func TestTheProjectionIsEnough(t *testing.T) {
+	projected := map[string]any{"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+		"metadata": map[string]any{"name": "orders", "namespace": "default", "uid": "u-1"}}
+	whole, err1 := kubewasm.CallHandle(Monitor{}, kwtest.Added(WatchID, db()), "")
+	lean, err2 := kubewasm.CallHandle(Monitor{}, kwtest.Added(WatchID, projected), "")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	want, _ := json.Marshal(kwtest.JSON(t, whole))
+	if len(whole) != 1 {
+		t.Fatalf("whole: %s", want)
+	}
+	kwtest.AssertIntents(t, lean, string(want))
+	projected["metadata"].(map[string]any)["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+	if out, err := kubewasm.CallHandle(Monitor{}, kwtest.Resync(WatchID, projected), ""); err != nil || len(out) != 0 {
+		t.Errorf("deleting: %v %v", out, err)
 	}
 }
 
@@ -104,6 +127,9 @@ func TestGrantsCoverExactlyWhatItWrites(t *testing.T) {
 	m, err := kubewasm.CallDescribe(Monitor{}, "")
 	if err != nil || m.Name != Name || m.Watches[0].Resource != kubewasm.KindRef("mongodb.com/v1", "MongoDB") {
 		t.Fatalf("describe: %+v %v", m, err)
+	}
+	if !slices.Equal(m.Watches[0].Fields, []string{"metadata.deletionTimestamp"}) {
+		t.Errorf("fields: %v", m.Watches[0].Fields)
 	}
 	out, _ := kubewasm.CallHandle(Monitor{}, kwtest.Added(WatchID, db()), "")
 	for _, in := range out {

@@ -2,7 +2,7 @@
 /// <reference path="./wit-host.d.ts" />
 /** Reading the host's caches: `get` and `list`. */
 
-import * as host from 'kubewasm:plugin/host@0.1.0';
+import * as host from 'kubewasm:plugin/host@0.2.0';
 import { errorText, retryable } from './errors.js';
 
 /** @typedef {import('./object.js').KubeObject} KubeObject */

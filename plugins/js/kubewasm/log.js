@@ -2,7 +2,7 @@
 /// <reference path="./wit-host.d.ts" />
 /** Logging through the host. */
 
-import * as host from 'kubewasm:plugin/host@0.1.0';
+import * as host from 'kubewasm:plugin/host@0.2.0';
 
 /** @typedef {'trace' | 'debug' | 'info' | 'warn' | 'error'} LogLevel */
 

@@ -20,6 +20,10 @@ import { VERBS } from './wit.js';
  * @property {string} [namespace]
  * @property {string} [labelSelector]
  * @property {string} [fieldSelector]
+ * @property {string[]} [fields]  the fields the plugin uses (its projection); none: whole objects
+ * @typedef {object} Read
+ * @property {ResourceRef} resource
+ * @property {string[]} [fields]  as a watch's
  * @typedef {'create' | 'patch' | 'patch-status' | 'patchStatus' | 'delete'} Verb
  * @typedef {object} Grant
  * @property {string[]} apiGroups   `''` for the core group, `'*'` for any
@@ -32,8 +36,18 @@ import { VERBS } from './wit.js';
  * @property {string} version
  * @property {Watch[]} watches
  * @property {Grant[]} grants
- * @property {ResourceRef[]} reads
- * @typedef {{ namespace?: string, labelSelector?: string, fieldSelector?: string }} WatchOptions
+ * @property {Read[]} reads
+ * @typedef {{ namespace?: string, labelSelector?: string, fieldSelector?: string, fields?: string[] }} WatchOptions
+ * @typedef {{ fields?: string[] }} ReadOptions
+ */
+
+/*
+ * `fields` (a watch's or a read's option) declares the fields the plugin uses, its projection:
+ * events and host.get/list of that kind then carry only those and the object's identity
+ * (apiVersion, kind, metadata.name, namespace, uid, resourceVersion). Each is a path of keys
+ * joined by '.'; a path keeps the whole value it reaches, a path crossing a list applies to
+ * every element ('spec.containers.image'), and 'metadata' alone is a metadata-only
+ * projection. A key containing '.' (a label) is kept through its parent ('metadata.labels').
  */
 
 /**
@@ -48,6 +62,7 @@ function watch(id, resource, options) {
   if (options.namespace != null) w.namespace = options.namespace;
   if (options.labelSelector != null) w.labelSelector = options.labelSelector;
   if (options.fieldSelector != null) w.fieldSelector = options.fieldSelector;
+  if (options.fields != null) w.fields = [...options.fields];
   return w;
 }
 
@@ -72,10 +87,32 @@ export function watchResource(id, resource, options = {}) {
   return watch(id, { resource }, options);
 }
 
-/** A kind read through host.get/list without watching it. @param {string} apiVersion @param {string} kind @returns {ResourceRef} */
-export const readKind = (apiVersion, kind) => ({ kind: { apiVersion, kind } });
-/** A resource read through host.get/list without watching it. @param {string} resource @returns {ResourceRef} */
-export const readResource = (resource) => ({ resource });
+/**
+ * @param {ResourceRef} resource
+ * @param {ReadOptions} options
+ * @returns {Read}
+ */
+function read(resource, options) {
+  /** @type {Read} */
+  const r = { resource };
+  if (options.fields != null) r.fields = [...options.fields];
+  return r;
+}
+
+/**
+ * A kind read through host.get/list without watching it: `readKind('v1', 'Secret')`,
+ * `readKind('v1', 'Namespace', { fields: ['metadata'] })`.
+ * @param {string} apiVersion
+ * @param {string} kind
+ * @param {ReadOptions} [options]
+ */
+export const readKind = (apiVersion, kind, options = {}) => read({ kind: { apiVersion, kind } }, options);
+/**
+ * A resource read through host.get/list without watching it: `readResource('deployments.apps')`.
+ * @param {string} resource
+ * @param {ReadOptions} [options]
+ */
+export const readResource = (resource, options = {}) => read({ resource }, options);
 
 /**
  * Permission to write one kind of one group: `grant('mongodb.com', 'MongoDB', ['create'])`.
@@ -102,7 +139,7 @@ export function grant(apiGroups, kinds, verbs, options = {}) {
  * A manifest: `manifest('my-plugin', '0.1.0', { watches: [...], grants: [...], reads: [...] })`.
  * @param {string} name
  * @param {string} version
- * @param {{ watches?: Watch[], grants?: Grant[], reads?: ResourceRef[] }} [parts]
+ * @param {{ watches?: Watch[], grants?: Grant[], reads?: Read[] }} [parts]
  * @returns {Manifest}
  */
 export function manifest(name, version, parts = {}) {

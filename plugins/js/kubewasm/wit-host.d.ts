@@ -1,7 +1,7 @@
 // Types of the WIT host interface as componentize-js exposes it to JavaScript
-// (`import { log, get, list } from 'kubewasm:plugin/host@0.1.0'`), for editors.
+// (`import { log, get, list } from 'kubewasm:plugin/host@0.2.0'`), for editors.
 // option<T> is `T | undefined`; an `err` result is thrown (the error's `payload` is the string).
-declare module 'kubewasm:plugin/host@0.1.0' {
+declare module 'kubewasm:plugin/host@0.2.0' {
   export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error';
   export function log(level: LogLevel, message: string): void;
   export function get(

@@ -5,6 +5,7 @@
  * @typedef {import('./object.js').ObjectRef} ObjectRef
  * @typedef {import('./intents.js').Intent} Intent
  * @typedef {import('./manifest.js').ResourceRef} ResourceRef
+ * @typedef {import('./manifest.js').Read} Read
  * @typedef {import('./manifest.js').Manifest} Manifest
  */
 
@@ -37,6 +38,7 @@ export function toWitManifest(m) {
       namespace: w.namespace ?? undefined,
       labelSelector: w.labelSelector ?? undefined,
       fieldSelector: w.fieldSelector ?? undefined,
+      fields: [...(w.fields ?? [])],
     })),
     grants: m.grants.map((g) => ({
       apiGroups: [...g.apiGroups],
@@ -49,7 +51,10 @@ export function toWitManifest(m) {
       }),
       allowForce: !!g.allowForce,
     })),
-    reads: (m.reads ?? []).map(witResourceRef),
+    reads: (m.reads ?? []).map((/** @type {Read} */ r) => ({
+      resource: witResourceRef(r.resource),
+      fields: [...(r.fields ?? [])],
+    })),
   };
 }
 

@@ -6,6 +6,8 @@
  * for a Prometheus Operator ServiceMonitor (monitoring.coreos.com/v1) `<db>-monitor` in the
  * same namespace, selecting the database's Services (`app: <db>`) and scraping their
  * `metrics` port. The ServiceMonitor is owned by the MongoDB: `deleted` needs no intents.
+ * It uses nothing of a MongoDB but its identity and `metadata.deletionTimestamp`, and
+ * declares so (`FIELDS`): the host delivers and caches only those.
  */
 import {
   apiVersionOf,
@@ -27,6 +29,11 @@ import {
 export const NAME = 'mongodb-monitor';
 export const VERSION = '0.1.0';
 export const WATCH_ID = 'mongodbs';
+/**
+ * The fields of a MongoDB the plugin uses beyond its identity (apiVersion, kind, name,
+ * namespace, uid), which the host always keeps: its projection.
+ */
+export const FIELDS = ['metadata.deletionTimestamp'];
 
 /** Settings (`mongodb-monitor.yaml`); every field is optional. */
 export const Settings = t.object(
@@ -93,7 +100,7 @@ export function describe(settings) {
   if (problem) throw problem;
   const namespace = settings.namespace;
   return manifest(NAME, VERSION, {
-    watches: [watchKind(WATCH_ID, 'mongodb.com/v1', 'MongoDB', { namespace })],
+    watches: [watchKind(WATCH_ID, 'mongodb.com/v1', 'MongoDB', { namespace, fields: FIELDS })],
     grants: [grant('monitoring.coreos.com', 'ServiceMonitor', ['create'], { namespace })],
   });
 }

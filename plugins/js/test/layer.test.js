@@ -102,23 +102,32 @@ test('manifest builders, validation, WIT form and grant checks', () => {
   const m = kw.manifest('p', '1', {
     watches: [
       kw.watchKind('cms', 'v1', 'ConfigMap', { namespace: 'web', labelSelector: 'a=b' }),
-      kw.watchResource('sds', 'seldondeployments.v1.machinelearning.seldon.io'),
+      kw.watchResource('sds', 'seldondeployments.v1.machinelearning.seldon.io', { fields: ['spec.predictors', 'status.state'] }),
     ],
     grants: [
       kw.grant('', 'Service', ['create'], { namespace: 'web' }),
       kw.grant('mongodb.com', '*', ['patch', 'patchStatus'], { allowForce: true }),
     ],
-    reads: [kw.readKind('v1', 'Secret')],
+    reads: [kw.readKind('v1', 'Secret'), kw.readResource('namespaces', { fields: ['metadata'] })],
   });
   assert.equal(kw.validateManifest(m), undefined);
   const w = kw.toWitManifest(m);
   assert.deepEqual(w.watches[0], {
     id: 'cms', resource: { tag: 'kind', val: { apiVersion: 'v1', kind: 'ConfigMap' } },
-    namespace: 'web', labelSelector: 'a=b', fieldSelector: undefined,
+    namespace: 'web', labelSelector: 'a=b', fieldSelector: undefined, fields: [],
   });
   assert.deepEqual(w.watches[1].resource, { tag: 'resource', val: 'seldondeployments.v1.machinelearning.seldon.io' });
+  assert.deepEqual(w.watches[1].fields, ['spec.predictors', 'status.state']);
   assert.deepEqual(w.grants[1].verbs, ['patch', 'patch-status']);
-  assert.deepEqual(w.reads, [{ tag: 'kind', val: { apiVersion: 'v1', kind: 'Secret' } }]);
+  assert.deepEqual(w.reads, [
+    { resource: { tag: 'kind', val: { apiVersion: 'v1', kind: 'Secret' } }, fields: [] },
+    { resource: { tag: 'resource', val: 'namespaces' }, fields: ['metadata'] },
+  ]);
+  // The options' arrays are copied, never shared with the caller.
+  const fields = ['status.phase'];
+  const pods = kw.watchKind('pods', 'v1', 'Pod', { fields });
+  fields.push('spec');
+  assert.deepEqual(pods.fields, ['status.phase']);
 
   const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 's', namespace: 'web' } };
   assert.equal(kw.permits(m, kw.intent.create(svc)), undefined);

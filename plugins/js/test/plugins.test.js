@@ -178,6 +178,14 @@ test('mongodb-monitor: modified and resync converge; deleted needs nothing', () 
   assert.deepEqual(callHandle(mm.handler, witEvent('modified', going, { oldObject: db() })).ok, []);
 });
 
+test('mongodb-monitor: the projection it declares is enough', () => {
+  // What the host delivers under FIELDS: the identity and metadata.deletionTimestamp.
+  const lean = { apiVersion: 'mongodb.com/v1', kind: 'MongoDB', metadata: { name: 'orders', namespace: 'shop', uid: 'u-9' } };
+  assert.deepEqual(callHandle(mm.handler, witEvent('added', lean)).ok, callHandle(mm.handler, witEvent('added', db())).ok);
+  lean.metadata.deletionTimestamp = '2026-01-01T00:00:00Z';
+  assert.deepEqual(callHandle(mm.handler, witEvent('resync', lean)).ok, []);
+});
+
 test('mongodb-monitor: malformed objects are permanent errors', () => {
   for (const obj of [
     'not json',
@@ -201,6 +209,7 @@ test('mongodb-monitor: settings are validated in describe', () => {
 test('mongodb-monitor: grants cover exactly what it writes', () => {
   const m = assertPermitted(mm, undefined, witEvent('added', db()));
   assert.deepEqual(m.grants.map((g) => g.verbs), [['create']]);
+  assert.deepEqual(m.watches[0].fields, ['metadata.deletionTimestamp']);
   const scoped = mm.describe(mm.Settings.decode({ namespace: 'other' }));
   assert.equal(scoped.watches[0].namespace, 'other');
   assert.ok(kw.permits(scoped, mm.handle(kw.Event.of('added', db()), mm.Settings.makeDefault())[0]));

@@ -21,7 +21,7 @@ from .intents import (
     delete,
     merge_patch,
 )
-from .manifest import Grant, KindRef, Manifest, Watch
+from .manifest import Grant, KindRef, Manifest, Read, Watch
 from .obj import Condition, OwnerReference
 from .plugin import Plugin, SettingsError, describe, export, handle, parse_settings, plugin
 from .schema import I32, I64, U32, U64
@@ -43,6 +43,7 @@ __all__ = [
     "PatchIntent",
     "PermanentError",
     "Plugin",
+    "Read",
     "RetryableError",
     "SettingsError",
     "U32",

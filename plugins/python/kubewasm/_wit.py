@@ -8,7 +8,7 @@ from wit_world.imports import types as w
 
 from .event import Event
 from .intents import CreateIntent, DeleteIntent, Intent, ObjectRef, PatchIntent
-from .manifest import Grant, KindRef, Manifest, Watch
+from .manifest import Grant, KindRef, Manifest, Read, Watch
 
 _EVENT_TYPES = {
     w.EventType.ADDED: "added",
@@ -48,7 +48,12 @@ def _watch(x: Watch) -> w.Watch:
         namespace=x.namespace,
         label_selector=x.label_selector,
         field_selector=x.field_selector,
+        fields=list(x.fields),
     )
+
+
+def _read(r: Read) -> w.Read:
+    return w.Read(resource=_resource(r.resource), fields=list(r.fields))
 
 
 def _grant(g: Grant) -> w.Grant:
@@ -67,7 +72,7 @@ def manifest(m: Manifest) -> w.Manifest:
         version=m.version,
         watches=[_watch(x) for x in m.watches],
         grants=[_grant(g) for g in m.grants],
-        reads=[_resource(r) for r in m.reads],
+        reads=[_read(r) for r in m.reads],
     )
 
 

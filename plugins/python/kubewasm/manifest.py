@@ -7,17 +7,29 @@
 >>> m.validate()
 >>> m.watches[0].namespace
 'shop'
+
+A watch or a read may declare the fields the plugin uses (its projection, keyword
+``fields``): events and reads of that kind then carry only those fields and the object's
+identity (``apiVersion``, ``kind``, ``metadata.name``, ``namespace``, ``uid``,
+``resourceVersion``), and the host caches less. No fields: whole objects.
+
+>>> from kubewasm import Read
+>>> m = (Manifest("pod-counter", "0.1.0")
+...      .watch(Watch.kind("pods", "v1", "Pod", fields=["metadata.labels", "status.phase"]))
+...      .read(Read.kind("v1", "Namespace", fields=["metadata"])))  # metadata only
+>>> m.reads[0].fields
+['metadata']
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import List, Literal, Optional, Union
+from typing import Any, Iterable, List, Literal, Optional, Union
 
 from .intents import Intent
 from .obj import group_of
 
-__all__ = ["Grant", "Manifest", "ResourceRef", "Watch", "VERBS"]
+__all__ = ["Grant", "Manifest", "Read", "ResourceRef", "Watch", "VERBS"]
 
 Verb = Literal["create", "patch", "patch-status", "delete"]
 VERBS = ("create", "patch", "patch-status", "delete")
@@ -38,23 +50,52 @@ ResourceRef = Union[KindRef, str]
 
 @dataclasses.dataclass
 class Watch:
-    """One kind of object the plugin wants events for."""
+    """One kind of object the plugin wants events for.
+
+    ``fields``: the fields the plugin uses (its projection), e.g.
+    ``["spec.database", "status.phase", "metadata.labels"]``; empty: whole objects. Each is
+    a path of keys joined by ``.``; a path keeps the whole value it reaches, a path crossing
+    a list applies to every element (``spec.containers.image``), and ``metadata`` alone is a
+    metadata-only projection. A key containing ``.`` (a label) is kept through its parent
+    (``metadata.labels``). The identity is always kept.
+    """
 
     id: str
     resource: ResourceRef
     namespace: Optional[str] = None
     label_selector: Optional[str] = None
     field_selector: Optional[str] = None
+    fields: List[str] = dataclasses.field(default_factory=list)
 
     @classmethod
-    def kind(cls, id: str, api_version: str, kind: str, **options: Optional[str]) -> "Watch":
-        """Watch a kind: ``Watch.kind("dbs", "mongodb.com/v1", "MongoDB", namespace="x")``."""
+    def kind(cls, id: str, api_version: str, kind: str, **options: Any) -> "Watch":
+        """Watch a kind: ``Watch.kind("dbs", "mongodb.com/v1", "MongoDB", namespace="x",
+        fields=["status.phase"])``."""
         return cls(id, KindRef(api_version, kind), **options)
 
     @classmethod
-    def resource(cls, id: str, resource: str, **options: Optional[str]) -> "Watch":
+    def resource(cls, id: str, resource: str, **options: Any) -> "Watch":
         """Watch a resource argument: ``seldondeployments.v1.machinelearning.seldon.io``."""
         return cls(id, resource, **options)
+
+
+@dataclasses.dataclass
+class Read:
+    """A kind the plugin reads with ``host.get``/``host.list`` without watching it, and the
+    fields it uses there (``fields``, as :class:`Watch`'s; empty: whole objects)."""
+
+    resource: ResourceRef
+    fields: List[str] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def kind(cls, api_version: str, kind: str, fields: Iterable[str] = ()) -> "Read":
+        """Read a kind: ``Read.kind("v1", "Secret", fields=["data"])``."""
+        return cls(KindRef(api_version, kind), list(fields))
+
+    @classmethod
+    def resource(cls, resource: str, fields: Iterable[str] = ()) -> "Read":
+        """Read a resource argument: ``Read.resource("deployments.apps")``."""
+        return cls(resource, list(fields))
 
 
 @dataclasses.dataclass
@@ -137,30 +178,34 @@ class Manifest:
     version: str
     watches: List[Watch] = dataclasses.field(default_factory=list)
     grants: List[Grant] = dataclasses.field(default_factory=list)
-    reads: List[ResourceRef] = dataclasses.field(default_factory=list)
+    reads: List[Read] = dataclasses.field(default_factory=list)
 
     def watch(self, watch: Watch) -> "Manifest":
         self.watches.append(watch)
         return self
 
-    def watch_kind(self, id: str, api_version: str, kind: str, **options: Optional[str]) -> "Manifest":
+    def watch_kind(self, id: str, api_version: str, kind: str, **options: Any) -> "Manifest":
         return self.watch(Watch.kind(id, api_version, kind, **options))
 
-    def watch_resource(self, id: str, resource: str, **options: Optional[str]) -> "Manifest":
+    def watch_resource(self, id: str, resource: str, **options: Any) -> "Manifest":
         return self.watch(Watch.resource(id, resource, **options))
 
     def grant(self, grant: Grant) -> "Manifest":
         self.grants.append(grant)
         return self
 
-    def read_kind(self, api_version: str, kind: str) -> "Manifest":
-        """A kind read with ``host.get``/``host.list`` without watching it."""
-        self.reads.append(KindRef(api_version, kind))
+    def read(self, read: Read) -> "Manifest":
+        """A kind read with ``host.get``/``host.list`` without watching it (a :class:`Read`)."""
+        self.reads.append(read)
         return self
 
-    def read_resource(self, resource: str) -> "Manifest":
-        self.reads.append(resource)
-        return self
+    def read_kind(self, api_version: str, kind: str, fields: Iterable[str] = ()) -> "Manifest":
+        """A kind read with ``host.get``/``host.list`` without watching it."""
+        return self.read(Read.kind(api_version, kind, fields))
+
+    def read_resource(self, resource: str, fields: Iterable[str] = ()) -> "Manifest":
+        """A resource argument read without watching it."""
+        return self.read(Read.resource(resource, fields))
 
     def validate(self) -> None:
         """Checks what the host checks on load; raises ``ValueError``."""

@@ -4,7 +4,9 @@ Watch what you don't own: for every ``MongoDB`` (``mongodb.com/v1``) in any name
 whoever created it, ask for a Prometheus Operator ``ServiceMonitor``
 (``monitoring.coreos.com/v1``) named ``<db>-monitor`` in the same namespace, selecting the
 database's Services (``app: <db>``) and scraping their ``metrics`` port. The ServiceMonitor is
-owned by the MongoDB, so a ``deleted`` event needs no intents.
+owned by the MongoDB, so a ``deleted`` event needs no intents. It uses nothing of a MongoDB
+but its identity and ``metadata.deletionTimestamp``, and declares so (``FIELDS``): the host
+delivers and caches only those.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from kubewasm import Event, Grant, Manifest, PermanentError, Watch, create, log,
 NAME = "mongodb-monitor"
 VERSION = "0.1.0"
 WATCH_ID = "mongodbs"
+#: The fields of a MongoDB the plugin uses beyond its identity (apiVersion, kind, name,
+#: namespace, uid), which the host always keeps: its projection.
+FIELDS = ["metadata.deletionTimestamp"]
 
 
 @dataclass
@@ -57,7 +62,7 @@ def manifest(settings: Settings) -> Manifest:
     ns = settings.namespace
     return (
         Manifest(NAME, VERSION)
-        .watch(Watch.kind(WATCH_ID, "mongodb.com/v1", "MongoDB", namespace=ns))
+        .watch(Watch.kind(WATCH_ID, "mongodb.com/v1", "MongoDB", namespace=ns, fields=FIELDS))
         .grant(Grant.on("monitoring.coreos.com", "ServiceMonitor").create().namespace(ns))
     )
 

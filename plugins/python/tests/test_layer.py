@@ -9,7 +9,7 @@ import _util  # noqa: F401  (puts the layer on sys.path)
 
 import kubewasm
 from kubewasm import (
-    I32, U32, Condition, Event, Grant, Manifest, ObjectRef, OwnerReference, PermanentError,
+    I32, U32, Condition, Event, Grant, KindRef, Manifest, ObjectRef, OwnerReference, PermanentError, Read,
     RetryableError, Watch, apply_patch, create, delete, merge_patch, obj, testing,
 )
 from kubewasm.schema import DecodeError, decode, decode_json
@@ -177,6 +177,24 @@ class ManifestTest(unittest.TestCase):
         m.permits(apply_patch(db, {}, status=True, force=True))
         with self.assertRaisesRegex(PermissionError, "delete"):
             m.permits(delete(db))
+
+
+class ProjectionTest(unittest.TestCase):
+    def test_fields_on_watches_and_reads(self):
+        m = (Manifest("p", "1")
+             .watch(Watch.kind("pods", "v1", "Pod", fields=["metadata.labels", "status.phase"]))
+             .watch_resource("deps", "deployments.apps")
+             .read(Read.kind("v1", "Namespace", fields=("metadata",)))
+             .read_kind("v1", "Secret")
+             .read_resource("configmaps", fields=["data"]))
+        m.validate()
+        self.assertEqual([w.fields for w in m.watches], [["metadata.labels", "status.phase"], []])
+        self.assertEqual(m.reads, [Read(KindRef("v1", "Namespace"), ["metadata"]),
+                                   Read(KindRef("v1", "Secret"), []),
+                                   Read("configmaps", ["data"])])
+        # Defaults are per instance, never shared.
+        m.watches[1].fields.append("spec")
+        self.assertEqual(Watch.kind("x", "v1", "C").fields, [])
 
 
 class Echo(kubewasm.Plugin):

@@ -139,6 +139,15 @@ class MongoDbMonitorTest(unittest.TestCase):
         self.assertEqual(a, b)
         self.assertEqual(a[0].object["spec"]["endpoints"][0]["interval"], "30s")
 
+    def test_the_projection_is_enough(self):
+        # What the host delivers under FIELDS: the identity and metadata.deletionTimestamp.
+        lean = {"apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+                "metadata": {"name": "orders", "namespace": "shop", "uid": "u-9"}}
+        self.assertEqual(kubewasm.handle(self.P, Event.added("mongodbs", lean)),
+                         kubewasm.handle(self.P, Event.added("mongodbs", db())))
+        lean["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self.assertEqual(kubewasm.handle(self.P, Event.resync("mongodbs", lean)), [])
+
     def test_deleted_or_deleting_needs_nothing(self):
         self.assertEqual(kubewasm.handle(self.P, Event.deleted("mongodbs", db())), [])
         going = db()
@@ -170,6 +179,7 @@ class MongoDbMonitorTest(unittest.TestCase):
     def test_grants(self):
         m = kubewasm.describe(self.P)
         self.assertEqual([g.verbs for g in m.grants], [["create"]])
+        self.assertEqual(m.watches[0].fields, ["metadata.deletionTimestamp"])
         out = kubewasm.handle(self.P, Event.added("mongodbs", db()))
         m.permits(out[0])
         scoped = kubewasm.describe(self.P, '{"namespace": "other"}')

@@ -61,8 +61,8 @@ func AllowOnly(m kubewasm.Manifest) {
 		}
 	}
 	for _, r := range m.Reads {
-		if r.IsKind() {
-			keys = append(keys, r.APIVersion+"/"+r.Kind)
+		if r.Resource.IsKind() {
+			keys = append(keys, r.Resource.APIVersion+"/"+r.Resource.Kind)
 		}
 	}
 	fake.SetAllowed(keys)

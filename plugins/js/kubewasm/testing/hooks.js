@@ -4,7 +4,7 @@
  * resolve to the fake host, every other specifier as node resolves it.
  */
 const FAKE_HOST = new URL('./fake-host.js', import.meta.url).href;
-const HOST_INTERFACE = 'kubewasm:plugin/host@0.1.0';
+const HOST_INTERFACE = 'kubewasm:plugin/host@0.2.0';
 
 /**
  * @param {string} specifier

@@ -1,7 +1,7 @@
 // @ts-check
 /**
  * Lets plugin code run under node (unit tests): the layer imports the WIT host interface
- * `kubewasm:plugin/host@0.1.0`, which only exists inside the component, so this registers a
+ * `kubewasm:plugin/host@0.2.0`, which only exists inside the component, so this registers a
  * module hook (hooks.js) resolving it to the fake host in fake-host.js.
  *
  *   node --import kubewasm/testing/register --test          (a project's `npm test`)

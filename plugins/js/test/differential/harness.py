@@ -33,14 +33,14 @@ class Plugin:
         linker = C.Linker(engine)
         linker.add_wasip2()
         with linker.root() as root:
-            with root.add_instance("kubewasm:plugin/host@0.1.0") as host:
+            with root.add_instance("kubewasm:plugin/host@0.2.0") as host:
                 host.add_func("log", lambda store, level, msg: self.logs.append((level, msg)))
                 host.add_func("get", self._get)
                 host.add_func("list", self._list)
         self.store = wasmtime.Store(engine)
         self.store.set_wasi(wasmtime.WasiConfig())
         self.instance = linker.instantiate(self.store, self.component)
-        idx = self.instance.get_export_index(self.store, "kubewasm:plugin/handler@0.1.0")
+        idx = self.instance.get_export_index(self.store, "kubewasm:plugin/handler@0.2.0")
         self.f_describe = self.instance.get_func(self.store, self.instance.get_export_index(self.store, "describe", idx))
         self.f_handle = self.instance.get_func(self.store, self.instance.get_export_index(self.store, "handle", idx))
 

@@ -33,7 +33,7 @@ fn inspect_prints_the_world_and_the_manifest() {
     let exports = doc["world"]["exports"].as_array().unwrap();
     let handler = exports
         .iter()
-        .find(|e| e["name"] == "kubewasm:plugin/handler@0.1.0")
+        .find(|e| e["name"] == "kubewasm:plugin/handler@0.2.0")
         .unwrap_or_else(|| panic!("no handler export: {out}"));
     assert!(
         handler["means"].as_str().unwrap().contains("describe"),
@@ -348,7 +348,7 @@ fn the_test_runner_passes_good_cases_and_fails_with_a_diff() {
         cases.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.trim_end().ends_with("4 passed, 0 failed"), "{out}");
+    assert!(out.trim_end().ends_with("5 passed, 0 failed"), "{out}");
 
     // The same case with a wrong expectation must fail, showing where.
     let dir = tempfile::tempdir().unwrap();

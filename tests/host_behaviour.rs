@@ -200,7 +200,7 @@ async fn bad_plugins_and_bad_intents_are_reported_and_everything_else_keeps_flow
         ("garbage.wasm", "not a WebAssembly component"),
         (
             "other-world.wasm",
-            "does not implement the kubewasm:plugin@0.1.0 world",
+            "does not implement the kubewasm:plugin@0.2.0 world (nor 0.1.0)",
         ),
         ("truncated.wasm", "is out of bounds"),
     ] {

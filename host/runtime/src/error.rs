@@ -41,7 +41,9 @@ pub enum Error {
         limit: std::time::Duration,
     },
     /// The component does not implement the `kubewasm:plugin/plugin` world.
-    #[error("plugin {path}: does not implement the kubewasm:plugin@0.2.0 world (nor 0.1.0): {reason}")]
+    #[error(
+        "plugin {path}: does not implement the kubewasm:plugin@0.2.0 world (nor 0.1.0): {reason}"
+    )]
     World {
         /// The file.
         path: PathBuf,

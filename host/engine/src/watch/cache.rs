@@ -504,8 +504,7 @@ impl ClusterView for PluginView {
         };
         // One more than the limit, to tell "exactly the limit" from "more".
         let mut objects = cache.matching(limit.items.saturating_add(1), |o| {
-            (namespace.is_none() || o.namespace() == namespace)
-                && selector.matches(o.labels())
+            (namespace.is_none() || o.namespace() == namespace) && selector.matches(o.labels())
         });
         objects.sort_by_key(|o| o.key());
         let mut answer = ListAnswer::new(what, limit);
@@ -569,7 +568,10 @@ mod tests {
         assert_eq!(o.json_string(), *o.json());
         assert_eq!(serde_json::to_value(o.object().unwrap()).unwrap(), whole);
         assert_eq!(o.key().to_string(), "a/one");
-        assert_eq!((o.name(), o.namespace(), o.uid()), ("one", Some("a"), Some("u-1")));
+        assert_eq!(
+            (o.name(), o.namespace(), o.uid()),
+            ("one", Some("a"), Some("u-1"))
+        );
         assert_eq!((o.generation(), o.resource_version()), (Some(3), Some("7")));
         assert_eq!(o.type_ref(), TypeRef::new("mongodb.com/v1", "MongoDB"));
         assert_eq!(o.labels().get("app").map(String::as_str), Some("x"));
@@ -577,7 +579,10 @@ mod tests {
         assert_eq!(o.kept_annotation("other"), None);
         assert_eq!(o.describe(), "MongoDB a/one");
         let t = o.trigger();
-        assert_eq!((t.kind.as_str(), t.uid.as_deref()), ("MongoDB", Some("u-1")));
+        assert_eq!(
+            (t.kind.as_str(), t.uid.as_deref()),
+            ("MongoDB", Some("u-1"))
+        );
     }
 
     const LIMIT: ListLimit = ListLimit {

@@ -208,7 +208,7 @@ impl CaseCluster {
         }
         let what = object.describe();
         if selected.is_empty() && !of_its_kind && case.event.watch.is_none() {
-            let t = type_of(&object);
+            let t = object.type_ref();
             return Err(format!(
                 "the event's object ({t}) is of no kind {} watches: fix its apiVersion/kind \
                  or give `event.watch:` (its watches: {})",
@@ -255,7 +255,7 @@ impl CaseCluster {
             .resolve(&w.resource)
             .await
             .map_err(|e| NotSelected::Kind(format!("not served by the case's cluster ({e})")))?;
-        let t = type_of(object);
+        let t = object.type_ref();
         if kind.type_ref() != t {
             return Err(NotSelected::Kind(format!(
                 "the object is a {t}, not a {}",
@@ -314,15 +314,6 @@ impl CaseCluster {
 enum NotSelected {
     Kind(String),
     Selector(String),
-}
-
-/// An object's apiVersion and kind.
-fn type_of(o: &CachedObject) -> TypeRef {
-    let types = o.object.types.as_ref();
-    TypeRef::new(
-        types.map_or("", |t| t.api_version.as_str()),
-        types.map_or("", |t| t.kind.as_str()),
-    )
 }
 
 /// Whether two of a case's objects name the same object (kind, namespace and name).

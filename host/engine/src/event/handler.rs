@@ -157,6 +157,8 @@ impl Handler for PluginHandler {
         tracing::error!(plugin = %name, object = %object, event = d.event_type.as_str(), retry = e.is_retryable(), retried = %retry, error = %e, "event failed");
         if let Some(warnings) = &self.shared.warnings
             && d.event_type != EventType::Deleted
+            // The cache keeps the object's text; an Event names it whole.
+            && let Ok(object) = d.object.object()
         {
             let reason = match e {
                 Error::InvalidIntent { .. } | Error::Refused { .. } => "IntentRefused",
@@ -170,7 +172,7 @@ impl Handler for PluginHandler {
                 .ownership
                 .guard(
                     &d.object.key(),
-                    warnings.warning(&d.object.object, reason, &failure_message(name, e)),
+                    warnings.warning(&object, reason, &failure_message(name, e)),
                 )
                 .await;
         }

@@ -45,8 +45,8 @@ impl Route {
         let labels = o.labels();
         self.watch.selects(
             |k| labels.get(k).map(String::as_str),
-            o.object.metadata.name.as_deref().unwrap_or_default(),
-            o.object.metadata.namespace.as_deref(),
+            o.name(),
+            o.namespace(),
         )
     }
 
@@ -55,8 +55,8 @@ impl Route {
         let labels = o.labels();
         self.watch.rejects(
             |k| labels.get(k).map(String::as_str),
-            o.object.metadata.name.as_deref().unwrap_or_default(),
-            o.object.metadata.namespace.as_deref(),
+            o.name(),
+            o.namespace(),
         )
     }
 

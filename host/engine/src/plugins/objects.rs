@@ -312,15 +312,15 @@ impl ObjectSource {
     ) -> Vec<Candidate> {
         let mut out = Vec::with_capacity(objects.len());
         for o in objects {
-            let raw = match serde_json::to_value(&o.object) {
+            let raw = match serde_json::from_str::<serde_json::Value>(&o.json()) {
                 Ok(v) => v,
                 Err(e) => {
                     tracing::error!(object = %o.describe(), error = %e, "unreadable Plugin object");
                     continue;
                 }
             };
-            let name = o.object.metadata.name.clone().unwrap_or_default();
-            let generation = o.object.metadata.generation.unwrap_or_default();
+            let name = o.name().to_string();
+            let generation = o.generation().unwrap_or_default();
             // The spec alone decides what loads: a status (anyone with status access may
             // write one) never unloads a plugin.
             let mut spec_only = raw.clone();

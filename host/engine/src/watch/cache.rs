@@ -15,31 +15,87 @@ pub(crate) use kubewasm_core::resource::{ObjectKey, ResourceKey};
 use kubewasm_core::selector::LabelSelector;
 use kubewasm_runtime::{ClusterView, ListAnswer, ListLimit, ReadError, ReadScope};
 
-/// An object as cached: one parsed copy (managedFields already stripped by the watcher),
-/// shared by every plugin and event that refers to it. Its JSON text is made only when a
-/// plugin is handed the object or reads it, so objects no route selects cost no
-/// serialisation and the cache holds no second copy.
+/// An object as cached, shared by every plugin and event that refers to it: its JSON text
+/// (managedFields already stripped by the watcher), which is what plugins are handed and
+/// read, and the few fields the host itself routes on, parsed once. Text rather than a
+/// parsed `DynamicObject`: a `serde_json::Value` tree costs several times its text (a
+/// node, a map entry and an allocation per field), and the text is made once per change
+/// instead of once per delivery or read.
 #[derive(Debug)]
 pub(crate) struct CachedObject {
-    /// The object.
-    pub object: DynamicObject,
+    json: Arc<str>,
+    meta: Meta,
 }
 
+/// The fields of an object the host reads itself (routing, keys, logs, traces).
+#[derive(Debug)]
+struct Meta {
+    api_version: Box<str>,
+    kind: Box<str>,
+    name: Box<str>,
+    namespace: Option<Box<str>>,
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+    generation: Option<i64>,
+    labels: BTreeMap<String, String>,
+    /// The annotations of [`KEPT_ANNOTATIONS`] the object has (usually none).
+    annotations: Vec<(&'static str, Box<str>)>,
+}
+
+/// The annotation KEP-5915 proposes for an object's trace context (read by the event
+/// pipeline's tracing).
+pub(crate) const TRACEPARENT: &str = "tracing.k8s.io/traceparent";
+
+/// Annotations the host reads on every event, kept parsed.
+const KEPT_ANNOTATIONS: [&str; 1] = [TRACEPARENT];
+
 impl CachedObject {
-    /// Wrap an object.
+    /// Keep an object. A `DynamicObject` always serialises (string keys, finite numbers
+    /// from JSON), so the empty-object fallback is never taken in practice.
     pub(crate) fn new(object: DynamicObject) -> Arc<Self> {
-        Arc::new(CachedObject { object })
+        let json = serde_json::to_string(&object).unwrap_or_else(|_| "{}".to_string());
+        let m = object.metadata;
+        let boxed = |s: Option<String>| s.map(String::into_boxed_str);
+        let annotations = m.annotations.map_or_else(Vec::new, |mut a| {
+            KEPT_ANNOTATIONS
+                .iter()
+                .filter_map(|&k| Some((k, a.remove(k)?.into_boxed_str())))
+                .collect()
+        });
+        let (api_version, kind) = object
+            .types
+            .map(|t| (t.api_version, t.kind))
+            .unwrap_or_default();
+        Arc::new(CachedObject {
+            json: json.into(),
+            meta: Meta {
+                api_version: api_version.into_boxed_str(),
+                kind: kind.into_boxed_str(),
+                name: m.name.unwrap_or_default().into_boxed_str(),
+                namespace: boxed(m.namespace),
+                uid: boxed(m.uid),
+                resource_version: boxed(m.resource_version),
+                generation: m.generation,
+                labels: m.labels.unwrap_or_default(),
+                annotations,
+            },
+        })
     }
 
-    /// The object as JSON, as a plugin receives it. A `DynamicObject` always serialises
-    /// (string keys, finite numbers from JSON), so the fallback is never taken in practice.
+    /// The object as JSON, as a plugin receives it.
     pub(crate) fn json(&self) -> Arc<str> {
-        self.json_string().into()
+        self.json.clone()
     }
 
     /// [`CachedObject::json`] as an owned string.
     pub(crate) fn json_string(&self) -> String {
-        serde_json::to_string(&self.object).unwrap_or_else(|_| "{}".to_string())
+        self.json.to_string()
+    }
+
+    /// The object parsed again, for the rare paths that need all of it as a
+    /// `DynamicObject` (recording a warning Event about it).
+    pub(crate) fn object(&self) -> Result<DynamicObject, serde_json::Error> {
+        serde_json::from_str(&self.json)
     }
 
     /// [`CachedObject::json_string`] projected to `projection` (what one plugin receives
@@ -55,46 +111,73 @@ impl CachedObject {
     /// Its key.
     pub(crate) fn key(&self) -> ObjectKey {
         ObjectKey {
-            namespace: self.object.metadata.namespace.clone(),
-            name: self.object.metadata.name.clone().unwrap_or_default(),
+            namespace: self.namespace().map(str::to_string),
+            name: self.name().to_string(),
         }
+    }
+
+    /// Its name.
+    pub(crate) fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    /// Its namespace (None: cluster-scoped).
+    pub(crate) fn namespace(&self) -> Option<&str> {
+        self.meta.namespace.as_deref()
+    }
+
+    /// Its uid.
+    pub(crate) fn uid(&self) -> Option<&str> {
+        self.meta.uid.as_deref()
+    }
+
+    /// Its metadata.generation.
+    pub(crate) fn generation(&self) -> Option<i64> {
+        self.meta.generation
+    }
+
+    /// Its apiVersion and kind.
+    pub(crate) fn type_ref(&self) -> TypeRef {
+        TypeRef::new(&*self.meta.api_version, &*self.meta.kind)
     }
 
     /// Its resourceVersion.
     pub(crate) fn resource_version(&self) -> Option<&str> {
-        self.object.metadata.resource_version.as_deref()
+        self.meta.resource_version.as_deref()
     }
 
     /// Its labels.
     pub(crate) fn labels(&self) -> &BTreeMap<String, String> {
-        static EMPTY: BTreeMap<String, String> = BTreeMap::new();
-        self.object.metadata.labels.as_ref().unwrap_or(&EMPTY)
+        &self.meta.labels
+    }
+
+    /// One of the annotations the host reads on every event ([`KEPT_ANNOTATIONS`]); None
+    /// for any other.
+    pub(crate) fn kept_annotation(&self, key: &str) -> Option<&str> {
+        self.meta
+            .annotations
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| &**v)
     }
 
     /// The object as the intent pipeline sees a trigger.
     pub(crate) fn trigger(&self) -> Trigger {
-        let o = &self.object;
         Trigger {
-            api_version: o
-                .types
-                .as_ref()
-                .map(|t| t.api_version.clone())
-                .unwrap_or_default(),
-            kind: o.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default(),
-            name: o.metadata.name.clone().unwrap_or_default(),
-            namespace: o.metadata.namespace.clone(),
-            uid: o.metadata.uid.clone(),
+            api_version: self.meta.api_version.to_string(),
+            kind: self.meta.kind.to_string(),
+            name: self.name().to_string(),
+            namespace: self.namespace().map(str::to_string),
+            uid: self.uid().map(str::to_string),
         }
     }
 
     /// `Kind namespace/name` for logs.
     pub(crate) fn describe(&self) -> String {
-        let kind = self
-            .object
-            .types
-            .as_ref()
-            .map(|t| t.kind.as_str())
-            .unwrap_or("object");
+        let kind = match &*self.meta.kind {
+            "" => "object",
+            kind => kind,
+        };
         format!("{kind} {}", self.key())
     }
 }
@@ -468,8 +551,7 @@ impl ClusterView for PluginView {
         };
         // One more than the limit, to tell "exactly the limit" from "more".
         let mut objects = cache.matching(limit.items.saturating_add(1), |o| {
-            (namespace.is_none() || o.object.metadata.namespace.as_deref() == namespace)
-                && selector.matches(o.labels())
+            (namespace.is_none() || o.namespace() == namespace) && selector.matches(o.labels())
         });
         objects.sort_by_key(|o| o.key());
         let mut answer = ListAnswer::new(what, limit);
@@ -500,7 +582,7 @@ impl Owners for Caches {
             },
             name: name.to_string(),
         };
-        cache.get(&key)?.object.metadata.uid.clone()
+        cache.get(&key)?.uid().map(str::to_string)
     }
 }
 
@@ -516,6 +598,38 @@ mod tests {
         }))
         .unwrap();
         CachedObject::new(o)
+    }
+
+    #[test]
+    fn a_cached_object_keeps_its_text_and_the_fields_the_host_reads() {
+        let whole = json!({
+            "apiVersion": "mongodb.com/v1", "kind": "MongoDB",
+            "metadata": {"namespace": "a", "name": "one", "uid": "u-1", "generation": 3,
+                "resourceVersion": "7", "labels": {"app": "x"},
+                "annotations": {TRACEPARENT: "00-t", "other": "kept in the text only"}},
+            "spec": {"members": 3, "nested": {"list": [1, "two", null]}}
+        });
+        let o = CachedObject::new(serde_json::from_value(whole.clone()).unwrap());
+        let text: serde_json::Value = serde_json::from_str(&o.json()).unwrap();
+        assert_eq!(text, whole);
+        assert_eq!(o.json_string(), *o.json());
+        assert_eq!(serde_json::to_value(o.object().unwrap()).unwrap(), whole);
+        assert_eq!(o.key().to_string(), "a/one");
+        assert_eq!(
+            (o.name(), o.namespace(), o.uid()),
+            ("one", Some("a"), Some("u-1"))
+        );
+        assert_eq!((o.generation(), o.resource_version()), (Some(3), Some("7")));
+        assert_eq!(o.type_ref(), TypeRef::new("mongodb.com/v1", "MongoDB"));
+        assert_eq!(o.labels().get("app").map(String::as_str), Some("x"));
+        assert_eq!(o.kept_annotation(TRACEPARENT), Some("00-t"));
+        assert_eq!(o.kept_annotation("other"), None);
+        assert_eq!(o.describe(), "MongoDB a/one");
+        let t = o.trigger();
+        assert_eq!(
+            (t.kind.as_str(), t.uid.as_deref()),
+            ("MongoDB", Some("u-1"))
+        );
     }
 
     const LIMIT: ListLimit = ListLimit {

@@ -23,7 +23,6 @@
 use std::borrow::Cow;
 use std::time::SystemTime;
 
-use kube::api::ObjectMeta;
 use opentelemetry::global::{BoxedSpan, BoxedTracer};
 use opentelemetry::trace::{
     FutureExt as _, Link, Span as _, SpanBuilder, SpanContext, SpanId, Status,
@@ -34,6 +33,7 @@ use opentelemetry::{Context, KeyValue};
 use super::Handle;
 use crate::Error;
 use crate::event::pipeline::{Report, Request, Step};
+use crate::watch::cache::{CachedObject, TRACEPARENT};
 
 /// Traces each event.
 pub(crate) struct Trace<S> {
@@ -60,7 +60,7 @@ impl<S: Handle> Handle for Trace<S> {
             .queued
             .and_then(|q| now.checked_sub(q.elapsed()));
         let start = queued.unwrap_or(now);
-        let links = linked(&req.delivery.object.object.metadata)
+        let links = linked(&req.delivery.object)
             .map(Link::with_context)
             .into_iter()
             .collect();
@@ -190,13 +190,10 @@ fn write_span(report: &Report, i: usize) -> (Cow<'static, str>, Vec<KeyValue>, O
     (format!("{verb} {}", target.kind).into(), attributes, failed)
 }
 
-/// The annotation KEP-5915 proposes for an object's trace context.
-const TRACEPARENT: &str = "tracing.k8s.io/traceparent";
-
 /// The context an object's `tracing.k8s.io/traceparent` names, when it is a valid W3C
 /// `traceparent` of version 00 (anything else, from whoever wrote the object, is ignored).
-fn linked(meta: &ObjectMeta) -> Option<SpanContext> {
-    let value = meta.annotations.as_ref()?.get(TRACEPARENT)?;
+fn linked(object: &CachedObject) -> Option<SpanContext> {
+    let value = object.kept_annotation(TRACEPARENT)?;
     let mut parts = value.split('-');
     let (Some("00"), Some(trace), Some(span), Some(flags), None) = (
         parts.next(),
@@ -234,12 +231,23 @@ fn failure(result: &Result<(), Error>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
-    fn meta(traceparent: &str) -> ObjectMeta {
-        ObjectMeta {
-            annotations: Some([(TRACEPARENT.to_string(), traceparent.to_string())].into()),
-            ..ObjectMeta::default()
-        }
+    /// A ConfigMap annotated with `traceparent` (None: not annotated), as cached.
+    fn annotated(traceparent: Option<&str>) -> Arc<CachedObject> {
+        let annotations: serde_json::Map<_, _> = traceparent
+            .map(|t| (TRACEPARENT.to_string(), t.into()))
+            .into_iter()
+            .collect();
+        CachedObject::new(
+            serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "c", "namespace": "a", "annotations": annotations}}))
+            .expect("a ConfigMap"),
+        )
+    }
+
+    fn meta(traceparent: &str) -> Arc<CachedObject> {
+        annotated(Some(traceparent))
     }
 
     #[test]
@@ -266,6 +274,6 @@ mod tests {
         ] {
             assert!(linked(&meta(bad)).is_none(), "{bad}");
         }
-        assert!(linked(&ObjectMeta::default()).is_none());
+        assert!(linked(&annotated(None)).is_none());
     }
 }

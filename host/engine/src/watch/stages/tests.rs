@@ -83,8 +83,9 @@ async fn strip_keeps_no_managed_fields_and_fills_in_the_kind() {
     let [Step::Applied(o)] = steps.as_slice() else {
         panic!("{steps:?}")
     };
-    assert!(o.object.metadata.managed_fields.is_none());
-    let types = o.object.types.as_ref().expect("types");
+    let object = o.object().expect("the cached object parses");
+    assert!(object.metadata.managed_fields.is_none());
+    let types = object.types.as_ref().expect("types");
     assert_eq!(
         (types.api_version.as_str(), types.kind.as_str()),
         ("v1", "ConfigMap")

@@ -139,7 +139,7 @@ pub(crate) fn plugin_event(
     let trigger = d.object.trigger();
     let projection = projections.get(&TypeRef::new(trigger.api_version, trigger.kind));
     let json = |o: &CachedObject| match projection {
-        Some(p) if !p.is_whole() => o.json_for(p).into(),
+        Some(p) if !p.is_whole() => o.json_for(p),
         _ => o.json(),
     };
     PluginEvent {

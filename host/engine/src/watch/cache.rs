@@ -100,11 +100,11 @@ impl CachedObject {
 
     /// [`CachedObject::json_string`] projected to `projection` (what one plugin receives
     /// of the object: its own projection, within the cache's union).
-    pub(crate) fn json_for(&self, projection: &Projection) -> String {
-        let json = self.json_string();
-        match projection.apply_text(&json) {
-            std::borrow::Cow::Borrowed(_) => json,
-            std::borrow::Cow::Owned(projected) => projected,
+    /// Shares the cached text when the projection drops nothing from it.
+    pub(crate) fn json_for(&self, projection: &Projection) -> Arc<str> {
+        match projection.apply_text(&self.json) {
+            std::borrow::Cow::Borrowed(_) => self.json(),
+            std::borrow::Cow::Owned(projected) => projected.into(),
         }
     }
 
@@ -443,7 +443,7 @@ impl PluginView {
     /// the cached object itself when that projection keeps all the cache holds.
     fn json(&self, cache: &ResourceCache, o: &CachedObject) -> String {
         match self.projections.get(&cache.kind) {
-            Some(p) if !p.covers(&cache.holds()) => o.json_for(p),
+            Some(p) if !p.covers(&cache.holds()) => o.json_for(p).to_string(),
             _ => o.json_string(),
         }
     }

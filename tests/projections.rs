@@ -12,9 +12,6 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use support::*;
@@ -170,19 +167,6 @@ async fn each_plugin_receives_exactly_its_own_projection() {
         "{trigger}"
     );
     host.assert_no_failed_events();
-}
-
-/// `kubewasm test ARGS...`: (exit code, stdout and stderr).
-fn kubewasm_test(args: &[&str], paths: &[&Path]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(["--log", "warn", "test"])
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("run kubewasm test");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
 }
 
 /// (a) in `kubewasm test`: the case's object reaches the plugin projected as `run`

@@ -18,19 +18,6 @@ use std::process::{Command, Stdio};
 use serde_json::{Value, json};
 use support::*;
 
-/// `kubewasm test ARGS...`: (exit code, stdout).
-fn kubewasm_test(args: &[&str], paths: &[&Path]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(["--log", "warn", "test"])
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("run kubewasm test");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
-}
-
 /// A ConfigMap event object for testkit.
 fn configmap(name: &str, action: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",

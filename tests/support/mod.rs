@@ -755,3 +755,16 @@ impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
         self.0.signature_verification_algorithms.supported_schemes()
     }
 }
+
+/// `kubewasm test ARGS... PATHS...`: (exit code, stdout followed by stderr).
+pub fn kubewasm_test(args: &[&str], paths: &[&Path]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
+        .args(["--log", "warn", "test"])
+        .args(args)
+        .args(paths)
+        .output()
+        .expect("run kubewasm test");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
+}

@@ -9,12 +9,12 @@
 //! time from its start to its first sync, and its resident memory once synced and steady
 //! (from `/proc/PID/status`):
 //!
-//! - `kubewasm run` with one small Rust plugin (`mongodb-monitor`, limited by its settings
-//!   to another namespace, so it writes nothing: what is measured is the cache), watching
-//!   whole objects;
-//! - with `KUBEWASM_BENCH_PROJECTION=SETTINGS` (the YAML text of the plugin's settings, e.g.
-//!   declaring the fields it reads) the same again with those settings, and with
-//!   `KUBEWASM_BENCH_PROJECTION_PLUGIN=FILE.wasm` another plugin: the projected cache;
+//! - `kubewasm run` with one small Rust plugin watching MongoDBs whole (`mongodb-monitor` as
+//!   built, or `KUBEWASM_BENCH_PLUGIN=FILE.wasm`), limited by its settings to another
+//!   namespace, so it writes nothing: what is measured is the cache;
+//! - with `KUBEWASM_BENCH_PROJECTION_PLUGIN=FILE.wasm`, a plugin declaring the few fields it
+//!   reads (`watch.fields`), with the same settings (or
+//!   `KUBEWASM_BENCH_PROJECTION_SETTINGS`, YAML text): the projected cache;
 //! - this bench's own binary as a plain `kube::runtime::reflector` of `DynamicObject`s
 //!   (what a kube-rs controller holds per watched kind).
 //!
@@ -140,22 +140,25 @@ impl Variant {
     }
 }
 
-/// The variants to run: whole objects, and the projection when asked for.
+/// The variants to run: whole objects (`KUBEWASM_BENCH_PLUGIN`, default mongodb-monitor as
+/// built), and the projection when `KUBEWASM_BENCH_PROJECTION_PLUGIN` names a plugin
+/// declaring the fields it reads (its settings `KUBEWASM_BENCH_PROJECTION_SETTINGS`, default
+/// [`SETTINGS`]).
 fn variants(root: &Path) -> Vec<Variant> {
-    let monitor = root.join("target/plugins/rust/mongodb-monitor.wasm");
+    let whole = std::env::var("KUBEWASM_BENCH_PLUGIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target/plugins/rust/mongodb-monitor.wasm"));
     let mut v = vec![Variant {
         label: "whole",
-        wasm: monitor.clone(),
+        wasm: whole,
         settings: SETTINGS.to_string(),
     }];
-    if let Ok(settings) = std::env::var("KUBEWASM_BENCH_PROJECTION") {
-        let wasm = std::env::var("KUBEWASM_BENCH_PROJECTION_PLUGIN")
-            .map(PathBuf::from)
-            .unwrap_or(monitor);
+    if let Ok(wasm) = std::env::var("KUBEWASM_BENCH_PROJECTION_PLUGIN") {
         v.push(Variant {
             label: "projected",
-            wasm,
-            settings,
+            wasm: PathBuf::from(wasm),
+            settings: std::env::var("KUBEWASM_BENCH_PROJECTION_SETTINGS")
+                .unwrap_or_else(|_| SETTINGS.to_string()),
         });
     }
     v

@@ -117,7 +117,7 @@ struct Cluster {
     /// The embedded server (None: a real cluster).
     server: Option<ApiServer>,
     server_pids: Vec<u32>,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -151,7 +151,7 @@ impl Cluster {
             kubeconfig,
             server,
             server_pids,
-            _dir: dir,
+            dir,
         };
         cluster.crds().await;
         cluster
@@ -435,7 +435,7 @@ async fn run_one(
         .create(&PostParams::default(), &namespace)
         .await
         .expect("create namespace");
-    let log = cluster._dir.path().join(format!("{ns}.log"));
+    let log = cluster.dir.path().join(format!("{ns}.log"));
     let mut child = op.start(cluster, plugins, ns, concurrency, &log);
     wait_log(&mut child, &log, op.ready_line(), Duration::from_secs(300)).await;
     let children = Children::watch(client, ns).await;
@@ -503,7 +503,7 @@ async fn run_one(
     let update = started.elapsed();
     let cpu = cpu_seconds(pid) - cpu0;
     let server_cpu = cluster.server_cpu() - server0;
-    let writes = settled_writes(cluster).await - writes0 - cluster.bench_writes(2 * parents as u64);
+    let writes = (settled_writes(cluster).await - writes0).saturating_sub(cluster.bench_writes(2 * parents as u64));
     let hwm_kib = rss_kib(pid).1;
     let _ = child.kill();
     let _ = child.wait();

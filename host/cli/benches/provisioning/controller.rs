@@ -104,8 +104,7 @@ pub(crate) async fn run(client: Client, namespace: &str, concurrency: u16) {
     let controller = Controller::new(sites, watcher::Config::default())
         .owns_with(dbs, mongodb.clone(), watcher::Config::default())
         .owns(services, watcher::Config::default())
-        .with_config(Config::default().concurrency(concurrency))
-        .shutdown_on_signal();
+        .with_config(Config::default().concurrency(concurrency));
     let store = controller.store();
     tokio::spawn(async move {
         if store.wait_until_ready().await.is_ok() {

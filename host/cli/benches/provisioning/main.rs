@@ -199,6 +199,29 @@ impl Cluster {
         }
     }
 
+    /// The operators' writes so far by method and resource (embedded server only), for the log.
+    fn write_kinds(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut kinds = std::collections::BTreeMap::new();
+        if let Some(server) = &self.server {
+            for r in server.requests() {
+                if r.client == OPERATOR_TOKEN && r.is_write() {
+                    let path = r.path.split('?').next().unwrap_or_default();
+                    // .../namespaces/NS/RESOURCE[/NAME[/SUBRESOURCE]]
+                    let segs: Vec<&str> = path.split('/').collect();
+                    let at = segs.iter().position(|s| *s == "namespaces").unwrap_or(0);
+                    let resource = segs.get(at + 2).copied().unwrap_or(path);
+                    let sub = segs
+                        .get(at + 4)
+                        .map(|s| format!("/{s}"))
+                        .unwrap_or_default();
+                    let key = format!("{} {resource}{sub}", r.method);
+                    *kinds.entry(key).or_insert(0) += 1;
+                }
+            }
+        }
+        kinds
+    }
+
     /// Writes of the bench itself among [`Cluster::writes`] for `n` ContentSites changed.
     fn bench_writes(&self, n: u64) -> u64 {
         if self.server.is_some() { 0 } else { n }
@@ -392,7 +415,14 @@ async fn wait_log(child: &mut Child, log: &Path, needle: &str, within: Duration)
             let text = std::fs::read_to_string(log).unwrap_or_default();
             panic!("the operator exited ({status}) before {needle:?}:\n{text}");
         }
-        assert!(start.elapsed() < within, "no {needle:?} within {within:?}");
+        if start.elapsed() > within {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(20).collect();
+            panic!(
+                "no {needle:?} within {within:?}; the log ends:\n{}",
+                tail.join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -503,7 +533,8 @@ async fn run_one(
     let update = started.elapsed();
     let cpu = cpu_seconds(pid) - cpu0;
     let server_cpu = cluster.server_cpu() - server0;
-    let writes = (settled_writes(cluster).await - writes0).saturating_sub(cluster.bench_writes(2 * parents as u64));
+    let writes = (settled_writes(cluster).await - writes0)
+        .saturating_sub(cluster.bench_writes(2 * parents as u64));
     let hwm_kib = rss_kib(pid).1;
     let _ = child.kill();
     let _ = child.wait();
@@ -542,6 +573,10 @@ async fn drive(plugins: &Path, parents: usize, reps: usize, concurrency: u16) {
                 mib(f.hwm_kib),
                 f.cpu,
                 f.writes
+            );
+            eprintln!(
+                "writes so far by method and resource: {:?}",
+                cluster.write_kinds()
             );
             rows.push((rep, op, f));
         }

@@ -94,8 +94,8 @@ struct Context {
     mongodb: ApiResource,
 }
 
-/// Runs the controller over `namespace` until the process is stopped; prints `ready` on
-/// stderr once its ContentSite cache is synced.
+/// Runs the controller over `namespace` until the process is stopped (kube logs `store is
+/// ready` at debug once its ContentSite cache is synced).
 pub(crate) async fn run(client: Client, namespace: &str, concurrency: u16) {
     let mongodb = super::common::mongodb();
     let sites: Api<ContentSite> = Api::namespaced(client.clone(), namespace);
@@ -105,12 +105,6 @@ pub(crate) async fn run(client: Client, namespace: &str, concurrency: u16) {
         .owns_with(dbs, mongodb.clone(), watcher::Config::default())
         .owns(services, watcher::Config::default())
         .with_config(Config::default().concurrency(concurrency));
-    let store = controller.store();
-    tokio::spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            eprintln!("ready");
-        }
-    });
     let ctx = Arc::new(Context { client, mongodb });
     controller
         .run(reconcile, error_policy, ctx)

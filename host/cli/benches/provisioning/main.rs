@@ -72,6 +72,10 @@ fn main() {
     if let Ok(kubeconfig) = std::env::var(CONTROLLER_KUBECONFIG_ENV) {
         tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+            )
             .init();
         let namespace = std::env::var(CONTROLLER_NAMESPACE_ENV).unwrap_or_default();
         runtime.block_on(async {
@@ -301,7 +305,9 @@ impl Operator {
                 let mut cmd = Command::new(std::env::current_exe().expect("bench binary"));
                 cmd.env(CONTROLLER_KUBECONFIG_ENV, &cluster.kubeconfig)
                     .env(CONTROLLER_NAMESPACE_ENV, ns)
-                    .env("KUBEWASM_BENCH_CONCURRENCY", concurrency.to_string());
+                    .env("KUBEWASM_BENCH_CONCURRENCY", concurrency.to_string())
+                    // kube logs its ready line at debug.
+                    .env("RUST_LOG", "info,kube_runtime::controller=debug");
                 cmd
             }
         };
@@ -316,7 +322,7 @@ impl Operator {
     fn ready_line(self) -> &'static str {
         match self {
             Operator::Kubewasm => "cache synced",
-            Operator::Controller => "ready",
+            Operator::Controller => "store is ready",
         }
     }
 }

@@ -1,19 +1,28 @@
 //! What the host's caches cost, against a kube-rs reflector holding the same objects, in one
-//! run: `cargo bench -p kubewasm-cli --bench cache_memory` (after `bash plugins/build.sh`).
+//! run: `cargo bench --workspace --bench cache_memory` (after `bash plugins/build.sh`).
 //!
-//! For each object count (0, 1,000 and 10,000 by default; `KUBEWASM_BENCH_COUNTS=0,500`
-//! overrides) an embedded API server is filled with MongoDB objects of about 2 KiB each,
-//! written with server-side apply so the server sends managedFields, as a real one does.
-//! Then, one after the other, two processes list and watch them and their resident memory
-//! is read from `/proc/PID/status` once synced:
+//! For each object count (0, 1,000 and 10,000 by default; `KUBEWASM_BENCH_LARGE=1` adds
+//! 100,000; `KUBEWASM_BENCH_COUNTS=0,500` overrides) an embedded API server is seeded with
+//! MongoDB objects of about 1 KiB each (as stored, without managedFields), their
+//! managedFields as a server-side apply writes them, so the server sends managedFields as a
+//! real one does. Then, one after the other, processes list and watch them; for each, the
+//! time from its start to its first sync, and its resident memory once synced and steady
+//! (from `/proc/PID/status`):
 //!
-//! - `kubewasm run` with one small Rust plugin (`mongodb-monitor`, limited by its settings
-//!   to another namespace, so it writes nothing: what is measured is the cache);
+//! - `kubewasm run` with one small Rust plugin watching MongoDBs whole (`mongodb-monitor` as
+//!   built, or `KUBEWASM_BENCH_PLUGIN=FILE.wasm`), limited by its settings to another
+//!   namespace, so it writes nothing: what is measured is the cache;
+//! - with `KUBEWASM_BENCH_PROJECTION_PLUGIN=FILE.wasm`, a plugin declaring the few fields it
+//!   reads (`watch.fields`), with the same settings (or
+//!   `KUBEWASM_BENCH_PROJECTION_SETTINGS`, YAML text): the projected cache;
 //! - this bench's own binary as a plain `kube::runtime::reflector` of `DynamicObject`s
 //!   (what a kube-rs controller holds per watched kind).
 //!
 //! Bytes per object are `(RSS(n) - RSS(0)) / n` for each. Nothing here asserts a figure:
 //! it reports them.
+
+#[path = "common/mod.rs"]
+mod common;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -21,42 +30,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kubewasm_apiserver::{ApiServer, Config};
 use serde_json::json;
 
+use common::{mib, mongodb, root, rss_kib, status_kib};
+
 const REFLECTOR_ENV: &str = "KUBEWASM_BENCH_REFLECTOR_KUBECONFIG";
-
-fn mongodb() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("mongodb.com", "v1", "MongoDB"),
-        "mongodb",
-    )
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Resident and peak resident memory of a process, in KiB.
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let f = status_kib(pid);
-    (f("VmRSS:"), f("VmHWM:"))
-}
-
-/// A reader of `/proc/PID/status` fields, in KiB (0 when absent).
-fn status_kib(pid: u32) -> impl Fn(&str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    move |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    }
-}
 
 /// The reflector role: list and watch every MongoDB into a reflector store, say `synced N`
 /// on stdout, then keep the store until stdin closes.
@@ -90,15 +71,15 @@ async fn reflector_role(kubeconfig: &str) {
     task.abort();
 }
 
-/// A MongoDB of about 2 KiB, as JSON.
+/// A MongoDB of about 1 KiB as stored (without managedFields), as JSON.
 fn object(i: usize) -> serde_json::Value {
     json!({
         "apiVersion": "mongodb.com/v1", "kind": "MongoDB",
         "metadata": {
-            "name": format!("db-{i:05}"), "namespace": "bench",
+            "name": format!("db-{i:06}"), "namespace": "bench",
             "labels": {"app.kubernetes.io/name": "mongodb", "app.kubernetes.io/part-of": "bench",
                        "team": format!("team-{}", i % 17)},
-            "annotations": {"bench.kubewasm.dev/notes": "x".repeat(600)},
+            "annotations": {"bench.kubewasm.dev/notes": "x".repeat(200)},
         },
         "spec": {
             "type": "ReplicaSet", "members": 3, "version": "7.0.12",
@@ -106,12 +87,14 @@ fn object(i: usize) -> serde_json::Value {
             "additionalMongodConfig": {"net": {"maxIncomingConnections": 2000},
                                         "storage": {"wiredTiger": {"engineConfig": {"cacheSizeGB": 1}}}},
             "podSpec": {"cpu": "500m", "memory": "1Gi", "persistence": {"single": {"storage": "10Gi"}}},
-            "description": "y".repeat(500),
+            "description": "y".repeat(150),
         }
     })
 }
 
 struct Measured {
+    /// From the process's start to its first sync.
+    sync: Duration,
     rss_kib: u64,
     hwm_kib: u64,
     /// RSS split: anonymous (heap, stacks), file-backed (code), shared memory (memfds).
@@ -135,18 +118,63 @@ fn wait_line(reader: &mut impl BufRead, needle: &str, within: Duration) -> Strin
     }
 }
 
+/// The plugin's settings for the whole-object run: limited to another namespace, so it
+/// writes nothing.
 const SETTINGS: &str = "namespace: databases\n";
 
-/// The operator's approval of exactly what the plugin asks for with [`SETTINGS`], as
+/// One configuration of the host: a plugin and its settings.
+#[derive(Clone)]
+struct Variant {
+    label: &'static str,
+    wasm: PathBuf,
+    settings: String,
+}
+
+impl Variant {
+    /// The plugin's file name without `.wasm`: its name in the plugin directory.
+    fn name(&self) -> String {
+        self.wasm
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// The variants to run: whole objects (`KUBEWASM_BENCH_PLUGIN`, default mongodb-monitor as
+/// built), and the projection when `KUBEWASM_BENCH_PROJECTION_PLUGIN` names a plugin
+/// declaring the fields it reads (its settings `KUBEWASM_BENCH_PROJECTION_SETTINGS`, default
+/// [`SETTINGS`]).
+fn variants(root: &Path) -> Vec<Variant> {
+    let whole = std::env::var("KUBEWASM_BENCH_PLUGIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root.join("target/plugins/rust/mongodb-monitor.wasm"));
+    let mut v = vec![Variant {
+        label: "whole",
+        wasm: whole,
+        settings: SETTINGS.to_string(),
+    }];
+    if let Ok(wasm) = std::env::var("KUBEWASM_BENCH_PROJECTION_PLUGIN") {
+        v.push(Variant {
+            label: "projected",
+            wasm: PathBuf::from(wasm),
+            settings: std::env::var("KUBEWASM_BENCH_PROJECTION_SETTINGS")
+                .unwrap_or_else(|_| SETTINGS.to_string()),
+        });
+    }
+    v
+}
+
+/// The operator's approval of exactly what the plugin asks for with its settings, as
 /// `kubewasm inspect --approval` prints it, written to DIR/approvals.yaml.
-fn approvals(wasm: &Path, dir: &Path) -> PathBuf {
+fn approvals(variant: &Variant, dir: &Path) -> PathBuf {
     let staged = dir.join("stage");
     std::fs::create_dir_all(&staged).expect("stage dir");
-    std::fs::copy(wasm, staged.join("mongodb-monitor.wasm")).expect("stage plugin");
-    std::fs::write(staged.join("mongodb-monitor.yaml"), SETTINGS).expect("stage settings");
+    let name = variant.name();
+    std::fs::copy(&variant.wasm, staged.join(format!("{name}.wasm"))).expect("stage plugin");
+    std::fs::write(staged.join(format!("{name}.yaml")), &variant.settings).expect("stage settings");
     let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
         .args(["--log", "error", "inspect", "--approval"])
-        .arg(staged.join("mongodb-monitor.wasm"))
+        .arg(staged.join(format!("{name}.wasm")))
         .output()
         .expect("kubewasm inspect --approval");
     let path = dir.join("approvals.yaml");
@@ -154,7 +182,9 @@ fn approvals(wasm: &Path, dir: &Path) -> PathBuf {
     path
 }
 
-async fn measure(n: usize, wasm: &Path) -> (Measured, Measured) {
+/// An embedded API server holding `n` MongoDBs (seeded in batches, each object's fields
+/// owned by `bench-writer` as a server-side apply would make them).
+async fn filled_server(n: usize) -> ApiServer {
     let server = ApiServer::start(Config::default()).await.expect("server");
     let client = kube::Client::try_from(server.client_config()).expect("client");
     let docs =
@@ -162,104 +192,98 @@ async fn measure(n: usize, wasm: &Path) -> (Measured, Measured) {
     kubewasm::apply::manifests::apply_manifests(&client, &docs, Duration::from_secs(20))
         .await
         .expect("apply CRDs");
-    let ns: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("", "v1", "Namespace"),
-            "namespaces",
-        ),
-    );
-    for name in ["bench", "databases"] {
-        ns.patch(
-            name,
-            &PatchParams::apply("bench"),
-            &Patch::Apply(
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}),
-            ),
-        )
-        .await
-        .expect("namespace");
+    let namespace =
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "databases"}});
+    server
+        .seed(vec![namespace], "bench-writer")
+        .expect("seed namespace");
+    for batch in (0..n).collect::<Vec<_>>().chunks(5_000) {
+        let objects = batch.iter().map(|&i| object(i)).collect();
+        server.seed(objects, "bench-writer").expect("seed MongoDBs");
     }
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), "bench", &mongodb());
-    let writes = futures::stream::iter((0..n).map(|i| {
-        let api = api.clone();
-        async move {
-            let o = object(i);
-            let name = o["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            api.patch(&name, &PatchParams::apply("bench-writer"), &Patch::Apply(o))
-                .await
-                .expect("create MongoDB");
-        }
-    }))
-    .buffer_unordered(16);
-    writes.collect::<Vec<_>>().await;
+    server
+}
 
+/// One `kubewasm run` of `variant` over the server's objects, measured once synced.
+fn measure_host(n: usize, variant: &Variant, kubeconfig: &Path) -> Measured {
     let dir = tempfile::tempdir().expect("tempdir");
-    let kubeconfig = dir.path().join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
     let plugins = dir.path().join("plugins");
     std::fs::create_dir(&plugins).expect("plugins dir");
-    let approvals = approvals(wasm, dir.path());
-    std::fs::write(plugins.join("mongodb-monitor.yaml"), SETTINGS).expect("settings");
-    std::fs::copy(wasm, plugins.join("mongodb-monitor.wasm")).expect("plugin");
-
-    // The host.
+    let approvals = approvals(variant, dir.path());
+    let name = variant.name();
+    std::fs::write(plugins.join(format!("{name}.yaml")), &variant.settings).expect("settings");
+    std::fs::copy(&variant.wasm, plugins.join(format!("{name}.wasm"))).expect("plugin");
+    let started = Instant::now();
     let mut host = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args([
-            "--log-format",
-            "json",
-            "--log",
-            "info",
-            "run",
-            "--metrics-addr",
-            "off",
-            "--no-reload",
-        ])
+        .args(["--log-format", "json", "--log", "info", "run"])
+        .args(["--metrics-addr", "off", "--no-reload"])
         .arg("--plugins")
         .arg(&plugins)
         .arg("--approvals")
         .arg(&approvals)
         .arg("--kubeconfig")
-        .arg(&kubeconfig)
+        .arg(kubeconfig)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start kubewasm run");
-    let host_measure = {
-        let mut err = BufReader::new(host.stderr.take().expect("stderr"));
-        let line = wait_line(&mut err, "cache synced", Duration::from_secs(300));
-        assert!(
-            line.contains(&format!("\"objects\":{n}")),
-            "host synced a different count: {line}"
-        );
-        settle_and_read(&host)
-    };
+    let mut err = BufReader::new(host.stderr.take().expect("stderr"));
+    let line = wait_line(&mut err, "cache synced", Duration::from_secs(600));
+    let sync = started.elapsed();
+    assert!(
+        line.contains(&format!("\"objects\":{n}")),
+        "host synced a different count: {line}"
+    );
+    // Keep draining the log so the host never blocks on a full pipe.
+    let drain = std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let measured = settle_and_read(&host, sync);
     stop(&mut host);
+    let _ = drain.join();
+    measured
+}
 
-    // The reflector.
+/// The reflector over the same objects, measured once synced.
+fn measure_reflector(n: usize, kubeconfig: &Path) -> Measured {
+    let started = Instant::now();
     let mut refl = Command::new(std::env::current_exe().expect("bench binary"))
-        .env(REFLECTOR_ENV, &kubeconfig)
+        .env(REFLECTOR_ENV, kubeconfig)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start reflector");
-    let refl_measure = {
-        let mut out = BufReader::new(refl.stdout.take().expect("stdout"));
-        let line = wait_line(&mut out, "synced", Duration::from_secs(300));
-        assert_eq!(line.trim(), format!("synced {n}"), "reflector count");
-        settle_and_read(&refl)
-    };
+    let mut out = BufReader::new(refl.stdout.take().expect("stdout"));
+    let line = wait_line(&mut out, "synced", Duration::from_secs(600));
+    let sync = started.elapsed();
+    assert_eq!(line.trim(), format!("synced {n}"), "reflector count");
+    let measured = settle_and_read(&refl, sync);
     stop(&mut refl);
+    measured
+}
+
+/// The host per variant, then the reflector, over `n` objects.
+async fn measure(n: usize, variants: &[Variant]) -> (Vec<Measured>, Measured) {
+    let server = filled_server(n).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    // The server runs on this runtime: measure from a blocking thread.
+    let variants = variants.to_vec();
+    let (hosts, refl) = tokio::task::spawn_blocking(move || {
+        let hosts: Vec<Measured> = variants
+            .iter()
+            .map(|v| measure_host(n, v, &kubeconfig))
+            .collect();
+        (hosts, measure_reflector(n, &kubeconfig))
+    })
+    .await
+    .expect("measure");
     server.shutdown().await;
-    (host_measure, refl_measure)
+    (hosts, refl)
 }
 
 /// Read the resident size once it stops moving (allocations of the sync settle).
-fn settle_and_read(child: &Child) -> Measured {
+fn settle_and_read(child: &Child, sync: Duration) -> Measured {
     let mut last = rss_kib(child.id()).0;
     for _ in 0..20 {
         std::thread::sleep(Duration::from_millis(250));
@@ -272,6 +296,7 @@ fn settle_and_read(child: &Child) -> Measured {
     let (rss_kib, hwm_kib) = rss_kib(child.id());
     let f = status_kib(child.id());
     Measured {
+        sync,
         rss_kib,
         hwm_kib,
         anon_kib: f("RssAnon:"),
@@ -298,64 +323,82 @@ fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: then run a
     // small count only, so the bench is exercised without its full cost.
     let full = std::env::args().any(|a| a == "--bench");
+    let large = std::env::var("KUBEWASM_BENCH_LARGE").is_ok_and(|v| v == "1");
     let counts: Vec<usize> = match std::env::var("KUBEWASM_BENCH_COUNTS") {
         Ok(list) => list
             .split(',')
             .filter_map(|c| c.trim().parse().ok())
             .collect(),
+        Err(_) if full && large => vec![0, 1_000, 10_000, 100_000],
         Err(_) if full => vec![0, 1_000, 10_000],
         Err(_) => vec![0, 100],
     };
-    let wasm = root().join("target/plugins/rust/mongodb-monitor.wasm");
-    if !wasm.is_file() {
+    let variants = variants(&root());
+    if let Some(v) = variants.iter().find(|v| !v.wasm.is_file()) {
         eprintln!(
             "cache_memory: {} is missing; run `bash plugins/build.sh` first",
-            wasm.display()
+            v.wasm.display()
         );
         return;
     }
     let mut rows = Vec::new();
     for &n in &counts {
-        let (h, r) = runtime.block_on(measure(n, &wasm));
-        rows.push((n, h, r));
+        let (hosts, refl) = runtime.block_on(measure(n, &variants));
+        rows.push((n, hosts, refl));
     }
-    let base = rows
-        .iter()
-        .find(|(n, _, _)| *n == 0)
-        .map(|(_, h, r)| (h.rss_kib, r.rss_kib));
-    println!(
-        "objects | kubewasm RSS (peak) MiB | kubewasm anon / file / shmem MiB | reflector RSS (peak) MiB | kubewasm B/object | reflector B/object | ratio"
+    report(&variants, &rows);
+}
+
+/// The table: per count, first-sync times, RSS, and bytes per object against the reflector's.
+fn report(variants: &[Variant], rows: &[(usize, Vec<Measured>, Measured)]) {
+    let base = rows.iter().find(|(n, _, _)| *n == 0);
+    let per = |n: usize, now: u64, zero: Option<u64>| match zero {
+        Some(zero) if n > 0 => Some((now.saturating_sub(zero) as f64 * 1024.0) / n as f64),
+        _ => None,
+    };
+    let fmt = |v: Option<f64>| v.map(|b| format!("{b:.0}")).unwrap_or_else(|| "-".into());
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
+        _ => "-".into(),
+    };
+    let mut header = String::from(
+        "objects | reflector first sync s | reflector RSS (peak) MiB | reflector B/object",
     );
-    println!("---|---|---|---|---|---|---");
-    for (n, h, r) in &rows {
-        let mib = |k: u64| k as f64 / 1024.0;
-        let per = |now: u64, zero: u64| {
-            if *n == 0 {
-                None
-            } else {
-                Some((now.saturating_sub(zero) as f64 * 1024.0) / *n as f64)
-            }
-        };
-        let (hp, rp) = match base {
-            Some((h0, r0)) => (per(h.rss_kib, h0), per(r.rss_kib, r0)),
-            None => (None, None),
-        };
-        let fmt = |v: Option<f64>| v.map(|b| format!("{b:.0}")).unwrap_or_else(|| "-".into());
-        let ratio = match (hp, rp) {
-            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}x", a / b),
-            _ => "-".into(),
-        };
-        println!(
-            "{n} | {:.1} ({:.1}) | {:.1} / {:.1} / {:.1} | {:.1} ({:.1}) | {} | {} | {ratio}",
-            mib(h.rss_kib),
-            mib(h.hwm_kib),
-            mib(h.anon_kib),
-            mib(h.file_kib),
-            mib(h.shmem_kib),
+    for v in variants {
+        header += &format!(
+            " | kubewasm {l} first sync s | kubewasm {l} RSS (peak) MiB, anon / file / shmem | kubewasm {l} B/object | {l} / reflector",
+            l = v.label
+        );
+    }
+    println!("{header}");
+    println!("{}", vec!["---"; 4 + 4 * variants.len()].join("|"));
+    for (n, hosts, r) in rows {
+        let rp = per(*n, r.rss_kib, base.map(|(_, _, r0)| r0.rss_kib));
+        let mut line = format!(
+            "{n} | {:.2} | {:.1} ({:.1}) | {}",
+            r.sync.as_secs_f64(),
             mib(r.rss_kib),
             mib(r.hwm_kib),
-            fmt(hp),
             fmt(rp)
         );
+        for (i, h) in hosts.iter().enumerate() {
+            let hp = per(
+                *n,
+                h.rss_kib,
+                base.and_then(|(_, h0, _)| h0.get(i)).map(|m| m.rss_kib),
+            );
+            line += &format!(
+                " | {:.2} | {:.1} ({:.1}), {:.1} / {:.1} / {:.1} | {} | {}",
+                h.sync.as_secs_f64(),
+                mib(h.rss_kib),
+                mib(h.hwm_kib),
+                mib(h.anon_kib),
+                mib(h.file_kib),
+                mib(h.shmem_kib),
+                fmt(hp),
+                ratio(hp, rp)
+            );
+        }
+        println!("{line}");
     }
 }

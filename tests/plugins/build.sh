@@ -10,7 +10,7 @@ fi
 cargo build --quiet --release --target "$target" --manifest-path "$here/Cargo.toml" \
     --target-dir "$root/target/plugins-build"
 mkdir -p "$root/target/test-plugins"
-for name in testkit hostile legacy; do
+for name in testkit hostile legacy observer; do
     cp "$root/target/plugins-build/$target/release/$name.wasm" "$root/target/test-plugins/$name.wasm"
 done
 # A second build of testkit with different code (version 2), for the hot-reload tests.

@@ -1,5 +1,5 @@
 //! What the host's caches cost, against a kube-rs reflector holding the same objects, in one
-//! run: `cargo bench --workspace --bench cache_memory` (after `bash plugins/build.sh`).
+//! run: `cargo bench --workspace --bench cache_memory` (after `bash tests/plugins/build.sh`).
 //!
 //! For each object count (0, 1,000 and 10,000 by default; `KUBEWASM_BENCH_LARGE=1` adds
 //! 100,000; `KUBEWASM_BENCH_COUNTS=0,500` overrides) an embedded API server is seeded with
@@ -9,12 +9,10 @@
 //! time from its start to its first sync, and its resident memory once synced and steady
 //! (from `/proc/PID/status`):
 //!
-//! - `kubewasm run` with one small Rust plugin watching MongoDBs whole (`mongodb-monitor` as
-//!   built, or `KUBEWASM_BENCH_PLUGIN=FILE.wasm`), limited by its settings to another
-//!   namespace, so it writes nothing: what is measured is the cache;
-//! - with `KUBEWASM_BENCH_PROJECTION_PLUGIN=FILE.wasm`, a plugin declaring the few fields it
-//!   reads (`watch.fields`), with the same settings (or
-//!   `KUBEWASM_BENCH_PROJECTION_SETTINGS`, YAML text): the projected cache;
+//! - `kubewasm run` with the test plugin `observer`, which watches MongoDBs and writes
+//!   nothing (what is measured is the cache): once declaring no fields (whole objects), once
+//!   declaring three (`watch.fields`: the projected cache); other plugins through
+//!   `KUBEWASM_BENCH_PLUGIN` and `KUBEWASM_BENCH_PROJECTION_PLUGIN` (see [`variants`]);
 //! - this bench's own binary as a plain `kube::runtime::reflector` of `DynamicObject`s
 //!   (what a kube-rs controller holds per watched kind).
 //!
@@ -118,9 +116,11 @@ fn wait_line(reader: &mut impl BufRead, needle: &str, within: Duration) -> Strin
     }
 }
 
-/// The plugin's settings for the whole-object run: limited to another namespace, so it
-/// writes nothing.
-const SETTINGS: &str = "namespace: databases\n";
+/// The whole-object run's settings for the default plugin (`observer`, a test plugin that
+/// watches MongoDBs and writes nothing): no fields declared.
+const WHOLE_SETTINGS: &str = "{}\n";
+/// The projected run's: a few fields, as a plugin reading only these would declare.
+const PROJECTED_SETTINGS: &str = "fields: [spec.members, spec.version, status.phase]\n";
 
 /// One configuration of the host: a plugin and its settings.
 #[derive(Clone)]
@@ -131,7 +131,7 @@ struct Variant {
 }
 
 impl Variant {
-    /// The plugin's file name without `.wasm`: its name in the plugin directory.
+    /// The plugin's file name without `.wasm`: its name in the plugins directory.
     fn name(&self) -> String {
         self.wasm
             .file_stem()
@@ -140,28 +140,30 @@ impl Variant {
     }
 }
 
-/// The variants to run: whole objects (`KUBEWASM_BENCH_PLUGIN`, default mongodb-monitor as
-/// built), and the projection when `KUBEWASM_BENCH_PROJECTION_PLUGIN` names a plugin
-/// declaring the fields it reads (its settings `KUBEWASM_BENCH_PROJECTION_SETTINGS`, default
-/// [`SETTINGS`]).
+/// The variants to run, one after the other: whole objects and a projection of a few
+/// fields, both with `target/test-plugins/observer.wasm` (tests/plugins/build.sh) unless
+/// `KUBEWASM_BENCH_PLUGIN` / `KUBEWASM_BENCH_PROJECTION_PLUGIN` name other plugins (with
+/// `KUBEWASM_BENCH_SETTINGS` / `KUBEWASM_BENCH_PROJECTION_SETTINGS`, YAML text).
 fn variants(root: &Path) -> Vec<Variant> {
-    let whole = std::env::var("KUBEWASM_BENCH_PLUGIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| root.join("target/plugins/rust/mongodb-monitor.wasm"));
-    let mut v = vec![Variant {
-        label: "whole",
-        wasm: whole,
-        settings: SETTINGS.to_string(),
-    }];
-    if let Ok(wasm) = std::env::var("KUBEWASM_BENCH_PROJECTION_PLUGIN") {
-        v.push(Variant {
+    let observer = root.join("target/test-plugins/observer.wasm");
+    let plugin = |var: &str| {
+        std::env::var(var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| observer.clone())
+    };
+    let settings = |var: &str, default: &str| std::env::var(var).unwrap_or_else(|_| default.into());
+    vec![
+        Variant {
+            label: "whole",
+            wasm: plugin("KUBEWASM_BENCH_PLUGIN"),
+            settings: settings("KUBEWASM_BENCH_SETTINGS", WHOLE_SETTINGS),
+        },
+        Variant {
             label: "projected",
-            wasm: PathBuf::from(wasm),
-            settings: std::env::var("KUBEWASM_BENCH_PROJECTION_SETTINGS")
-                .unwrap_or_else(|_| SETTINGS.to_string()),
-        });
-    }
-    v
+            wasm: plugin("KUBEWASM_BENCH_PROJECTION_PLUGIN"),
+            settings: settings("KUBEWASM_BENCH_PROJECTION_SETTINGS", PROJECTED_SETTINGS),
+        },
+    ]
 }
 
 /// The operator's approval of exactly what the plugin asks for with its settings, as

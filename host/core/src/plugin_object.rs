@@ -26,6 +26,12 @@ pub const API_VERSION: &str = "kubewasm.dev/v1alpha1";
 pub const KIND: &str = "Plugin";
 /// The resource's plural name.
 pub const PLURAL: &str = "plugins";
+/// The namespaced kind: a team's plugin, confined to the object's namespace. `Plugin`
+/// stays cluster-scoped: a CRD's scope cannot change, so the Role/ClusterRole naming
+/// (namespaced kind plain, cluster kind prefixed) would mean deleting every Plugin.
+pub const NAMESPACED_KIND: &str = "NamespacedPlugin";
+/// The namespaced kind's plural name.
+pub const NAMESPACED_PLURAL: &str = "namespacedplugins";
 
 /// A `Plugin` object as read from the cluster or a file: metadata as JSON (only its name
 /// and generation are used here), spec and status typed.

@@ -597,6 +597,7 @@ impl ObjectSource {
             bytes,
             settings: f.settings.clone(),
             overrides: f.overrides.clone(),
+            tenant: None,
         };
         Ok(Some(FetchedModule {
             pinned: pinned.to_string(),

@@ -951,6 +951,10 @@ impl Plugins {
         }
         self.watches.set_whole(whole);
         self.watches.set_projections(env.projections());
+        let mut tenant_scopes = env.tenant_scopes();
+        // The host's own watch of the Plugin objects is cluster-wide.
+        tenant_scopes.remove(&plugin_kind());
+        self.watches.set_tenant_scopes(tenant_scopes);
         self.watches.set_desired(desired(env, follows));
     }
 

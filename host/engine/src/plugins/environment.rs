@@ -108,6 +108,10 @@ pub(crate) struct Version {
     pub(crate) origin: Origin,
     /// Whether its writes are made or only previewed (its approval's `mode`).
     pub(crate) mode: Mode,
+    /// The namespace of the `NamespacedPlugin` it comes from (None: a cluster plugin):
+    /// what it watches and reads only tenants need is watched in their namespaces only.
+    /// The loader's record of it (`PluginFile::tenant`, kept in the plugin's limits).
+    pub(crate) tenant: Option<String>,
     /// Everything it watches and reads has settled once (its events no longer wait).
     settled: std::sync::atomic::AtomicBool,
     /// Tripped when the version leaves the environment (replaced, removed, or unloaded
@@ -125,6 +129,7 @@ impl Version {
         mode: Mode,
     ) -> Self {
         Version {
+            tenant: plugin.limits.tenant.clone(),
             plugin,
             health,
             reads,
@@ -306,6 +311,33 @@ impl Environment {
             }
         }
         union
+    }
+
+    /// Per target only tenant plugins (staged versions included) watch or read: their
+    /// namespaces, the only ones it is watched in. A target a cluster plugin needs too is
+    /// left out: watched cluster-wide (or in `--namespaces`), as before tenants.
+    pub(crate) fn tenant_scopes(&self) -> BTreeMap<ResourceRef, BTreeSet<String>> {
+        // None: a cluster plugin needs it.
+        let mut scopes: BTreeMap<ResourceRef, Option<BTreeSet<String>>> = BTreeMap::new();
+        for a in self.plugins.values().chain(self.staged.values()) {
+            let tenant = a.version.tenant.as_ref();
+            for (r, _) in a.plugin().manifest.declarations() {
+                let scope = scopes
+                    .entry(r.clone())
+                    .or_insert_with(|| Some(BTreeSet::new()));
+                match (tenant, scope.as_mut()) {
+                    (Some(ns), Some(namespaces)) => {
+                        namespaces.insert(ns.clone());
+                    }
+                    (Some(_), None) => {}
+                    (None, _) => *scope = None,
+                }
+            }
+        }
+        scopes
+            .into_iter()
+            .filter_map(|(r, namespaces)| Some((r, namespaces?)))
+            .collect()
     }
 
     /// Every resource some plugin watches or reads: what the watch manager must serve,

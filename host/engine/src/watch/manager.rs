@@ -140,6 +140,8 @@ struct Running {
     sharded: bool,
     /// What its cache keeps of each object.
     projection: Projection,
+    /// The namespaces it watches (`None`: cluster-wide).
+    scopes: Vec<Option<String>>,
     cache: Arc<ResourceCache>,
     /// The kind its cache is registered under in [`Caches`].
     kind: TypeRef,
@@ -172,6 +174,10 @@ pub(crate) struct WatchManager {
     whole: RwLock<BTreeSet<ResourceRef>>,
     /// Per target, the union of what its plugins declared of it (absent: whole objects).
     projections: RwLock<BTreeMap<ResourceRef, Projection>>,
+    /// Per target only tenant plugins need, their namespaces: its resource is watched
+    /// only there (absent: a cluster plugin or the host needs it, see
+    /// [`WatchManager::scopes`]).
+    tenant_scopes: RwLock<BTreeMap<ResourceRef, BTreeSet<String>>>,
     /// Counts resources settling (a cache synced, or discovery found one not served):
     /// what waits for one watches it change.
     settled: Arc<tokio_watch::Sender<u64>>,
@@ -205,6 +211,7 @@ impl WatchManager {
             shards: std::sync::OnceLock::new(),
             whole: RwLock::new(BTreeSet::new()),
             projections: RwLock::new(BTreeMap::new()),
+            tenant_scopes: RwLock::new(BTreeMap::new()),
             settled: Arc::new(tokio_watch::Sender::new(0)),
         })
     }
@@ -258,6 +265,28 @@ impl WatchManager {
     /// takes effect with the next [`WatchManager::set_desired`].
     pub(crate) fn set_projections(&self, projections: BTreeMap<ResourceRef, Projection>) {
         *kubewasm_core::sync::write(&self.projections) = projections;
+    }
+
+    /// The namespaces of the tenant plugins that alone need each target (see
+    /// `Environment::tenant_scopes`); takes effect with the next
+    /// [`WatchManager::set_desired`]: a resource whose set changes is watched again over
+    /// its kept cache, like one whose projection changed.
+    pub(crate) fn set_tenant_scopes(&self, scopes: BTreeMap<ResourceRef, BTreeSet<String>>) {
+        *kubewasm_core::sync::write(&self.tenant_scopes) = scopes;
+    }
+
+    /// The tenant namespaces `key` is watched in: the union over the targets resolving to
+    /// it, None when one of them is needed beyond tenants (or none resolves to it).
+    fn tenant_namespaces(&self, key: &ResourceKey) -> Option<BTreeSet<String>> {
+        let scopes = kubewasm_core::sync::read(&self.tenant_scopes);
+        let resolved = kubewasm_core::sync::read(&self.resolved);
+        let mut union: Option<BTreeSet<String>> = None;
+        for (r, _) in resolved.iter().filter(|(_, res)| res.key() == *key) {
+            union
+                .get_or_insert_default()
+                .extend(scopes.get(r)?.iter().cloned());
+        }
+        union
     }
 
     /// What the cache of `key` must keep: the union of the projections of every target
@@ -332,9 +361,26 @@ impl WatchManager {
         }
     }
 
-    /// The namespaces a resource is watched in (`None`: cluster-wide).
+    /// The namespaces a resource is watched in (`None`: cluster-wide): a namespaced one
+    /// that only tenant plugins need, in their namespaces (within `--namespaces`, if
+    /// set; if none is, in `--namespaces`, where those tenants see nothing); else in
+    /// `--namespaces`, or cluster-wide.
     fn scopes(&self, res: &Resolved) -> Vec<Option<String>> {
-        if res.namespaced && !self.config.namespaces.is_empty() {
+        if !res.namespaced {
+            return vec![None];
+        }
+        let within =
+            |ns: &String| self.config.namespaces.is_empty() || self.config.namespaces.contains(ns);
+        let tenants: Vec<Option<String>> = self
+            .tenant_namespaces(&res.key())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(within)
+            .map(Some)
+            .collect();
+        if !tenants.is_empty() {
+            tenants
+        } else if !self.config.namespaces.is_empty() {
             self.config.namespaces.iter().cloned().map(Some).collect()
         } else {
             vec![None]
@@ -467,10 +513,11 @@ impl WatchManager {
         let stale: Vec<ResourceKey> = running
             .iter()
             .filter(|(k, r)| {
-                wanted.get(*k).is_none_or(|(_, demands)| {
+                wanted.get(*k).is_none_or(|(res, demands)| {
                     shared_demand(demands) != r.selector
                         || sharded.contains(*k) != r.sharded
                         || self.projection_of(k) != r.projection
+                        || self.scopes(res) != r.scopes
                 })
             })
             .map(|(k, _)| k.clone())
@@ -483,7 +530,7 @@ impl WatchManager {
             r.cancel.cancel();
             let _ = r.task.await;
             if wanted.contains_key(&key) {
-                tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, whether it is read whole, or the fields they declared changed");
+                tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, whether it is read whole, the fields they declared, or the namespaces it is watched in changed");
                 kept.insert(key, r.cache);
             } else {
                 self.caches.remove(&r.kind);
@@ -522,6 +569,7 @@ impl WatchManager {
     ) -> Running {
         let selector = shared_demand(demands);
         let projection = self.projection_of(key);
+        let scopes = self.scopes(&res);
         let shards = sharded.then(|| self.shards.get().cloned()).flatten();
         let cache = kept.unwrap_or_else(|| {
             Arc::new(ResourceCache::new(
@@ -531,6 +579,11 @@ impl WatchManager {
             ))
         });
         cache.set_by_shard(shards.clone());
+        // Namespaces no longer watched leave the cache, without events: nothing happened
+        // to their objects, and no plugin watching it is served there any more.
+        if !scopes.contains(&None) {
+            cache.retain(|k| scopes.contains(&k.namespace));
+        }
         self.caches.insert(cache.clone());
         let cancel = CancellationToken::new();
         let task = tokio::spawn(
@@ -542,7 +595,7 @@ impl WatchManager {
                 settled: self.settled.clone(),
                 resync: self.config.resync,
                 metrics: self.metrics.clone(),
-                scopes: self.scopes(&res),
+                scopes: scopes.clone(),
                 selector: selector.clone(),
                 rules: self.rules(&res),
                 access: self.access.clone(),
@@ -568,6 +621,7 @@ impl WatchManager {
             selector,
             sharded,
             projection,
+            scopes,
             cache,
             kind: res.type_ref(),
         }

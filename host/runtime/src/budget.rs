@@ -220,12 +220,15 @@ impl Tenant {
     }
 }
 
+/// A registered pool, with the tenant namespace of its plugin (None: a cluster plugin).
+type Pooled = (Option<String>, Weak<dyn Reclaim>);
+
 struct Inner {
     global: Level,
     waited: AtomicU64,
     timed_out: AtomicU64,
     /// Every pool of idle instances, with the tenant namespace its plugin belongs to.
-    pools: Mutex<Vec<(Option<String>, Weak<dyn Reclaim>)>>,
+    pools: Mutex<Vec<Pooled>>,
     /// Each tenant namespace's part, while one of its plugins is loaded.
     tenants: Mutex<HashMap<String, Weak<Tenant>>>,
     observer: OnceLock<Arc<dyn WaitObserver>>,

@@ -315,7 +315,7 @@ impl Environment {
 
     /// Per target only tenant plugins (staged versions included) watch or read: their
     /// namespaces, the only ones it is watched in. A target a cluster plugin needs too is
-    /// left out: watched cluster-wide (or in `--namespaces`), as before tenants.
+    /// left out: watched cluster-wide (or in `--namespace`), as before tenants.
     pub(crate) fn tenant_scopes(&self) -> BTreeMap<ResourceRef, BTreeSet<String>> {
         tenant_scopes(
             self.plugins

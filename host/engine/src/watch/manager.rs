@@ -9,6 +9,11 @@
 //! Before a watch starts, the host asks whether its RBAC allows the list and watch
 //! ([`Access`]); a failing watch backs off by the class of its error ([`super::backoff`]),
 //! logged once per change of state.
+//!
+//! A namespaced resource that only tenant plugins (`NamespacedPlugin`s) need is watched
+//! only in their namespaces ([`WatchManager::set_tenant_scopes`]), so the host needs the
+//! right to list and watch it only there; a change of those namespaces restarts its
+//! watch over its kept cache, like a change of its projection.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -362,9 +367,9 @@ impl WatchManager {
     }
 
     /// The namespaces a resource is watched in (`None`: cluster-wide): a namespaced one
-    /// that only tenant plugins need, in their namespaces (within `--namespaces`, if
-    /// set; if none is, in `--namespaces`, where those tenants see nothing); else in
-    /// `--namespaces`, or cluster-wide.
+    /// that only tenant plugins need, in their namespaces (within `--namespace`, if
+    /// set; if none is, in `--namespace`, where those tenants see nothing); else in
+    /// `--namespace`, or cluster-wide.
     fn scopes(&self, res: &Resolved) -> Vec<Option<String>> {
         if !res.namespaced {
             return vec![None];

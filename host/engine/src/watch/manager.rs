@@ -40,6 +40,9 @@ use crate::watch::task::WatchTask;
 /// A served resource being watched.
 type Resolved = KindInfo;
 
+/// The cache of a watch stopped to restart, and the namespaces it watched.
+type Kept = (Arc<ResourceCache>, Vec<Option<String>>);
+
 /// Per served resource: what it resolves from, and its consumers' demands.
 type Wanted = HashMap<ResourceKey, (Arc<Resolved>, BTreeSet<Demand>)>;
 
@@ -514,7 +517,7 @@ impl WatchManager {
         running: &mut HashMap<ResourceKey, Running>,
         wanted: &Wanted,
         sharded: &HashSet<ResourceKey>,
-    ) -> HashMap<ResourceKey, Arc<ResourceCache>> {
+    ) -> HashMap<ResourceKey, Kept> {
         let stale: Vec<ResourceKey> = running
             .iter()
             .filter(|(k, r)| {
@@ -536,7 +539,7 @@ impl WatchManager {
             let _ = r.task.await;
             if wanted.contains_key(&key) {
                 tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, whether it is read whole, the fields they declared, or the namespaces it is watched in changed");
-                kept.insert(key, r.cache);
+                kept.insert(key, (r.cache, r.scopes));
             } else {
                 self.caches.remove(&r.kind);
                 tracing::info!(resource = %key, "watch stopped: no plugin needs it");
@@ -562,21 +565,29 @@ impl WatchManager {
         self.access.require(&self.client, "watches", needs).await;
     }
 
-    /// Start the watch of `res` into its cache: `kept` from a watcher stopped to restart,
-    /// or a new one.
+    /// Start the watch of `res` into its cache: `kept` from a watcher stopped to restart
+    /// (with the namespaces it watched), or a new one.
     fn start(
         &self,
         key: &ResourceKey,
         res: Arc<Resolved>,
         demands: &BTreeSet<Demand>,
         sharded: bool,
-        kept: Option<Arc<ResourceCache>>,
+        kept: Option<Kept>,
     ) -> Running {
         let selector = shared_demand(demands);
         let projection = self.projection_of(key);
         let scopes = self.scopes(&res);
         let shards = sharded.then(|| self.shards.get().cloned()).flatten();
-        let cache = kept.unwrap_or_else(|| {
+        // Watched in namespaces it did not hold (a tenant's arrived, or a cluster plugin
+        // needs it now): what waits for the cache to sync waits for their lists too.
+        if let Some((cache, before)) = &kept
+            && !before.contains(&None)
+            && scopes.iter().any(|s| !before.contains(s))
+        {
+            cache.mark_unsynced();
+        }
+        let cache = kept.map(|(cache, _)| cache).unwrap_or_else(|| {
             Arc::new(ResourceCache::new(
                 res.key(),
                 res.type_ref(),

@@ -307,7 +307,8 @@ async fn events_until(
 }
 
 /// A resource only tenant plugins need is watched in their namespaces only, with the
-/// RBAC the teams granted there (a Role each) and nothing cluster-wide.
+/// RBAC the teams granted there (a Role each) and nothing cluster-wide; a namespace
+/// added holds the cache unsynced until it is listed.
 #[tokio::test]
 async fn a_resource_only_tenants_need_is_watched_only_in_their_namespaces() {
     let server = ApiServer::start(Config::default().with_rbac("admin", &[("host", HOST)]))
@@ -351,6 +352,31 @@ async fn a_resource_only_tenants_need_is_watched_only_in_their_namespaces() {
             "{path}"
         );
     }
+
+    // Namespace c's tenant arrives before its team granted the host anything there: the
+    // restarted watch is not synced until c is listed too (what waits for the cache
+    // waits for that list), and once granted c's objects come, nothing else.
+    tenants_need(&manager, &["a", "b", "c"]);
+    let since = std::time::Instant::now();
+    while manager.readiness().syncing.is_empty() {
+        assert!(since.elapsed() < Duration::from_secs(60), "never restarted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let missing: Vec<String> = access.missing().into_iter().map(|m| m.rule).collect();
+    assert_eq!(
+        missing,
+        [
+            "list configmaps in namespace c",
+            "watch configmaps in namespace c"
+        ]
+    );
+    grant_configmaps_in(&admin, "c").await;
+    access.recheck(&host).await;
+    assert_eq!(
+        events_until(&admin, &mut rx, &["a", "b", "c"]).await,
+        ["Added c/three"]
+    );
+    assert_eq!(manager.readiness().synced, ["v1/ConfigMap"]);
     cancel.cancel();
     run.await.expect("manager");
 }

@@ -427,7 +427,9 @@ impl Reloader {
             if self.consider(item, access, &mut sources, &mut next, &activate) {
                 match origin {
                     Origin::File(_) => next.loading.files = true,
-                    Origin::Object(_) | Origin::Shadow(_) => next.loading.objects = true,
+                    Origin::Object(_) | Origin::Shadow(_) | Origin::Namespaced { .. } => {
+                        next.loading.objects = true
+                    }
                 }
             }
         }
@@ -500,6 +502,10 @@ impl Reloader {
             .iter()
             .filter_map(|(o, s)| match o {
                 Origin::Object(name) => Some((name.clone(), object_state(o, s, &next.env))),
+                Origin::Namespaced { namespace, name } => Some((
+                    format!("{namespace}/{name}"),
+                    object_state(o, s, &next.env),
+                )),
                 Origin::File(_) | Origin::Shadow(_) => None,
             })
             .collect();

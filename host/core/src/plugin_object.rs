@@ -595,17 +595,24 @@ pub fn confine_approval(namespace: &str, a: &mut Approval) -> Result<(), Confine
     for g in &mut a.grants {
         let what = format!("grant of {} on {}", verbs(&g.verbs), g.kinds.join(","));
         bind(namespace, &mut g.namespaces, &what)?;
-        for group in g.api_groups.iter().filter(|g| *g != "*") {
-            for kind in g.kinds.iter().filter(|k| *k != "*") {
-                let api_version = match group.as_str() {
-                    "" => "v1".to_string(),
-                    group => format!("{group}/v1"),
-                };
-                let r = ResourceRef::Kind(TypeRef::new(api_version, kind.clone()));
-                let info = crate::kind::guess(&r);
-                if !info.guessed && !info.namespaced {
-                    return Err(cluster_scoped("grant on", kind, namespace));
-                }
+        namespaced_grant(g, namespace)?;
+    }
+    Ok(())
+}
+
+/// Refuse a grant naming a kind known to be cluster-scoped (a built-in one: the version
+/// does not matter to the table).
+fn namespaced_grant(g: &Grant, namespace: &str) -> Result<(), Confinement> {
+    for group in g.api_groups.iter().filter(|g| *g != "*") {
+        for kind in g.kinds.iter().filter(|k| *k != "*") {
+            let api_version = match group.as_str() {
+                "" => "v1".to_string(),
+                group => format!("{group}/v1"),
+            };
+            let r = ResourceRef::Kind(TypeRef::new(api_version, kind.clone()));
+            let info = crate::kind::guess(&r);
+            if !info.guessed && !info.namespaced {
+                return Err(cluster_scoped("grant on", kind, namespace));
             }
         }
     }
@@ -638,6 +645,7 @@ pub fn confine_manifest(namespace: &str, m: &mut Manifest) -> Result<(), Confine
     for g in &mut m.grants {
         let what = format!("grant of {} on {}", verbs(&g.verbs), g.kinds.join(","));
         bind(namespace, &mut g.namespaces, &what)?;
+        namespaced_grant(g, namespace)?;
     }
     Ok(())
 }
@@ -646,6 +654,66 @@ pub fn confine_manifest(namespace: &str, m: &mut Manifest) -> Result<(), Confine
 mod tests {
     use super::*;
     use crate::manifest::Watch;
+
+    fn approval(watch_ns: &[&str], kind: &str) -> Approval {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        Approval {
+            watches: vec![ApprovedWatch {
+                resource: ResourceRef::Kind(TypeRef::new("v1", kind)),
+                namespaces: s(watch_ns),
+            }],
+            grants: vec![Grant {
+                api_groups: s(&[""]),
+                kinds: s(&["ConfigMap"]),
+                namespaces: vec![],
+                verbs: vec![Verb::Create],
+                allow_force: false,
+                finalizers: vec![],
+            }],
+            ..Approval::default()
+        }
+    }
+
+    #[test]
+    fn a_tenant_approval_is_bound_to_its_namespace_and_refused_outside() {
+        let mut a = approval(&[], "ConfigMap");
+        confine_approval("team-a", &mut a).unwrap();
+        assert_eq!(a.watches[0].namespaces, ["team-a"]);
+        assert_eq!(a.grants[0].namespaces, ["team-a"]);
+        let mut own = approval(&["team-a"], "ConfigMap");
+        assert!(confine_approval("team-a", &mut own).is_ok());
+        for ns in [&["team-b"][..], &["*"], &["team-a", "team-b"]] {
+            let e = confine_approval("team-a", &mut approval(ns, "ConfigMap")).unwrap_err();
+            assert_eq!(e.reason, OUTSIDE_NAMESPACE, "{ns:?}: {}", e.message);
+        }
+        let e = confine_approval("team-a", &mut approval(&[], "Namespace")).unwrap_err();
+        assert_eq!(e.reason, CLUSTER_SCOPED_KIND, "{}", e.message);
+        let mut node = approval(&[], "ConfigMap");
+        node.grants[0].kinds = vec!["Node".into()];
+        let e = confine_approval("team-a", &mut node).unwrap_err();
+        assert_eq!(e.reason, CLUSTER_SCOPED_KIND, "{}", e.message);
+    }
+
+    #[test]
+    fn a_tenant_manifest_is_bound_to_its_namespace() {
+        let mut m = approval(&[], "ConfigMap").to_manifest("p");
+        confine_manifest("team-a", &mut m).unwrap();
+        assert_eq!(m.watches[0].namespace.as_deref(), Some("team-a"));
+        assert_eq!(m.grants[0].namespaces, ["team-a"]);
+        let mut other = approval(&["team-b"], "ConfigMap").to_manifest("p");
+        let e = confine_manifest("team-a", &mut other).unwrap_err();
+        assert_eq!(e.reason, OUTSIDE_NAMESPACE, "{}", e.message);
+        let mut ns = approval(&[], "ConfigMap").to_manifest("p");
+        ns.grants[0].kinds = vec!["Namespace".into()];
+        ns.grants[0].namespaces = vec!["team-a".into()];
+        let e = confine_manifest("team-a", &mut ns).unwrap_err();
+        assert_eq!(e.reason, CLUSTER_SCOPED_KIND, "{}", e.message);
+        let named = Manifest {
+            name: "team-a/p".into(),
+            ..m
+        };
+        assert_eq!(named.field_manager(), "kubewasm-p");
+    }
 
     fn watch(id: &str, av: &str, kind: &str, ns: Option<&str>) -> Watch {
         Watch {

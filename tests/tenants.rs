@@ -251,7 +251,7 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
         "--tenant-registry",
         &team_b,
         "--tenant-max-plugins",
-        "4",
+        "5",
     ]);
     let cluster_kind = json!({"permissions": {"watches": [{"apiVersion": "v1", "kind": "Namespace"}]}});
     w.apply("team-a", nsplugin("cluster-kind", &module, cluster_kind))
@@ -259,6 +259,9 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
     let other_ns = json!({"permissions": {"watches": [
         {"apiVersion": "v1", "kind": "ConfigMap", "namespaces": ["team-b"]}]}});
     w.apply("team-a", nsplugin("other-ns", &module, other_ns)).await;
+    // A custom kind the host cannot know offline: discovery says Plugin is cluster-scoped.
+    let custom = json!({"permissions": {"watches": [{"apiVersion": "kubewasm.dev/v1alpha1", "kind": "Plugin"}]}});
+    w.apply("team-a", nsplugin("plugin-kind", &module, custom)).await;
     let big = json!({"permissions": permissions(), "limits": {"memoryMiB": 128}});
     w.apply("team-a", nsplugin("big", &module, big)).await;
     // spec.permissions stay in the namespace; the module itself asks for a grant on
@@ -268,8 +271,8 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
     // team-c may pull from no registry.
     w.apply("team-c", nsplugin("testkit", &module, json!({"permissions": permissions()})))
         .await;
-    // team-b: five, one over --tenant-max-plugins; the newest (then by name) is refused.
-    for i in 1..=5 {
+    // team-b: six, one over --tenant-max-plugins; the newest (then by name) is refused.
+    for i in 1..=6 {
         let spec = json!({"permissions": permissions(), "settings": {"name": format!("p{i}")}});
         w.apply("team-b", nsplugin(&format!("p{i}"), &module, spec))
             .await;
@@ -287,6 +290,12 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
             "other-ns",
             "OutsideNamespace",
             "watch v1/ConfigMap in namespace \"team-b\": a NamespacedPlugin in team-a acts only in team-a".to_string(),
+        ),
+        (
+            "team-a",
+            "plugin-kind",
+            "ClusterScopedKind",
+            "watch kubewasm.dev/v1alpha1/Plugin: it is cluster-scoped, and a NamespacedPlugin in team-a acts only on namespaced kinds in team-a".to_string(),
         ),
         (
             "team-a",
@@ -308,17 +317,17 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
         ),
         (
             "team-b",
-            "p5",
+            "p6",
             "TooManyPlugins",
-            "namespace team-b has 5 NamespacedPlugins and may run 4 (--tenant-max-plugins): the oldest run, this one does not".to_string(),
+            "namespace team-b has 6 NamespacedPlugins and may run 5 (--tenant-max-plugins): the oldest run, this one does not".to_string(),
         ),
     ];
     for (ns, name, reason, message) in refused {
         let ready = w.ready(&host, ns, name, "False", reason).await;
         assert_eq!(ready["message"], json!(message), "{ns}/{name}: {ready}");
     }
-    // The other four of team-b run.
-    for i in 1..=4 {
+    // The other five of team-b run.
+    for i in 1..=5 {
         w.ready(&host, "team-b", &format!("p{i}"), "True", "Serving")
             .await;
     }

@@ -612,7 +612,10 @@ impl Parts {
         let objects = config
             .objects
             .clone()
-            .map(|o| ObjectSource::new(self.client.clone(), o, self.metrics.clone()))
+            .map(|o| {
+                let metrics = self.metrics.clone();
+                ObjectSource::new(self.client.clone(), o, metrics, discovery.clone())
+            })
             .transpose()?;
         let loader = match (&config.cache_dir, &config.cache_key_file) {
             (Some(dir), Some(key)) => {

@@ -39,6 +39,7 @@ use crate::preview::report::Previews;
 use crate::replicas::ownership::Ownership;
 use crate::serve::metrics::Metrics;
 use crate::watch::cache::CachedObject;
+use crate::watch::discovery::Discovery;
 
 /// Field manager of the host's status writes.
 const STATUS_MANAGER: &str = "kubewasm";
@@ -364,6 +365,8 @@ pub(crate) struct ObjectSource {
     slots: Arc<Semaphore>,
     /// `kubewasm_pulls_total`, `kubewasm_pull_seconds`.
     metrics: Arc<Metrics>,
+    /// Whether a NamespacedPlugin's kinds are namespaced, as the cluster serves them.
+    discovery: Arc<Discovery>,
 }
 
 impl ObjectSource {
@@ -371,6 +374,7 @@ impl ObjectSource {
         client: Client,
         config: ObjectsConfig,
         metrics: Arc<Metrics>,
+        discovery: Arc<Discovery>,
     ) -> Result<Self, crate::Error> {
         let oci = kubewasm_oci::Client::new(&config.registry).map_err(|e| crate::Error::Io {
             context: format!("registry client: {e}"),
@@ -403,6 +407,7 @@ impl ObjectSource {
             tags: Mutex::new(BTreeMap::new()),
             slots: Arc::new(Semaphore::new(PULL_SLOTS)),
             metrics,
+            discovery,
         })
     }
 
@@ -412,6 +417,47 @@ impl ObjectSource {
     pub(crate) fn forget_tags(&self) {
         stale(&mut lock(&self.resolved));
         stale(&mut lock(&self.tags));
+    }
+
+    /// Why the approval of a NamespacedPlugin in `namespace` (already confined by name,
+    /// `core::plugin_object::confine_approval`) names a cluster-scoped kind, as discovery
+    /// says: a custom kind the host cannot know offline. A kind not served (yet) says
+    /// nothing: it is neither watched nor written while it is not served.
+    pub(crate) async fn cluster_scoped(
+        &self,
+        namespace: &str,
+        approval: &Approval,
+    ) -> Option<Failure> {
+        let mut asked: Vec<(&str, ResourceRef)> = Vec::new();
+        asked.extend(approval.watches.iter().map(|w| ("watch", w.resource.clone())));
+        asked.extend(approval.reads.iter().map(|r| ("read", r.resource.clone())));
+        for g in &approval.grants {
+            for kind in g.kinds.iter().filter(|k| *k != "*") {
+                for group in g.api_groups.iter().filter(|g| *g != "*") {
+                    // A grant names a group, not a version: whichever the group serves.
+                    let api_version = match group.as_str() {
+                        "" => "*".to_string(),
+                        group => format!("{group}/*"),
+                    };
+                    let r = ResourceRef::Kind(TypeRef::new(api_version, kind.clone()));
+                    asked.push(("grant on", r));
+                }
+            }
+        }
+        for (what, r) in asked {
+            let Ok(kind) = self.discovery.resolve(&r).await else {
+                continue;
+            };
+            if !kind.namespaced {
+                let shown = match (&r, what) {
+                    (ResourceRef::Kind(t), "grant on") => t.kind.clone(),
+                    _ => r.to_string(),
+                };
+                let c = plugin_object::cluster_scoped(what, &shown, namespace);
+                return Some(Failure::new(c.reason, c.message));
+            }
+        }
+        None
     }
 
     /// `--pull-timeout`.

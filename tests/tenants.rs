@@ -271,8 +271,12 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
     // team-c may pull from no registry.
     w.apply("team-c", nsplugin("testkit", &module, json!({"permissions": permissions()})))
         .await;
-    // team-b: six, one over --tenant-max-plugins; the newest (then by name) is refused.
-    for i in 1..=6 {
+    // team-b: six, one over --tenant-max-plugins; the newest is refused, though first by
+    // name (creationTimestamp counts in seconds: p0 comes a second after the others).
+    for i in [1, 2, 3, 4, 5, 0] {
+        if i == 0 {
+            tokio::time::sleep(Duration::from_millis(1100)).await;
+        }
         let spec = json!({"permissions": permissions(), "settings": {"name": format!("p{i}")}});
         w.apply("team-b", nsplugin(&format!("p{i}"), &module, spec))
             .await;
@@ -317,7 +321,7 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
         ),
         (
             "team-b",
-            "p6",
+            "p0",
             "TooManyPlugins",
             "namespace team-b has 6 NamespacedPlugins and may run 5 (--tenant-max-plugins): the oldest run, this one does not".to_string(),
         ),

@@ -1460,6 +1460,110 @@ mod tests {
         assert!(m.is_empty());
     }
 
+    fn tenants() -> TenantsConfig {
+        TenantsConfig {
+            registries: vec![
+                (Some("team-a".into()), "reg.example:5000".into()),
+                (None, "*.example.com".into()),
+            ],
+            max_plugins: 2,
+            ceilings: kubewasm_runtime::LimitCeilings {
+                memory_mib: Some(64),
+                call_deadline: Some(Duration::from_secs(2)),
+                instances: Some(2),
+            },
+            defaults: LimitOverrides {
+                memory_mib: Some(32),
+                call_deadline: Some(Duration::from_secs(1)),
+                max_instances: Some(2),
+                ..LimitOverrides::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_tenant_pulls_only_from_its_registries() {
+        let t = tenants();
+        assert!(t.check_registry("team-a", "reg.example:5000").is_ok());
+        assert!(t.check_registry("team-b", "r.example.com").is_ok());
+        let f = t.check_registry("team-b", "reg.example:5000").unwrap_err();
+        assert_eq!(f.reason, "RegistryNotAllowed");
+        assert!(f.message.ends_with("only *.example.com are"), "{}", f.message);
+        assert!(t.check_registry("team-a", "reg.example:5001").is_err());
+    }
+
+    #[test]
+    fn a_tenants_limits_stay_under_the_ceilings_and_default_within_them() {
+        let t = tenants();
+        let got = t.limits(LimitOverrides::default()).unwrap();
+        assert_eq!(
+            (got.memory_mib, got.call_deadline, got.max_instances),
+            (Some(32), Some(Duration::from_secs(1)), Some(2))
+        );
+        let asked = LimitOverrides {
+            memory_mib: Some(64),
+            max_intents: Some(3),
+            ..LimitOverrides::default()
+        };
+        let got = t.limits(asked).unwrap();
+        assert_eq!((got.memory_mib, got.max_intents), (Some(64), Some(3)));
+        for (asked, flag) in [
+            (
+                LimitOverrides {
+                    memory_mib: Some(65),
+                    ..LimitOverrides::default()
+                },
+                "--tenant-max-memory-mib",
+            ),
+            (
+                LimitOverrides {
+                    call_deadline: Some(Duration::from_secs(3)),
+                    ..LimitOverrides::default()
+                },
+                "--tenant-max-call-deadline",
+            ),
+            (
+                LimitOverrides {
+                    max_instances: Some(0),
+                    ..LimitOverrides::default()
+                },
+                "--tenant-max-instances",
+            ),
+        ] {
+            let f = t.limits(asked).unwrap_err();
+            assert_eq!(f.reason, "InvalidLimits");
+            assert!(f.message.contains(flag), "{}", f.message);
+        }
+    }
+
+    #[test]
+    fn the_oldest_plugins_of_a_namespace_run_then_by_name() {
+        let obj = |ns: Option<&str>, name: &str, created: &str| {
+            let mut meta = serde_json::json!({"name": name, "creationTimestamp": created,
+                "resourceVersion": "1"});
+            if let Some(ns) = ns {
+                meta["namespace"] = serde_json::json!(ns);
+            }
+            CachedObject::new(
+                serde_json::from_value(serde_json::json!({"apiVersion": "kubewasm.dev/v1alpha1",
+                    "kind": "NamespacedPlugin", "metadata": meta}))
+                .unwrap(),
+            )
+        };
+        let objects = [
+            obj(Some("a"), "z", "2026-01-01T00:00:00Z"),
+            obj(Some("a"), "c", "2026-01-02T00:00:00Z"),
+            obj(Some("a"), "b", "2026-01-02T00:00:00Z"),
+            obj(Some("b"), "x", "2026-01-03T00:00:00Z"),
+            obj(None, "cluster", "2026-01-01T00:00:00Z"),
+        ];
+        let over = over_count(&objects, 2);
+        assert_eq!(
+            over,
+            BTreeMap::from([(("a".to_string(), "c".to_string()), 3)])
+        );
+    }
+
     #[test]
     fn long_messages_are_cut() {
         let m = kubewasm_core_excerpt(&"é".repeat(4000));

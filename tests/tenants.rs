@@ -189,12 +189,18 @@ async fn two_tenants_plugins_on_one_kind_each_act_only_in_their_own_namespace() 
     // The same plugin name in both namespaces: two plugins, `team-a/testkit` and
     // `team-b/testkit`.
     for ns in ["team-a", "team-b"] {
-        w.apply(ns, nsplugin("testkit", &module, json!({"permissions": permissions()})))
-            .await;
+        w.apply(
+            ns,
+            nsplugin("testkit", &module, json!({"permissions": permissions()})),
+        )
+        .await;
     }
     for ns in ["team-a", "team-b"] {
         let ready = w.ready(&host, ns, "testkit", "True", "Serving").await;
-        assert!(ready["message"].as_str().unwrap().contains(&module), "{ready}");
+        assert!(
+            ready["message"].as_str().unwrap().contains(&module),
+            "{ready}"
+        );
         host.wait_log("loaded as NS/P", |l| {
             field(l, "message") == "plugin loaded"
                 && field(l, "plugin") == format!("{ns}/testkit")
@@ -204,7 +210,9 @@ async fn two_tenants_plugins_on_one_kind_each_act_only_in_their_own_namespace() 
     }
 
     // A ConfigMap of the same kind and label outside both: no tenant's plugin sees it.
-    w.env.create(&w.cms("default"), trigger("default", "a", "testkit")).await;
+    w.env
+        .create(&w.cms("default"), trigger("default", "a", "testkit"))
+        .await;
     for ns in ["team-a", "team-b"] {
         w.env.create(&w.cms(ns), trigger(ns, "a", "testkit")).await;
     }
@@ -216,7 +224,9 @@ async fn two_tenants_plugins_on_one_kind_each_act_only_in_their_own_namespace() 
         assert_eq!(managers(&out), ["kubewasm-testkit"], "{}", host.dump());
         // Each plugin handled its own namespace's trigger only.
         let handled: Vec<String> = host
-            .matching(|l| field(l, "message") == "event" && field(l, "plugin") == format!("{ns}/testkit"))
+            .matching(|l| {
+                field(l, "message") == "event" && field(l, "plugin") == format!("{ns}/testkit")
+            })
             .iter()
             .map(|l| field(l, "object").to_string())
             .collect();
@@ -236,11 +246,7 @@ async fn two_tenants_plugins_on_one_kind_each_act_only_in_their_own_namespace() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_the_reason() {
-    let w = World::new(
-        Env::with_crds(false).await,
-        &["team-a", "team-b", "team-c"],
-    )
-    .await;
+    let w = World::new(Env::with_crds(false).await, &["team-a", "team-b", "team-c"]).await;
     let module = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let registry = w.registry.host();
     let team_a = format!("team-a={registry}");
@@ -253,15 +259,18 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
         "--tenant-max-plugins",
         "5",
     ]);
-    let cluster_kind = json!({"permissions": {"watches": [{"apiVersion": "v1", "kind": "Namespace"}]}});
+    let cluster_kind =
+        json!({"permissions": {"watches": [{"apiVersion": "v1", "kind": "Namespace"}]}});
     w.apply("team-a", nsplugin("cluster-kind", &module, cluster_kind))
         .await;
     let other_ns = json!({"permissions": {"watches": [
         {"apiVersion": "v1", "kind": "ConfigMap", "namespaces": ["team-b"]}]}});
-    w.apply("team-a", nsplugin("other-ns", &module, other_ns)).await;
+    w.apply("team-a", nsplugin("other-ns", &module, other_ns))
+        .await;
     // A custom kind the host cannot know offline: discovery says Plugin is cluster-scoped.
     let custom = json!({"permissions": {"watches": [{"apiVersion": "kubewasm.dev/v1alpha1", "kind": "Plugin"}]}});
-    w.apply("team-a", nsplugin("plugin-kind", &module, custom)).await;
+    w.apply("team-a", nsplugin("plugin-kind", &module, custom))
+        .await;
     let big = json!({"permissions": permissions(), "limits": {"memoryMiB": 128}});
     w.apply("team-a", nsplugin("big", &module, big)).await;
     // spec.permissions stay in the namespace; the module itself asks for a grant on
@@ -269,8 +278,11 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
     let asks = json!({"permissions": permissions(), "settings": {"namespaceGrant": ["team-a"]}});
     w.apply("team-a", nsplugin("testkit", &module, asks)).await;
     // team-c may pull from no registry.
-    w.apply("team-c", nsplugin("testkit", &module, json!({"permissions": permissions()})))
-        .await;
+    w.apply(
+        "team-c",
+        nsplugin("testkit", &module, json!({"permissions": permissions()})),
+    )
+    .await;
     // team-b: six, one over --tenant-max-plugins; the newest is refused, though first by
     // name (creationTimestamp counts in seconds: p0 comes a second after the others).
     for i in [1, 2, 3, 4, 5, 0] {
@@ -336,7 +348,9 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
             .await;
     }
     // Nothing refused ever served: a trigger in team-a finds no plugin.
-    w.env.create(&w.cms("team-a"), trigger("team-a", "t", "testkit")).await;
+    w.env
+        .create(&w.cms("team-a"), trigger("team-a", "t", "testkit"))
+        .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(get(&w.cms("team-a"), "t-out").await.is_none());
     assert_eq!(host.stop(), Some(0));
@@ -353,9 +367,12 @@ async fn a_tenant_plugins_writes_are_refused_where_its_service_account_lacks_the
                "metadata": {"name": "kubewasm-testkit", "namespace": "team-a"},
                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]})
     };
-    let roles = w
-        .env
-        .api("rbac.authorization.k8s.io/v1", "Role", "roles", Some("team-a"));
+    let roles = w.env.api(
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        "roles",
+        Some("team-a"),
+    );
     w.env
         .create(&roles, role(&["get", "list", "watch", "create"]))
         .await;
@@ -376,11 +393,16 @@ async fn a_tenant_plugins_writes_are_refused_where_its_service_account_lacks_the
     let registry = w.registry.host();
     // The host itself is cluster-admin here: what refuses is the plugin's own account.
     let host = w.start_host(&["--tenant-registry", &registry]);
-    w.apply("team-a", nsplugin("testkit", &module, json!({"permissions": permissions()})))
-        .await;
+    w.apply(
+        "team-a",
+        nsplugin("testkit", &module, json!({"permissions": permissions()})),
+    )
+    .await;
     w.ready(&host, "team-a", "testkit", "True", "Serving").await;
 
-    w.env.create(&w.cms("team-a"), trigger("team-a", "c", "testkit")).await;
+    w.env
+        .create(&w.cms("team-a"), trigger("team-a", "c", "testkit"))
+        .await;
     let failed = host
         .wait_log("the write refused", |l| {
             field(l, "message") == "event failed" && field(l, "plugin") == "team-a/testkit"
@@ -401,12 +423,16 @@ async fn a_tenant_plugins_writes_are_refused_where_its_service_account_lacks_the
         .patch(
             "kubewasm-testkit",
             &PatchParams::default(),
-            &Patch::Merge(json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"],
-                "verbs": ["get", "list", "watch", "create", "patch"]}]})),
+            &Patch::Merge(
+                json!({"rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                "verbs": ["get", "list", "watch", "create", "patch"]}]}),
+            ),
         )
         .await
         .expect("grant patch");
-    w.env.create(&w.cms("team-a"), trigger("team-a", "d", "testkit")).await;
+    w.env
+        .create(&w.cms("team-a"), trigger("team-a", "d", "testkit"))
+        .await;
     let out = eventually("d-out", CONVERGE, || async {
         get(&w.cms("team-a"), "d-out").await
     })

@@ -620,7 +620,11 @@ fn namespaced_grant(g: &Grant, namespace: &str) -> Result<(), Confinement> {
 }
 
 fn verbs(verbs: &[Verb]) -> String {
-    verbs.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(",")
+    verbs
+        .iter()
+        .map(|v| v.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Confine what a NamespacedPlugin's module asks for (its `describe()` answer) to

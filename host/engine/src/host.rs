@@ -47,10 +47,10 @@ use crate::event::{QuarantinePolicy, Queue, QueueConfig};
 use crate::plugins::dir_watch::{self, DirWatch};
 pub use crate::plugins::environment::PluginStatus;
 use crate::plugins::environment::{Active, Current, Environment, Swaps, Version};
-pub use crate::plugins::objects::{ObjectsConfig, TenantsConfig};
 use crate::plugins::objects::{
     ObjectSource, ObjectState, StatusWriter, namespaced_plugin_kind, plugin_kind,
 };
+pub use crate::plugins::objects::{ObjectsConfig, TenantsConfig};
 use crate::plugins::reload::{Loading, Reloader};
 use crate::plugins::replay::{Replay, Replayer};
 use crate::plugins::staging;

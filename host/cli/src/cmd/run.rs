@@ -13,8 +13,7 @@ use kubewasm::core::rbac;
 use kubewasm::event::{QuarantinePolicy, QueueConfig};
 use kubewasm::host::{
     Election, EventsConfig, Host, HostConfig, ObjectsConfig, PluginsConfig, ReplicasConfig,
-    TenantsConfig,
-    ServeConfig,
+    ServeConfig, TenantsConfig,
 };
 use kubewasm::replicas::leader::{self, LeaderConfig};
 use kubewasm::replicas::shards::ShardConfig;

@@ -203,7 +203,7 @@ impl AccountReviews {
         let answers = futures::future::join_all(asks.iter().map(|r| {
             let subject = Subject::Account {
                 user: &user,
-                namespace: namespace,
+                namespace,
             };
             review(&self.client, subject, r)
         }))

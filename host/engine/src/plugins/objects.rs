@@ -126,13 +126,20 @@ impl TenantsConfig {
         let over = |key: &str, asked: String, max: String, flag: &str| {
             Err(Failure::new(
                 "InvalidLimits",
-                format!("spec.limits: {key}: {asked} is over the platform's ceiling of {max} for NamespacedPlugins ({flag})"),
+                format!(
+                    "spec.limits: {key}: {asked} is over the platform's ceiling of {max} for NamespacedPlugins ({flag})"
+                ),
             ))
         };
         if let (Some(a), Some(m)) = (asked.memory_mib, c.memory_mib)
             && a > m
         {
-            return over("memoryMiB", a.to_string(), m.to_string(), "--tenant-max-memory-mib");
+            return over(
+                "memoryMiB",
+                a.to_string(),
+                m.to_string(),
+                "--tenant-max-memory-mib",
+            );
         }
         if let (Some(a), Some(m)) = (asked.call_deadline, c.call_deadline)
             && a > m
@@ -144,7 +151,12 @@ impl TenantsConfig {
         if let (Some(a), Some(m)) = (asked.max_instances, c.instances)
             && (a > m || a == 0)
         {
-            return over("maxInstances", a.to_string(), m.to_string(), "--tenant-max-instances");
+            return over(
+                "maxInstances",
+                a.to_string(),
+                m.to_string(),
+                "--tenant-max-instances",
+            );
         }
         let d = &self.defaults;
         Ok(LimitOverrides {
@@ -429,7 +441,12 @@ impl ObjectSource {
         approval: &Approval,
     ) -> Option<Failure> {
         let mut asked: Vec<(&str, ResourceRef)> = Vec::new();
-        asked.extend(approval.watches.iter().map(|w| ("watch", w.resource.clone())));
+        asked.extend(
+            approval
+                .watches
+                .iter()
+                .map(|w| ("watch", w.resource.clone())),
+        );
         asked.extend(approval.reads.iter().map(|r| ("read", r.resource.clone())));
         for g in &approval.grants {
             for kind in g.kinds.iter().filter(|k| *k != "*") {
@@ -568,9 +585,10 @@ impl ObjectSource {
                 ),
             ));
         }
-        let mut approval = obj.spec.approval().map_err(|e| {
-            Failure::new("InvalidPermissions", format!("spec.permissions: {e}"))
-        })?;
+        let mut approval = obj
+            .spec
+            .approval()
+            .map_err(|e| Failure::new("InvalidPermissions", format!("spec.permissions: {e}")))?;
         plugin_object::confine_approval(ns, &mut approval)
             .map_err(|why| Failure::new(why.reason, why.message))?;
         c.approval = Some(approval);
@@ -872,12 +890,7 @@ impl ObjectSource {
         let s = api.get(secret).await.map_err(|e| {
             Failure::new(
                 "PullSecretUnavailable",
-                format!(
-                    "pull secret {}/{}: {}",
-                    namespace,
-                    secret,
-                    kube_error(&e)
-                ),
+                format!("pull secret {}/{}: {}", namespace, secret, kube_error(&e)),
             )
         })?;
         let bad = |why: &str| {
@@ -1241,11 +1254,19 @@ impl StatusWriter {
             Some((ns, object)) => {
                 let kind = plugin_object::NAMESPACED_KIND;
                 let r = resource(kind, plugin_object::NAMESPACED_PLURAL);
-                (Api::namespaced_with(self.client.clone(), ns, &r), kind, object)
+                (
+                    Api::namespaced_with(self.client.clone(), ns, &r),
+                    kind,
+                    object,
+                )
             }
             None => {
                 let r = resource(plugin_object::KIND, plugin_object::PLURAL);
-                (Api::all_with(self.client.clone(), &r), plugin_object::KIND, name)
+                (
+                    Api::all_with(self.client.clone(), &r),
+                    plugin_object::KIND,
+                    name,
+                )
             }
         }
     }
@@ -1488,7 +1509,11 @@ mod tests {
         assert!(t.check_registry("team-b", "r.example.com").is_ok());
         let f = t.check_registry("team-b", "reg.example:5000").unwrap_err();
         assert_eq!(f.reason, "RegistryNotAllowed");
-        assert!(f.message.ends_with("only *.example.com are"), "{}", f.message);
+        assert!(
+            f.message.ends_with("only *.example.com are"),
+            "{}",
+            f.message
+        );
         assert!(t.check_registry("team-a", "reg.example:5001").is_err());
     }
 

@@ -503,10 +503,9 @@ impl Reloader {
             .iter()
             .filter_map(|(o, s)| match o {
                 Origin::Object(name) => Some((name.clone(), object_state(o, s, &next.env))),
-                Origin::Namespaced { namespace, name } => Some((
-                    format!("{namespace}/{name}"),
-                    object_state(o, s, &next.env),
-                )),
+                Origin::Namespaced { namespace, name } => {
+                    Some((format!("{namespace}/{name}"), object_state(o, s, &next.env)))
+                }
                 Origin::File(_) | Origin::Shadow(_) => None,
             })
             .collect();

@@ -1254,6 +1254,8 @@ struct ObjectsWatch {
     grace: Duration,
     /// NamespacedPlugins are followed too (`--tenant-registry`).
     tenants: bool,
+    /// Their plugins are unloaded for their watch failing past the grace.
+    tenants_withheld: AtomicBool,
     /// Their plugins are unloaded for that: the watch has failed past the grace.
     withheld: AtomicBool,
     /// A Plugin object changed, or their kind became served.
@@ -1278,6 +1280,7 @@ impl ObjectsWatch {
             caches,
             grace,
             tenants,
+            tenants_withheld: AtomicBool::new(false),
             withheld: AtomicBool::new(false),
             changed: Notify::new(),
             status_due: Notify::new(),
@@ -1333,7 +1336,21 @@ impl ObjectsWatch {
             return Some(Vec::new());
         };
         let cache = self.caches.get(&resolved.type_ref())?;
-        cache.is_synced().then(|| cache.snapshot())
+        if !cache.is_synced() {
+            return None;
+        }
+        // What the host cannot see must not keep serving, as for Plugins.
+        let past = past_grace(cache.failing_for(), self.grace);
+        if past != self.tenants_withheld.swap(past, Ordering::SeqCst) {
+            tracing::warn!(
+                withheld = past,
+                "the watch of NamespacedPlugins crossed --plugin-watch-grace: their plugins are unloaded while it fails, loaded again once it works"
+            );
+        }
+        if past {
+            return Some(Vec::new());
+        }
+        Some(cache.snapshot())
     }
 
     /// Resolves once the Plugin watch crossed its grace either way since the last
@@ -1350,6 +1367,16 @@ impl ObjectsWatch {
                 .and_then(|c| c.failing_for());
             if past_grace(failing, self.grace) != self.withheld.load(Ordering::SeqCst) {
                 return;
+            }
+            if self.tenants {
+                let failing = self
+                    .watches
+                    .resolved(&namespaced_plugin_kind())
+                    .and_then(|r| self.caches.get(&r.type_ref()))
+                    .and_then(|c| c.failing_for());
+                if past_grace(failing, self.grace) != self.tenants_withheld.load(Ordering::SeqCst) {
+                    return;
+                }
             }
         }
     }

@@ -443,6 +443,10 @@ impl HostArgs {
         host_namespace: &str,
     ) -> Result<Option<ObjectsConfig>> {
         if self.no_plugin_objects {
+            anyhow::ensure!(
+                self.tenant_registry.is_empty(),
+                "--tenant-registry follows NamespacedPlugins, which --no-plugin-objects turns off with Plugin objects"
+            );
             return Ok(None);
         }
         anyhow::ensure!(

@@ -718,7 +718,12 @@ impl ObjectSource {
         };
         asked.validate().map_err(invalid)?;
         match (tenant, &self.config.tenants) {
-            (Some(_), Some(t)) => t.limits(asked),
+            // The operator's ceilings bound tenants too.
+            (Some(_), Some(t)) => {
+                let limits = t.limits(asked)?;
+                self.config.ceilings.check(&limits).map_err(invalid)?;
+                Ok(limits)
+            }
             _ => {
                 self.config.ceilings.check(&asked).map_err(invalid)?;
                 Ok(asked)

@@ -257,7 +257,7 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
         "--tenant-registry",
         &team_b,
         "--tenant-max-plugins",
-        "5",
+        "6",
     ]);
     let cluster_kind =
         json!({"permissions": {"watches": [{"apiVersion": "v1", "kind": "Namespace"}]}});
@@ -277,15 +277,19 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
     // Namespaces (cluster-scoped), found when it is described.
     let asks = json!({"permissions": permissions(), "settings": {"namespaceGrant": ["team-a"]}});
     w.apply("team-a", nsplugin("testkit", &module, asks)).await;
+    // The module calls itself `other`: a NamespacedPlugin is named after its plugin.
+    let misnamed = json!({"permissions": permissions(), "settings": {"name": "other"}});
+    w.apply("team-a", nsplugin("misnamed", &module, misnamed))
+        .await;
     // team-c may pull from no registry.
     w.apply(
         "team-c",
         nsplugin("testkit", &module, json!({"permissions": permissions()})),
     )
     .await;
-    // team-b: six, one over --tenant-max-plugins; the newest is refused, though first by
+    // team-b: seven, one over --tenant-max-plugins; the newest is refused, though first by
     // name (creationTimestamp counts in seconds: p0 comes a second after the others).
-    for i in [1, 2, 3, 4, 5, 0] {
+    for i in [1, 2, 3, 4, 5, 6, 0] {
         if i == 0 {
             tokio::time::sleep(Duration::from_millis(1100)).await;
         }
@@ -326,6 +330,12 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
             "grant on Namespace: it is cluster-scoped, and a NamespacedPlugin in team-a acts only on namespaced kinds in team-a".to_string(),
         ),
         (
+            "team-a",
+            "misnamed",
+            "LoadFailed",
+            "plugin namespacedplugins.kubewasm.dev/team-a/misnamed.wasm: manifest rejected: the manifest's name \"other\" must equal the file name \"misnamed\" (without .wasm)".to_string(),
+        ),
+        (
             "team-c",
             "testkit",
             "RegistryNotAllowed",
@@ -335,15 +345,15 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
             "team-b",
             "p0",
             "TooManyPlugins",
-            "namespace team-b has 6 NamespacedPlugins and may run 5 (--tenant-max-plugins): the oldest run, this one does not".to_string(),
+            "namespace team-b has 7 NamespacedPlugins and may run 6 (--tenant-max-plugins): the oldest run, this one does not".to_string(),
         ),
     ];
     for (ns, name, reason, message) in refused {
         let ready = w.ready(&host, ns, name, "False", reason).await;
         assert_eq!(ready["message"], json!(message), "{ns}/{name}: {ready}");
     }
-    // The other five of team-b run.
-    for i in 1..=5 {
+    // The other six of team-b run.
+    for i in 1..=6 {
         w.ready(&host, "team-b", &format!("p{i}"), "True", "Serving")
             .await;
     }

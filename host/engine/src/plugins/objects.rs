@@ -7,6 +7,13 @@
 //! The objects themselves arrive through the watch manager like any watched kind (its
 //! relists, 410 handling and discovery of a CRD installed later included): the host asks
 //! for them in every environment's demand.
+//!
+//! NamespacedPlugins (`namespacedplugins.kubewasm.dev`, with `--tenant-registry` only) go
+//! the same way, each as plugin `NS/P` confined to its namespace `NS`: the platform's
+//! ceilings ([`TenantsConfig`]: registries, limits, count) and the confinement of
+//! `spec.permissions` (`core::plugin_object::confine_approval`; cluster-scoped custom
+//! kinds by discovery, [`ObjectSource::cluster_scoped`]) refuse it before any pull; its
+//! pull secret is read in `NS`, and its status written to the object in `NS`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -450,3 +450,53 @@ async fn a_tenant_plugins_writes_are_refused_where_its_service_account_lacks_the
     assert_eq!(managers(&out), ["kubewasm-testkit"], "{}", host.dump());
     assert_eq!(host.stop(), Some(0));
 }
+
+/// The NamespacedPlugin CRD: one source for kustomize and Helm, namespaced, and the
+/// Plugin's own schema but for the words (the same `PluginSpec` and status).
+#[test]
+fn the_namespaced_crd_has_one_source_and_the_plugins_schema() {
+    let base = root().join("deploy/kubernetes/base/crd-namespacedplugins.yaml");
+    let chart = root().join("deploy/helm/kubewasm/crds/namespacedplugins.kubewasm.dev.yaml");
+    assert!(
+        std::fs::read(&base).unwrap() == std::fs::read(&chart).unwrap(),
+        "{} and {} differ: copy the first over the second",
+        base.display(),
+        chart.display()
+    );
+    let kustomization =
+        std::fs::read_to_string(root().join("deploy/kubernetes/base/kustomization.yaml")).unwrap();
+    assert!(kustomization.contains("- crd-namespacedplugins.yaml"));
+    let read = |name: &str| -> Value {
+        let path = root().join("deploy/kubernetes/base").join(name);
+        serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let crd = read("crd-namespacedplugins.yaml");
+    assert_eq!(crd["metadata"]["name"], "namespacedplugins.kubewasm.dev");
+    assert_eq!(crd["metadata"]["labels"]["kubewasm.dev/uninstall"], "keep");
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    let names = &crd["spec"]["names"];
+    assert_eq!(
+        (&names["kind"], &names["plural"], &names["singular"]),
+        (
+            &json!("NamespacedPlugin"),
+            &json!("namespacedplugins"),
+            &json!("namespacedplugin")
+        )
+    );
+    assert_eq!(names["shortNames"], json!(["nsplugin"]));
+    fn words_out(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("description");
+                m.values_mut().for_each(words_out);
+            }
+            Value::Array(a) => a.iter_mut().for_each(words_out),
+            _ => {}
+        }
+    }
+    let mut ours = crd["spec"]["versions"].clone();
+    let mut plugins = read("crd-plugins.yaml")["spec"]["versions"].clone();
+    words_out(&mut ours);
+    words_out(&mut plugins);
+    assert_eq!(ours, plugins);
+}

@@ -79,10 +79,12 @@ fn the_crd_has_one_source_in_kustomize_and_helm() {
     let base = std::fs::read_dir(root().join("deploy/kubernetes/base")).unwrap();
     for f in base.filter_map(Result::ok) {
         let text = std::fs::read_to_string(f.path()).unwrap_or_default();
-        if f.file_name() != "crd-plugins.yaml" {
+        // Both kinds (Plugin, NamespacedPlugin) are kept: deleting a CRD deletes its objects.
+        let crd = ["crd-plugins.yaml", "crd-namespacedplugins.yaml"];
+        if !crd.iter().any(|c| f.file_name() == *c) {
             assert!(
                 !text.contains("kubewasm.dev/uninstall"),
-                "{}: only the CRD is kept at uninstall",
+                "{}: only the CRDs are kept at uninstall",
                 f.path().display()
             );
         }

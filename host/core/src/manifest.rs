@@ -350,7 +350,9 @@ pub struct Grant {
 impl Manifest {
     /// The field manager the host uses for this plugin's writes.
     pub fn field_manager(&self) -> String {
-        format!("kubewasm-{}", self.name)
+        // A NamespacedPlugin's plugin is `NS/P` in the host; it writes as `kubewasm-P`.
+        let own = self.name.rsplit('/').next().unwrap_or(&self.name);
+        format!("kubewasm-{own}")
     }
 
     /// Check the manifest for things the host cannot serve. Returns the first problem.

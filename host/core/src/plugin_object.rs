@@ -527,10 +527,197 @@ impl Permissions {
     }
 }
 
+/// Reason of a NamespacedPlugin refused for asking for a kind that is not namespaced.
+pub const CLUSTER_SCOPED_KIND: &str = "ClusterScopedKind";
+/// Reason of a NamespacedPlugin refused for asking for another namespace than its own.
+pub const OUTSIDE_NAMESPACE: &str = "OutsideNamespace";
+
+/// Why a NamespacedPlugin's permissions or manifest reach outside its namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confinement {
+    /// [`CLUSTER_SCOPED_KIND`] or [`OUTSIDE_NAMESPACE`].
+    pub reason: &'static str,
+    /// What, and where it may act instead.
+    pub message: String,
+}
+
+/// Bind `namespaces` (of `what`) to `namespace`: empty means it; anything else must be
+/// exactly it (`*` is every namespace, so outside).
+fn bind(namespace: &str, namespaces: &mut Vec<String>, what: &str) -> Result<(), Confinement> {
+    if let Some(other) = namespaces.iter().find(|n| *n != namespace) {
+        return Err(Confinement {
+            reason: OUTSIDE_NAMESPACE,
+            message: format!(
+                "{what} in namespace {other:?}: a NamespacedPlugin in {namespace} acts only in {namespace}"
+            ),
+        });
+    }
+    *namespaces = vec![namespace.to_string()];
+    Ok(())
+}
+
+/// Refuse `r` when the host knows it is cluster-scoped without asking a cluster (the
+/// built-in kinds; the engine asks discovery for the others).
+fn namespaced_kind(r: &ResourceRef, what: &str, namespace: &str) -> Result<(), Confinement> {
+    let info = crate::kind::guess(r);
+    if !info.guessed && !info.namespaced {
+        return Err(cluster_scoped(what, &r.to_string(), namespace));
+    }
+    Ok(())
+}
+
+/// The refusal of a cluster-scoped kind `kind` asked for as `what`.
+pub fn cluster_scoped(what: &str, kind: &str, namespace: &str) -> Confinement {
+    Confinement {
+        reason: CLUSTER_SCOPED_KIND,
+        message: format!(
+            "{what} {kind}: it is cluster-scoped, and a NamespacedPlugin in {namespace} acts only on namespaced kinds in {namespace}"
+        ),
+    }
+}
+
+/// Confine the approval of a NamespacedPlugin in `namespace` (its `spec.permissions`) to
+/// that namespace: every watch, read and grant without namespaces is bound to it, one
+/// naming another is refused ([`OUTSIDE_NAMESPACE`]), and so is a kind known to be
+/// cluster-scoped ([`CLUSTER_SCOPED_KIND`]). A `*` kind is left to admission, which
+/// finds no grant bound to a namespace covering a cluster-scoped object.
+pub fn confine_approval(namespace: &str, a: &mut Approval) -> Result<(), Confinement> {
+    for w in &mut a.watches {
+        let what = format!("watch {}", w.resource);
+        bind(namespace, &mut w.namespaces, &what)?;
+        namespaced_kind(&w.resource, "watch", namespace)?;
+    }
+    for r in &mut a.reads {
+        let what = format!("read {}", r.resource);
+        bind(namespace, &mut r.namespaces, &what)?;
+        namespaced_kind(&r.resource, "read", namespace)?;
+    }
+    for g in &mut a.grants {
+        let what = format!("grant of {} on {}", verbs(&g.verbs), g.kinds.join(","));
+        bind(namespace, &mut g.namespaces, &what)?;
+        namespaced_grant(g, namespace)?;
+    }
+    Ok(())
+}
+
+/// Refuse a grant naming a kind known to be cluster-scoped (a built-in one: the version
+/// does not matter to the table).
+fn namespaced_grant(g: &Grant, namespace: &str) -> Result<(), Confinement> {
+    for group in g.api_groups.iter().filter(|g| *g != "*") {
+        for kind in g.kinds.iter().filter(|k| *k != "*") {
+            let api_version = match group.as_str() {
+                "" => "v1".to_string(),
+                group => format!("{group}/v1"),
+            };
+            let r = ResourceRef::Kind(TypeRef::new(api_version, kind.clone()));
+            let info = crate::kind::guess(&r);
+            if !info.guessed && !info.namespaced {
+                return Err(cluster_scoped("grant on", kind, namespace));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn verbs(verbs: &[Verb]) -> String {
+    verbs
+        .iter()
+        .map(|v| v.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Confine what a NamespacedPlugin's module asks for (its `describe()` answer) to
+/// `namespace`, before it is checked against its confined approval: a watch without a
+/// namespace is bound to it, and so is a grant without namespaces; another namespace is
+/// refused ([`OUTSIDE_NAMESPACE`]), and so is a kind known to be cluster-scoped.
+pub fn confine_manifest(namespace: &str, m: &mut Manifest) -> Result<(), Confinement> {
+    for w in &mut m.watches {
+        let what = format!("watch {:?} of {}", w.id, w.resource);
+        match w.namespace.as_deref() {
+            Some(ns) if ns != namespace => {
+                let mut listed = vec![ns.to_string()];
+                bind(namespace, &mut listed, &what)?;
+            }
+            _ => w.namespace = Some(namespace.to_string()),
+        }
+        namespaced_kind(&w.resource, "watch", namespace)?;
+    }
+    for r in &m.reads {
+        namespaced_kind(&r.resource, "read", namespace)?;
+    }
+    for g in &mut m.grants {
+        let what = format!("grant of {} on {}", verbs(&g.verbs), g.kinds.join(","));
+        bind(namespace, &mut g.namespaces, &what)?;
+        namespaced_grant(g, namespace)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::manifest::Watch;
+
+    fn approval(watch_ns: &[&str], kind: &str) -> Approval {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        Approval {
+            watches: vec![ApprovedWatch {
+                resource: ResourceRef::Kind(TypeRef::new("v1", kind)),
+                namespaces: s(watch_ns),
+            }],
+            grants: vec![Grant {
+                api_groups: s(&[""]),
+                kinds: s(&["ConfigMap"]),
+                namespaces: vec![],
+                verbs: vec![Verb::Create],
+                allow_force: false,
+                finalizers: vec![],
+            }],
+            ..Approval::default()
+        }
+    }
+
+    #[test]
+    fn a_tenant_approval_is_bound_to_its_namespace_and_refused_outside() {
+        let mut a = approval(&[], "ConfigMap");
+        confine_approval("team-a", &mut a).unwrap();
+        assert_eq!(a.watches[0].namespaces, ["team-a"]);
+        assert_eq!(a.grants[0].namespaces, ["team-a"]);
+        let mut own = approval(&["team-a"], "ConfigMap");
+        assert!(confine_approval("team-a", &mut own).is_ok());
+        for ns in [&["team-b"][..], &["*"], &["team-a", "team-b"]] {
+            let e = confine_approval("team-a", &mut approval(ns, "ConfigMap")).unwrap_err();
+            assert_eq!(e.reason, OUTSIDE_NAMESPACE, "{ns:?}: {}", e.message);
+        }
+        let e = confine_approval("team-a", &mut approval(&[], "Namespace")).unwrap_err();
+        assert_eq!(e.reason, CLUSTER_SCOPED_KIND, "{}", e.message);
+        let mut node = approval(&[], "ConfigMap");
+        node.grants[0].kinds = vec!["Node".into()];
+        let e = confine_approval("team-a", &mut node).unwrap_err();
+        assert_eq!(e.reason, CLUSTER_SCOPED_KIND, "{}", e.message);
+    }
+
+    #[test]
+    fn a_tenant_manifest_is_bound_to_its_namespace() {
+        let mut m = approval(&[], "ConfigMap").to_manifest("p");
+        confine_manifest("team-a", &mut m).unwrap();
+        assert_eq!(m.watches[0].namespace.as_deref(), Some("team-a"));
+        assert_eq!(m.grants[0].namespaces, ["team-a"]);
+        let mut other = approval(&["team-b"], "ConfigMap").to_manifest("p");
+        let e = confine_manifest("team-a", &mut other).unwrap_err();
+        assert_eq!(e.reason, OUTSIDE_NAMESPACE, "{}", e.message);
+        let mut ns = approval(&[], "ConfigMap").to_manifest("p");
+        ns.grants[0].kinds = vec!["Namespace".into()];
+        ns.grants[0].namespaces = vec!["team-a".into()];
+        let e = confine_manifest("team-a", &mut ns).unwrap_err();
+        assert_eq!(e.reason, CLUSTER_SCOPED_KIND, "{}", e.message);
+        let named = Manifest {
+            name: "team-a/p".into(),
+            ..m
+        };
+        assert_eq!(named.field_manager(), "kubewasm-p");
+    }
 
     fn watch(id: &str, av: &str, kind: &str, ns: Option<&str>) -> Watch {
         Watch {

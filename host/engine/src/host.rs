@@ -47,8 +47,10 @@ use crate::event::{QuarantinePolicy, Queue, QueueConfig};
 use crate::plugins::dir_watch::{self, DirWatch};
 pub use crate::plugins::environment::PluginStatus;
 use crate::plugins::environment::{Active, Current, Environment, Swaps, Version};
-pub use crate::plugins::objects::ObjectsConfig;
-use crate::plugins::objects::{ObjectSource, ObjectState, StatusWriter, plugin_kind};
+use crate::plugins::objects::{
+    ObjectSource, ObjectState, StatusWriter, namespaced_plugin_kind, plugin_kind,
+};
+pub use crate::plugins::objects::{ObjectsConfig, TenantsConfig};
 use crate::plugins::reload::{Loading, Reloader};
 use crate::plugins::replay::{Replay, Replayer};
 use crate::plugins::staging;
@@ -580,6 +582,7 @@ impl Parts {
                     watches.clone(),
                     caches,
                     o.watch_grace,
+                    o.tenants.is_some(),
                 ))
             }),
             writes: Arc::new(self.write_checks(&current)),
@@ -609,7 +612,10 @@ impl Parts {
         let objects = config
             .objects
             .clone()
-            .map(|o| ObjectSource::new(self.client.clone(), o, self.metrics.clone()))
+            .map(|o| {
+                let metrics = self.metrics.clone();
+                ObjectSource::new(self.client.clone(), o, metrics, discovery.clone())
+            })
             .transpose()?;
         let loader = match (&config.cache_dir, &config.cache_key_file) {
             (Some(dir), Some(key)) => {
@@ -787,6 +793,18 @@ fn object_needs(o: &ObjectsConfig) -> Vec<Need> {
         purpose: "writing Plugin objects' status".into(),
         blocking: false,
     }];
+    if o.tenants.is_some() {
+        needs.push(Need {
+            rule: Rule::new(
+                "patch",
+                kubewasm_core::plugin_object::GROUP,
+                &format!("{}/status", kubewasm_core::plugin_object::NAMESPACED_PLURAL),
+                None,
+            ),
+            purpose: "writing NamespacedPlugin objects' status".into(),
+            blocking: false,
+        });
+    }
     // Only the secrets the operator allowed: the host reads no other.
     needs.extend(o.allowed_pull_secrets.iter().map(|name| Need {
         rule: Rule::new("get", "", "secrets", Some(&o.namespace)).named(name),
@@ -944,18 +962,19 @@ impl Plugins {
     /// Point the watch manager at what `env` needs: which targets, and which of them are
     /// read whole (with shards, the others are cached by shard).
     fn point_watches(&self, env: &Environment) {
-        let follows = self.objects.is_some();
+        let kinds = self.objects.as_ref().map(|o| o.kinds()).unwrap_or_default();
         let mut whole = env.read_whole();
-        if follows {
-            whole.insert(plugin_kind());
-        }
+        whole.extend(kinds.iter().cloned());
         self.watches.set_whole(whole);
         self.watches.set_projections(env.projections());
         let mut tenant_scopes = env.tenant_scopes();
-        // The host's own watch of the Plugin objects is cluster-wide.
-        tenant_scopes.remove(&plugin_kind());
+        // The host's own watches of the Plugin and NamespacedPlugin objects are
+        // cluster-wide.
+        for kind in &kinds {
+            tenant_scopes.remove(kind);
+        }
         self.watches.set_tenant_scopes(tenant_scopes);
-        self.watches.set_desired(desired(env, follows));
+        self.watches.set_desired(desired(env, &kinds));
     }
 
     /// Plugins at work, read from the environment serving; rejected sources and reloads
@@ -1128,11 +1147,11 @@ async fn status_due(reconciled: &Notify, previewing: bool) {
 }
 
 /// What the watch manager must serve for `env`: its plugins' watches and reads, and the
-/// Plugin objects when they are a source.
-fn desired(env: &Environment, follows_objects: bool) -> BTreeMap<ResourceRef, Demand> {
+/// kinds of plugin objects that are a source (`ObjectsWatch::kinds`), every object.
+fn desired(env: &Environment, objects: &[ResourceRef]) -> BTreeMap<ResourceRef, Demand> {
     let mut desired = env.desired();
-    if follows_objects {
-        desired.insert(plugin_kind(), None);
+    for kind in objects {
+        desired.insert(kind.clone(), None);
     }
     desired
 }
@@ -1240,6 +1259,10 @@ struct ObjectsWatch {
     caches: Arc<Caches>,
     /// How long the watch of Plugin objects may fail before their plugins are unloaded.
     grace: Duration,
+    /// NamespacedPlugins are followed too (`--tenant-registry`).
+    tenants: bool,
+    /// Their plugins are unloaded for their watch failing past the grace.
+    tenants_withheld: AtomicBool,
     /// Their plugins are unloaded for that: the watch has failed past the grace.
     withheld: AtomicBool,
     /// A Plugin object changed, or their kind became served.
@@ -1257,11 +1280,14 @@ impl ObjectsWatch {
         watches: Arc<WatchManager>,
         caches: Arc<Caches>,
         grace: Duration,
+        tenants: bool,
     ) -> Self {
         ObjectsWatch {
             watches,
             caches,
             grace,
+            tenants,
+            tenants_withheld: AtomicBool::new(false),
             withheld: AtomicBool::new(false),
             changed: Notify::new(),
             status_due: Notify::new(),
@@ -1293,6 +1319,44 @@ impl ObjectsWatch {
         if self.withheld.swap(false, Ordering::SeqCst) {
             tracing::info!("the watch of Plugin objects works again: their plugins load again");
         }
+        let mut objects = cache.snapshot();
+        objects.extend(self.namespaced()?);
+        Some(objects)
+    }
+
+    /// The kinds of plugin objects followed: Plugin, and NamespacedPlugin with tenants.
+    fn kinds(&self) -> Vec<ResourceRef> {
+        let mut kinds = vec![plugin_kind()];
+        if self.tenants {
+            kinds.push(namespaced_plugin_kind());
+        }
+        kinds
+    }
+
+    /// The NamespacedPlugins, once their cache is synced (None: not yet); none while
+    /// tenants are off or their kind is not served (its CRD not installed).
+    fn namespaced(&self) -> Option<Vec<Arc<CachedObject>>> {
+        if !self.tenants {
+            return Some(Vec::new());
+        }
+        let Some(resolved) = self.watches.resolved(&namespaced_plugin_kind()) else {
+            return Some(Vec::new());
+        };
+        let cache = self.caches.get(&resolved.type_ref())?;
+        if !cache.is_synced() {
+            return None;
+        }
+        // What the host cannot see must not keep serving, as for Plugins.
+        let past = past_grace(cache.failing_for(), self.grace);
+        if past != self.tenants_withheld.swap(past, Ordering::SeqCst) {
+            tracing::warn!(
+                withheld = past,
+                "the watch of NamespacedPlugins crossed --plugin-watch-grace: their plugins are unloaded while it fails, loaded again once it works"
+            );
+        }
+        if past {
+            return Some(Vec::new());
+        }
         Some(cache.snapshot())
     }
 
@@ -1311,13 +1375,24 @@ impl ObjectsWatch {
             if past_grace(failing, self.grace) != self.withheld.load(Ordering::SeqCst) {
                 return;
             }
+            if self.tenants {
+                let failing = self
+                    .watches
+                    .resolved(&namespaced_plugin_kind())
+                    .and_then(|r| self.caches.get(&r.type_ref()))
+                    .and_then(|c| c.failing_for());
+                if past_grace(failing, self.grace) != self.tenants_withheld.load(Ordering::SeqCst) {
+                    return;
+                }
+            }
         }
     }
 
     /// Whether a watch event is about a Plugin object.
     fn is_plugin_object(resource: &ResourceKey) -> bool {
-        resource.group == kubewasm_core::plugin_object::GROUP
-            && resource.plural == kubewasm_core::plugin_object::PLURAL
+        use kubewasm_core::plugin_object::{GROUP, NAMESPACED_PLURAL, PLURAL};
+        resource.group == GROUP
+            && (resource.plural == PLURAL || resource.plural == NAMESPACED_PLURAL)
     }
 }
 
@@ -1442,7 +1517,7 @@ impl Routing {
 
     /// A watch target now resolves: route it, and replay it to plugins that waited.
     fn resolved(&self, target: &ResourceRef) {
-        if *target == plugin_kind()
+        if (*target == plugin_kind() || *target == namespaced_plugin_kind())
             && let Some(objects) = &self.objects
         {
             objects.changed.notify_one();
@@ -1608,8 +1683,8 @@ mod tests {
     #[test]
     fn the_plugin_kind_is_watched_only_when_plugin_objects_are_a_source() {
         let env = Environment::default();
-        assert!(desired(&env, false).is_empty());
-        let with = desired(&env, true);
+        assert!(desired(&env, &[]).is_empty());
+        let with = desired(&env, &[plugin_kind()]);
         assert_eq!(with.len(), 1);
         assert_eq!(
             with.get(&plugin_kind()),

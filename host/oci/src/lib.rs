@@ -36,6 +36,7 @@ pub use artifact::{
 };
 pub use auth::{Auths, Credentials};
 pub use client::{Client, Pulled, Pushed, RegistryConfig};
+pub use policy::registry_matches;
 pub use reference::Reference;
 pub use store::Store;
 

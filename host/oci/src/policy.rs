@@ -83,6 +83,18 @@ impl Pattern {
     }
 }
 
+/// Whether `registry` (`HOST[:PORT]` as a reference names it) matches `pattern`, an
+/// `--allowed-registry` pattern (`HOST[:PORT]` exactly, or `*.DOMAIN[:PORT]`); a pattern
+/// that does not parse matches nothing.
+pub fn registry_matches(pattern: &str, registry: &str) -> bool {
+    let Ok(p) = Pattern::parse(pattern) else {
+        return false;
+    };
+    let registry = registry.to_ascii_lowercase();
+    let (host, port) = split_host_port(&registry);
+    p.matches(host, port)
+}
+
 /// `HOST[:PORT]` → (host, port), an IPv6 literal keeping its brackets.
 fn split_host_port(s: &str) -> (&str, Option<&str>) {
     if s.starts_with('[') {

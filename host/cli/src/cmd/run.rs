@@ -13,7 +13,7 @@ use kubewasm::core::rbac;
 use kubewasm::event::{QuarantinePolicy, QueueConfig};
 use kubewasm::host::{
     Election, EventsConfig, Host, HostConfig, ObjectsConfig, PluginsConfig, ReplicasConfig,
-    ServeConfig,
+    ServeConfig, TenantsConfig,
 };
 use kubewasm::replicas::leader::{self, LeaderConfig};
 use kubewasm::replicas::shards::ShardConfig;
@@ -69,6 +69,32 @@ pub struct HostArgs {
     /// redirects to another host (a CDN) must go to an HTTPS host these rules allow.
     #[arg(long = "allowed-registry", value_name = "PATTERN", value_parser = super::registry_args::allowed_pattern)]
     allowed_registry: Vec<String>,
+    /// A registry NamespacedPlugins may pull from (repeatable): NS=PATTERN for namespace
+    /// NS only, PATTERN for every namespace; PATTERN as --allowed-registry (HOST[:PORT], or
+    /// *.DOMAIN[:PORT]). A NamespacedPlugin pulling from any other is refused
+    /// (RegistryNotAllowed) before any request. Without this flag NamespacedPlugins are
+    /// not watched at all (the host needs no RBAC for them); with it, each runs confined
+    /// to its namespace: its watches, reads and grants there only (ClusterScopedKind,
+    /// OutsideNamespace), its writes as ServiceAccount kubewasm-NAME of that namespace.
+    /// --allowed-registry and --insecure-registry still apply to every pull.
+    #[arg(long = "tenant-registry", value_name = "[NS=]PATTERN", value_parser = tenant_registry)]
+    tenant_registry: Vec<(Option<String>, String)>,
+    /// NamespacedPlugins one namespace may run: the oldest (by creationTimestamp, then
+    /// name) run, the others are refused (TooManyPlugins).
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    tenant_max_plugins: usize,
+    /// Largest memoryMiB a NamespacedPlugin may ask for in spec.limits (InvalidLimits
+    /// above it); one asking none gets the smaller of this and --memory-mib.
+    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    tenant_max_memory_mib: usize,
+    /// Longest callDeadline a NamespacedPlugin may ask for in spec.limits (InvalidLimits
+    /// above it); one asking none gets the shorter of this and --call-deadline.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    tenant_max_call_deadline: Duration,
+    /// Most maxInstances a NamespacedPlugin may ask for in spec.limits (InvalidLimits
+    /// above it, or 0); one asking none gets the smaller of this and --max-instances.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    tenant_max_instances: usize,
     /// Refuse Plugin objects whose spec.module names a tag: only REPO@sha256:HEX
     /// (`kubewasm push` prints it) is pulled (reason DigestRequired).
     #[arg(long)]
@@ -429,6 +455,10 @@ impl HostArgs {
         host_namespace: &str,
     ) -> Result<Option<ObjectsConfig>> {
         if self.no_plugin_objects {
+            anyhow::ensure!(
+                self.tenant_registry.is_empty(),
+                "--tenant-registry follows NamespacedPlugins, which --no-plugin-objects turns off with Plugin objects"
+            );
             return Ok(None);
         }
         anyhow::ensure!(
@@ -449,7 +479,38 @@ impl HostArgs {
             pull_timeout: self.pull_timeout,
             allowed_pull_secrets: self.allowed_pull_secret.clone(),
             watch_grace: self.plugin_watch_grace,
+            tenants: self.tenants_config(),
         }))
+    }
+
+    /// The platform's ceilings on NamespacedPlugins; None without --tenant-registry.
+    fn tenants_config(&self) -> Option<TenantsConfig> {
+        if self.tenant_registry.is_empty() {
+            return None;
+        }
+        let memory = self.tenant_max_memory_mib;
+        let deadline = self.tenant_max_call_deadline;
+        let instances = self.tenant_max_instances;
+        Some(TenantsConfig {
+            registries: self.tenant_registry.clone(),
+            max_plugins: self.tenant_max_plugins,
+            ceilings: LimitCeilings {
+                memory_mib: Some(memory),
+                call_deadline: Some(deadline),
+                instances: Some(instances),
+            },
+            // The host's defaults, within the tenant ceilings (0 instances: derived, so
+            // the ceiling).
+            defaults: LimitOverrides {
+                memory_mib: Some(self.memory_mib.min(memory)),
+                call_deadline: Some(self.call_deadline.min(deadline)),
+                max_instances: Some(match self.max_instances {
+                    0 => instances,
+                    n => n.min(instances),
+                }),
+                ..LimitOverrides::default()
+            },
+        })
     }
 
     /// How events are queued, handled and written.
@@ -826,6 +887,21 @@ fn within(text: &str, max: usize) -> Result<usize, String> {
         return Err(format!("must be between 1 and {max}"));
     }
     Ok(n)
+}
+
+/// `--tenant-registry [NS=]PATTERN`: the namespace (a DNS label; none: every one) and an
+/// `--allowed-registry` pattern.
+fn tenant_registry(s: &str) -> Result<(Option<String>, String), String> {
+    match s.split_once('=') {
+        Some((ns, pattern)) => {
+            if !kubewasm::core::names::is_dns_label(ns) {
+                return Err(format!("{s:?}: NS in NS=PATTERN must be a namespace name"));
+            }
+            let pattern = super::registry_args::allowed_pattern(pattern)?;
+            Ok((Some(ns.to_string()), pattern))
+        }
+        None => Ok((None, super::registry_args::allowed_pattern(s)?)),
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,17 @@ impl WriteIdentity {
     }
 }
 
+/// A writer as `event::pipeline` names it (`plugins::environment::Version::writer`):
+/// (the namespace of a tenant's ServiceAccount, the field manager). A NamespacedPlugin's
+/// plugin writes as `NS/kubewasm-P`: always impersonated, whatever [`WriteIdentity`] says,
+/// so a team's plugin never writes with more than the team granted.
+pub(crate) fn split_writer(writer: &str) -> (Option<&str>, &str) {
+    match writer.split_once('/') {
+        Some((ns, manager)) => (Some(ns), manager),
+        None => (None, writer),
+    }
+}
+
 /// A client that sends every request of `base` as `user` (`Impersonate-User`), through
 /// `base`'s connection and credentials.
 fn impersonating(base: &Client, user: &str) -> Result<Client, http::header::InvalidHeaderValue> {
@@ -83,7 +94,7 @@ fn impersonating(base: &Client, user: &str) -> Result<Client, http::header::Inva
 pub(crate) struct Applier {
     client: Client,
     identity: WriteIdentity,
-    /// Impersonating clients, one per field manager, built on first use.
+    /// Impersonating clients, one per writer ([`split_writer`]), built on first use.
     clients: Mutex<HashMap<String, Client>>,
 }
 
@@ -97,18 +108,22 @@ impl Applier {
         }
     }
 
-    /// The client writing as field manager `manager`.
-    fn client_for(&self, manager: &str) -> Client {
-        let Some(user) = self.identity.user(manager) else {
+    /// The client writing as `writer` ([`split_writer`]).
+    fn client_for(&self, writer: &str) -> Client {
+        let user = match split_writer(writer) {
+            (Some(ns), manager) => Some(format!("system:serviceaccount:{ns}:{manager}")),
+            (None, manager) => self.identity.user(manager),
+        };
+        let Some(user) = user else {
             return self.client.clone();
         };
         let mut clients = kubewasm_core::sync::lock(&self.clients);
-        if let Some(c) = clients.get(manager) {
+        if let Some(c) = clients.get(writer) {
             return c.clone();
         }
         match impersonating(&self.client, &user) {
             Ok(c) => {
-                clients.insert(manager.to_string(), c.clone());
+                clients.insert(writer.to_string(), c.clone());
                 c
             }
             // A manager is `kubewasm-` + a DNS label (checked at load), a valid header
@@ -130,6 +145,7 @@ impl Applier {
     ) -> Result<Option<serde_json::Value>, Error> {
         let resource = api_resource(&p.kind);
         let client = self.client_for(manager);
+        let manager = split_writer(manager).1;
         let api: Api<DynamicObject> = match &p.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &resource),
             None => Api::all_with(client, &resource),
@@ -193,6 +209,7 @@ impl Applier {
     async fn send(&self, manager: &str, p: &Prepared, dry_run: bool) -> Result<Sent, Error> {
         let resource = api_resource(&p.kind);
         let client = self.client_for(manager);
+        let manager = split_writer(manager).1;
         let api: Api<DynamicObject> = match &p.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &resource),
             None => Api::all_with(client, &resource),

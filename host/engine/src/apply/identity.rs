@@ -33,8 +33,12 @@ pub async fn check_impersonation(
     identity: &WriteIdentity,
     plugin: &Manifest,
 ) -> Result<(), String> {
-    let WriteIdentity::PluginServiceAccounts { namespace } = identity else {
-        return Ok(());
+    // A NamespacedPlugin's plugin (`NS/P`) writes as its account in NS whatever the
+    // identity (`apply::applier::split_writer`).
+    let namespace = match (plugin.name.split_once('/'), identity) {
+        (Some((ns, _)), _) => ns,
+        (None, WriteIdentity::PluginServiceAccounts { namespace }) => namespace.as_str(),
+        (None, WriteIdentity::Host) => return Ok(()),
     };
     let account = plugin.field_manager();
     let rule = Rule::new("impersonate", "", "serviceaccounts", Some(namespace)).named(&account);
@@ -177,14 +181,18 @@ impl AccountReviews {
             .get_or_init(|| host_user(&self.client))
             .await
             .as_deref();
-        if let Err(why) = check_account_name(plugin, &self.namespace, host_user) {
+        // A NamespacedPlugin's plugin (`NS/P`) has its account in its own namespace.
+        let (namespace, plugin) = plugin
+            .split_once('/')
+            .unwrap_or((self.namespace.as_str(), plugin));
+        if let Err(why) = check_account_name(plugin, namespace, host_user) {
             return AccessVerdict::Denied {
                 why,
                 missing: Vec::new(),
             };
         }
         let rules = self.rules(approval).await;
-        let user = service_account_user(&self.namespace, plugin);
+        let user = service_account_user(namespace, plugin);
         let asks: Vec<Rule> = {
             let known = kubewasm_core::sync::lock(&self.allowed);
             rules
@@ -195,7 +203,7 @@ impl AccountReviews {
         let answers = futures::future::join_all(asks.iter().map(|r| {
             let subject = Subject::Account {
                 user: &user,
-                namespace: &self.namespace,
+                namespace,
             };
             review(&self.client, subject, r)
         }))
@@ -213,7 +221,7 @@ impl AccountReviews {
         }
         let account = format!(
             "ServiceAccount kubewasm-{plugin} in namespace {}",
-            self.namespace
+            namespace
         );
         if !missing.is_empty() {
             return AccessVerdict::Denied {

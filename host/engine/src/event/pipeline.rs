@@ -286,7 +286,7 @@ impl<C: Cluster> Pipeline<C> {
                 return None;
             }
         };
-        let manager = plugin.manifest.field_manager();
+        let manager = req.version.writer();
         let check =
             preflight::check_merges(cluster, name, &plugin.manifest, &manager, &mut prepared);
         let key = req.delivery.object.key();
@@ -311,7 +311,7 @@ impl<C: Cluster> Pipeline<C> {
         let d = req.delivery;
         let key = d.object.key();
         let trigger = d.object.trigger();
-        let manager = plugin.manifest.field_manager();
+        let manager = req.version.writer();
         for (i, p) in prepared.iter().enumerate() {
             // Written only under grants still in force: no write of a version unloaded
             // since the call (a write already sent is not recalled; it was sent while the

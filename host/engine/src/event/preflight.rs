@@ -29,6 +29,7 @@ use kubewasm_core::manifest::Manifest;
 use serde_json::Value;
 
 use crate::Error;
+use crate::apply::applier::split_writer;
 use crate::event::cluster::Cluster;
 
 /// Check every merge patch of `prepared` (the plugin `plugin`'s, writing as `manager`),
@@ -56,7 +57,7 @@ pub(crate) async fn check_merges(
         let Some(live) = cluster.current(manager, p).await? else {
             continue;
         };
-        admit::check_merge(manifest, p, &live, manager)
+        admit::check_merge(manifest, p, &live, split_writer(manager).1)
             .map_err(|e| refused(plugin, index, e.into()))?;
         if let (Some(version), Action::Merge { body, .. }) =
             (resource_version(&live), &mut p.intent.action)

@@ -85,6 +85,19 @@ pub(crate) enum Origin {
     Object(String),
     /// The shadow candidate of a Plugin object (`spec.candidate`), by the object's name.
     Shadow(String),
+    /// A NamespacedPlugin object: its plugin is `namespace/name` in the host, confined to
+    /// its namespace.
+    Namespaced { namespace: String, name: String },
+}
+
+impl Origin {
+    /// The namespace a plugin from here is confined to (None: not a tenant's).
+    pub(crate) fn tenant(&self) -> Option<&str> {
+        match self {
+            Origin::Namespaced { namespace, .. } => Some(namespace),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Origin {
@@ -93,6 +106,9 @@ impl fmt::Display for Origin {
             Origin::File(p) => write!(f, "{}", p.display()),
             Origin::Object(name) => write!(f, "plugins.kubewasm.dev/{name}"),
             Origin::Shadow(name) => write!(f, "plugins.kubewasm.dev/{name} (candidate)"),
+            Origin::Namespaced { namespace, name } => {
+                write!(f, "namespacedplugins.kubewasm.dev/{namespace}/{name}")
+            }
         }
     }
 }
@@ -108,9 +124,9 @@ pub(crate) struct Version {
     pub(crate) origin: Origin,
     /// Whether its writes are made or only previewed (its approval's `mode`).
     pub(crate) mode: Mode,
-    /// The namespace of the `NamespacedPlugin` it comes from (None: a cluster plugin):
-    /// what it watches and reads only tenants need is watched in their namespaces only.
-    /// The loader's record of it (`PluginFile::tenant`, kept in the plugin's limits).
+    /// The namespace of a NamespacedPlugin's plugin (named `NS/P` in the host): it writes
+    /// as ServiceAccount `kubewasm-P` there, and reads and watches only there (what only
+    /// tenants need is watched only in their namespaces, `Environment::tenant_scopes`).
     pub(crate) tenant: Option<String>,
     /// Everything it watches and reads has settled once (its events no longer wait).
     settled: std::sync::atomic::AtomicBool,
@@ -129,14 +145,25 @@ impl Version {
         mode: Mode,
     ) -> Self {
         Version {
-            tenant: plugin.limits.tenant.clone(),
             plugin,
             health,
             reads,
+            tenant: origin.tenant().map(str::to_string),
             origin,
             mode,
             settled: Default::default(),
             retired: CancellationToken::new(),
+        }
+    }
+
+    /// Whom its writes are sent as: its field manager `kubewasm-P`, prefixed with
+    /// `NS/` for a tenant's plugin, whose ServiceAccount is in `NS`
+    /// (`apply::applier::split_writer`).
+    pub(crate) fn writer(&self) -> String {
+        let manager = self.plugin.manifest.field_manager();
+        match &self.tenant {
+            Some(ns) => format!("{ns}/{manager}"),
+            None => manager,
         }
     }
 

@@ -7,6 +7,13 @@
 //! The objects themselves arrive through the watch manager like any watched kind (its
 //! relists, 410 handling and discovery of a CRD installed later included): the host asks
 //! for them in every environment's demand.
+//!
+//! NamespacedPlugins (`namespacedplugins.kubewasm.dev`, with `--tenant-registry` only) go
+//! the same way, each as plugin `NS/P` confined to its namespace `NS`: the platform's
+//! ceilings ([`TenantsConfig`]: registries, limits, count) and the confinement of
+//! `spec.permissions` (`core::plugin_object::confine_approval`; cluster-scoped custom
+//! kinds by discovery, [`ObjectSource::cluster_scoped`]) refuse it before any pull; its
+//! pull secret is read in `NS`, and its status written to the object in `NS`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -39,6 +46,7 @@ use crate::preview::report::Previews;
 use crate::replicas::ownership::Ownership;
 use crate::serve::metrics::Metrics;
 use crate::watch::cache::CachedObject;
+use crate::watch::discovery::Discovery;
 
 /// Field manager of the host's status writes.
 const STATUS_MANAGER: &str = "kubewasm";
@@ -71,6 +79,127 @@ pub struct ObjectsConfig {
     /// How long the watch of Plugin objects may fail before their plugins are unloaded
     /// (until it works again): what the host cannot see, it must not keep serving.
     pub watch_grace: std::time::Duration,
+    /// Follow NamespacedPlugins under these ceilings; None: they are not watched.
+    pub tenants: Option<TenantsConfig>,
+}
+
+/// The platform's ceilings on NamespacedPlugins (`run --tenant-*`), checked before any
+/// pull.
+#[derive(Debug, Clone, Default)]
+pub struct TenantsConfig {
+    /// Registries a namespace may pull from (`--tenant-registry [NS=]PATTERN`): the
+    /// namespace (None: every one) and an `--allowed-registry` pattern.
+    pub registries: Vec<(Option<String>, String)>,
+    /// NamespacedPlugins one namespace may run: the oldest (then by name) run, the rest
+    /// are refused (`TooManyPlugins`).
+    pub max_plugins: usize,
+    /// Ceilings on a tenant's `spec.limits` (`InvalidLimits`).
+    pub ceilings: kubewasm_runtime::LimitCeilings,
+    /// The limits a tenant's plugin gets when its spec sets none: the host's defaults,
+    /// clamped to the ceilings.
+    pub defaults: LimitOverrides,
+}
+
+impl TenantsConfig {
+    /// Why a plugin of `namespace` may not pull from `registry`, if it may not.
+    fn check_registry(&self, namespace: &str, registry: &str) -> Result<(), Failure> {
+        let allowed: Vec<&str> = self
+            .registries
+            .iter()
+            .filter(|(ns, _)| ns.as_deref().is_none_or(|ns| ns == namespace))
+            .map(|(_, pattern)| pattern.as_str())
+            .collect();
+        if allowed
+            .iter()
+            .any(|p| kubewasm_oci::registry_matches(p, registry))
+        {
+            return Ok(());
+        }
+        let which = match allowed.is_empty() {
+            true => "none is".to_string(),
+            false => format!("only {} are", allowed.join(", ")),
+        };
+        Err(Failure::new(
+            "RegistryNotAllowed",
+            format!(
+                "registry {registry} is not one namespace {namespace} may pull from (--tenant-registry): {which}"
+            ),
+        ))
+    }
+
+    /// A tenant's limits: `spec.limits` within the ceilings, the rest from the defaults.
+    fn limits(&self, asked: LimitOverrides) -> Result<LimitOverrides, Failure> {
+        let c = &self.ceilings;
+        let over = |key: &str, asked: String, max: String, flag: &str| {
+            Err(Failure::new(
+                "InvalidLimits",
+                format!(
+                    "spec.limits: {key}: {asked} is over the platform's ceiling of {max} for NamespacedPlugins ({flag})"
+                ),
+            ))
+        };
+        if let (Some(a), Some(m)) = (asked.memory_mib, c.memory_mib)
+            && a > m
+        {
+            return over(
+                "memoryMiB",
+                a.to_string(),
+                m.to_string(),
+                "--tenant-max-memory-mib",
+            );
+        }
+        if let (Some(a), Some(m)) = (asked.call_deadline, c.call_deadline)
+            && a > m
+        {
+            let f = |d: Duration| format!("{d:?}");
+            return over("callDeadline", f(a), f(m), "--tenant-max-call-deadline");
+        }
+        // 0 derives the count from the pool's memory: a tenant names one.
+        if let (Some(a), Some(m)) = (asked.max_instances, c.instances)
+            && (a > m || a == 0)
+        {
+            return over(
+                "maxInstances",
+                a.to_string(),
+                m.to_string(),
+                "--tenant-max-instances",
+            );
+        }
+        let d = &self.defaults;
+        Ok(LimitOverrides {
+            memory_mib: asked.memory_mib.or(d.memory_mib),
+            call_deadline: asked.call_deadline.or(d.call_deadline),
+            max_instances: asked.max_instances.or(d.max_instances),
+            ..asked
+        })
+    }
+}
+
+/// Each NamespacedPlugin beyond the first `max` of its namespace (oldest first, then by
+/// name): the ones refused `TooManyPlugins`, with how many its namespace has.
+fn over_count(objects: &[Arc<CachedObject>], max: usize) -> BTreeMap<(String, String), usize> {
+    let mut by_ns: BTreeMap<String, Vec<(String, String)>> = BTreeMap::new();
+    for o in objects {
+        let Some(ns) = o.namespace() else { continue };
+        let created = serde_json::from_str::<serde_json::Value>(&o.json())
+            .ok()
+            .and_then(|v| {
+                let t = v.pointer("/metadata/creationTimestamp")?.as_str()?;
+                Some(t.to_string())
+            })
+            .unwrap_or_default();
+        let entry = by_ns.entry(ns.to_string()).or_default();
+        entry.push((created, o.name().to_string()));
+    }
+    let mut out = BTreeMap::new();
+    for (ns, mut list) in by_ns {
+        list.sort();
+        let count = list.len();
+        for (_, name) in list.into_iter().skip(max) {
+            out.insert((ns.clone(), name), count);
+        }
+    }
+    out
 }
 
 /// The Plugin kind, as a watch target.
@@ -78,6 +207,14 @@ pub(crate) fn plugin_kind() -> ResourceRef {
     ResourceRef::Kind(TypeRef::new(
         plugin_object::API_VERSION,
         plugin_object::KIND,
+    ))
+}
+
+/// The NamespacedPlugin kind, as a watch target.
+pub(crate) fn namespaced_plugin_kind() -> ResourceRef {
+    ResourceRef::Kind(TypeRef::new(
+        plugin_object::API_VERSION,
+        plugin_object::NAMESPACED_KIND,
     ))
 }
 
@@ -177,6 +314,8 @@ pub(crate) struct Fetch {
     /// A rescan's look at a tag already resolved for this spec: status says nothing
     /// unless it moved (the job then reaches [`STAGE_PULLING`]).
     recheck: bool,
+    /// A NamespacedPlugin's namespace: its pull secret is read there.
+    tenant: Option<String>,
 }
 
 impl Fetch {
@@ -245,6 +384,8 @@ pub(crate) struct ObjectSource {
     slots: Arc<Semaphore>,
     /// `kubewasm_pulls_total`, `kubewasm_pull_seconds`.
     metrics: Arc<Metrics>,
+    /// Whether a NamespacedPlugin's kinds are namespaced, as the cluster serves them.
+    discovery: Arc<Discovery>,
 }
 
 impl ObjectSource {
@@ -252,6 +393,7 @@ impl ObjectSource {
         client: Client,
         config: ObjectsConfig,
         metrics: Arc<Metrics>,
+        discovery: Arc<Discovery>,
     ) -> Result<Self, crate::Error> {
         let oci = kubewasm_oci::Client::new(&config.registry).map_err(|e| crate::Error::Io {
             context: format!("registry client: {e}"),
@@ -284,6 +426,7 @@ impl ObjectSource {
             tags: Mutex::new(BTreeMap::new()),
             slots: Arc::new(Semaphore::new(PULL_SLOTS)),
             metrics,
+            discovery,
         })
     }
 
@@ -293,6 +436,52 @@ impl ObjectSource {
     pub(crate) fn forget_tags(&self) {
         stale(&mut lock(&self.resolved));
         stale(&mut lock(&self.tags));
+    }
+
+    /// Why the approval of a NamespacedPlugin in `namespace` (already confined by name,
+    /// `core::plugin_object::confine_approval`) names a cluster-scoped kind, as discovery
+    /// says: a custom kind the host cannot know offline. A kind not served (yet) says
+    /// nothing: it is neither watched nor written while it is not served.
+    pub(crate) async fn cluster_scoped(
+        &self,
+        namespace: &str,
+        approval: &Approval,
+    ) -> Option<Failure> {
+        let mut asked: Vec<(&str, ResourceRef)> = Vec::new();
+        asked.extend(
+            approval
+                .watches
+                .iter()
+                .map(|w| ("watch", w.resource.clone())),
+        );
+        asked.extend(approval.reads.iter().map(|r| ("read", r.resource.clone())));
+        for g in &approval.grants {
+            for kind in g.kinds.iter().filter(|k| *k != "*") {
+                for group in g.api_groups.iter().filter(|g| *g != "*") {
+                    // A grant names a group, not a version: whichever the group serves.
+                    let api_version = match group.as_str() {
+                        "" => "*".to_string(),
+                        group => format!("{group}/*"),
+                    };
+                    let r = ResourceRef::Kind(TypeRef::new(api_version, kind.clone()));
+                    asked.push(("grant on", r));
+                }
+            }
+        }
+        for (what, r) in asked {
+            let Ok(kind) = self.discovery.resolve(&r).await else {
+                continue;
+            };
+            if !kind.namespaced {
+                let shown = match (&r, what) {
+                    (ResourceRef::Kind(t), "grant on") => t.kind.clone(),
+                    _ => r.to_string(),
+                };
+                let c = plugin_object::cluster_scoped(what, &shown, namespace);
+                return Some(Failure::new(c.reason, c.message));
+            }
+        }
+        None
     }
 
     /// `--pull-timeout`.
@@ -310,6 +499,8 @@ impl ObjectSource {
         unchanged: impl Fn(&Origin, &str) -> bool,
         known: impl Fn(&Origin) -> String,
     ) -> Vec<Candidate> {
+        let tenants = self.config.tenants.as_ref();
+        let over = tenants.map_or_else(BTreeMap::new, |t| over_count(objects, t.max_plugins));
         let mut out = Vec::with_capacity(objects.len());
         for o in objects {
             let raw = match serde_json::from_str::<serde_json::Value>(&o.json()) {
@@ -319,8 +510,22 @@ impl ObjectSource {
                     continue;
                 }
             };
+            let tenant = o.namespace().map(str::to_string);
+            // NamespacedPlugins are followed only with --tenant-registry.
+            if tenant.is_some() && tenants.is_none() {
+                continue;
+            }
             let name = o.name().to_string();
-            let generation = o.generation().unwrap_or_default();
+            let (origin, plugin) = match &tenant {
+                Some(ns) => (
+                    Origin::Namespaced {
+                        namespace: ns.clone(),
+                        name: name.clone(),
+                    },
+                    format!("{ns}/{name}"),
+                ),
+                None => (Origin::Object(name.clone()), name.clone()),
+            };
             // The spec alone decides what loads: a status (anyone with status access may
             // write one) never unloads a plugin.
             let mut spec_only = raw.clone();
@@ -334,9 +539,9 @@ impl ObjectSource {
                 .unwrap_or_default();
             let spec_fp = hex_sha256(serving_spec(&raw));
             let mut c = Candidate {
-                origin: Origin::Object(name.clone()),
-                name: name.clone(),
-                generation,
+                origin,
+                name: plugin,
+                generation: o.generation().unwrap_or_default(),
                 pulled: Pulled::Unchanged,
                 fingerprint: spec_fp.clone(),
                 previous,
@@ -344,24 +549,57 @@ impl ObjectSource {
                 // this object is unloaded, never left with what it had.
                 approval: Some(Approval::default()),
             };
-            let shadow = parsed.as_ref().ok().and_then(|obj| {
+            // A tenant's candidate is not run (yet): only cluster Plugins shadow.
+            let shadow = parsed.as_ref().ok().filter(|_| tenant.is_none());
+            let shadow = shadow.and_then(|obj| {
                 let spec = obj.spec.candidate.as_ref()?;
                 Some(self.shadow(obj, spec, &c, &unchanged, &known))
             });
+            let over = tenant.as_ref().and_then(|ns| over.get(&(ns.clone(), name)));
             c.pulled = match parsed {
                 Err(e) => Pulled::Failed(Failure::new("InvalidSpec", format!("spec: {e}"))),
-                Ok(obj) => {
-                    c.approval = Some(obj.spec.approval().unwrap_or_default());
-                    match self.prepare(&obj, &spec_fp, &mut c, &unchanged, &known) {
-                        Ok(p) => p,
-                        Err(f) => Pulled::Failed(f),
-                    }
-                }
+                Ok(obj) => self
+                    .approve(&obj, tenant.as_deref(), over.copied(), &mut c)
+                    .and_then(|()| self.prepare(&obj, &spec_fp, &mut c, &unchanged, &known))
+                    .unwrap_or_else(Pulled::Failed),
             };
             out.push(c);
             out.extend(shadow);
         }
         out
+    }
+
+    /// Set `c`'s approval from `obj`'s: a Plugin's as it is; a NamespacedPlugin's in
+    /// `tenant` confined to it, after its namespace's count (`over`: how many it has,
+    /// when this one is beyond `--tenant-max-plugins`).
+    fn approve(
+        &self,
+        obj: &PluginObject,
+        tenant: Option<&str>,
+        over: Option<usize>,
+        c: &mut Candidate,
+    ) -> Result<(), Failure> {
+        let Some(ns) = tenant else {
+            c.approval = Some(obj.spec.approval().unwrap_or_default());
+            return Ok(());
+        };
+        if let Some(count) = over {
+            let max = self.config.tenants.as_ref().map_or(0, |t| t.max_plugins);
+            return Err(Failure::new(
+                "TooManyPlugins",
+                format!(
+                    "namespace {ns} has {count} NamespacedPlugins and may run {max} (--tenant-max-plugins): the oldest run, this one does not"
+                ),
+            ));
+        }
+        let mut approval = obj
+            .spec
+            .approval()
+            .map_err(|e| Failure::new("InvalidPermissions", format!("spec.permissions: {e}")))?;
+        plugin_object::confine_approval(ns, &mut approval)
+            .map_err(|why| Failure::new(why.reason, why.message))?;
+        c.approval = Some(approval);
+        Ok(())
     }
 
     /// The shadow candidate of `obj` (`spec.candidate`), prepared as a Plugin of its own:
@@ -412,17 +650,8 @@ impl ObjectSource {
         spec.permissions
             .to_approval()
             .map_err(|e| Failure::new("InvalidPermissions", format!("spec.permissions: {e}")))?;
-        let overrides = match &spec.limits {
-            None => LimitOverrides::default(),
-            Some(v) => {
-                let o: LimitOverrides = serde_json::from_value(v.clone())
-                    .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
-                o.validate()
-                    .and_then(|()| self.config.ceilings.check(&o))
-                    .map_err(|e| Failure::new("InvalidLimits", format!("spec.limits: {e}")))?;
-                o
-            }
-        };
+        let tenant = c.origin.tenant().map(str::to_string);
+        let overrides = self.limits(spec.limits.as_ref(), tenant.as_deref())?;
         if spec
             .settings
             .as_ref()
@@ -440,8 +669,15 @@ impl ObjectSource {
         let reference: Reference = module
             .parse()
             .map_err(|e: kubewasm_oci::Error| Failure::new(e.reason(), e.to_string()))?;
+        if let (Some(ns), Some(t)) = (&tenant, &self.config.tenants) {
+            t.check_registry(ns, reference.registry())?;
+        }
         let pull_secret = spec.pull_secret_ref.as_ref().map(|s| s.name.clone());
-        if let Some(secret) = &pull_secret {
+        // A tenant's pull secret is read in its own namespace, by name (its Role grants
+        // the host `get` on it): no --allowed-pull-secret.
+        if let Some(secret) = &pull_secret
+            && tenant.is_none()
+        {
             self.check_pull_secret(secret)?;
         }
         let (digest, recheck) = match reference.digest() {
@@ -471,7 +707,35 @@ impl ObjectSource {
             overrides,
             known: known(&c.origin),
             recheck,
+            tenant,
         })))
+    }
+
+    /// `spec.limits`, checked: within the operator's ceilings, or a tenant's within the
+    /// platform's tenant ceilings (the tenant defaults filling what it does not set).
+    fn limits(
+        &self,
+        limits: Option<&serde_json::Value>,
+        tenant: Option<&str>,
+    ) -> Result<LimitOverrides, Failure> {
+        let invalid = |e: String| Failure::new("InvalidLimits", format!("spec.limits: {e}"));
+        let asked: LimitOverrides = match limits {
+            None => LimitOverrides::default(),
+            Some(v) => serde_json::from_value(v.clone()).map_err(|e| invalid(e.to_string()))?,
+        };
+        asked.validate().map_err(invalid)?;
+        match (tenant, &self.config.tenants) {
+            // The operator's ceilings bound tenants too.
+            (Some(_), Some(t)) => {
+                let limits = t.limits(asked)?;
+                self.config.ceilings.check(&limits).map_err(invalid)?;
+                Ok(limits)
+            }
+            _ => {
+                self.config.ceilings.check(&asked).map_err(invalid)?;
+                Ok(asked)
+            }
+        }
     }
 
     /// Whether a Plugin may name pull secret `name`: only those the operator allowed, so
@@ -541,7 +805,7 @@ impl ObjectSource {
         progress: &Progress,
     ) -> Result<Option<FetchedModule>, Failure> {
         let creds = self
-            .credentials(f.pull_secret.as_deref(), &f.reference)
+            .credentials(f.pull_secret.as_deref(), f.tenant.as_deref(), &f.reference)
             .await?;
         let mut moved = None;
         let d = match digest.clone() {
@@ -588,16 +852,22 @@ impl ObjectSource {
         }
         // The bytes the pull verified, never read again from the store.
         let bytes = pulled.bytes;
+        let plural = match f.tenant {
+            Some(_) => plugin_object::NAMESPACED_PLURAL.to_string(),
+            None => plugin_object::PLURAL.to_string(),
+        };
         let file = PluginFile {
             // Named after the object: a plugin must call itself what its source is named
             // (its bytes come from the store; the path only names it in messages).
-            path: PathBuf::from(plugin_object::PLURAL.to_string() + "." + plugin_object::GROUP)
+            // (`NS/P` for a NamespacedPlugin: it must call itself P.)
+            path: PathBuf::from(plural + "." + plugin_object::GROUP)
                 .join(format!("{}.wasm", f.name)),
             digest: hex::encode(Sha256::digest(&bytes)),
             bytes,
             settings: f.settings.clone(),
             overrides: f.overrides.clone(),
-            tenant: None,
+            // Its calls take its namespace's part of the call budget.
+            tenant: f.tenant.clone(),
         };
         Ok(Some(FetchedModule {
             pinned: pinned.to_string(),
@@ -614,30 +884,33 @@ impl ObjectSource {
     async fn credentials(
         &self,
         secret: Option<&str>,
+        tenant: Option<&str>,
         reference: &Reference,
     ) -> Result<Credentials, Failure> {
         let Some(secret) = secret else {
+            // A tenant never gets the host's own credentials.
+            if tenant.is_some() {
+                return Ok(Credentials::Anonymous);
+            }
             return Ok(self.config.auths.for_registry(reference.registry()));
         };
         // Checked when the pull was prepared; again here, right before the read.
-        self.check_pull_secret(secret)?;
+        if tenant.is_none() {
+            self.check_pull_secret(secret)?;
+        }
+        let namespace = tenant.unwrap_or(&self.config.namespace);
         let api: Api<k8s_openapi::api::core::v1::Secret> =
-            Api::namespaced(self.client.clone(), &self.config.namespace);
+            Api::namespaced(self.client.clone(), namespace);
         let s = api.get(secret).await.map_err(|e| {
             Failure::new(
                 "PullSecretUnavailable",
-                format!(
-                    "pull secret {}/{}: {}",
-                    self.config.namespace,
-                    secret,
-                    kube_error(&e)
-                ),
+                format!("pull secret {}/{}: {}", namespace, secret, kube_error(&e)),
             )
         })?;
         let bad = |why: &str| {
             Failure::new(
                 "InvalidPullSecret",
-                format!("pull secret {}/{}: {why}", self.config.namespace, secret),
+                format!("pull secret {namespace}/{secret}: {why}"),
             )
         };
         if s.type_.as_deref() != Some("kubernetes.io/dockerconfigjson") {
@@ -981,22 +1254,43 @@ impl StatusWriter {
         lock(&self.written).clear();
     }
 
+    /// The API of the object of plugin `name`, its kind and its name: a Plugin, or for
+    /// `NS/P` the NamespacedPlugin `P` in `NS`.
+    fn api_of<'a>(&self, name: &'a str) -> (Api<kube::api::DynamicObject>, &'static str, &'a str) {
+        let resource = |kind: &str, plural: &str| kube::discovery::ApiResource {
+            group: plugin_object::GROUP.into(),
+            version: plugin_object::VERSION.into(),
+            api_version: plugin_object::API_VERSION.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        match name.split_once('/') {
+            Some((ns, object)) => {
+                let kind = plugin_object::NAMESPACED_KIND;
+                let r = resource(kind, plugin_object::NAMESPACED_PLURAL);
+                (
+                    Api::namespaced_with(self.client.clone(), ns, &r),
+                    kind,
+                    object,
+                )
+            }
+            None => {
+                let r = resource(plugin_object::KIND, plugin_object::PLURAL);
+                (
+                    Api::all_with(self.client.clone(), &r),
+                    plugin_object::KIND,
+                    name,
+                )
+            }
+        }
+    }
+
     /// Write the status of each object whose status changed.
     pub(crate) async fn write(&self, states: &BTreeMap<String, ObjectState>) {
         let now = k8s_openapi::jiff::Timestamp::now()
             .round(k8s_openapi::jiff::Unit::Second)
             .map(|t| t.to_string())
             .unwrap_or_default();
-        let api: Api<kube::api::DynamicObject> = Api::all_with(
-            self.client.clone(),
-            &kube::discovery::ApiResource {
-                group: plugin_object::GROUP.into(),
-                version: plugin_object::VERSION.into(),
-                api_version: plugin_object::API_VERSION.into(),
-                kind: plugin_object::KIND.into(),
-                plural: plugin_object::PLURAL.into(),
-            },
-        );
         for (name, state) in states {
             let status = state.status_with(&now, self.previews.summary(name));
             let unchanged = lock(&self.written)
@@ -1005,16 +1299,17 @@ impl StatusWriter {
             if unchanged {
                 continue;
             }
+            let (api, kind, object) = self.api_of(name);
             let body = serde_json::json!({
                 "apiVersion": plugin_object::API_VERSION,
-                "kind": plugin_object::KIND,
-                "metadata": {"name": name},
+                "kind": kind,
+                "metadata": {"name": object},
                 "status": status,
             });
             let params = PatchParams::apply(STATUS_MANAGER).force();
             let written = self
                 .ownership
-                .guard_first(api.patch_status(name, &params, &Patch::Apply(&body)))
+                .guard_first(api.patch_status(object, &params, &Patch::Apply(&body)))
                 .await;
             let Ok(written) = written else {
                 // Not (or no longer) this replica's to write: the next holder writes all.
@@ -1198,6 +1493,114 @@ mod tests {
         assert_eq!(m.get("a"), Some(&("d1".to_string(), false)));
         stale(&mut m);
         assert!(m.is_empty());
+    }
+
+    fn tenants() -> TenantsConfig {
+        TenantsConfig {
+            registries: vec![
+                (Some("team-a".into()), "reg.example:5000".into()),
+                (None, "*.example.com".into()),
+            ],
+            max_plugins: 2,
+            ceilings: kubewasm_runtime::LimitCeilings {
+                memory_mib: Some(64),
+                call_deadline: Some(Duration::from_secs(2)),
+                instances: Some(2),
+            },
+            defaults: LimitOverrides {
+                memory_mib: Some(32),
+                call_deadline: Some(Duration::from_secs(1)),
+                max_instances: Some(2),
+                ..LimitOverrides::default()
+            },
+        }
+    }
+
+    #[test]
+    fn a_tenant_pulls_only_from_its_registries() {
+        let t = tenants();
+        assert!(t.check_registry("team-a", "reg.example:5000").is_ok());
+        assert!(t.check_registry("team-b", "r.example.com").is_ok());
+        let f = t.check_registry("team-b", "reg.example:5000").unwrap_err();
+        assert_eq!(f.reason, "RegistryNotAllowed");
+        assert!(
+            f.message.ends_with("only *.example.com are"),
+            "{}",
+            f.message
+        );
+        assert!(t.check_registry("team-a", "reg.example:5001").is_err());
+    }
+
+    #[test]
+    fn a_tenants_limits_stay_under_the_ceilings_and_default_within_them() {
+        let t = tenants();
+        let got = t.limits(LimitOverrides::default()).unwrap();
+        assert_eq!(
+            (got.memory_mib, got.call_deadline, got.max_instances),
+            (Some(32), Some(Duration::from_secs(1)), Some(2))
+        );
+        let asked = LimitOverrides {
+            memory_mib: Some(64),
+            max_intents: Some(3),
+            ..LimitOverrides::default()
+        };
+        let got = t.limits(asked).unwrap();
+        assert_eq!((got.memory_mib, got.max_intents), (Some(64), Some(3)));
+        for (asked, flag) in [
+            (
+                LimitOverrides {
+                    memory_mib: Some(65),
+                    ..LimitOverrides::default()
+                },
+                "--tenant-max-memory-mib",
+            ),
+            (
+                LimitOverrides {
+                    call_deadline: Some(Duration::from_secs(3)),
+                    ..LimitOverrides::default()
+                },
+                "--tenant-max-call-deadline",
+            ),
+            (
+                LimitOverrides {
+                    max_instances: Some(0),
+                    ..LimitOverrides::default()
+                },
+                "--tenant-max-instances",
+            ),
+        ] {
+            let f = t.limits(asked).unwrap_err();
+            assert_eq!(f.reason, "InvalidLimits");
+            assert!(f.message.contains(flag), "{}", f.message);
+        }
+    }
+
+    #[test]
+    fn the_oldest_plugins_of_a_namespace_run_then_by_name() {
+        let obj = |ns: Option<&str>, name: &str, created: &str| {
+            let mut meta = serde_json::json!({"name": name, "creationTimestamp": created,
+                "resourceVersion": "1"});
+            if let Some(ns) = ns {
+                meta["namespace"] = serde_json::json!(ns);
+            }
+            CachedObject::new(
+                serde_json::from_value(serde_json::json!({"apiVersion": "kubewasm.dev/v1alpha1",
+                    "kind": "NamespacedPlugin", "metadata": meta}))
+                .unwrap(),
+            )
+        };
+        let objects = [
+            obj(Some("a"), "z", "2026-01-01T00:00:00Z"),
+            obj(Some("a"), "c", "2026-01-02T00:00:00Z"),
+            obj(Some("a"), "b", "2026-01-02T00:00:00Z"),
+            obj(Some("b"), "x", "2026-01-03T00:00:00Z"),
+            obj(None, "cluster", "2026-01-01T00:00:00Z"),
+        ];
+        let over = over_count(&objects, 2);
+        assert_eq!(
+            over,
+            BTreeMap::from([(("a".to_string(), "c".to_string()), 3)])
+        );
     }
 
     #[test]

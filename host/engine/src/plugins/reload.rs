@@ -423,11 +423,14 @@ impl Reloader {
         for item in items {
             listed.insert(item.origin.clone());
             let origin = item.origin.clone();
+            let item = self.confine(item).await;
             let access = self.review(&item).await;
             if self.consider(item, access, &mut sources, &mut next, &activate) {
                 match origin {
                     Origin::File(_) => next.loading.files = true,
-                    Origin::Object(_) | Origin::Shadow(_) => next.loading.objects = true,
+                    Origin::Object(_) | Origin::Shadow(_) | Origin::Namespaced { .. } => {
+                        next.loading.objects = true
+                    }
                 }
             }
         }
@@ -500,6 +503,9 @@ impl Reloader {
             .iter()
             .filter_map(|(o, s)| match o {
                 Origin::Object(name) => Some((name.clone(), object_state(o, s, &next.env))),
+                Origin::Namespaced { namespace, name } => {
+                    Some((format!("{namespace}/{name}"), object_state(o, s, &next.env)))
+                }
                 Origin::File(_) | Origin::Shadow(_) => None,
             })
             .collect();
@@ -516,6 +522,26 @@ impl Reloader {
         if !next.loading.objects {
             self.objects_loaded_once.store(true, Ordering::Release);
         }
+    }
+
+    /// A NamespacedPlugin whose approval names a cluster-scoped kind, as discovery says,
+    /// approves nothing and is refused (`ClusterScopedKind`) before its pull; any other
+    /// item as it is.
+    async fn confine(&self, mut item: Item) -> Item {
+        let (Some(source), Some(ns)) = (&self.objects, item.origin.tenant()) else {
+            return item;
+        };
+        let Some(approval) = &item.approval_now else {
+            return item;
+        };
+        if let Some(failure) = source.cluster_scoped(ns, approval).await {
+            item.newest = Newest::Failed {
+                failure,
+                retry: false,
+            };
+            item.approval_now = Some(Approval::default());
+        }
+        item
     }
 
     /// Whether the plugin of `item` may read, as its own ServiceAccount, what its

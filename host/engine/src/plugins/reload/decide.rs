@@ -457,6 +457,11 @@ impl<L: Loadable> Decider<'_, L> {
         };
         let manifest = loaded.manifest_mut();
         self.state.object.requested = Some(Permissions::requested_by(manifest));
+        if let Err((reason, why)) = confine(&self.origin, manifest) {
+            self.state.object.approved = Some(Err(why.clone()));
+            self.reject(why.clone(), reason, why);
+            return;
+        }
         // The operator's approval, not the plugin's own answer, bounds what it may hold:
         // a version asking for more is refused and the old one keeps serving.
         if let Err(e) = approve(manifest, approval.as_ref()) {
@@ -583,7 +588,7 @@ pub(super) fn gone(
         .filter(|o| !listed.contains(*o))
         .filter(|o| match o {
             Origin::File(_) => looked_at.files,
-            Origin::Object(_) | Origin::Shadow(_) => looked_at.objects,
+            Origin::Object(_) | Origin::Shadow(_) | Origin::Namespaced { .. } => looked_at.objects,
         })
         .cloned()
         .collect();
@@ -621,6 +626,28 @@ fn still_approved(running: &Manifest, approval: &Approval) -> Result<(), String>
             running.name
         ),
     })
+}
+
+/// A NamespacedPlugin's module confined to its namespace (`core::plugin_object::
+/// confine_manifest`), then named `NS/P` in the host once it calls itself `P`; any other
+/// module as it is. `Err`: the reason and message to refuse it with.
+fn confine(origin: &Origin, m: &mut Manifest) -> Result<(), (&'static str, String)> {
+    let Origin::Namespaced { namespace, name } = origin else {
+        return Ok(());
+    };
+    if m.name != *name {
+        return Err((
+            "NameMismatch",
+            format!(
+                "the module describes itself as plugin {:?}: a NamespacedPlugin is named after its plugin",
+                m.name
+            ),
+        ));
+    }
+    kubewasm_core::plugin_object::confine_manifest(namespace, m)
+        .map_err(|c| (c.reason, c.message))?;
+    m.name = format!("{namespace}/{name}");
+    Ok(())
 }
 
 #[cfg(test)]

@@ -967,6 +967,13 @@ impl Plugins {
         whole.extend(kinds.iter().cloned());
         self.watches.set_whole(whole);
         self.watches.set_projections(env.projections());
+        let mut tenant_scopes = env.tenant_scopes();
+        // The host's own watches of the Plugin and NamespacedPlugin objects are
+        // cluster-wide.
+        for kind in &kinds {
+            tenant_scopes.remove(kind);
+        }
+        self.watches.set_tenant_scopes(tenant_scopes);
         self.watches.set_desired(desired(env, &kinds));
     }
 

@@ -30,6 +30,11 @@ pub struct Limits {
     /// none free waits for one instead of instantiating another. 0 derives the cap from
     /// memory (`Limits::live_instances`).
     pub max_instances: usize,
+    /// The tenant namespace the plugin belongs to (a `NamespacedPlugin`'s): its calls
+    /// take that namespace's part of the call budget (`--tenant-budget-share`) before
+    /// the global budget, and its memory cap is clamped to that part. None: a cluster
+    /// plugin. Set by the loader from [`PluginFile::tenant`](crate::loader::PluginFile).
+    pub tenant: Option<String>,
 }
 
 /// Wall-clock time a call may take, as a multiple of its deadline, however little of it
@@ -89,6 +94,7 @@ impl Default for Limits {
             recycle_after_calls: 1000,
             pool_memory: 256 << 20,
             max_instances: 0,
+            tenant: None,
         }
     }
 }

@@ -236,6 +236,9 @@ pub struct PluginFile {
     pub settings: Option<String>,
     /// Per-plugin limit overrides from the settings' `kubewasm` key.
     pub overrides: LimitOverrides,
+    /// The namespace of the `NamespacedPlugin` it comes from (None: a cluster plugin):
+    /// its calls take that namespace's part of the call budget ([`Limits::tenant`]).
+    pub tenant: Option<String>,
 }
 
 /// Limits an operator sets for one plugin under the `kubewasm` key of its settings file
@@ -376,6 +379,7 @@ impl LimitOverrides {
                 .map(|m| m.saturating_mul(1 << 20))
                 .unwrap_or(base.pool_memory),
             max_instances: self.max_instances.unwrap_or(base.max_instances),
+            tenant: base.tenant.clone(),
         }
     }
 }
@@ -458,6 +462,7 @@ impl PluginFile {
             digest,
             settings: split.settings,
             overrides: split.overrides.unwrap_or_default(),
+            tenant: None,
         })
     }
 
@@ -636,13 +641,17 @@ impl Loader {
             })?;
         let (component, source) = self.component(&mut file).await?;
         let settings = file.settings.clone();
+        let limits = Limits {
+            tenant: file.tenant.clone(),
+            ..file.overrides.apply(&self.options.limits)
+        };
         let plugin = CompiledPlugin::new(
             &self.engine,
             &file.path,
             component,
             file.digest,
             file.settings,
-            file.overrides.apply(&self.options.limits),
+            limits,
             instances,
         )
         .await

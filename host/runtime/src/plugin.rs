@@ -15,7 +15,7 @@ use kubewasm_core::intent::RawIntent;
 use kubewasm_core::manifest::Manifest;
 
 use crate::bindings::{Bindings, Pre, types as wit};
-use crate::budget::{CallBudget, Reclaim, Share, Waited};
+use crate::budget::{CallBudget, Reclaim, Share, Tenant, Waited};
 use crate::capability::cluster::ClusterView;
 use crate::convert;
 use crate::engine::PluginEngine;
@@ -193,6 +193,9 @@ pub struct CompiledPlugin {
     reuse: bool,
     counters: PoolCounters,
     live: LiveGate,
+    /// The part of the call budget of its tenant namespace (`limits.tenant`), which its
+    /// calls take before the global budget.
+    tenant: Option<Arc<Tenant>>,
 }
 
 /// Check the wasm header before handing bytes to the compiler, for a clear message.
@@ -251,6 +254,10 @@ impl CompiledPlugin {
     ) -> Result<Self, Error> {
         let InstancePolicy { reuse, pool_size } = instances;
         let limits = clamp_to_budget(path, limits, &engine.budget);
+        let tenant = limits
+            .tenant
+            .as_deref()
+            .and_then(|ns| engine.budget.tenant(ns));
         let world_err = |reason: String| Error::World {
             path: path.to_path_buf(),
             reason,
@@ -280,10 +287,13 @@ impl CompiledPlugin {
             reuse,
             counters: PoolCounters::default(),
             live: LiveGate::new(),
+            tenant,
         };
         if engine.budget.is_bounded() {
             let pool: Arc<dyn Reclaim> = plugin.pool.clone();
-            engine.budget.register(Arc::downgrade(&pool));
+            engine
+                .budget
+                .register(Arc::downgrade(&pool), plugin.tenant.as_deref());
         }
         let (manifest, memory) = plugin.describe().await?;
         plugin.manifest = manifest;
@@ -315,7 +325,12 @@ impl CompiledPlugin {
         };
         // No wait limit at load: the wait is bounded anyway (see `crate::budget`), and a
         // load refused for a busy budget would stay refused until its source changes.
-        let share = match self.engine.budget.acquire(self.limits.memory, None).await {
+        let share = match self
+            .engine
+            .budget
+            .acquire(self.tenant.as_deref(), self.limits.memory, None)
+            .await
+        {
             Ok((share, _)) => share,
             Err(_) => Share::none(),
         };
@@ -580,7 +595,7 @@ impl CompiledPlugin {
         if self.reuse {
             let pooled = lock(&self.pool.0).pop();
             if let Some(mut inst) = pooled {
-                if budget.top_up(cap, &mut inst.share) {
+                if budget.top_up(self.tenant.as_deref(), cap, &mut inst.share) {
                     return Ok(inst);
                 }
                 // Not free at once: back to the pool, idle, where the wait below (or any
@@ -588,7 +603,10 @@ impl CompiledPlugin {
                 self.park(inst);
             }
         }
-        let share = match budget.acquire(cap, Some(budget.wait_limit())).await {
+        let share = match budget
+            .acquire(self.tenant.as_deref(), cap, Some(budget.wait_limit()))
+            .await
+        {
             Ok((share, waited)) => {
                 if let Some(w) = waited {
                     self.waited(object, budget, &w);
@@ -650,7 +668,7 @@ impl CompiledPlugin {
     /// While a call waits for the budget no instance is kept idle: one just pooled is
     /// dropped (checked after the push; see `CallBudget::has_waiters`).
     fn no_idle_while_waited_for(&self) {
-        if self.engine.budget.has_waiters() {
+        if self.engine.budget.has_waiters(self.tenant.as_deref()) {
             self.pool.reclaim();
         }
     }
@@ -681,17 +699,26 @@ impl CompiledPlugin {
     }
 }
 
-/// `limits` with the memory cap clamped to the whole call budget (said once, at load): a
-/// cap over it could never be held whole, and was charged the whole budget silently.
+/// `limits` with the memory cap clamped to the whole call budget, a tenant plugin's to
+/// its namespace's part (said once, at load): a cap over it could never be held whole,
+/// and was charged the whole budget silently.
 fn clamp_to_budget(path: &Path, mut limits: Limits, budget: &CallBudget) -> Limits {
-    if let Some(bytes) = budget.bytes()
+    let (most, of) = match &limits.tenant {
+        Some(_) => (
+            budget.tenant_bytes(),
+            "its tenant namespace's part of the call memory budget (--tenant-budget-share)",
+        ),
+        None => (budget.bytes(), "the whole call memory budget"),
+    };
+    if let Some(bytes) = most
         && limits.memory as u64 > bytes
     {
         tracing::warn!(
             plugin = %file_stem(path),
+            tenant = limits.tenant.as_deref(),
             memory_mib = limits.memory >> 20,
             budget_mib = bytes >> 20,
-            "plugin memory cap over the whole call memory budget: clamped to the budget \
+            "plugin memory cap over {of}: clamped to it \
              (raise --call-memory-budget, or lower the plugin's memoryMiB)"
         );
         limits.memory = usize::try_from(bytes).unwrap_or(usize::MAX);
@@ -731,6 +758,25 @@ mod call_budget_tests {
             "{over:?}"
         );
         assert!(call_budget([usize::MAX, 1].into_iter(), &limits).is_err());
+    }
+
+    #[test]
+    fn a_tenant_plugins_cap_is_clamped_to_its_namespaces_part() {
+        let budget = CallBudget::new(400 << 20).with_tenant_share(25);
+        let path = Path::new("backup.wasm");
+        let cluster = clamp_to_budget(path, Limits::default(), &budget);
+        assert_eq!(cluster.memory, 256 << 20);
+        let tenant = Limits {
+            tenant: Some("team-a".into()),
+            ..Limits::default()
+        };
+        assert_eq!(clamp_to_budget(path, tenant, &budget).memory, 100 << 20);
+        let unbounded = Limits {
+            tenant: Some("team-a".into()),
+            ..Limits::default()
+        };
+        let kept = clamp_to_budget(path, unbounded, &CallBudget::unbounded());
+        assert_eq!(kept.memory, 256 << 20);
     }
 }
 

@@ -222,6 +222,7 @@ async fn pull(args: &PlanArgs, module: &str, loader: &Loader) -> Result<PluginFi
         digest: digest.clone(),
         settings: None,
         overrides: Default::default(),
+        tenant: None,
     };
     // Described once under a placeholder name to learn its own (which it must be
     // loaded as); compiled once (the loader keeps the component).

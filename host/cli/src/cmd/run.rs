@@ -139,6 +139,14 @@ pub struct HostArgs {
     /// kubewasm_call_budget_wait_timeouts_total). Every call that waited is logged (WARN).
     #[arg(long, default_value = "30s", value_parser = positive_duration)]
     call_budget_wait: Duration,
+    /// Percent (1 to 100) of --call-memory-budget that the plugins of one tenant
+    /// namespace (its NamespacedPlugins) may hold together: a tenant call takes its
+    /// namespace's part first, then the global budget, so a namespace whose plugins are
+    /// slow or run out of memory leaves the rest to the others (waits counted in
+    /// kubewasm_call_budget_tenant_waits_total). A tenant plugin's memory cap is clamped
+    /// to its namespace's part.
+    #[arg(long, value_name = "PERCENT", default_value_t = 25, value_parser = clap::value_parser!(u8).range(1..=100))]
+    tenant_budget_share: u8,
     /// Largest memoryMiB a plugin's limits may ask for (its settings file's `kubewasm`
     /// key, or spec.limits of its Plugin object): a plugin asking more is refused at load.
     /// Default: no ceiling but --call-memory-budget, to which every cap is clamped.
@@ -407,6 +415,7 @@ impl HostArgs {
                 recycle_after_calls: self.recycle_after_calls.max(1),
                 pool_memory: self.pool_memory_mib << 20,
                 max_instances: self.max_instances,
+                tenant: None,
             },
             reuse_instances: !self.fresh_instances,
             pool_size: self.concurrency,
@@ -415,7 +424,10 @@ impl HostArgs {
                 self.compile_timeout,
                 (self.compile_memory_mib as u64) << 20,
             )?,
-            call_budget: self.call_memory_budget.budget(self.call_budget_wait),
+            call_budget: self
+                .call_memory_budget
+                .budget(self.call_budget_wait)
+                .with_tenant_share(self.tenant_budget_share),
             ceilings,
         };
         Ok(PluginsConfig {

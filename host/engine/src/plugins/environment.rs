@@ -125,7 +125,8 @@ pub(crate) struct Version {
     /// Whether its writes are made or only previewed (its approval's `mode`).
     pub(crate) mode: Mode,
     /// The namespace of a NamespacedPlugin's plugin (named `NS/P` in the host): it writes
-    /// as ServiceAccount `kubewasm-P` there, and reads and watches only there.
+    /// as ServiceAccount `kubewasm-P` there, and reads and watches only there (what only
+    /// tenants need is watched only in their namespaces, `Environment::tenant_scopes`).
     pub(crate) tenant: Option<String>,
     /// Everything it watches and reads has settled once (its events no longer wait).
     settled: std::sync::atomic::AtomicBool,
@@ -337,6 +338,18 @@ impl Environment {
             }
         }
         union
+    }
+
+    /// Per target only tenant plugins (staged versions included) watch or read: their
+    /// namespaces, the only ones it is watched in. A target a cluster plugin needs too is
+    /// left out: watched cluster-wide (or in `--namespace`), as before tenants.
+    pub(crate) fn tenant_scopes(&self) -> BTreeMap<ResourceRef, BTreeSet<String>> {
+        tenant_scopes(
+            self.plugins
+                .values()
+                .chain(self.staged.values())
+                .map(|a| (a.version.tenant.as_deref(), &a.plugin().manifest)),
+        )
     }
 
     /// Every resource some plugin watches or reads: what the watch manager must serve,
@@ -588,10 +601,79 @@ pub struct PluginStatus {
     pub missing_reads: BTreeMap<String, Vec<String>>,
 }
 
+/// [`Environment::tenant_scopes`] of plugins given as their tenant namespace (None: a
+/// cluster plugin) and manifest.
+fn tenant_scopes<'a>(
+    plugins: impl Iterator<Item = (Option<&'a str>, &'a Manifest)>,
+) -> BTreeMap<ResourceRef, BTreeSet<String>> {
+    // None: a cluster plugin needs it.
+    let mut scopes: BTreeMap<ResourceRef, Option<BTreeSet<String>>> = BTreeMap::new();
+    for (tenant, manifest) in plugins {
+        for (r, _) in manifest.declarations() {
+            let scope = scopes
+                .entry(r.clone())
+                .or_insert_with(|| Some(BTreeSet::new()));
+            match (tenant, scope.as_mut()) {
+                (Some(ns), Some(namespaces)) => {
+                    namespaces.insert(ns.to_string());
+                }
+                (Some(_), None) => {}
+                (None, _) => *scope = None,
+            }
+        }
+    }
+    scopes
+        .into_iter()
+        .filter_map(|(r, namespaces)| Some((r, namespaces?)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use kubewasm_core::resource::TypeRef;
+
+    #[test]
+    fn what_only_tenants_need_is_scoped_to_their_namespaces() {
+        let kind = |k: &str| ResourceRef::Kind(TypeRef::new("v1", k));
+        let manifest = |watched: &[&str], read: &[&str]| Manifest {
+            name: "p".into(),
+            version: "1".into(),
+            watches: watched
+                .iter()
+                .map(|k| Watch {
+                    id: (*k).into(),
+                    resource: kind(k),
+                    namespace: None,
+                    label_selector: None,
+                    field_selector: None,
+                    fields: kubewasm_core::projection::Projection::whole(),
+                })
+                .collect(),
+            grants: vec![],
+            reads: read
+                .iter()
+                .map(|k| kubewasm_core::manifest::Read::whole(kind(k)))
+                .collect(),
+        };
+        let backup_a = manifest(&["ConfigMap"], &["Secret"]);
+        let backup_b = manifest(&["ConfigMap"], &[]);
+        let cluster = manifest(&["Service"], &["Secret"]);
+        let scopes = tenant_scopes(
+            [
+                (Some("a"), &backup_a),
+                (Some("b"), &backup_b),
+                (None, &cluster),
+            ]
+            .into_iter(),
+        );
+        // ConfigMaps: only tenants, in a and b; Secrets: a cluster plugin reads them too;
+        // Services: a cluster plugin's alone.
+        assert_eq!(
+            scopes,
+            BTreeMap::from([(kind("ConfigMap"), ["a", "b"].map(String::from).into())])
+        );
+    }
     use serde_json::json;
 
     fn obj(labels: serde_json::Value) -> Arc<CachedObject> {

@@ -866,6 +866,8 @@ impl ObjectSource {
             bytes,
             settings: f.settings.clone(),
             overrides: f.overrides.clone(),
+            // Its calls take its namespace's part of the call budget.
+            tenant: f.tenant.clone(),
         };
         Ok(Some(FetchedModule {
             pinned: pinned.to_string(),

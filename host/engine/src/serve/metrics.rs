@@ -102,6 +102,9 @@ pub(crate) struct Metrics {
     pub budget_waits: Family<PluginLabel, Counter>,
     /// Of those, the calls that waited `--call-budget-wait` and were not run.
     pub budget_wait_timeouts: Family<PluginLabel, Counter>,
+    /// Of those, the calls that waited for their tenant namespace's part of the budget
+    /// (`--tenant-budget-share`): the namespace's own plugins held it.
+    pub budget_tenant_waits: Family<PluginLabel, Counter>,
     /// How long calls waited for the call memory budget (calls that did not wait are not
     /// observed).
     pub budget_wait_seconds: Family<PluginLabel, Histogram>,
@@ -180,6 +183,7 @@ impl Metrics {
             shards: Default::default(),
             budget_waits: Family::default(),
             budget_wait_timeouts: Family::default(),
+            budget_tenant_waits: Family::default(),
             budget_wait_seconds: Family::new_with_constructor(|| {
                 Histogram::new(exponential_buckets(0.001, 4.0, 10))
             }),
@@ -329,6 +333,11 @@ impl Metrics {
         self.budget_wait_timeouts.clone(),
     );
         r.register(
+            "call_budget_tenant_waits",
+            "Plugin calls that waited for their tenant namespace's part of the call memory budget (--tenant-budget-share)",
+            self.budget_tenant_waits.clone(),
+        );
+        r.register(
             "call_budget_wait_seconds",
             "How long plugin calls that waited for the call memory budget waited",
             self.budget_wait_seconds.clone(),
@@ -402,6 +411,7 @@ impl Metrics {
         let _ = self.conflicts.get_or_create(&label);
         let _ = self.budget_waits.get_or_create(&label);
         let _ = self.budget_wait_timeouts.get_or_create(&label);
+        let _ = self.budget_tenant_waits.get_or_create(&label);
         let _ = self.budget_wait_seconds.get_or_create(&label);
     }
 
@@ -457,6 +467,9 @@ impl kubewasm_runtime::budget::WaitObserver for Metrics {
         if wait.timed_out {
             self.budget_wait_timeouts.get_or_create(&label).inc();
         }
+        if wait.tenant {
+            self.budget_tenant_waits.get_or_create(&label).inc();
+        }
     }
 }
 
@@ -486,14 +499,15 @@ mod tests {
             "{text}"
         );
         use kubewasm_runtime::budget::{WaitObserver, Waited};
-        let wait = |timed_out| Waited {
+        let wait = |timed_out, tenant| Waited {
             took: std::time::Duration::from_millis(1500),
             wanted_mib: 256,
             available_mib: 44,
             timed_out,
+            tenant,
         };
-        m.waited("p", &wait(false));
-        m.waited("p", &wait(true));
+        m.waited("p", &wait(false, false));
+        m.waited("p", &wait(true, true));
         let text = m.encode();
         assert!(
             text.contains(r#"kubewasm_call_budget_waits_total{plugin="p"} 2"#),
@@ -501,6 +515,10 @@ mod tests {
         );
         assert!(
             text.contains(r#"kubewasm_call_budget_wait_timeouts_total{plugin="p"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"kubewasm_call_budget_tenant_waits_total{plugin="p"} 1"#),
             "{text}"
         );
         assert!(

@@ -265,6 +265,12 @@ impl ResourceCache {
         self.synced.store(true, Ordering::Release);
     }
 
+    /// Its watch restarted in namespaces it did not hold: not synced until every one is
+    /// listed (what waits for it waits for that list).
+    pub(crate) fn mark_unsynced(&self) {
+        self.synced.store(false, Ordering::Release);
+    }
+
     /// What every object it holds keeps at least: its objects came whole, or projected to
     /// this by the last full list of every scope (a watch restarted for a wider projection
     /// holds the narrower one until its list is done).

@@ -9,6 +9,11 @@
 //! Before a watch starts, the host asks whether its RBAC allows the list and watch
 //! ([`Access`]); a failing watch backs off by the class of its error ([`super::backoff`]),
 //! logged once per change of state.
+//!
+//! A namespaced resource that only tenant plugins (`NamespacedPlugin`s) need is watched
+//! only in their namespaces ([`WatchManager::set_tenant_scopes`]), so the host needs the
+//! right to list and watch it only there; a change of those namespaces restarts its
+//! watch over its kept cache, like a change of its projection.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -34,6 +39,9 @@ use crate::watch::task::WatchTask;
 
 /// A served resource being watched.
 type Resolved = KindInfo;
+
+/// The cache of a watch stopped to restart, and the namespaces it watched.
+type Kept = (Arc<ResourceCache>, Vec<Option<String>>);
 
 /// Per served resource: what it resolves from, and its consumers' demands.
 type Wanted = HashMap<ResourceKey, (Arc<Resolved>, BTreeSet<Demand>)>;
@@ -140,6 +148,8 @@ struct Running {
     sharded: bool,
     /// What its cache keeps of each object.
     projection: Projection,
+    /// The namespaces it watches (`None`: cluster-wide).
+    scopes: Vec<Option<String>>,
     cache: Arc<ResourceCache>,
     /// The kind its cache is registered under in [`Caches`].
     kind: TypeRef,
@@ -172,6 +182,10 @@ pub(crate) struct WatchManager {
     whole: RwLock<BTreeSet<ResourceRef>>,
     /// Per target, the union of what its plugins declared of it (absent: whole objects).
     projections: RwLock<BTreeMap<ResourceRef, Projection>>,
+    /// Per target only tenant plugins need, their namespaces: its resource is watched
+    /// only there (absent: a cluster plugin or the host needs it, see
+    /// [`WatchManager::scopes`]).
+    tenant_scopes: RwLock<BTreeMap<ResourceRef, BTreeSet<String>>>,
     /// Counts resources settling (a cache synced, or discovery found one not served):
     /// what waits for one watches it change.
     settled: Arc<tokio_watch::Sender<u64>>,
@@ -205,6 +219,7 @@ impl WatchManager {
             shards: std::sync::OnceLock::new(),
             whole: RwLock::new(BTreeSet::new()),
             projections: RwLock::new(BTreeMap::new()),
+            tenant_scopes: RwLock::new(BTreeMap::new()),
             settled: Arc::new(tokio_watch::Sender::new(0)),
         })
     }
@@ -258,6 +273,28 @@ impl WatchManager {
     /// takes effect with the next [`WatchManager::set_desired`].
     pub(crate) fn set_projections(&self, projections: BTreeMap<ResourceRef, Projection>) {
         *kubewasm_core::sync::write(&self.projections) = projections;
+    }
+
+    /// The namespaces of the tenant plugins that alone need each target (see
+    /// `Environment::tenant_scopes`); takes effect with the next
+    /// [`WatchManager::set_desired`]: a resource whose set changes is watched again over
+    /// its kept cache, like one whose projection changed.
+    pub(crate) fn set_tenant_scopes(&self, scopes: BTreeMap<ResourceRef, BTreeSet<String>>) {
+        *kubewasm_core::sync::write(&self.tenant_scopes) = scopes;
+    }
+
+    /// The tenant namespaces `key` is watched in: the union over the targets resolving to
+    /// it, None when one of them is needed beyond tenants (or none resolves to it).
+    fn tenant_namespaces(&self, key: &ResourceKey) -> Option<BTreeSet<String>> {
+        let scopes = kubewasm_core::sync::read(&self.tenant_scopes);
+        let resolved = kubewasm_core::sync::read(&self.resolved);
+        let mut union: Option<BTreeSet<String>> = None;
+        for (r, _) in resolved.iter().filter(|(_, res)| res.key() == *key) {
+            union
+                .get_or_insert_default()
+                .extend(scopes.get(r)?.iter().cloned());
+        }
+        union
     }
 
     /// What the cache of `key` must keep: the union of the projections of every target
@@ -332,9 +369,26 @@ impl WatchManager {
         }
     }
 
-    /// The namespaces a resource is watched in (`None`: cluster-wide).
+    /// The namespaces a resource is watched in (`None`: cluster-wide): a namespaced one
+    /// that only tenant plugins need, in their namespaces (within `--namespace`, if
+    /// set; if none is, in `--namespace`, where those tenants see nothing); else in
+    /// `--namespace`, or cluster-wide.
     fn scopes(&self, res: &Resolved) -> Vec<Option<String>> {
-        if res.namespaced && !self.config.namespaces.is_empty() {
+        if !res.namespaced {
+            return vec![None];
+        }
+        let within =
+            |ns: &String| self.config.namespaces.is_empty() || self.config.namespaces.contains(ns);
+        let tenants: Vec<Option<String>> = self
+            .tenant_namespaces(&res.key())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(within)
+            .map(Some)
+            .collect();
+        if !tenants.is_empty() {
+            tenants
+        } else if !self.config.namespaces.is_empty() {
             self.config.namespaces.iter().cloned().map(Some).collect()
         } else {
             vec![None]
@@ -463,14 +517,15 @@ impl WatchManager {
         running: &mut HashMap<ResourceKey, Running>,
         wanted: &Wanted,
         sharded: &HashSet<ResourceKey>,
-    ) -> HashMap<ResourceKey, Arc<ResourceCache>> {
+    ) -> HashMap<ResourceKey, Kept> {
         let stale: Vec<ResourceKey> = running
             .iter()
             .filter(|(k, r)| {
-                wanted.get(*k).is_none_or(|(_, demands)| {
+                wanted.get(*k).is_none_or(|(res, demands)| {
                     shared_demand(demands) != r.selector
                         || sharded.contains(*k) != r.sharded
                         || self.projection_of(k) != r.projection
+                        || self.scopes(res) != r.scopes
                 })
             })
             .map(|(k, _)| k.clone())
@@ -483,8 +538,8 @@ impl WatchManager {
             r.cancel.cancel();
             let _ = r.task.await;
             if wanted.contains_key(&key) {
-                tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, whether it is read whole, or the fields they declared changed");
-                kept.insert(key, r.cache);
+                tracing::info!(resource = %key, "restarting the watch: its consumers' shared label selector, whether it is read whole, the fields they declared, or the namespaces it is watched in changed");
+                kept.insert(key, (r.cache, r.scopes));
             } else {
                 self.caches.remove(&r.kind);
                 tracing::info!(resource = %key, "watch stopped: no plugin needs it");
@@ -510,20 +565,29 @@ impl WatchManager {
         self.access.require(&self.client, "watches", needs).await;
     }
 
-    /// Start the watch of `res` into its cache: `kept` from a watcher stopped to restart,
-    /// or a new one.
+    /// Start the watch of `res` into its cache: `kept` from a watcher stopped to restart
+    /// (with the namespaces it watched), or a new one.
     fn start(
         &self,
         key: &ResourceKey,
         res: Arc<Resolved>,
         demands: &BTreeSet<Demand>,
         sharded: bool,
-        kept: Option<Arc<ResourceCache>>,
+        kept: Option<Kept>,
     ) -> Running {
         let selector = shared_demand(demands);
         let projection = self.projection_of(key);
+        let scopes = self.scopes(&res);
         let shards = sharded.then(|| self.shards.get().cloned()).flatten();
-        let cache = kept.unwrap_or_else(|| {
+        // Watched in namespaces it did not hold (a tenant's arrived, or a cluster plugin
+        // needs it now): what waits for the cache to sync waits for their lists too.
+        if let Some((cache, before)) = &kept
+            && !before.contains(&None)
+            && scopes.iter().any(|s| !before.contains(s))
+        {
+            cache.mark_unsynced();
+        }
+        let cache = kept.map(|(cache, _)| cache).unwrap_or_else(|| {
             Arc::new(ResourceCache::new(
                 res.key(),
                 res.type_ref(),
@@ -531,6 +595,11 @@ impl WatchManager {
             ))
         });
         cache.set_by_shard(shards.clone());
+        // Namespaces no longer watched leave the cache, without events: nothing happened
+        // to their objects, and no plugin watching it is served there any more.
+        if !scopes.contains(&None) {
+            cache.retain(|k| scopes.contains(&k.namespace));
+        }
         self.caches.insert(cache.clone());
         let cancel = CancellationToken::new();
         let task = tokio::spawn(
@@ -542,7 +611,7 @@ impl WatchManager {
                 settled: self.settled.clone(),
                 resync: self.config.resync,
                 metrics: self.metrics.clone(),
-                scopes: self.scopes(&res),
+                scopes: scopes.clone(),
                 selector: selector.clone(),
                 rules: self.rules(&res),
                 access: self.access.clone(),
@@ -568,6 +637,7 @@ impl WatchManager {
             selector,
             sharded,
             projection,
+            scopes,
             cache,
             kind: res.type_ref(),
         }

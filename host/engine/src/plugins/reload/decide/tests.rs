@@ -100,6 +100,7 @@ fn file(name: &str) -> Box<PluginFile> {
         digest: "d".into(),
         settings: None,
         overrides: LimitOverrides::default(),
+        tenant: None,
     })
 }
 

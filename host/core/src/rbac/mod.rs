@@ -57,8 +57,8 @@ pub use render::{
 };
 pub use rules::{ReadRule, grant_ref, read_rules};
 pub use tenant::{
-    CLUSTER_SCOPED_KIND, Confinement, HostAccount, OUTSIDE_NAMESPACE, TENANT_ROLE, confine,
-    render_tenant, tenant_cluster,
+    CLUSTER_SCOPED_KIND, Confinement, HostAccount, OUTSIDE_NAMESPACE, confine, render_tenant,
+    tenant_cluster,
 };
 
 /// The namespace the host and the plugins' ServiceAccounts live in when nothing names

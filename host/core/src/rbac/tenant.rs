@@ -26,10 +26,6 @@ pub const CLUSTER_SCOPED_KIND: &str = "ClusterScopedKind";
 /// Reason: a watch, read or grant names a namespace other than the plugin's own.
 pub const OUTSIDE_NAMESPACE: &str = "OutsideNamespace";
 
-/// The name of the ClusterRole a platform binds, with a RoleBinding in each team's
-/// namespace, to the team that may deliver its own plugins there.
-pub const TENANT_ROLE: &str = "kubewasm-tenant";
-
 /// Why a team's plugin cannot be confined to its namespace: the reason (as the object's
 /// status spells it) and the watch, read or grant at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -225,8 +221,10 @@ pub fn render_tenant(
 /// What the host needs cluster-wide to serve teams' plugins (`kubewasm rbac --tenants`):
 /// a ClusterRole and binding `<install>:<name>-tenants` for the host's ServiceAccount
 /// (`get`, `list`, `watch` on `namespacedplugins`, `patch` on their status, Events in the
-/// teams' namespaces), and the ClusterRole [`TENANT_ROLE`] a platform binds to a team in
-/// its namespace (NamespacedPlugins, ServiceAccounts, Roles and RoleBindings there).
+/// teams' namespaces), and the ClusterRole `<name>-tenant` (`kubewasm-tenant`) a platform
+/// binds to a team with a RoleBinding in the team's namespace, beside `edit`
+/// (NamespacedPlugins, ServiceAccounts, Roles and RoleBindings there). Not qualified by
+/// the install: it names no install's account, and one kind serves every install.
 pub fn tenant_cluster(opts: &RbacOptions) -> Vec<Value> {
     let install = opts.service_account_namespace.as_str();
     let name = qualified(install, &format!("{}-tenants", opts.name));
@@ -257,8 +255,7 @@ pub fn tenant_cluster(opts: &RbacOptions) -> Vec<Value> {
         }),
         json!({
             "apiVersion": RBAC_API, "kind": "ClusterRole",
-            "metadata": {"name": TENANT_ROLE, "labels": labels,
-                         "annotations": {"kubewasm.dev/bind": "with a RoleBinding in each team's namespace, beside `edit`"}},
+            "metadata": {"name": format!("{}-tenant", opts.name), "labels": labels},
             "rules": [
                 {"apiGroups": [GROUP], "resources": [NAMESPACED_PLURAL], "verbs": crud},
                 {"apiGroups": [GROUP], "resources": [format!("{NAMESPACED_PLURAL}/status")], "verbs": ["get"]},

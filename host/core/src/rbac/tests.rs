@@ -1005,7 +1005,7 @@ fn tenant_cluster_is_the_hosts_part_and_the_teams_role() {
     assert_eq!(p.len(), 4, "{host}");
     let team = out
         .iter()
-        .find(|o| o["metadata"]["name"] == TENANT_ROLE)
+        .find(|o| o["metadata"]["name"] == "kubewasm-tenant")
         .expect("the team's ClusterRole");
     let p = perms(team);
     let crud = set(&[

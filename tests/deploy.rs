@@ -1898,7 +1898,7 @@ async fn base_rbac_matches_kubewasm_rbac() {
 }
 
 /// Every flag the manifests pass to `kubewasm run` exists in the binary (`--shards` of the
-/// sharded renderings included). The leader election flags (`--leader-elect`,
+/// sharded renderings and `--tenant-*` of the tenants ones included). The leader election flags (`--leader-elect`,
 /// `--lease-name`) are only reported until the host has them.
 #[test]
 fn deployment_args_are_flags_of_kubewasm_run() {
@@ -1915,9 +1915,18 @@ fn deployment_args_are_flags_of_kubewasm_run() {
         &kubectl,
         &staged.path().join("kubernetes/overlays/sharded"),
     ));
+    // Teams' plugins: the --tenant-* flags.
+    rendered.extend(kustomize(
+        &kubectl,
+        &staged.path().join("kubernetes/overlays/tenants"),
+    ));
     if let Some(helm) = helm() {
         rendered.extend(helm_template(&helm, &["leaderElection.enabled=true"]));
         rendered.extend(helm_template(&helm, &["shards=32", "replicas=3"]));
+        rendered.extend(helm_template(
+            &helm,
+            &["tenants.enabled=true", "tenants.registries={ghcr.io}"],
+        ));
     }
     let mut missing = BTreeSet::new();
     for d in rendered.iter().filter(|d| kind_of(d) == "Deployment") {

@@ -15,6 +15,7 @@ mod preview;
 mod scrape;
 mod sharded;
 mod swap;
+mod tenants;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -147,6 +148,10 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
         (
             "preview: a shadow candidate diverges exactly where its settings differ, writes nothing, and is promoted by a swap",
             |s| Box::pin(preview::shadow(s)),
+        ),
+        (
+            "teams' plugins: a user holding only its namespace delivers one from a registry, and cannot reach another namespace",
+            |s| Box::pin(tenants::team_delivers_its_own_plugin(s)),
         ),
         (
             "secure scrape: /metrics over HTTPS, no token 401, a ServiceAccount without the reader role 403, with it the metrics",

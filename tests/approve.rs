@@ -646,10 +646,12 @@ async fn approve_namespace_is_confined_and_a_team_holding_only_its_namespace_app
             settings.to_str().unwrap(),
         ]);
         assert_ne!(code, 0, "{err}");
+        // The reason, and the grant at fault (and where it reaches).
         assert!(
-            err.contains(&format!("{reason}: grant of Namespace")),
+            err.contains(reason) && err.contains("grant") && err.contains("Namespace"),
             "{grant_in}: {err}"
         );
+        assert_eq!(err.contains("team-b"), grant_in == "team-b", "{err}");
     }
 }
 

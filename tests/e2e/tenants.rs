@@ -77,7 +77,8 @@ fn printed(args: &[&str]) -> Vec<Value> {
 }
 
 /// The tenant host's ServiceAccount, its RBAC (the host's base part from `kubewasm rbac`
-/// with no plugin, and `--tenants`), and a kubeconfig with its token. Returns the
+/// with no plugin: discovery, its reviews, Plugin objects, its Lease; and `--tenants`),
+/// and a kubeconfig with its token. Returns the
 /// kubeconfig's path.
 async fn tenant_host_identity(s: &Suite) -> PathBuf {
     let empty = s._dir.path().join("tenants-empty");
@@ -90,7 +91,6 @@ async fn tenant_host_identity(s: &Suite) -> PathBuf {
         &dir,
         "--approvals",
         &dir,
-        "--no-plugin-objects",
         "--tenants",
         "--kubeconfig",
         &kc,
@@ -126,8 +126,9 @@ async fn tenant_host_identity(s: &Suite) -> PathBuf {
     path
 }
 
-/// `kubewasm run` as the tenant host: no plugin of its own (an empty directory, no Plugin
-/// objects, which the suite's host serves), teams' plugins from the suite's registry.
+/// `kubewasm run` as the tenant host: no plugin of its own (an empty directory; Plugin
+/// objects followed, though the scenarios before deleted theirs: NamespacedPlugins are
+/// followed only beside them), teams' plugins from the suite's registry.
 async fn start_tenant_host(s: &Suite, kubeconfig: &Path) -> HostProcess {
     let empty = s._dir.path().join("tenants-empty");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_kubewasm"));
@@ -144,12 +145,7 @@ async fn start_tenant_host(s: &Suite, kubeconfig: &Path) -> HostProcess {
     .arg(&empty)
     .arg("--approvals")
     .arg(&empty)
-    .args([
-        "--no-plugin-objects",
-        "--metrics-addr",
-        "off",
-        "--no-reload",
-    ])
+    .args(["--metrics-addr", "off", "--no-reload"])
     .args([
         "--discovery-interval",
         "2s",
@@ -248,7 +244,10 @@ pub async fn team_delivers_its_own_plugin(s: &'static Suite) {
     // The platform: the tenant host's identity and RBAC, the team's rights in team_ns.
     let kubeconfig = tenant_host_identity(s).await;
     apply(&s.admin, team_rbac(s, &team_ns, &user)).await;
+    // It replaces the suite's host (the last scenario's, serving Plugin objects: none is
+    // left), so a failure prints its log.
     let host = start_tenant_host(s, &kubeconfig).await;
+    *s.host.lock().await = Some(host);
 
     // The team: testkit from the registry, approved for its namespace, applied as itself.
     let pinned = push(s, &support::test_plugin("testkit"), "e2e/team-testkit:v1");
@@ -376,5 +375,4 @@ pub async fn team_delivers_its_own_plugin(s: &'static Suite) {
     for name in ["teamkit", "teamkit-reach"] {
         let _ = plugins.delete(name, &DeleteParams::default()).await;
     }
-    let _ = host.stop();
 }

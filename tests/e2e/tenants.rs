@@ -257,7 +257,9 @@ pub async fn team_delivers_its_own_plugin(s: &'static Suite) {
         format!("name: teamkit\nselector: kubewasm.dev/e2e-team={}\n", s.id),
     )
     .unwrap();
-    let wasm = support::test_plugin("testkit");
+    // Described with these settings it calls itself teamkit: a file of that name.
+    let wasm = s._dir.path().join("teamkit.wasm");
+    std::fs::copy(support::test_plugin("testkit"), &wasm).expect("copy testkit");
     let approve = |ns: &str| {
         printed(&[
             "approve",

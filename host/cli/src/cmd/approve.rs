@@ -84,7 +84,9 @@ namespacedplugins, serviceaccounts, roles and rolebindings (the ClusterRole \
 kubewasm-tenant that `kubewasm rbac --tenants` prints), and itself every right the Roles \
 grant (the API server refuses a Role granting more than its author holds): \
 get/list/watch and the plugin's write verbs on its kinds, impersonate on serviceaccounts \
-and get on the pull secret, as `edit` holds them for built-in kinds.";
+and get on the pull secret, as `edit` holds them for built-in kinds (a CRD's kinds need a \
+ClusterRole aggregated to edit, and update on <plural>/finalizers, which a plugin creating \
+objects owned by its trigger needs, is not in edit).";
 
 /// `kubewasm approve`.
 pub async fn command(args: ApproveArgs) -> Result<()> {

@@ -2229,15 +2229,14 @@ fn helm_chart_monitoring_values() {
 }
 
 /// The objects `kubewasm rbac --tenants` adds (the host's cluster part for teams' plugins,
-/// and `kubewasm-tenant`), with `extra` flags.
-fn rbac_tenants(extra: &[&str]) -> Vec<Value> {
-    let dir = tempfile::tempdir().unwrap();
-    let none = dir.path().join("no-plugins.yaml");
-    std::fs::write(&none, "").unwrap();
-    parse_docs(&run(Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(["--log", "warn", "rbac", "--tenants", "-f"])
-        .arg(&none)
-        .args(extra)))
+/// and `kubewasm-tenant`), printed alone.
+fn rbac_tenants() -> Vec<Value> {
+    parse_docs(&run(Command::new(env!("CARGO_BIN_EXE_kubewasm")).args([
+        "--log",
+        "warn",
+        "rbac",
+        "--tenants",
+    ])))
 }
 
 /// The `--tenant-*` flags a rendered host runs with.
@@ -2254,7 +2253,7 @@ fn tenant_flags(d: &Value) -> Vec<String> {
 /// same roles (names and rules) and the flags from the values, and nothing of it when off.
 #[test]
 fn tenants_component_and_chart_values_render_rbac_tenants_and_the_flags() {
-    let printed = rbac_tenants(&[]);
+    let printed = rbac_tenants();
     assert_eq!(printed.len(), 3, "{printed:?}");
     let defaults = [
         "--tenant-max-plugins=5",

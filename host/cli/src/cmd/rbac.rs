@@ -93,7 +93,7 @@ pub struct RbacFlags {
 
 /// Flags of `kubewasm rbac`.
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["filename", "from_cluster", "plugins"])))]
+#[command(group(clap::ArgGroup::new("source").args(["filename", "from_cluster", "plugins"])))]
 pub struct RbacArgs {
     /// Plugin objects (kubewasm.dev/v1alpha1): a YAML file or stream (`-` for stdin), or a
     /// directory of them (repeatable). Other documents in them are skipped.
@@ -114,8 +114,8 @@ pub struct RbacArgs {
     /// must all stay inside it) instead of a ClusterRole.
     #[arg(long)]
     namespace: Option<String>,
-    /// Also print what the host needs to serve teams' NamespacedPlugins (for `kubewasm run
-    /// --tenant-registry`): a ClusterRole and binding `NS:<name>-tenants` (get/list/watch
+    /// Also print (alone, without -f, --from-cluster or --plugins: only print) what the
+    /// host needs to serve teams' NamespacedPlugins (for `kubewasm run --tenant-registry`): a ClusterRole and binding `NS:<name>-tenants` (get/list/watch
     /// on namespacedplugins.kubewasm.dev, patch on their status, create/patch Events), and
     /// the ClusterRole `kubewasm-tenant` a platform binds to a team with a RoleBinding in
     /// the team's namespace (NamespacedPlugins, ServiceAccounts, Roles and RoleBindings
@@ -131,6 +131,20 @@ pub struct RbacArgs {
 
 /// `kubewasm rbac`.
 pub async fn command(args: RbacArgs) -> Result<()> {
+    let no_source = args.filename.is_empty() && !args.from_cluster && args.plugins.is_none();
+    if no_source {
+        // `--tenants` alone: the host's part for teams' plugins, nothing about plugins.
+        if !args.tenants {
+            bail!(
+                "give the approvals: -f PATH, --from-cluster or --plugins DIR (or --tenants alone)"
+            );
+        }
+        print!(
+            "{}",
+            rbac::to_yaml(&rbac::tenant_cluster(&args.flags.options(None, false)))
+        );
+        return Ok(());
+    }
     let per_plugin_host_roles = args.plugins.is_none();
     let approved = if let Some(dir) = &args.plugins {
         let approvals = args.approvals.as_deref().context("--approvals PATH")?;

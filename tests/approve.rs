@@ -642,6 +642,8 @@ async fn approve_namespace_is_confined_and_a_team_holding_only_its_namespace_app
             testkit.to_str().unwrap(),
             "--settings",
             settings.to_str().unwrap(),
+            "--module",
+            MODULE,
         ]);
         assert_ne!(code, 0, "{err}");
         // The reason, and the grant at fault (and where it reaches).

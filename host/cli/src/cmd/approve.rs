@@ -57,8 +57,12 @@ pub struct ApproveArgs {
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     compile_timeout: std::time::Duration,
     /// Print a team's NamespacedPlugin in this namespace and its RBAC, all in it (see
-    /// `kubewasm approve --help`).
-    #[arg(long, value_name = "NS")]
+    /// `kubewasm approve --help`). Needs --module (a NamespacedPlugin has no directory
+    /// mode); the host's own RBAC flags do not apply to it.
+    #[arg(long, value_name = "NS", requires = "module", conflicts_with_all = [
+        "no_impersonation", "no_plugin_objects", "allowed_pull_secret", "sharded",
+        "metrics_secure", "take_over",
+    ])]
     namespace: Option<String>,
     /// A `kubernetes.io/dockerconfigjson` Secret holding the registry's credentials, as
     /// spec.pullSecretRef: in the host's namespace for a Plugin (the host must run with

@@ -8,6 +8,7 @@
 mod support;
 
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde::Deserialize;
@@ -341,4 +342,324 @@ fn approve_without_a_module_is_a_directory_mode_approval() {
             && verdict.contains("watch mongodb.com/v1/MongoDB"),
         "{inspected}"
     );
+}
+
+/// A client of `env`'s API server authenticating with `token` (a user of
+/// [`Env::with_rbac`]).
+async fn client_as(env: &Env, token: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(env.kubeconfig_for(token)).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// Whether `user` may `verb` `group`/`resource` (`name`) in `namespace`, as the API
+/// server's SubjectAccessReview answers.
+async fn may(
+    env: &Env,
+    user: &str,
+    namespace: &str,
+    (group, resource, name, verb): (&str, &str, Option<&str>, &str),
+) -> bool {
+    let reviews = env.api(
+        "authorization.k8s.io/v1",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        None,
+    );
+    let mut attrs = json!({"namespace": namespace, "group": group, "verb": verb});
+    let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
+    attrs["resource"] = json!(resource);
+    if !sub.is_empty() {
+        attrs["subresource"] = json!(sub);
+    }
+    if let Some(n) = name {
+        attrs["name"] = json!(n);
+    }
+    let review = env
+        .create(
+            &reviews,
+            json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                   "spec": {"user": user, "resourceAttributes": attrs}}),
+        )
+        .await;
+    serde_json::to_value(&review).unwrap()["status"]["allowed"] == true
+}
+
+const TEAM_TOKEN: &str = "team-a-token";
+const TEAM_USER: &str = "jane";
+
+/// An `edit`-like Role of a team in its namespace (the embedded API server has no
+/// aggregated `edit`): the kinds it works with, and impersonating its ServiceAccounts,
+/// as `edit` holds them.
+fn team_edit_role(ns: &str) -> Value {
+    let all = json!([
+        "get", "list", "watch", "create", "update", "patch", "delete"
+    ]);
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+    "metadata": {"name": "team-edit", "namespace": ns},
+    "rules": [
+        {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": all},
+        {"apiGroups": ["sites.kubewasm.dev"],
+         "resources": ["contentsites", "contentsites/status", "contentsites/finalizers"],
+         "verbs": all},
+        {"apiGroups": ["mongodb.com"], "resources": ["mongodb"], "verbs": all},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["impersonate"]},
+    ]})
+}
+
+fn binding(ns: &str, name: &str, kind: &str, role: &str, user: &str) -> Value {
+    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+           "metadata": {"name": name, "namespace": ns},
+           "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+           "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]})
+}
+
+/// `approve --namespace team-a`: everything printed lives in team-a; the plugin's Role is
+/// exactly its reads and grants there, the host's exactly its reads, impersonating the
+/// plugin's account and its pull secret. A team user holding only `kubewasm-tenant` (as
+/// `rbac --tenants` prints it) and an `edit`-like Role in team-a applies it all, and holds
+/// every right the Roles grant (what the API server's escalation check asks); the same
+/// user cannot create those objects in team-b. A plugin reaching another namespace or a
+/// cluster-scoped kind is refused, naming what and why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approve_namespace_is_confined_and_a_team_holding_only_its_namespace_applies_it() {
+    let env = Env::with_rbac(true, &[(TEAM_TOKEN, TEAM_USER)]).await;
+    env.apply_path(&root().join("deploy/kubernetes/base/crd-namespacedplugins.yaml"))
+        .await;
+    let namespaces = env.api("v1", "Namespace", "namespaces", None);
+    for ns in ["team-a", "team-b"] {
+        env.create(
+            &namespaces,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+        )
+        .await;
+    }
+    // The platform: the host's cluster part and the team's ClusterRole, bound in team-a.
+    let dir = tempfile::tempdir().unwrap();
+    let (code, tenants, err) = kubewasm(&["rbac", "--tenants"]);
+    assert_eq!(code, 0, "{err}");
+    let tenants = docs(&tenants);
+    let platform = dir.path().join("platform.yaml");
+    let mut platform_docs: Vec<Value> = tenants.clone();
+    platform_docs.push(team_edit_role("team-a"));
+    platform_docs.push(binding(
+        "team-a",
+        "team-edit",
+        "Role",
+        "team-edit",
+        TEAM_USER,
+    ));
+    platform_docs.push(binding(
+        "team-a",
+        "kubewasm-tenant",
+        "ClusterRole",
+        "kubewasm-tenant",
+        TEAM_USER,
+    ));
+    std::fs::write(&platform, to_stream(&platform_docs)).unwrap();
+    env.apply_path(&platform).await;
+
+    // The team: its plugin's objects, kinds resolved through the cluster's discovery.
+    let wasm = example_plugin("contentsite-provisioner");
+    let (code, out, err) = kubewasm(&[
+        "approve",
+        "--namespace",
+        "team-a",
+        wasm.to_str().unwrap(),
+        "--module",
+        MODULE,
+        "--pull-secret",
+        "regcred",
+        "--kubeconfig",
+        env.kubeconfig.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let all = docs(&out);
+    let names: Vec<(String, String)> = all
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap_or_default().to_string(),
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let p = "contentsite-provisioner";
+    let expected: Vec<(String, String)> = [
+        ("NamespacedPlugin", p.to_string()),
+        ("ServiceAccount", format!("kubewasm-{p}")),
+        ("Role", format!("kubewasm-{p}")),
+        ("RoleBinding", format!("kubewasm-{p}")),
+        ("Role", format!("kubewasm-host-{p}")),
+        ("RoleBinding", format!("kubewasm-host-{p}")),
+    ]
+    .into_iter()
+    .map(|(k, n)| (k.to_string(), n))
+    .collect();
+    assert_eq!(names, expected, "{out}");
+    for d in &all {
+        assert_eq!(d["metadata"]["namespace"], "team-a", "{d:#}");
+    }
+    let object = &all[0];
+    assert_eq!(object["apiVersion"], "kubewasm.dev/v1alpha1");
+    assert_eq!(object["spec"]["module"], MODULE);
+    assert_eq!(object["spec"]["pullSecretRef"]["name"], "regcred");
+    let perms = &object["spec"]["permissions"];
+    for list in ["watches", "grants"] {
+        for entry in perms[list].as_array().unwrap() {
+            assert_eq!(entry["namespaces"], json!(["team-a"]), "{list}: {out}");
+        }
+    }
+    // Exactly what it needs: its reads and grants (resolved: MongoDB's plural is
+    // `mongodb`), and the finalizers its owner references need; nothing else.
+    assert_eq!(
+        all[2]["rules"],
+        json!([
+            {"apiGroups": [""], "resources": ["services"], "verbs": ["create", "patch"]},
+            {"apiGroups": ["mongodb.com"], "resources": ["mongodb"], "verbs": ["create", "patch"]},
+            {"apiGroups": ["sites.kubewasm.dev"], "resources": ["contentsites"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["sites.kubewasm.dev"], "resources": ["contentsites/status"],
+             "verbs": ["patch"]},
+            {"apiGroups": ["sites.kubewasm.dev"], "resources": ["contentsites/finalizers"],
+             "verbs": ["update"]},
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        all[4]["rules"],
+        json!([
+            {"apiGroups": ["sites.kubewasm.dev"], "resources": ["contentsites"],
+             "verbs": ["get", "list", "watch"]},
+            {"apiGroups": [""], "resources": ["serviceaccounts"],
+             "resourceNames": [format!("kubewasm-{p}")], "verbs": ["impersonate"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["regcred"],
+             "verbs": ["get"]},
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        all[5]["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "kubewasm", "namespace": "kubewasm-system"}])
+    );
+
+    // Applied as the team user: everything is created.
+    let team = client_as(&env, TEAM_TOKEN).await;
+    let file = dir.path().join("team-a.yaml");
+    std::fs::write(&file, &out).unwrap();
+    let printed = kubewasm::apply::manifests::read_manifests(std::slice::from_ref(&file))
+        .expect("read manifests");
+    kubewasm::apply::manifests::apply_manifests(&team, &printed, Duration::from_secs(20))
+        .await
+        .expect("the team applies what approve --namespace printed");
+    let roles = env.api(
+        "rbac.authorization.k8s.io/v1",
+        "Role",
+        "roles",
+        Some("team-a"),
+    );
+    for role in [&all[2], &all[4]] {
+        let name = role["metadata"]["name"].as_str().unwrap();
+        let stored = get(&roles, name).await.expect("the Role was applied");
+        assert_eq!(
+            serde_json::to_value(&stored).unwrap()["rules"],
+            role["rules"]
+        );
+    }
+    let plugins = env.api(
+        "kubewasm.dev/v1alpha1",
+        "NamespacedPlugin",
+        "namespacedplugins",
+        Some("team-a"),
+    );
+    let stored = get(&plugins, p)
+        .await
+        .expect("the NamespacedPlugin was applied");
+    assert_eq!(
+        serde_json::to_value(&stored).unwrap()["spec"],
+        object["spec"]
+    );
+    // The team holds every right its Roles grant: what a real API server's escalation
+    // check asks before it stores a Role (the embedded one does not check).
+    for role in [&all[2], &all[4]] {
+        for rule in role["rules"].as_array().unwrap() {
+            let names: Vec<Option<&str>> = match rule["resourceNames"].as_array() {
+                Some(n) => n.iter().map(Value::as_str).collect(),
+                None => vec![None],
+            };
+            for group in rule["apiGroups"].as_array().unwrap() {
+                for resource in rule["resources"].as_array().unwrap() {
+                    for verb in rule["verbs"].as_array().unwrap() {
+                        for name in &names {
+                            let asked = (
+                                group.as_str().unwrap(),
+                                resource.as_str().unwrap(),
+                                *name,
+                                verb.as_str().unwrap(),
+                            );
+                            assert!(
+                                may(&env, TEAM_USER, "team-a", asked).await,
+                                "the team lacks {asked:?}, which its Roles grant"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // The same objects in team-b: the team may create none of them.
+    let elsewhere = dir.path().join("team-b.yaml");
+    std::fs::write(&elsewhere, out.replace("team-a", "team-b")).unwrap();
+    for d in kubewasm::apply::manifests::read_manifests(std::slice::from_ref(&elsewhere))
+        .expect("read manifests")
+    {
+        let e = kubewasm::apply::manifests::apply_manifests(
+            &team,
+            std::slice::from_ref(&d),
+            Duration::from_secs(20),
+        )
+        .await
+        .expect_err("the team may not create it in team-b");
+        assert!(e.to_string().contains("forbidden"), "{e}");
+    }
+
+    // A plugin reaching out of its namespace, or a cluster-scoped kind: refused, named.
+    let testkit = test_plugin("testkit");
+    for (grant_in, reason) in [
+        ("team-b", "OutsideNamespace"),
+        ("team-a", "ClusterScopedKind"),
+    ] {
+        let settings = dir.path().join(format!("testkit-{grant_in}.yaml"));
+        std::fs::write(&settings, format!("namespaceGrant: [{grant_in}]\n")).unwrap();
+        let (code, _, err) = kubewasm(&[
+            "approve",
+            "--namespace",
+            "team-a",
+            testkit.to_str().unwrap(),
+            "--settings",
+            settings.to_str().unwrap(),
+            "--module",
+            MODULE,
+        ]);
+        assert_ne!(code, 0, "{err}");
+        // The reason, and the grant at fault (and where it reaches).
+        assert!(
+            err.contains(reason) && err.contains("grant") && err.contains("Namespace"),
+            "{grant_in}: {err}"
+        );
+        assert_eq!(err.contains("team-b"), grant_in == "team-b", "{err}");
+    }
+}
+
+/// Documents as one YAML stream.
+fn to_stream(docs: &[Value]) -> String {
+    docs.iter()
+        .map(|d| format!("---\n{}", serde_yaml_ng::to_string(d).unwrap()))
+        .collect()
 }

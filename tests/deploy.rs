@@ -96,7 +96,8 @@ fn kustomize(kubectl: &Path, dir: &Path) -> Vec<Value> {
 /// loads files only from inside a kustomization) and extra overlays: `overlays/all` adds the
 /// servicemonitor and plugin-image components to the base, `overlays/sharded-base` the
 /// sharding component, `overlays/cache-key` the cache-key component, `overlays/monitoring`
-/// the servicemonitor and monitoring components.
+/// the servicemonitor and monitoring components, `overlays/tenants` the tenants component
+/// and a `--tenant-registry`.
 fn staged_kubernetes() -> tempfile::TempDir {
     let tmp = tempfile::tempdir().expect("tempdir");
     copy_dir(
@@ -145,6 +146,22 @@ fn staged_kubernetes() -> tempfile::TempDir {
         "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
          resources: [../../base]\n\
          components: [../../components/servicemonitor, ../../components/monitoring]\n",
+    )
+    .unwrap();
+    // Teams' plugins on the base, as deploy/README.md adds them (the registry in the
+    // overlay).
+    let tenants = tmp.path().join("kubernetes/overlays/tenants");
+    std::fs::create_dir_all(&tenants).unwrap();
+    std::fs::write(
+        tenants.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n\
+         resources: [../../base]\ncomponents: [../../components/tenants]\n\
+         patches:\n\
+         - target: {group: apps, version: v1, kind: Deployment, name: kubewasm}\n\
+         \x20 patch: |-\n\
+         \x20   - op: add\n\
+         \x20     path: /spec/template/spec/containers/0/args/-\n\
+         \x20     value: --tenant-registry=registry.example.com\n",
     )
     .unwrap();
     let key = tmp.path().join("kubernetes/overlays/cache-key");
@@ -1881,7 +1898,7 @@ async fn base_rbac_matches_kubewasm_rbac() {
 }
 
 /// Every flag the manifests pass to `kubewasm run` exists in the binary (`--shards` of the
-/// sharded renderings included). The leader election flags (`--leader-elect`,
+/// sharded renderings and `--tenant-*` of the tenants ones included). The leader election flags (`--leader-elect`,
 /// `--lease-name`) are only reported until the host has them.
 #[test]
 fn deployment_args_are_flags_of_kubewasm_run() {
@@ -1898,9 +1915,18 @@ fn deployment_args_are_flags_of_kubewasm_run() {
         &kubectl,
         &staged.path().join("kubernetes/overlays/sharded"),
     ));
+    // Teams' plugins: the --tenant-* flags.
+    rendered.extend(kustomize(
+        &kubectl,
+        &staged.path().join("kubernetes/overlays/tenants"),
+    ));
     if let Some(helm) = helm() {
         rendered.extend(helm_template(&helm, &["leaderElection.enabled=true"]));
         rendered.extend(helm_template(&helm, &["shards=32", "replicas=3"]));
+        rendered.extend(helm_template(
+            &helm,
+            &["tenants.enabled=true", "tenants.registries={ghcr.io}"],
+        ));
     }
     let mut missing = BTreeSet::new();
     for d in rendered.iter().filter(|d| kind_of(d) == "Deployment") {
@@ -2200,4 +2226,105 @@ fn helm_chart_monitoring_values() {
     assert_eq!(cm["metadata"]["namespace"], "monitoring");
     assert_eq!(cm["metadata"]["annotations"]["grafana_folder"], "kubewasm");
     assert_dashboard_configmap(cm);
+}
+
+/// The objects `kubewasm rbac --tenants` adds (the host's cluster part for teams' plugins,
+/// and `kubewasm-tenant`), printed alone.
+fn rbac_tenants() -> Vec<Value> {
+    parse_docs(&run(Command::new(env!("CARGO_BIN_EXE_kubewasm")).args([
+        "--log",
+        "warn",
+        "rbac",
+        "--tenants",
+    ])))
+}
+
+/// The `--tenant-*` flags a rendered host runs with.
+fn tenant_flags(d: &Value) -> Vec<String> {
+    args(container(d, "kubewasm"))
+        .into_iter()
+        .filter(|a| a.starts_with("--tenant-"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Teams' plugins: the kustomize component holds exactly what `kubewasm rbac --tenants`
+/// prints and the ceilings at `run`'s defaults; the chart's `tenants` values render the
+/// same roles (names and rules) and the flags from the values, and nothing of it when off.
+#[test]
+fn tenants_component_and_chart_values_render_rbac_tenants_and_the_flags() {
+    let printed = rbac_tenants();
+    assert_eq!(printed.len(), 3, "{printed:?}");
+    let defaults = [
+        "--tenant-max-plugins=5",
+        "--tenant-max-memory-mib=64",
+        "--tenant-max-call-deadline=2s",
+        "--tenant-max-instances=2",
+        "--tenant-budget-share=25",
+    ];
+    if let Some(kubectl) = kubectl() {
+        let staged = staged_kubernetes();
+        let docs = kustomize(&kubectl, &staged.path().join("kubernetes/overlays/tenants"));
+        assert_namespaced_in_host_namespace(&docs);
+        for o in &printed {
+            let name = o["metadata"]["name"].as_str().unwrap();
+            assert_eq!(find(&docs, kind_of(o), name), o, "{name}");
+        }
+        let mut expected: Vec<String> = defaults.iter().map(|s| s.to_string()).collect();
+        expected.push("--tenant-registry=registry.example.com".into());
+        assert_eq!(tenant_flags(only(&docs, "Deployment")), expected);
+    }
+    let Some(helm) = helm() else { return };
+    let off = helm_template(&helm, &[]);
+    assert!(tenant_flags(only(&off, "Deployment")).is_empty());
+    assert!(
+        !off.iter().any(|d| d["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("-tenants") || n.ends_with("-tenant"))),
+        "tenants off renders no tenant role"
+    );
+    let on = helm_template(
+        &helm,
+        &[
+            "tenants.enabled=true",
+            "tenants.registries={registry.example.com,team-a=ghcr.io}",
+            "tenants.maxPlugins=3",
+            "tenants.maxMemoryMiB=32",
+            "tenants.maxCallDeadline=1s",
+            "tenants.maxInstances=1",
+            "tenants.budgetShare=10",
+        ],
+    );
+    assert_eq!(
+        tenant_flags(only(&on, "Deployment")),
+        [
+            "--tenant-registry=registry.example.com",
+            "--tenant-registry=team-a=ghcr.io",
+            "--tenant-max-plugins=3",
+            "--tenant-max-memory-mib=32",
+            "--tenant-max-call-deadline=1s",
+            "--tenant-max-instances=1",
+            "--tenant-budget-share=10",
+        ]
+    );
+    for o in &printed {
+        let name = o["metadata"]["name"].as_str().unwrap();
+        let rendered = find(&on, kind_of(o), name);
+        for key in ["rules", "roleRef", "subjects"] {
+            assert_eq!(rendered[key], o[key], "{name}: {key}");
+        }
+    }
+    // On without registries: an error saying what to set, not a host that pulls nothing.
+    let refused = Command::new(&helm)
+        .args(["template", "kubewasm"])
+        .arg(root().join("deploy/helm/kubewasm"))
+        .args(["--set", "tenants.enabled=true"])
+        .output()
+        .expect("helm runs");
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("tenants.registries"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }

@@ -15,6 +15,7 @@ mod preview;
 mod scrape;
 mod sharded;
 mod swap;
+mod tenants;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -151,6 +152,11 @@ async fn run(admin_kubeconfig: PathBuf) -> usize {
         (
             "secure scrape: /metrics over HTTPS, no token 401, a ServiceAccount without the reader role 403, with it the metrics",
             |s| Box::pin(scrape::secure_scrape(s)),
+        ),
+        (
+            "teams' plugins: a user holding only its namespace delivers one from a registry, and cannot reach another namespace",
+            // Last: it replaces the suite's host with one run with --tenant-registry.
+            |s| Box::pin(tenants::team_delivers_its_own_plugin(s)),
         ),
     ];
     // KUBEWASM_E2E_ONLY: run only the scenarios whose name contains it (one scenario

@@ -78,7 +78,8 @@ enum Command {
     Rbac(rbac::RbacArgs),
     /// Print, for review, a Plugin object (kubewasm.dev/v1alpha1) approving exactly what a
     /// plugin asks for, and its RBAC, as one YAML stream for `kubectl apply -f -` (or, without
-    /// --module, for --approvals in directory mode).
+    /// --module, for --approvals in directory mode); with --namespace NS, a team's
+    /// NamespacedPlugin and its RBAC, all in NS.
     Approve(approve::ApproveArgs),
     /// Show what a plugin would do to a live cluster, writing nothing: calls it once per
     /// watched object (as a resync) and sends each write it returns with dryRun=All as

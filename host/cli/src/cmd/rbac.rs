@@ -39,10 +39,6 @@ use super::usercache::CodeCache;
 /// How the RBAC is rendered: shared by `rbac` and `approve`.
 #[derive(Args, Debug, Clone)]
 pub struct RbacFlags {
-    /// Put the namespaced permissions in Roles in this namespace (watches and grants
-    /// must all stay inside it) instead of a ClusterRole.
-    #[arg(long)]
-    namespace: Option<String>,
     /// Name of the roles and bindings.
     #[arg(long, default_value = "kubewasm")]
     name: String,
@@ -97,7 +93,7 @@ pub struct RbacFlags {
 
 /// Flags of `kubewasm rbac`.
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("source").required(true).args(["filename", "from_cluster", "plugins"])))]
+#[command(group(clap::ArgGroup::new("source").args(["filename", "from_cluster", "plugins"])))]
 pub struct RbacArgs {
     /// Plugin objects (kubewasm.dev/v1alpha1): a YAML file or stream (`-` for stdin), or a
     /// directory of them (repeatable). Other documents in them are skipped.
@@ -114,6 +110,18 @@ pub struct RbacArgs {
     /// With --plugins: the operator's approvals (as `kubewasm run --approvals` takes them).
     #[arg(long, value_name = "PATH", requires = "plugins")]
     approvals: Option<PathBuf>,
+    /// Put the namespaced permissions in Roles in this namespace (watches and grants
+    /// must all stay inside it) instead of a ClusterRole.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Also print (alone, without -f, --from-cluster or --plugins: only print) what the
+    /// host needs to serve teams' NamespacedPlugins (for `kubewasm run --tenant-registry`): a ClusterRole and binding `NS:<name>-tenants` (get/list/watch
+    /// on namespacedplugins.kubewasm.dev, patch on their status, create/patch Events), and
+    /// the ClusterRole `kubewasm-tenant` a platform binds to a team with a RoleBinding in
+    /// the team's namespace (NamespacedPlugins, ServiceAccounts, Roles and RoleBindings
+    /// there), beside `edit`.
+    #[arg(long)]
+    tenants: bool,
     #[command(flatten)]
     flags: RbacFlags,
     /// Longest time compiling one plugin may take, with --plugins (in a worker process, as `run`).
@@ -123,6 +131,20 @@ pub struct RbacArgs {
 
 /// `kubewasm rbac`.
 pub async fn command(args: RbacArgs) -> Result<()> {
+    let no_source = args.filename.is_empty() && !args.from_cluster && args.plugins.is_none();
+    if no_source {
+        // `--tenants` alone: the host's part for teams' plugins, nothing about plugins.
+        if !args.tenants {
+            bail!(
+                "give the approvals: -f PATH, --from-cluster or --plugins DIR (or --tenants alone)"
+            );
+        }
+        print!(
+            "{}",
+            rbac::to_yaml(&rbac::tenant_cluster(&args.flags.options(None, false)))
+        );
+        return Ok(());
+    }
     let per_plugin_host_roles = args.plugins.is_none();
     let approved = if let Some(dir) = &args.plugins {
         let approvals = args.approvals.as_deref().context("--approvals PATH")?;
@@ -138,10 +160,19 @@ pub async fn command(args: RbacArgs) -> Result<()> {
     if approved.is_empty() {
         tracing::warn!("no approved plugins: only the host's own RBAC is printed");
     }
-    print!(
-        "{}",
-        render(&approved, &args.flags, per_plugin_host_roles).await?
-    );
+    let mut out = render(
+        &approved,
+        &args.flags,
+        args.namespace.as_deref(),
+        per_plugin_host_roles,
+    )
+    .await?;
+    if args.tenants {
+        out.push_str(&rbac::to_yaml(&rbac::tenant_cluster(
+            &args.flags.options(None, false),
+        )));
+    }
+    print!("{out}");
     Ok(())
 }
 
@@ -240,44 +271,71 @@ async fn from_directory(
     Ok(out)
 }
 
-/// The RBAC of the `approved` plugins (name, approval) as one YAML stream.
-pub async fn render(
-    approved: &[(String, Approval)],
-    flags: &RbacFlags,
-    host_roles_per_plugin: bool,
-) -> Result<String> {
-    let owned: Vec<Manifest> = approved.iter().map(|(n, a)| a.to_manifest(n)).collect();
-    let manifests: Vec<&Manifest> = owned.iter().collect();
-    let client = match &flags.kubeconfig {
-        Some(path) => Some(client_for(Some(path), None).await?),
-        None => None,
-    };
-    let resolved = match &client {
-        Some(client) => {
-            let discovery = Discovery::new(client.clone());
-            resolve_all(&discovery, &manifests, flags.allow_guess).await?
+impl RbacFlags {
+    /// `--allowed-pull-secret NAME` too (`approve --pull-secret NAME`).
+    pub(super) fn allow_pull_secret(&mut self, name: Option<&str>) {
+        self.allowed_pull_secret.extend(name.map(str::to_string));
+    }
+
+    /// The options these flags stand for, with `namespace` (`--namespace`, `rbac`'s) and
+    /// the host's roles one set per plugin or not.
+    fn options(&self, namespace: Option<&str>, host_roles_per_plugin: bool) -> RbacOptions {
+        RbacOptions {
+            namespace: namespace.map(str::to_string),
+            name: self.name.clone(),
+            service_account: self.service_account.clone(),
+            service_account_namespace: self.service_account_namespace.clone(),
+            impersonation: !self.no_impersonation,
+            host_roles_per_plugin,
+            plugin_objects: !self.no_plugin_objects,
+            pull_secrets: self.allowed_pull_secret.clone(),
+            sharded: self.sharded,
+            metrics_secure: self.metrics_secure,
         }
-        None => {
+    }
+
+    /// The host's ServiceAccount (`--service-account`, `--service-account-namespace`).
+    pub(super) fn host_account(&self) -> rbac::HostAccount {
+        rbac::HostAccount {
+            namespace: self.service_account_namespace.clone(),
+            name: self.service_account.clone(),
+        }
+    }
+
+    /// Every kind the manifests watch, read or are granted, resolved through the cluster
+    /// of `--kubeconfig` (see [`resolve_all`]), with its client; without `--kubeconfig`
+    /// nothing is resolved (every kind is guessed, and a warning says so).
+    pub(super) async fn resolve(
+        &self,
+        manifests: &[&Manifest],
+    ) -> Result<(Option<kube::Client>, HashMap<ResourceRef, KindInfo>)> {
+        let Some(path) = &self.kubeconfig else {
             tracing::warn!(
                 "no --kubeconfig: every plural and scope is guessed (a CRD may choose another \
                  plural, e.g. MongoDB's is `mongodb`); resolve them on the cluster with \
                  --kubeconfig"
             );
-            HashMap::new()
-        }
-    };
-    let opts = RbacOptions {
-        namespace: flags.namespace.clone(),
-        name: flags.name.clone(),
-        service_account: flags.service_account.clone(),
-        service_account_namespace: flags.service_account_namespace.clone(),
-        impersonation: !flags.no_impersonation,
-        host_roles_per_plugin,
-        plugin_objects: !flags.no_plugin_objects,
-        pull_secrets: flags.allowed_pull_secret.clone(),
-        sharded: flags.sharded,
-        metrics_secure: flags.metrics_secure,
-    };
+            return Ok((None, HashMap::new()));
+        };
+        let client = client_for(Some(path), None).await?;
+        let discovery = Discovery::new(client.clone());
+        let resolved = resolve_all(&discovery, manifests, self.allow_guess).await?;
+        Ok((Some(client), resolved))
+    }
+}
+
+/// The RBAC of the `approved` plugins (name, approval) as one YAML stream; `namespace`:
+/// `rbac --namespace`.
+pub async fn render(
+    approved: &[(String, Approval)],
+    flags: &RbacFlags,
+    namespace: Option<&str>,
+    host_roles_per_plugin: bool,
+) -> Result<String> {
+    let owned: Vec<Manifest> = approved.iter().map(|(n, a)| a.to_manifest(n)).collect();
+    let manifests: Vec<&Manifest> = owned.iter().collect();
+    let (client, resolved) = flags.resolve(&manifests).await?;
+    let opts = flags.options(namespace, host_roles_per_plugin);
     let reader = rbac::metrics_reader_name(&opts);
     if let Some((name, _)) = approved.iter().find(|(n, _)| {
         opts.metrics_secure

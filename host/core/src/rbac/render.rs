@@ -13,7 +13,7 @@ use crate::manifest::Manifest;
 use crate::plugin_object::Permissions;
 use crate::resource::ResourceRef;
 
-const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
+pub(super) const RBAC_API: &str = "rbac.authorization.k8s.io/v1";
 
 /// The label naming the install (its namespace) on every object rendered: what `kubewasm
 /// rbac --kubeconfig` compares before it would take over an object of the same name.

@@ -824,3 +824,199 @@ fn secure_metrics_add_the_reviews_and_a_reader_role() {
         );
     }
 }
+
+/// A team's plugin: every watch, read and grant bound to its namespace; a cluster-scoped
+/// kind or another namespace refused, naming the watch, read or grant and the reason.
+#[test]
+fn confine_binds_to_the_namespace_and_refuses_what_reaches_out() {
+    use crate::grant::Approval;
+    let resolve = |r: &ResourceRef| Some(guess(r));
+    let mut m = provisioner();
+    m.grants[1].namespaces = vec![];
+    m.reads = vec![crate::manifest::Read::whole(ResourceRef::Kind(
+        TypeRef::new("v1", "Secret"),
+    ))];
+    let bound = confine(&Approval::asked_by(&m), "team-a", &resolve).expect("confined");
+    let here = vec!["team-a".to_string()];
+    assert!(bound.watches.iter().all(|w| w.namespaces == here));
+    assert!(bound.reads.iter().all(|r| r.namespaces == here));
+    assert!(bound.grants.iter().all(|g| g.namespaces == here));
+    assert_eq!(bound.grants.len(), m.grants.len());
+
+    let mut elsewhere = m.clone();
+    elsewhere.grants[1].namespaces = vec!["team-b".into()];
+    let e = confine(&Approval::asked_by(&elsewhere), "team-a", &resolve).unwrap_err();
+    assert_eq!(e.reason, OUTSIDE_NAMESPACE);
+    assert!(
+        e.message.contains("grant of Service") && e.message.contains("team-b"),
+        "{e}"
+    );
+
+    let mut watch_elsewhere = m.clone();
+    watch_elsewhere.watches[0].namespace = Some("team-b".into());
+    let e = confine(&Approval::asked_by(&watch_elsewhere), "team-a", &resolve).unwrap_err();
+    assert_eq!(e.reason, OUTSIDE_NAMESPACE);
+    assert!(e.message.starts_with("watch "), "{e}");
+
+    let mut cluster = m.clone();
+    cluster
+        .grants
+        .push(grant(&[""], &["Namespace"], &[], &[Verb::Create]));
+    let e = confine(&Approval::asked_by(&cluster), "team-a", &resolve).unwrap_err();
+    assert_eq!(e.reason, CLUSTER_SCOPED_KIND);
+    assert!(e.message.contains("Namespace is cluster-scoped"), "{e}");
+
+    let mut reads_nodes = m.clone();
+    reads_nodes.reads = vec![crate::manifest::Read::whole(ResourceRef::Kind(
+        TypeRef::new("v1", "Node"),
+    ))];
+    let e = confine(&Approval::asked_by(&reads_nodes), "team-a", &resolve).unwrap_err();
+    assert_eq!(e.reason, CLUSTER_SCOPED_KIND);
+    assert!(e.message.starts_with("read "), "{e}");
+
+    // What discovery says wins over the guess: a CRD the cluster serves cluster-scoped.
+    let cluster_sites = |r: &ResourceRef| {
+        let mut k = guess(r);
+        k.namespaced = k.kind != "ContentSite";
+        Some(k)
+    };
+    let e = confine(&Approval::asked_by(&m), "team-a", &cluster_sites).unwrap_err();
+    assert_eq!(e.reason, CLUSTER_SCOPED_KIND);
+}
+
+/// A team's RBAC: everything in its namespace; the plugin's Role exactly its reads and
+/// grants there; the host's Role its reads, impersonating the plugin's account and its
+/// pull secret, by name; no cluster-scoped object.
+#[test]
+fn render_tenant_puts_everything_in_the_namespace() {
+    use crate::grant::Approval;
+    let resolve = |r: &ResourceRef| Some(guess(r));
+    let bound = confine(
+        &Approval::asked_by(&provisioner_in_one_namespace()),
+        "team-a",
+        &resolve,
+    )
+    .expect("confined");
+    let host = HostAccount {
+        namespace: "kubewasm-system".into(),
+        name: "kubewasm".into(),
+    };
+    let out = render_tenant(
+        "provisioner",
+        "team-a",
+        &bound,
+        &resolve,
+        &host,
+        Some("regcred"),
+    );
+    let kinds: Vec<(&str, &str)> = out
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("ServiceAccount", "kubewasm-provisioner"),
+            ("Role", "kubewasm-provisioner"),
+            ("RoleBinding", "kubewasm-provisioner"),
+            ("Role", "kubewasm-host-provisioner"),
+            ("RoleBinding", "kubewasm-host-provisioner"),
+        ]
+    );
+    assert!(out.iter().all(|o| o["metadata"]["namespace"] == "team-a"));
+    let own = perms(&out[1]);
+    let expected: BTreeMap<(String, String), BTreeSet<String>> = [
+        (
+            key("sites.kubewasm.dev", "contentsites"),
+            set(&["get", "list", "watch"]),
+        ),
+        (
+            key("sites.kubewasm.dev", "contentsites/status"),
+            set(&["patch"]),
+        ),
+        (
+            key("sites.kubewasm.dev", "contentsites/finalizers"),
+            set(&["update"]),
+        ),
+        (key("mongodb.com", "mongodbs"), set(&["create", "patch"])),
+        (key("", "services"), set(&["create", "patch", "delete"])),
+        (key("", "secrets"), set(&["get", "list", "watch"])),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(own, expected);
+    assert_eq!(
+        out[2]["subjects"],
+        json!([{"kind": "ServiceAccount",
+        "name": "kubewasm-provisioner", "namespace": "team-a"}])
+    );
+    let host_rules = out[3]["rules"].as_array().unwrap();
+    assert_eq!(
+        host_rules,
+        &vec![
+            json!({"apiGroups": [""], "resources": ["secrets"],
+                   "verbs": ["get", "list", "watch"]}),
+            json!({"apiGroups": ["sites.kubewasm.dev"], "resources": ["contentsites"],
+                   "verbs": ["get", "list", "watch"]}),
+            json!({"apiGroups": [""], "resources": ["serviceaccounts"],
+                   "resourceNames": ["kubewasm-provisioner"], "verbs": ["impersonate"]}),
+            json!({"apiGroups": [""], "resources": ["secrets"],
+                   "resourceNames": ["regcred"], "verbs": ["get"]}),
+        ]
+    );
+    assert_eq!(
+        out[4]["subjects"],
+        json!([{"kind": "ServiceAccount",
+        "name": "kubewasm", "namespace": "kubewasm-system"}])
+    );
+}
+
+/// The provisioner with every grant in no namespace: a team's plugin's natural form.
+fn provisioner_in_one_namespace() -> Manifest {
+    let mut m = provisioner();
+    for g in &mut m.grants {
+        g.namespaces.clear();
+    }
+    m
+}
+
+/// `rbac --tenants`: the host's cluster part (NamespacedPlugins read cluster-wide, their
+/// status, Events) and the team's ClusterRole.
+#[test]
+fn tenant_cluster_is_the_hosts_part_and_the_teams_role() {
+    let out = tenant_cluster(&RbacOptions::default());
+    let host = find(&out, "ClusterRole", None);
+    assert_eq!(host["metadata"]["name"], "kubewasm-system:kubewasm-tenants");
+    let p = perms(host);
+    assert_eq!(
+        p.get(&key("kubewasm.dev", "namespacedplugins")),
+        Some(&set(&["get", "list", "watch"]))
+    );
+    assert_eq!(
+        p.get(&key("kubewasm.dev", "namespacedplugins/status")),
+        Some(&set(&["patch"]))
+    );
+    assert_eq!(p.get(&key("", "events")), Some(&set(&["create", "patch"])));
+    assert_eq!(p.len(), 4, "{host}");
+    let team = out
+        .iter()
+        .find(|o| o["metadata"]["name"] == "kubewasm-tenant")
+        .expect("the team's ClusterRole");
+    let p = perms(team);
+    let crud = set(&[
+        "get", "list", "watch", "create", "update", "patch", "delete",
+    ]);
+    for r in [
+        key("kubewasm.dev", "namespacedplugins"),
+        key("", "serviceaccounts"),
+        key("rbac.authorization.k8s.io", "roles"),
+        key("rbac.authorization.k8s.io", "rolebindings"),
+    ] {
+        assert_eq!(p.get(&r), Some(&crud), "{r:?}");
+    }
+}

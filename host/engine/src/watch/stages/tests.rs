@@ -57,7 +57,7 @@ async fn steps(
 }
 
 fn names(objects: &Objects) -> Vec<String> {
-    let mut n: Vec<String> = objects.keys().map(|k| k.name.clone()).collect();
+    let mut n: Vec<String> = objects.iter().map(|o| o.name().to_string()).collect();
     n.sort();
     n
 }
@@ -162,19 +162,21 @@ async fn failures_pass_and_do_not_count_as_the_watch_working() {
 #[test]
 fn a_relist_is_diffed_against_what_was_cached() {
     let before: Objects = [
-        (key("a", "same"), cached("a", "same", "1")),
-        (key("a", "changed"), cached("a", "changed", "1")),
-        (key("a", "gone"), cached("a", "gone", "1")),
-        (key("a", "theirs"), cached("a", "theirs", "1")),
+        cached("a", "same", "1"),
+        cached("a", "changed", "1"),
+        cached("a", "gone", "1"),
+        cached("a", "theirs", "1"),
     ]
-    .into();
+    .into_iter()
+    .collect();
     let fresh: Objects = [
-        (key("a", "same"), cached("a", "same", "1")),
-        (key("a", "changed"), cached("a", "changed", "2")),
-        (key("a", "new"), cached("a", "new", "1")),
-        (key("a", "gained"), cached("a", "gained", "1")),
+        cached("a", "same", "1"),
+        cached("a", "changed", "2"),
+        cached("a", "new", "1"),
+        cached("a", "gained", "1"),
     ]
-    .into();
+    .into_iter()
+    .collect();
     let changes = relist_diff(
         before,
         &fresh,
@@ -207,7 +209,7 @@ async fn the_reflector_syncs_on_the_first_list_and_diffs_the_next() {
     let mut reflector = Reflector::new(cache.clone(), None, vec![scope()]);
     let first = reflector.apply(
         &scope(),
-        Step::Relisted([(key("a", "one"), cached("a", "one", "1"))].into()),
+        Step::Relisted([cached("a", "one", "1")].into_iter().collect()),
     );
     assert_eq!(said(&first.0), ["added one"]);
     assert_eq!(first.1, Some(Listing::First { all: true }));

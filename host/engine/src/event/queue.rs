@@ -170,7 +170,10 @@ enum Phase {
     Retrying(Instant),
 }
 
-/// Everything the queue knows about one key.
+/// Everything the queue knows about one key. A queue keeps one per object its plugin
+/// handled (for `seen`), so it is kept small: no capacity kept for events once none is
+/// pending, `seen` a list (a plugin has one watch per kind, or a few), the rare parking
+/// cause boxed.
 #[derive(Debug, Default)]
 struct KeyState {
     /// Events to hand on, coalesced per watch ([`coalesce`]).
@@ -178,11 +181,11 @@ struct KeyState {
     phase: Phase,
     /// Transient failures in a row (the backoff grows with them).
     attempts: u32,
-    /// The last object this plugin handled per watch: `old` for the next modification.
-    /// Dropped once it handled the deletion.
-    seen: HashMap<Arc<str>, Arc<CachedObject>>,
+    /// The last object this plugin handled per watch (by watch id): `old` for the next
+    /// modification. Dropped once it handled the deletion.
+    seen: Vec<(Arc<str>, Arc<CachedObject>)>,
     /// Set while parked by a permanent failure, with its cause.
-    parked: Option<Blocked>,
+    parked: Option<Box<Blocked>>,
 }
 
 impl KeyState {
@@ -196,11 +199,27 @@ impl KeyState {
 
     /// Remember what the plugin handled, for the next event's `old`.
     fn handled(&mut self, d: &Delivery) {
-        if d.event_type == EventType::Deleted {
-            self.seen.remove(&d.watch_id);
-        } else {
-            self.seen.insert(d.watch_id.clone(), d.object.clone());
+        let at = self.seen.iter().position(|(w, _)| *w == d.watch_id);
+        match (d.event_type, at) {
+            (EventType::Deleted, Some(i)) => {
+                self.seen.swap_remove(i);
+            }
+            (EventType::Deleted, None) => {}
+            (_, Some(i)) => self.seen[i].1 = d.object.clone(),
+            (_, None) => {
+                self.seen.push((d.watch_id.clone(), d.object.clone()));
+                // A `Vec` grows by four: most keys only ever hold one.
+                self.seen.shrink_to_fit();
+            }
         }
+    }
+
+    /// The last object the plugin handled for the watch `watch_id`.
+    fn seen(&self, watch_id: &str) -> Option<Arc<CachedObject>> {
+        self.seen
+            .iter()
+            .find(|(w, _)| **w == *watch_id)
+            .map(|(_, o)| o.clone())
     }
 }
 
@@ -236,6 +255,9 @@ impl State {
         }
     }
 }
+
+/// Room for ready keys kept once none is ready.
+const READY_KEPT: usize = 64;
 
 /// One event taken by a worker.
 struct Job {
@@ -287,7 +309,7 @@ impl Queue {
         let mut b: Vec<Blocked> = kubewasm_core::sync::lock(&self.state)
             .keys
             .values()
-            .filter_map(|k| k.parked.clone())
+            .filter_map(|k| k.parked.as_deref().cloned())
             .collect();
         b.sort_by_key(|b| b.since);
         b
@@ -382,6 +404,10 @@ impl Queue {
             return Err(Closed);
         }
         while let Some(key) = st.ready.pop_front() {
+            if st.ready.is_empty() {
+                // An initial sync queues every object at once; its room is not kept.
+                st.ready.shrink_to(READY_KEPT);
+            }
             let Some(ks) = st.keys.get_mut(&key) else {
                 continue;
             };
@@ -392,7 +418,11 @@ impl Queue {
                 continue;
             };
             ks.phase = Phase::Processing;
-            let seen = ks.seen.get(&delivery.watch_id).cloned();
+            if ks.pending.is_empty() {
+                // The key stays while it remembers `seen`: not its events' room too.
+                ks.pending = VecDeque::new();
+            }
+            let seen = ks.seen(&delivery.watch_id);
             return Ok(Some(Job {
                 key,
                 delivery,
@@ -438,13 +468,13 @@ impl Queue {
         if ks.parked.as_ref().is_some_and(|b| b.message == message) {
             return false;
         }
-        ks.parked = Some(Blocked {
+        ks.parked = Some(Box::new(Blocked {
             resource: key.resource.to_string(),
             object: key.object.to_string(),
             reason: e.kind().to_string(),
             message,
             since: SystemTime::now(),
-        });
+        }));
         true
     }
 

@@ -59,9 +59,9 @@ pub(crate) struct QueueKey {
 /// The latest state of an object, read when its key is taken: `Some(object)` while the
 /// cache holds it, `None` once it is gone.
 pub(crate) trait Latest: Send + Sync + 'static {
-    /// The cached object for `key`, if any. `None` from a lookup that cannot tell (no
-    /// cache for the resource) must be reported as [`Lookup::Unknown`].
-    fn latest(&self, key: &QueueKey) -> Lookup;
+    /// The cached object of `resource` at `object`, if any. `None` from a lookup that
+    /// cannot tell (no cache for the resource) must be reported as [`Lookup::Unknown`].
+    fn latest(&self, resource: &ResourceKey, object: &ObjectKey) -> Lookup;
 }
 
 /// What a [`Latest`] lookup found.
@@ -78,9 +78,9 @@ pub(crate) enum Lookup {
 // The watch caches answer for the queue here, so the watch never names the queue: the
 // dependency points from events to the watch only.
 impl Latest for crate::watch::cache::Caches {
-    fn latest(&self, key: &QueueKey) -> Lookup {
-        match self.for_resource(&key.resource) {
-            Some(cache) if cache.is_synced() => match cache.get(&key.object) {
+    fn latest(&self, resource: &ResourceKey, object: &ObjectKey) -> Lookup {
+        match self.for_resource(resource) {
+            Some(cache) if cache.is_synced() => match cache.get(object) {
                 Some(o) => Lookup::Present(o),
                 None => Lookup::Absent,
             },
@@ -223,18 +223,28 @@ impl KeyState {
     }
 }
 
+/// A [`QueueKey`] as the queue keeps it: the resource shared by its keys (a queue keeps a
+/// key per object its plugin handled).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    resource: Arc<ResourceKey>,
+    object: ObjectKey,
+}
+
 #[derive(Default)]
 struct State {
-    keys: HashMap<QueueKey, KeyState>,
+    keys: HashMap<Key, KeyState>,
+    /// The resources of the keys, one copy each.
+    resources: Vec<Arc<ResourceKey>>,
     /// Keys waiting for a worker, in order.
-    ready: VecDeque<QueueKey>,
+    ready: VecDeque<Key>,
     closed: bool,
 }
 
 impl State {
     /// Put an `Idle` or `Retrying` key with pending events in the ready list. True when it
     /// was put there (a worker should wake).
-    fn enqueue(&mut self, key: &QueueKey) -> bool {
+    fn enqueue(&mut self, key: &Key) -> bool {
         let Some(ks) = self.keys.get_mut(key) else {
             return false;
         };
@@ -248,8 +258,24 @@ impl State {
         }
     }
 
+    /// `key` as the queue keeps it.
+    fn key(&mut self, key: QueueKey) -> Key {
+        let resource = match self.resources.iter().find(|r| ***r == key.resource) {
+            Some(r) => r.clone(),
+            None => {
+                let r = Arc::new(key.resource);
+                self.resources.push(r.clone());
+                r
+            }
+        };
+        Key {
+            resource,
+            object: key.object,
+        }
+    }
+
     /// Drop the entry of a key that has nothing left to do or remember.
-    fn forget_if_done(&mut self, key: &QueueKey) {
+    fn forget_if_done(&mut self, key: &Key) {
         if self.keys.get(key).is_some_and(KeyState::forgettable) {
             self.keys.remove(key);
         }
@@ -261,7 +287,7 @@ const READY_KEPT: usize = 64;
 
 /// One event taken by a worker.
 struct Job {
-    key: QueueKey,
+    key: Key,
     delivery: Delivery,
     /// The last object the plugin handled for the key and the event's watch.
     seen: Option<Arc<CachedObject>>,
@@ -322,6 +348,7 @@ impl Queue {
         if st.closed {
             return false;
         }
+        let key = st.key(key);
         coalesce(
             &mut st.keys.entry(key.clone()).or_default().pending,
             delivery,
@@ -437,11 +464,11 @@ impl Queue {
     /// gone and its deletion is what comes next).
     fn refresh(
         &self,
-        key: &QueueKey,
+        key: &Key,
         mut d: Delivery,
         seen: Option<Arc<CachedObject>>,
     ) -> Option<Delivery> {
-        match (d.event_type, self.latest.latest(key)) {
+        match (d.event_type, self.latest.latest(&key.resource, &key.object)) {
             // A deletion hands on its tombstone (the last known state) as it is.
             (EventType::Deleted, _) => {}
             (_, Lookup::Absent) => return None,
@@ -456,7 +483,7 @@ impl Queue {
 
     /// Park the key if `e` is permanent. False when it repeats the permanent failure the
     /// key is already parked with (not to be reported loudly again).
-    fn park(&self, key: &QueueKey, e: &Error) -> bool {
+    fn park(&self, key: &Key, e: &Error) -> bool {
         if e.retry() != Retry::Never {
             return true;
         }
@@ -480,7 +507,7 @@ impl Queue {
 
     /// The worker is done with `delivery` (the event as it was queued): record the
     /// outcome, and queue the key again if it has more events, or schedule its retry.
-    fn finish(self: &Arc<Self>, key: QueueKey, mut delivery: Delivery, outcome: Outcome) {
+    fn finish(self: &Arc<Self>, key: Key, mut delivery: Delivery, outcome: Outcome) {
         let mut st = kubewasm_core::sync::lock(&self.state);
         let Some(ks) = st.keys.get_mut(&key) else {
             return;
@@ -529,7 +556,7 @@ impl Queue {
 
     /// The delayed requeue: queue `key` again at `at`, unless its wait has ended since (a
     /// new event queued it, or it failed again and waits for a later time).
-    fn retry_at(self: &Arc<Self>, key: QueueKey, at: Instant) {
+    fn retry_at(self: &Arc<Self>, key: Key, at: Instant) {
         let q = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(at).await;

@@ -13,11 +13,14 @@ use serde_json::Value;
 /// An object's apiVersion and kind: one per resource, shared by the objects of its watch.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct ObjectType {
+    /// `group/version`, or `version` for the core group.
     pub(crate) api_version: Box<str>,
+    /// The kind, e.g. `MongoDB`.
     pub(crate) kind: Box<str>,
 }
 
 impl ObjectType {
+    /// A type, to share.
     pub(crate) fn new(api_version: impl Into<Box<str>>, kind: impl Into<Box<str>>) -> Arc<Self> {
         Arc::new(ObjectType {
             api_version: api_version.into(),
@@ -151,30 +154,37 @@ impl Meta {
         (self.present & (1 << i) != 0).then(|| self.string(i))
     }
 
+    /// Its apiVersion and kind.
     pub(crate) fn types(&self) -> &ObjectType {
         &self.types
     }
 
+    /// Its name ("" when it had none).
     pub(crate) fn name(&self) -> &str {
         self.string(NAME)
     }
 
+    /// Its namespace (None: cluster-scoped).
     pub(crate) fn namespace(&self) -> Option<&str> {
         self.fixed(NAMESPACE)
     }
 
+    /// Its uid.
     pub(crate) fn uid(&self) -> Option<&str> {
         self.fixed(UID)
     }
 
+    /// Its resourceVersion.
     pub(crate) fn resource_version(&self) -> Option<&str> {
         self.fixed(RESOURCE_VERSION)
     }
 
+    /// Its metadata.generation.
     pub(crate) fn generation(&self) -> Option<i64> {
         self.generation
     }
 
+    /// Its trace context annotation.
     pub(crate) fn traceparent(&self) -> Option<&str> {
         self.fixed(TRACEPARENT)
     }

@@ -70,6 +70,7 @@ impl Eq for ByKey {}
 pub(crate) struct Objects(HashSet<ByKey>);
 
 impl Objects {
+    /// No objects.
     pub(crate) fn new() -> Self {
         Self::default()
     }
@@ -114,6 +115,7 @@ impl Objects {
         self.0.iter().map(|o| &o.0)
     }
 
+    /// How many objects it holds.
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }

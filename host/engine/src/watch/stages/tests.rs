@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::watch::backoff::Class;
+use crate::watch::cache::TRACEPARENT;
 
 fn res() -> Arc<KindInfo> {
     Arc::new(KindInfo {
@@ -276,7 +277,8 @@ async fn the_cache_holds_only_the_union_of_the_declared_fields() {
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"namespace": "ns", "name": "x", "resourceVersion": "1", "uid": "u",
-            "labels": {"app": "web"}, "annotations": {"big": "drop me"},
+            "labels": {"app": "web"}, "generation": 2,
+            "annotations": {"big": "drop me", "tracing.k8s.io/traceparent": "00-t"},
             "managedFields": [{"manager": "kubectl"}]},
         "data": {"a": "1", "secret": "drop me"},
         "spec": {"containers": [{"image": "i", "command": ["drop", "me"]}]}
@@ -296,6 +298,16 @@ async fn the_cache_holds_only_the_union_of_the_declared_fields() {
             "data": {"a": "1"},
             "spec": {"containers": [{"image": "i"}]}})
     );
+    // What the host routes on is read from what the cache holds, as a plugin would.
+    assert_eq!(
+        (o.label("app"), o.uid(), o.resource_version()),
+        (Some("web"), Some("u"), Some("1"))
+    );
+    assert_eq!(
+        (o.generation(), o.kept_annotation(TRACEPARENT)),
+        (None, None)
+    );
+    assert_eq!(o.type_ref(), res().type_ref());
     let own: serde_json::Value = serde_json::from_str(&o.json_for(&a)).unwrap();
     assert_eq!(
         own,

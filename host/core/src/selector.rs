@@ -97,7 +97,7 @@ impl LabelSelector {
     }
 
     /// Whether labels, looked up by `get`, satisfy every requirement.
-    pub(crate) fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
+    pub fn matches_with<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.requirements.iter().all(|r| match r {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
             Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),

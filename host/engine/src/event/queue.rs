@@ -59,9 +59,9 @@ pub(crate) struct QueueKey {
 /// The latest state of an object, read when its key is taken: `Some(object)` while the
 /// cache holds it, `None` once it is gone.
 pub(crate) trait Latest: Send + Sync + 'static {
-    /// The cached object for `key`, if any. `None` from a lookup that cannot tell (no
-    /// cache for the resource) must be reported as [`Lookup::Unknown`].
-    fn latest(&self, key: &QueueKey) -> Lookup;
+    /// The cached object of `resource` at `object`, if any. `None` from a lookup that
+    /// cannot tell (no cache for the resource) must be reported as [`Lookup::Unknown`].
+    fn latest(&self, resource: &ResourceKey, object: &ObjectKey) -> Lookup;
 }
 
 /// What a [`Latest`] lookup found.
@@ -78,9 +78,9 @@ pub(crate) enum Lookup {
 // The watch caches answer for the queue here, so the watch never names the queue: the
 // dependency points from events to the watch only.
 impl Latest for crate::watch::cache::Caches {
-    fn latest(&self, key: &QueueKey) -> Lookup {
-        match self.for_resource(&key.resource) {
-            Some(cache) if cache.is_synced() => match cache.get(&key.object) {
+    fn latest(&self, resource: &ResourceKey, object: &ObjectKey) -> Lookup {
+        match self.for_resource(resource) {
+            Some(cache) if cache.is_synced() => match cache.get(object) {
                 Some(o) => Lookup::Present(o),
                 None => Lookup::Absent,
             },
@@ -170,7 +170,10 @@ enum Phase {
     Retrying(Instant),
 }
 
-/// Everything the queue knows about one key.
+/// Everything the queue knows about one key. A queue keeps one per object its plugin
+/// handled (for `seen`), so it is kept small: no capacity kept for events once none is
+/// pending, `seen` a list (a plugin has one watch per kind, or a few), the rare parking
+/// cause boxed.
 #[derive(Debug, Default)]
 struct KeyState {
     /// Events to hand on, coalesced per watch ([`coalesce`]).
@@ -178,11 +181,11 @@ struct KeyState {
     phase: Phase,
     /// Transient failures in a row (the backoff grows with them).
     attempts: u32,
-    /// The last object this plugin handled per watch: `old` for the next modification.
-    /// Dropped once it handled the deletion.
-    seen: HashMap<Arc<str>, Arc<CachedObject>>,
+    /// The last object this plugin handled per watch (by watch id): `old` for the next
+    /// modification. Dropped once it handled the deletion.
+    seen: Vec<(Arc<str>, Arc<CachedObject>)>,
     /// Set while parked by a permanent failure, with its cause.
-    parked: Option<Blocked>,
+    parked: Option<Box<Blocked>>,
 }
 
 impl KeyState {
@@ -196,26 +199,52 @@ impl KeyState {
 
     /// Remember what the plugin handled, for the next event's `old`.
     fn handled(&mut self, d: &Delivery) {
-        if d.event_type == EventType::Deleted {
-            self.seen.remove(&d.watch_id);
-        } else {
-            self.seen.insert(d.watch_id.clone(), d.object.clone());
+        let at = self.seen.iter().position(|(w, _)| *w == d.watch_id);
+        match (d.event_type, at) {
+            (EventType::Deleted, Some(i)) => {
+                self.seen.swap_remove(i);
+            }
+            (EventType::Deleted, None) => {}
+            (_, Some(i)) => self.seen[i].1 = d.object.clone(),
+            (_, None) => {
+                self.seen.push((d.watch_id.clone(), d.object.clone()));
+                // A `Vec` grows by four: most keys only ever hold one.
+                self.seen.shrink_to_fit();
+            }
         }
     }
+
+    /// The last object the plugin handled for the watch `watch_id`.
+    fn seen(&self, watch_id: &str) -> Option<Arc<CachedObject>> {
+        self.seen
+            .iter()
+            .find(|(w, _)| **w == *watch_id)
+            .map(|(_, o)| o.clone())
+    }
+}
+
+/// A [`QueueKey`] as the queue keeps it: the resource shared by its keys (a queue keeps a
+/// key per object its plugin handled).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Key {
+    resource: Arc<ResourceKey>,
+    object: ObjectKey,
 }
 
 #[derive(Default)]
 struct State {
-    keys: HashMap<QueueKey, KeyState>,
+    keys: HashMap<Key, KeyState>,
+    /// The resources of the keys, one copy each.
+    resources: Vec<Arc<ResourceKey>>,
     /// Keys waiting for a worker, in order.
-    ready: VecDeque<QueueKey>,
+    ready: VecDeque<Key>,
     closed: bool,
 }
 
 impl State {
     /// Put an `Idle` or `Retrying` key with pending events in the ready list. True when it
     /// was put there (a worker should wake).
-    fn enqueue(&mut self, key: &QueueKey) -> bool {
+    fn enqueue(&mut self, key: &Key) -> bool {
         let Some(ks) = self.keys.get_mut(key) else {
             return false;
         };
@@ -229,17 +258,36 @@ impl State {
         }
     }
 
+    /// `key` as the queue keeps it.
+    fn key(&mut self, key: QueueKey) -> Key {
+        let resource = match self.resources.iter().find(|r| ***r == key.resource) {
+            Some(r) => r.clone(),
+            None => {
+                let r = Arc::new(key.resource);
+                self.resources.push(r.clone());
+                r
+            }
+        };
+        Key {
+            resource,
+            object: key.object,
+        }
+    }
+
     /// Drop the entry of a key that has nothing left to do or remember.
-    fn forget_if_done(&mut self, key: &QueueKey) {
+    fn forget_if_done(&mut self, key: &Key) {
         if self.keys.get(key).is_some_and(KeyState::forgettable) {
             self.keys.remove(key);
         }
     }
 }
 
+/// Room for ready keys kept once none is ready.
+const READY_KEPT: usize = 64;
+
 /// One event taken by a worker.
 struct Job {
-    key: QueueKey,
+    key: Key,
     delivery: Delivery,
     /// The last object the plugin handled for the key and the event's watch.
     seen: Option<Arc<CachedObject>>,
@@ -287,7 +335,7 @@ impl Queue {
         let mut b: Vec<Blocked> = kubewasm_core::sync::lock(&self.state)
             .keys
             .values()
-            .filter_map(|k| k.parked.clone())
+            .filter_map(|k| k.parked.as_deref().cloned())
             .collect();
         b.sort_by_key(|b| b.since);
         b
@@ -300,6 +348,7 @@ impl Queue {
         if st.closed {
             return false;
         }
+        let key = st.key(key);
         coalesce(
             &mut st.keys.entry(key.clone()).or_default().pending,
             delivery,
@@ -382,6 +431,10 @@ impl Queue {
             return Err(Closed);
         }
         while let Some(key) = st.ready.pop_front() {
+            if st.ready.is_empty() {
+                // An initial sync queues every object at once; its room is not kept.
+                st.ready.shrink_to(READY_KEPT);
+            }
             let Some(ks) = st.keys.get_mut(&key) else {
                 continue;
             };
@@ -392,7 +445,11 @@ impl Queue {
                 continue;
             };
             ks.phase = Phase::Processing;
-            let seen = ks.seen.get(&delivery.watch_id).cloned();
+            if ks.pending.is_empty() {
+                // The key stays while it remembers `seen`: not its events' room too.
+                ks.pending = VecDeque::new();
+            }
+            let seen = ks.seen(&delivery.watch_id);
             return Ok(Some(Job {
                 key,
                 delivery,
@@ -407,11 +464,11 @@ impl Queue {
     /// gone and its deletion is what comes next).
     fn refresh(
         &self,
-        key: &QueueKey,
+        key: &Key,
         mut d: Delivery,
         seen: Option<Arc<CachedObject>>,
     ) -> Option<Delivery> {
-        match (d.event_type, self.latest.latest(key)) {
+        match (d.event_type, self.latest.latest(&key.resource, &key.object)) {
             // A deletion hands on its tombstone (the last known state) as it is.
             (EventType::Deleted, _) => {}
             (_, Lookup::Absent) => return None,
@@ -426,7 +483,7 @@ impl Queue {
 
     /// Park the key if `e` is permanent. False when it repeats the permanent failure the
     /// key is already parked with (not to be reported loudly again).
-    fn park(&self, key: &QueueKey, e: &Error) -> bool {
+    fn park(&self, key: &Key, e: &Error) -> bool {
         if e.retry() != Retry::Never {
             return true;
         }
@@ -438,19 +495,19 @@ impl Queue {
         if ks.parked.as_ref().is_some_and(|b| b.message == message) {
             return false;
         }
-        ks.parked = Some(Blocked {
+        ks.parked = Some(Box::new(Blocked {
             resource: key.resource.to_string(),
             object: key.object.to_string(),
             reason: e.kind().to_string(),
             message,
             since: SystemTime::now(),
-        });
+        }));
         true
     }
 
     /// The worker is done with `delivery` (the event as it was queued): record the
     /// outcome, and queue the key again if it has more events, or schedule its retry.
-    fn finish(self: &Arc<Self>, key: QueueKey, mut delivery: Delivery, outcome: Outcome) {
+    fn finish(self: &Arc<Self>, key: Key, mut delivery: Delivery, outcome: Outcome) {
         let mut st = kubewasm_core::sync::lock(&self.state);
         let Some(ks) = st.keys.get_mut(&key) else {
             return;
@@ -499,7 +556,7 @@ impl Queue {
 
     /// The delayed requeue: queue `key` again at `at`, unless its wait has ended since (a
     /// new event queued it, or it failed again and waits for a later time).
-    fn retry_at(self: &Arc<Self>, key: QueueKey, at: Instant) {
+    fn retry_at(self: &Arc<Self>, key: Key, at: Instant) {
         let q = self.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(at).await;

@@ -42,22 +42,12 @@ impl Route {
 
     /// Whether the watch's namespace and (already parsed) selectors select the object.
     pub(crate) fn selects(&self, o: &CachedObject) -> bool {
-        let labels = o.labels();
-        self.watch.selects(
-            |k| labels.get(k).map(String::as_str),
-            o.name(),
-            o.namespace(),
-        )
+        self.watch.selects(|k| o.label(k), o.name(), o.namespace())
     }
 
     /// Why the watch's namespace and selectors do not select the object (None: they do).
     pub(crate) fn rejects(&self, o: &CachedObject) -> Option<String> {
-        let labels = o.labels();
-        self.watch.rejects(
-            |k| labels.get(k).map(String::as_str),
-            o.name(),
-            o.namespace(),
-        )
+        self.watch.rejects(|k| o.label(k), o.name(), o.namespace())
     }
 
     /// The event this watch sees, as a selector-filtered informer would: an object that

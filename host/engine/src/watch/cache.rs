@@ -1,7 +1,7 @@
 //! The host's caches of watched resources: one per resource, shared by every plugin,
 //! filled by `watch` and read by plugins through `host.get`/`host.list`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -15,70 +15,106 @@ pub(crate) use kubewasm_core::resource::{ObjectKey, ResourceKey};
 use kubewasm_core::selector::LabelSelector;
 use kubewasm_runtime::{ClusterView, ListAnswer, ListLimit, ReadError, ReadScope};
 
+mod meta;
+mod objects;
+
+pub(crate) use meta::ObjectType;
+use meta::{Meta, Parts};
+pub(crate) use objects::Objects;
+
 /// An object as cached, shared by every plugin and event that refers to it: its JSON text
 /// (managedFields already stripped by the watcher), which is what plugins are handed and
-/// read, and the few fields the host itself routes on, parsed once. Text rather than a
-/// parsed `DynamicObject`: a `serde_json::Value` tree costs several times its text (a
-/// node, a map entry and an allocation per field), and the text is made once per change
-/// instead of once per delivery or read.
+/// read, and the few fields the host itself routes on, parsed once and kept compact
+/// ([`meta`]). Text rather than a parsed `DynamicObject`: a `serde_json::Value` tree costs
+/// several times its text (a node, a map entry and an allocation per field), and the text
+/// is made once per change instead of once per delivery or read.
 #[derive(Debug)]
 pub(crate) struct CachedObject {
     json: Arc<str>,
     meta: Meta,
 }
 
-/// The fields of an object the host reads itself (routing, keys, logs, traces).
-#[derive(Debug)]
-struct Meta {
-    api_version: Box<str>,
-    kind: Box<str>,
-    name: Box<str>,
-    namespace: Option<Box<str>>,
-    uid: Option<Box<str>>,
-    resource_version: Option<Box<str>>,
-    generation: Option<i64>,
-    labels: BTreeMap<String, String>,
-    /// The annotations of [`KEPT_ANNOTATIONS`] the object has (usually none).
-    annotations: Vec<(&'static str, Box<str>)>,
-}
-
 /// The annotation KEP-5915 proposes for an object's trace context (read by the event
 /// pipeline's tracing).
 pub(crate) const TRACEPARENT: &str = "tracing.k8s.io/traceparent";
 
-/// Annotations the host reads on every event, kept parsed.
-const KEPT_ANNOTATIONS: [&str; 1] = [TRACEPARENT];
-
 impl CachedObject {
-    /// Keep an object. A `DynamicObject` always serialises (string keys, finite numbers
-    /// from JSON), so the empty-object fallback is never taken in practice.
+    /// Keep an object, of its own type (see [`CachedObject::kept`] for a watch's objects).
     pub(crate) fn new(object: DynamicObject) -> Arc<Self> {
-        let json = serde_json::to_string(&object).unwrap_or_else(|_| "{}".to_string());
-        let m = object.metadata;
-        let boxed = |s: Option<String>| s.map(String::into_boxed_str);
-        let annotations = m.annotations.map_or_else(Vec::new, |mut a| {
-            KEPT_ANNOTATIONS
-                .iter()
-                .filter_map(|&k| Some((k, a.remove(k)?.into_boxed_str())))
-                .collect()
-        });
-        let (api_version, kind) = object
+        let types = object
             .types
-            .map(|t| (t.api_version, t.kind))
-            .unwrap_or_default();
+            .as_ref()
+            .map(|t| ObjectType::new(&*t.api_version, &*t.kind))
+            .unwrap_or_else(|| ObjectType::new("", ""));
+        Self::whole(object, types)
+    }
+
+    /// Keep an object of a watch whose objects are of type `types` (shared with them when
+    /// the object is of it), projected to `projection`; an object without apiVersion and
+    /// kind (as list responses may give) gets `types`'.
+    pub(crate) fn kept(
+        mut object: DynamicObject,
+        types: &Arc<ObjectType>,
+        projection: &Projection,
+    ) -> Arc<Self> {
+        let types = match &object.types {
+            Some(t) => ObjectType::shared_or_new(types, &t.api_version, &t.kind),
+            None => {
+                object.types = Some(kube::api::TypeMeta {
+                    api_version: types.api_version.to_string(),
+                    kind: types.kind.to_string(),
+                });
+                types.clone()
+            }
+        };
+        if projection.is_whole() {
+            return Self::whole(object, types);
+        }
+        // A `DynamicObject` always converts (it came from JSON); whole if not.
+        let Ok(mut value) = serde_json::to_value(&object) else {
+            return Self::whole(object, types);
+        };
+        drop(object);
+        projection.apply(&mut value);
+        let meta = Meta::new(types, Parts::of_value(&value));
+        let json = value.to_string();
+        // The tree freed first: the text kept takes its place in the heap instead of
+        // leaving it a hole between cached objects.
+        drop(value);
         Arc::new(CachedObject {
             json: json.into(),
-            meta: Meta {
-                api_version: api_version.into_boxed_str(),
-                kind: kind.into_boxed_str(),
-                name: m.name.unwrap_or_default().into_boxed_str(),
-                namespace: boxed(m.namespace),
-                uid: boxed(m.uid),
-                resource_version: boxed(m.resource_version),
-                generation: m.generation,
-                labels: m.labels.unwrap_or_default(),
-                annotations,
-            },
+            meta,
+        })
+    }
+
+    /// `object` whole. A `DynamicObject` always serialises (string keys, finite numbers
+    /// from JSON), so the empty-object fallback is never taken in practice.
+    fn whole(object: DynamicObject, types: Arc<ObjectType>) -> Arc<Self> {
+        let json = serde_json::to_string(&object).unwrap_or_else(|_| "{}".to_string());
+        let m = &object.metadata;
+        let parts = Parts {
+            name: m.name.as_deref().unwrap_or_default(),
+            namespace: m.namespace.as_deref(),
+            uid: m.uid.as_deref(),
+            resource_version: m.resource_version.as_deref(),
+            generation: m.generation,
+            traceparent: m
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(TRACEPARENT))
+                .map(String::as_str),
+            labels: m
+                .labels
+                .iter()
+                .flatten()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect(),
+        };
+        let meta = Meta::new(types, parts);
+        drop(object);
+        Arc::new(CachedObject {
+            json: json.into(),
+            meta,
         })
     }
 
@@ -118,54 +154,60 @@ impl CachedObject {
 
     /// Its name.
     pub(crate) fn name(&self) -> &str {
-        &self.meta.name
+        self.meta.name()
     }
 
     /// Its namespace (None: cluster-scoped).
     pub(crate) fn namespace(&self) -> Option<&str> {
-        self.meta.namespace.as_deref()
+        self.meta.namespace()
     }
 
     /// Its uid.
     pub(crate) fn uid(&self) -> Option<&str> {
-        self.meta.uid.as_deref()
+        self.meta.uid()
     }
 
     /// Its metadata.generation.
     pub(crate) fn generation(&self) -> Option<i64> {
-        self.meta.generation
+        self.meta.generation()
     }
 
     /// Its apiVersion and kind.
     pub(crate) fn type_ref(&self) -> TypeRef {
-        TypeRef::new(&*self.meta.api_version, &*self.meta.kind)
+        let t = self.meta.types();
+        TypeRef::new(&*t.api_version, &*t.kind)
     }
 
     /// Its resourceVersion.
     pub(crate) fn resource_version(&self) -> Option<&str> {
-        self.meta.resource_version.as_deref()
+        self.meta.resource_version()
     }
 
-    /// Its labels.
-    pub(crate) fn labels(&self) -> &BTreeMap<String, String> {
-        &self.meta.labels
+    /// The value of its label `key`, if it has it.
+    pub(crate) fn label(&self, key: &str) -> Option<&str> {
+        self.meta.label(key)
     }
 
-    /// One of the annotations the host reads on every event ([`KEPT_ANNOTATIONS`]); None
+    /// Whether its labels satisfy `selector`.
+    pub(crate) fn selected_by(&self, selector: &LabelSelector) -> bool {
+        selector.matches_with(|k| self.label(k))
+    }
+
+    /// One of the annotations the host reads on every event (only [`TRACEPARENT`]); None
     /// for any other.
     pub(crate) fn kept_annotation(&self, key: &str) -> Option<&str> {
-        self.meta
-            .annotations
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, v)| &**v)
+        match key {
+            TRACEPARENT => self.meta.traceparent(),
+            _ => None,
+        }
     }
 
     /// The object as the intent pipeline sees a trigger.
     pub(crate) fn trigger(&self) -> Trigger {
+        let t = self.meta.types();
         Trigger {
-            api_version: self.meta.api_version.to_string(),
-            kind: self.meta.kind.to_string(),
+            api_version: t.api_version.to_string(),
+            kind: t.kind.to_string(),
             name: self.name().to_string(),
             namespace: self.namespace().map(str::to_string),
             uid: self.uid().map(str::to_string),
@@ -174,7 +216,7 @@ impl CachedObject {
 
     /// `Kind namespace/name` for logs.
     pub(crate) fn describe(&self) -> String {
-        let kind = match &*self.meta.kind {
+        let kind = match &*self.meta.types().kind {
             "" => "object",
             kind => kind,
         };
@@ -191,7 +233,7 @@ pub(crate) struct ResourceCache {
     pub kind: TypeRef,
     /// Whether the resource is namespaced.
     pub namespaced: bool,
-    objects: RwLock<HashMap<ObjectKey, Arc<CachedObject>>>,
+    objects: RwLock<Objects>,
     synced: AtomicBool,
     /// What every object it holds keeps at least (the projection of its last full list).
     holds: RwLock<Projection>,
@@ -208,7 +250,7 @@ impl ResourceCache {
             resource,
             kind,
             namespaced,
-            objects: RwLock::new(HashMap::new()),
+            objects: RwLock::new(Objects::new()),
             synced: AtomicBool::new(false),
             holds: RwLock::new(Projection::whole()),
             by_shard: RwLock::new(None),
@@ -252,7 +294,7 @@ impl ResourceCache {
     pub(crate) fn retain(&self, keep: impl Fn(&ObjectKey) -> bool) -> usize {
         let mut m = kubewasm_core::sync::write(&self.objects);
         let before = m.len();
-        m.retain(|k, _| keep(k));
+        m.retain(|o| keep(&o.key()));
         before - m.len()
     }
 
@@ -291,14 +333,14 @@ impl ResourceCache {
     /// Every object.
     pub(crate) fn snapshot(&self) -> Vec<Arc<CachedObject>> {
         kubewasm_core::sync::read(&self.objects)
-            .values()
+            .iter()
             .cloned()
             .collect()
     }
 
     /// Insert or replace; returns the previous version.
     pub(crate) fn insert(&self, obj: Arc<CachedObject>) -> Option<Arc<CachedObject>> {
-        kubewasm_core::sync::write(&self.objects).insert(obj.key(), obj)
+        kubewasm_core::sync::write(&self.objects).insert(obj)
     }
 
     /// Remove; returns what was there.
@@ -307,27 +349,18 @@ impl ResourceCache {
     }
 
     /// Replace everything (after a relist); returns the previous contents.
-    pub(crate) fn replace(
-        &self,
-        objects: HashMap<ObjectKey, Arc<CachedObject>>,
-    ) -> HashMap<ObjectKey, Arc<CachedObject>> {
+    pub(crate) fn replace(&self, objects: Objects) -> Objects {
         std::mem::replace(&mut *kubewasm_core::sync::write(&self.objects), objects)
     }
 
     /// Replace the objects of one namespace (`None`: everything), after that scope's
     /// watcher relisted; returns what that scope held before.
-    pub(crate) fn replace_scope(
-        &self,
-        namespace: Option<&str>,
-        objects: HashMap<ObjectKey, Arc<CachedObject>>,
-    ) -> HashMap<ObjectKey, Arc<CachedObject>> {
+    pub(crate) fn replace_scope(&self, namespace: Option<&str>, objects: Objects) -> Objects {
         let Some(ns) = namespace else {
             return self.replace(objects);
         };
         let mut m = kubewasm_core::sync::write(&self.objects);
-        let before: HashMap<_, _> = m
-            .extract_if(|k, _| k.namespace.as_deref() == Some(ns))
-            .collect();
+        let before = m.take_if(|o| o.namespace() == Some(ns));
         m.extend(objects);
         before
     }
@@ -493,7 +526,7 @@ impl ResourceCache {
     /// the rest of the cache.
     fn matching(&self, max: usize, pred: impl Fn(&CachedObject) -> bool) -> Vec<Arc<CachedObject>> {
         kubewasm_core::sync::read(&self.objects)
-            .values()
+            .iter()
             .filter(|o| pred(o))
             .take(max)
             .cloned()
@@ -557,7 +590,7 @@ impl ClusterView for PluginView {
         };
         // One more than the limit, to tell "exactly the limit" from "more".
         let mut objects = cache.matching(limit.items.saturating_add(1), |o| {
-            (namespace.is_none() || o.namespace() == namespace) && selector.matches(o.labels())
+            (namespace.is_none() || o.namespace() == namespace) && o.selected_by(&selector)
         });
         objects.sort_by_key(|o| o.key());
         let mut answer = ListAnswer::new(what, limit);
@@ -627,7 +660,7 @@ mod tests {
         );
         assert_eq!((o.generation(), o.resource_version()), (Some(3), Some("7")));
         assert_eq!(o.type_ref(), TypeRef::new("mongodb.com/v1", "MongoDB"));
-        assert_eq!(o.labels().get("app").map(String::as_str), Some("x"));
+        assert_eq!((o.label("app"), o.label("other")), (Some("x"), None));
         assert_eq!(o.kept_annotation(TRACEPARENT), Some("00-t"));
         assert_eq!(o.kept_annotation("other"), None);
         assert_eq!(o.describe(), "MongoDB a/one");

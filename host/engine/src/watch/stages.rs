@@ -28,14 +28,13 @@ use kubewasm_core::projection::Projection;
 
 use crate::replicas::shards::ShardSet;
 use crate::watch::backoff::Failed;
-use crate::watch::cache::{CachedObject, ObjectKey, ResourceCache, ResourceKey};
+use crate::watch::cache::{
+    CachedObject, ObjectKey, ObjectType, Objects, ResourceCache, ResourceKey,
+};
 use crate::watch::manager::{WatchEvent, WatchSignal};
 
 /// The namespace one watcher of a resource covers (`None`: cluster-wide).
 pub(crate) type Scope = Option<String>;
-
-/// Objects of one scope, by key.
-pub(crate) type Objects = HashMap<ObjectKey, Arc<CachedObject>>;
 
 /// One step of a scope's watcher, as the cache takes it.
 #[derive(Debug)]
@@ -99,8 +98,10 @@ pub(crate) fn strip<S>(
 where
     S: Stream<Item = (Scope, Result<Event<DynamicObject>, Failed>)>,
 {
+    // One apiVersion and kind for all the objects of the watch.
+    let types = ObjectType::new(res.api_version(), res.kind.as_str());
     events.map(move |(scope, event)| {
-        let kept = |o| kept(projected(o, &projection), &res);
+        let kept = |o| keep(o, &types, &projection);
         let step = match event {
             Ok(Event::Init) => Step::ListStarted,
             Ok(Event::InitApply(o)) => Step::Listed(kept(o)),
@@ -113,32 +114,23 @@ where
     })
 }
 
-/// What the cache keeps of an object. managedFields are the server's bookkeeping, often
-/// larger than the object: caching them doubles what each object costs, and plugins have
-/// no use for them. Objects from list responses may lack apiVersion and kind; plugins
+/// What the cache keeps of an object, whole. managedFields are the server's bookkeeping,
+/// often larger than the object: caching them doubles what each object costs, and plugins
+/// have no use for them. Objects from list responses may lack apiVersion and kind; plugins
 /// always get them.
-pub(crate) fn kept(mut obj: DynamicObject, res: &KindInfo) -> Arc<CachedObject> {
-    obj.metadata.managed_fields = None;
-    if obj.types.is_none() {
-        obj.types = Some(kube::api::TypeMeta {
-            api_version: res.api_version(),
-            kind: res.kind.clone(),
-        });
-    }
-    CachedObject::new(obj)
+pub(crate) fn kept(obj: DynamicObject, res: &KindInfo) -> Arc<CachedObject> {
+    let types = ObjectType::new(res.api_version(), res.kind.as_str());
+    keep(obj, &types, &Projection::whole())
 }
 
-/// `obj` projected: only what `projection` keeps (identity always). An object that does
-/// not serialise back (it always does: it came from JSON) is kept whole.
-pub(crate) fn projected(obj: DynamicObject, projection: &Projection) -> DynamicObject {
-    if projection.is_whole() {
-        return obj;
-    }
-    let Ok(mut value) = serde_json::to_value(&obj) else {
-        return obj;
-    };
-    projection.apply(&mut value);
-    serde_json::from_value(value).unwrap_or(obj)
+/// [`kept`], of a watch of `types`, projected to `projection` (identity always kept).
+fn keep(
+    mut obj: DynamicObject,
+    types: &Arc<ObjectType>,
+    projection: &Projection,
+) -> Arc<CachedObject> {
+    obj.metadata.managed_fields = None;
+    CachedObject::kept(obj, types, projection)
 }
 
 /// Stage 2: only the objects `keeps` (the shards held, asked as each step passes) are
@@ -175,7 +167,7 @@ where
             }
             Step::Listed(o) => {
                 if let Some(list) = lists.get_mut(&scope) {
-                    list.insert(o.key(), o);
+                    list.insert(o);
                 }
                 None
             }
@@ -197,9 +189,9 @@ pub(crate) fn relist_diff(
     keeps: impl Fn(&ObjectKey) -> bool,
 ) -> Vec<Change> {
     let mut changes = Vec::new();
-    for (k, obj) in fresh {
-        let change = match before.get(k) {
-            None if gained(k) => Change::new(EventType::Resync, obj.clone(), None),
+    for obj in fresh.iter() {
+        let change = match before.get_like(obj) {
+            None if gained(&obj.key()) => Change::new(EventType::Resync, obj.clone(), None),
             None => Change::new(EventType::Added, obj.clone(), None),
             Some(old) if old.resource_version() != obj.resource_version() => {
                 Change::new(EventType::Modified, obj.clone(), Some(old.clone()))
@@ -210,8 +202,8 @@ pub(crate) fn relist_diff(
     }
     let gone = before
         .into_iter()
-        .filter(|(k, _)| !fresh.contains_key(k) && keeps(k));
-    changes.extend(gone.map(|(_, old)| Change::new(EventType::Deleted, old, None)));
+        .filter(|old| !fresh.contains_like(old) && keeps(&old.key()));
+    changes.extend(gone.map(|old| Change::new(EventType::Deleted, old, None)));
     changes
 }
 
@@ -314,7 +306,7 @@ impl Reflector {
 
     fn relisted(&mut self, scope: &Scope, mut fresh: Objects) -> (Vec<Change>, Listing) {
         // A shard may have been lost while the list ran.
-        fresh.retain(|k, _| self.keeps(k));
+        fresh.retain(|o| self.keeps(&o.key()));
         let first = !self.listed.contains(scope);
         let before = self.cache.replace_scope(scope.as_deref(), fresh.clone());
         let refill = self.to_refill.remove(scope);

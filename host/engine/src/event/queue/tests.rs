@@ -14,7 +14,7 @@ use crate::event::testing::{api_error, ev, key, obj, rv};
 struct NoCache;
 
 impl Latest for NoCache {
-    fn latest(&self, _: &QueueKey) -> Lookup {
+    fn latest(&self, _: &ResourceKey, _: &ObjectKey) -> Lookup {
         Lookup::Unknown
     }
 }
@@ -24,8 +24,8 @@ impl Latest for NoCache {
 struct FakeCache(Mutex<HashMap<String, Arc<CachedObject>>>);
 
 impl Latest for FakeCache {
-    fn latest(&self, key: &QueueKey) -> Lookup {
-        match self.0.lock().unwrap().get(&key.object.name) {
+    fn latest(&self, _: &ResourceKey, object: &ObjectKey) -> Lookup {
+        match self.0.lock().unwrap().get(&object.name) {
             Some(o) => Lookup::Present(o.clone()),
             None => Lookup::Absent,
         }
@@ -521,4 +521,25 @@ async fn retries_of_many_objects_share_an_overall_rate_limit() {
     settle().await;
     assert_eq!(h.calls.load(Ordering::SeqCst), 60);
     assert_eq!(q.depth(), 0);
+}
+
+/// A queue keeps a key per object its plugin handled: the keys of one resource share one
+/// copy of it, and a handled key keeps no room for events.
+#[tokio::test]
+async fn keys_share_their_resource_and_idle_keys_keep_no_event_room() {
+    let q = Queue::new("p", QueueConfig::default(), Arc::new(NoCache));
+    for name in ["x", "y"] {
+        assert!(q.push(key(name), ev(EventType::Added, name, "1")));
+    }
+    {
+        let st = q.state.lock().unwrap();
+        assert_eq!(st.resources.len(), 1);
+        let mut resources = st.keys.keys().map(|k| &k.resource);
+        let (a, b) = (resources.next().unwrap(), resources.next().unwrap());
+        assert!(Arc::ptr_eq(a, b));
+    }
+    let job = q.take().ok().flatten().expect("a job");
+    let st = q.state.lock().unwrap();
+    let ks = &st.keys[&job.key];
+    assert_eq!((ks.pending.len(), ks.pending.capacity()), (0, 0));
 }

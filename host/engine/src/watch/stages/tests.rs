@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::watch::backoff::Class;
+use crate::watch::cache::TRACEPARENT;
 
 fn res() -> Arc<KindInfo> {
     Arc::new(KindInfo {
@@ -57,7 +58,7 @@ async fn steps(
 }
 
 fn names(objects: &Objects) -> Vec<String> {
-    let mut n: Vec<String> = objects.keys().map(|k| k.name.clone()).collect();
+    let mut n: Vec<String> = objects.iter().map(|o| o.name().to_string()).collect();
     n.sort();
     n
 }
@@ -162,19 +163,21 @@ async fn failures_pass_and_do_not_count_as_the_watch_working() {
 #[test]
 fn a_relist_is_diffed_against_what_was_cached() {
     let before: Objects = [
-        (key("a", "same"), cached("a", "same", "1")),
-        (key("a", "changed"), cached("a", "changed", "1")),
-        (key("a", "gone"), cached("a", "gone", "1")),
-        (key("a", "theirs"), cached("a", "theirs", "1")),
+        cached("a", "same", "1"),
+        cached("a", "changed", "1"),
+        cached("a", "gone", "1"),
+        cached("a", "theirs", "1"),
     ]
-    .into();
+    .into_iter()
+    .collect();
     let fresh: Objects = [
-        (key("a", "same"), cached("a", "same", "1")),
-        (key("a", "changed"), cached("a", "changed", "2")),
-        (key("a", "new"), cached("a", "new", "1")),
-        (key("a", "gained"), cached("a", "gained", "1")),
+        cached("a", "same", "1"),
+        cached("a", "changed", "2"),
+        cached("a", "new", "1"),
+        cached("a", "gained", "1"),
     ]
-    .into();
+    .into_iter()
+    .collect();
     let changes = relist_diff(
         before,
         &fresh,
@@ -207,7 +210,7 @@ async fn the_reflector_syncs_on_the_first_list_and_diffs_the_next() {
     let mut reflector = Reflector::new(cache.clone(), None, vec![scope()]);
     let first = reflector.apply(
         &scope(),
-        Step::Relisted([(key("a", "one"), cached("a", "one", "1"))].into()),
+        Step::Relisted([cached("a", "one", "1")].into_iter().collect()),
     );
     assert_eq!(said(&first.0), ["added one"]);
     assert_eq!(first.1, Some(Listing::First { all: true }));
@@ -274,7 +277,8 @@ async fn the_cache_holds_only_the_union_of_the_declared_fields() {
     let object: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"namespace": "ns", "name": "x", "resourceVersion": "1", "uid": "u",
-            "labels": {"app": "web"}, "annotations": {"big": "drop me"},
+            "labels": {"app": "web"}, "generation": 2,
+            "annotations": {"big": "drop me", "tracing.k8s.io/traceparent": "00-t"},
             "managedFields": [{"manager": "kubectl"}]},
         "data": {"a": "1", "secret": "drop me"},
         "spec": {"containers": [{"image": "i", "command": ["drop", "me"]}]}
@@ -294,6 +298,16 @@ async fn the_cache_holds_only_the_union_of_the_declared_fields() {
             "data": {"a": "1"},
             "spec": {"containers": [{"image": "i"}]}})
     );
+    // What the host routes on is read from what the cache holds, as a plugin would.
+    assert_eq!(
+        (o.label("app"), o.uid(), o.resource_version()),
+        (Some("web"), Some("u"), Some("1"))
+    );
+    assert_eq!(
+        (o.generation(), o.kept_annotation(TRACEPARENT)),
+        (None, None)
+    );
+    assert_eq!(o.type_ref(), res().type_ref());
     let own: serde_json::Value = serde_json::from_str(&o.json_for(&a)).unwrap();
     assert_eq!(
         own,

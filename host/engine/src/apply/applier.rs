@@ -63,15 +63,16 @@ impl WriteIdentity {
     }
 }
 
-/// A writer as `event::pipeline` names it (`plugins::environment::Version::writer`):
-/// (the namespace of a tenant's ServiceAccount, the field manager). A NamespacedPlugin's
-/// plugin writes as `NS/kubewasm-P`: always impersonated, whatever [`WriteIdentity`] says,
-/// so a team's plugin never writes with more than the team granted.
-pub(crate) fn split_writer(writer: &str) -> (Option<&str>, &str) {
-    match writer.split_once('/') {
-        Some((ns, manager)) => (Some(ns), manager),
-        None => (None, writer),
-    }
+/// Whom one plugin's writes are sent as (`plugins::environment::Version::writer`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Writer {
+    /// Its field manager, `kubewasm-P`, also its ServiceAccount's name.
+    pub(crate) manager: String,
+    /// A NamespacedPlugin's namespace, where its ServiceAccount is: such a plugin is
+    /// always impersonated, whatever [`WriteIdentity`] says, so a team's plugin never
+    /// writes with more than the team granted. None: a cluster plugin, as [`WriteIdentity`]
+    /// says.
+    pub(crate) tenant: Option<String>,
 }
 
 /// A client that sends every request of `base` as `user` (`Impersonate-User`), through
@@ -94,8 +95,8 @@ fn impersonating(base: &Client, user: &str) -> Result<Client, http::header::Inva
 pub(crate) struct Applier {
     client: Client,
     identity: WriteIdentity,
-    /// Impersonating clients, one per writer ([`split_writer`]), built on first use.
-    clients: Mutex<HashMap<String, Client>>,
+    /// Impersonating clients, one per writer, built on first use.
+    clients: Mutex<HashMap<Writer, Client>>,
 }
 
 impl Applier {
@@ -108,11 +109,11 @@ impl Applier {
         }
     }
 
-    /// The client writing as `writer` ([`split_writer`]).
-    fn client_for(&self, writer: &str) -> Client {
-        let user = match split_writer(writer) {
-            (Some(ns), manager) => Some(format!("system:serviceaccount:{ns}:{manager}")),
-            (None, manager) => self.identity.user(manager),
+    /// The client writing as `writer`.
+    fn client_for(&self, writer: &Writer) -> Client {
+        let user = match &writer.tenant {
+            Some(ns) => Some(format!("system:serviceaccount:{ns}:{}", writer.manager)),
+            None => self.identity.user(&writer.manager),
         };
         let Some(user) = user else {
             return self.client.clone();
@@ -123,7 +124,7 @@ impl Applier {
         }
         match impersonating(&self.client, &user) {
             Ok(c) => {
-                clients.insert(writer.to_string(), c.clone());
+                clients.insert(writer.clone(), c.clone());
                 c
             }
             // A manager is `kubewasm-` + a DNS label (checked at load), a valid header
@@ -140,12 +141,12 @@ impl Applier {
     /// None when it does not exist.
     pub(crate) async fn current(
         &self,
-        manager: &str,
+        writer: &Writer,
         p: &Prepared,
     ) -> Result<Option<serde_json::Value>, Error> {
         let resource = api_resource(&p.kind);
-        let client = self.client_for(manager);
-        let manager = split_writer(manager).1;
+        let client = self.client_for(writer);
+        let manager = writer.manager.as_str();
         let api: Api<DynamicObject> = match &p.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &resource),
             None => Api::all_with(client, &resource),
@@ -178,8 +179,8 @@ impl Applier {
 
     /// Execute one prepared intent as the field manager `manager` (and, when impersonating,
     /// as that plugin's ServiceAccount).
-    pub(crate) async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
-        Ok(match self.send(manager, p, false).await? {
+    pub(crate) async fn execute(&self, writer: &Writer, p: &Prepared) -> Result<Outcome, Error> {
+        Ok(match self.send(writer, p, false).await? {
             Sent::Object(o) => Outcome::Written {
                 resource_version: o.metadata.resource_version.unwrap_or_default(),
             },
@@ -193,10 +194,10 @@ impl Applier {
     /// The API server validates it and stores nothing.
     pub(crate) async fn dry_run(
         &self,
-        manager: &str,
+        writer: &Writer,
         p: &Prepared,
     ) -> Result<Option<serde_json::Value>, Error> {
-        match self.send(manager, p, true).await? {
+        match self.send(writer, p, true).await? {
             Sent::Object(o) => serde_json::to_value(o).map(Some).map_err(|e| Error::Kube {
                 context: format!("reading the dry run of {}", p.describe()),
                 source: kube::Error::SerdeError(e),
@@ -206,10 +207,10 @@ impl Applier {
     }
 
     /// One intent as an API request: server-side apply, a merge patch, or a delete.
-    async fn send(&self, manager: &str, p: &Prepared, dry_run: bool) -> Result<Sent, Error> {
+    async fn send(&self, writer: &Writer, p: &Prepared, dry_run: bool) -> Result<Sent, Error> {
         let resource = api_resource(&p.kind);
-        let client = self.client_for(manager);
-        let manager = split_writer(manager).1;
+        let client = self.client_for(writer);
+        let manager = writer.manager.as_str();
         let api: Api<DynamicObject> = match &p.namespace {
             Some(ns) => Api::namespaced_with(client, ns, &resource),
             None => Api::all_with(client, &resource),

@@ -34,7 +34,7 @@ pub async fn check_impersonation(
     plugin: &Manifest,
 ) -> Result<(), String> {
     // A NamespacedPlugin's plugin (`NS/P`) writes as its account in NS whatever the
-    // identity (`apply::applier::split_writer`).
+    // identity (`apply::Writer`).
     let namespace = match (plugin.name.split_once('/'), identity) {
         (Some((ns, _)), _) => ns,
         (None, WriteIdentity::PluginServiceAccounts { namespace }) => namespace.as_str(),

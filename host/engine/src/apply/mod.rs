@@ -10,4 +10,4 @@ pub mod identity;
 pub mod manifests;
 
 pub use applier::WriteIdentity;
-pub(crate) use applier::{Applier, Outcome};
+pub(crate) use applier::{Applier, Outcome, Writer};

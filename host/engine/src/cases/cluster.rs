@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::format::TestCase;
 use crate::Error;
-use crate::apply::{Applier, Outcome, WriteIdentity};
+use crate::apply::{Applier, Outcome, WriteIdentity, Writer};
 use crate::event::Delivery;
 use crate::event::cluster::{ApiCluster, Cluster};
 use crate::plugins::environment::{Route, plugin_projections, plugin_reads};
@@ -364,15 +364,15 @@ impl Owners for CaseCluster {
 }
 
 impl Cluster for CaseCluster {
-    async fn current(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
-        self.api.current(manager, p).await
+    async fn current(&self, writer: &Writer, p: &Prepared) -> Result<Option<Value>, Error> {
+        self.api.current(writer, p).await
     }
 
-    async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
-        self.api.execute(manager, p).await
+    async fn execute(&self, writer: &Writer, p: &Prepared) -> Result<Outcome, Error> {
+        self.api.execute(writer, p).await
     }
 
-    async fn dry_run(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
-        self.api.dry_run(manager, p).await
+    async fn dry_run(&self, writer: &Writer, p: &Prepared) -> Result<Option<Value>, Error> {
+        self.api.dry_run(writer, p).await
     }
 }

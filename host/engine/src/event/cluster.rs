@@ -15,7 +15,7 @@ use kubewasm_core::resource::TypeRef;
 use serde_json::Value;
 
 use crate::Error;
-use crate::apply::{Applier, Outcome};
+use crate::apply::{Applier, Outcome, Writer};
 use crate::watch::cache::Caches;
 use crate::watch::discovery::Discovery;
 
@@ -23,17 +23,17 @@ use crate::watch::discovery::Discovery;
 /// (preflight), and the writes.
 pub(crate) trait Cluster: Resolver + Owners + Send + Sync {
     /// The object `p` writes as the cluster has it now, `managedFields` included, read
-    /// as the plugin writing as `manager`; None when it does not exist.
+    /// as the plugin writing as `writer`; None when it does not exist.
     fn current(
         &self,
-        manager: &str,
+        writer: &Writer,
         p: &Prepared,
     ) -> impl Future<Output = Result<Option<Value>, Error>> + Send;
 
-    /// Execute one admitted intent as the field manager `manager`.
+    /// Execute one admitted intent as `writer` (its field manager and account).
     fn execute(
         &self,
-        manager: &str,
+        writer: &Writer,
         p: &Prepared,
     ) -> impl Future<Output = Result<Outcome, Error>> + Send;
 
@@ -41,7 +41,7 @@ pub(crate) trait Cluster: Resolver + Owners + Send + Sync {
     /// would be after (None: deleted, or gone). Nothing is stored.
     fn dry_run(
         &self,
-        manager: &str,
+        writer: &Writer,
         p: &Prepared,
     ) -> impl Future<Output = Result<Option<Value>, Error>> + Send;
 }
@@ -67,15 +67,15 @@ impl Owners for ApiCluster {
 }
 
 impl Cluster for ApiCluster {
-    async fn current(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
-        self.applier.current(manager, p).await
+    async fn current(&self, writer: &Writer, p: &Prepared) -> Result<Option<Value>, Error> {
+        self.applier.current(writer, p).await
     }
 
-    async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
-        self.applier.execute(manager, p).await
+    async fn execute(&self, writer: &Writer, p: &Prepared) -> Result<Outcome, Error> {
+        self.applier.execute(writer, p).await
     }
 
-    async fn dry_run(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
-        self.applier.dry_run(manager, p).await
+    async fn dry_run(&self, writer: &Writer, p: &Prepared) -> Result<Option<Value>, Error> {
+        self.applier.dry_run(writer, p).await
     }
 }

@@ -10,7 +10,7 @@ use kubewasm_core::resource::TypeRef;
 use serde_json::Value;
 
 use crate::Error;
-use crate::apply::Outcome;
+use crate::apply::{Outcome, Writer};
 use crate::event::cluster::Cluster;
 use crate::preview::change::{Change, change};
 
@@ -36,8 +36,8 @@ impl<C: Cluster> Cluster for DryRun<'_, C> {
     /// The preflight's read. Refused (it is a dry-run PATCH as the plugin, which the
     /// write itself needs too): nothing to check before writing, and the write's own
     /// preview reports the refusal, as a finding, not as the event's failure.
-    async fn current(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
-        match self.0.current(manager, p).await {
+    async fn current(&self, writer: &Writer, p: &Prepared) -> Result<Option<Value>, Error> {
+        match self.0.current(writer, p).await {
             Err(e) if refused(&e) => Ok(None),
             other => other,
         }
@@ -46,19 +46,19 @@ impl<C: Cluster> Cluster for DryRun<'_, C> {
     /// The object before, and as the write would leave it: what would change. A refusal
     /// is a finding, not a failure (the event ends well and is not retried); trouble
     /// reaching the API server is an error as for a real write.
-    async fn execute(&self, manager: &str, p: &Prepared) -> Result<Outcome, Error> {
-        let before = match self.0.current(manager, p).await {
+    async fn execute(&self, writer: &Writer, p: &Prepared) -> Result<Outcome, Error> {
+        let before = match self.0.current(writer, p).await {
             Ok(b) => b,
             Err(e) => return refusal(e),
         };
-        match self.0.dry_run(manager, p).await {
+        match self.0.dry_run(writer, p).await {
             Ok(after) => Ok(Outcome::Previewed(change(before.as_ref(), after.as_ref()))),
             Err(e) => refusal(e),
         }
     }
 
-    async fn dry_run(&self, manager: &str, p: &Prepared) -> Result<Option<Value>, Error> {
-        self.0.dry_run(manager, p).await
+    async fn dry_run(&self, writer: &Writer, p: &Prepared) -> Result<Option<Value>, Error> {
+        self.0.dry_run(writer, p).await
     }
 }
 

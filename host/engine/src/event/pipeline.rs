@@ -286,9 +286,9 @@ impl<C: Cluster> Pipeline<C> {
                 return None;
             }
         };
-        let manager = req.version.writer();
+        let writer = req.version.writer();
         let check =
-            preflight::check_merges(cluster, name, &plugin.manifest, &manager, &mut prepared);
+            preflight::check_merges(cluster, name, &plugin.manifest, &writer, &mut prepared);
         let key = req.delivery.object.key();
         match self.ownership.guard(&key, check).await {
             Err(_) => report.result = Err(not_leader(req)),
@@ -311,7 +311,7 @@ impl<C: Cluster> Pipeline<C> {
         let d = req.delivery;
         let key = d.object.key();
         let trigger = d.object.trigger();
-        let manager = req.version.writer();
+        let writer = req.version.writer();
         for (i, p) in prepared.iter().enumerate() {
             // Written only under grants still in force: no write of a version unloaded
             // since the call (a write already sent is not recalled; it was sent while the
@@ -321,7 +321,7 @@ impl<C: Cluster> Pipeline<C> {
                 break;
             }
             let start = SystemTime::now();
-            let write = cluster.execute(&manager, p);
+            let write = cluster.execute(&writer, p);
             let guarded = self.ownership.guard(&key, write).await;
             report.timed(Step::Write(i), start);
             let Ok(result) = guarded else {

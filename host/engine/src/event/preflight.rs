@@ -29,10 +29,10 @@ use kubewasm_core::manifest::Manifest;
 use serde_json::Value;
 
 use crate::Error;
-use crate::apply::applier::split_writer;
+use crate::apply::Writer;
 use crate::event::cluster::Cluster;
 
-/// Check every merge patch of `prepared` (the plugin `plugin`'s, writing as `manager`),
+/// Check every merge patch of `prepared` (the plugin `plugin`'s, writing as `writer`),
 /// and every create that writes owner references where the plugin may not delete,
 /// against its object, and make each carry the resourceVersion it was checked against.
 /// The first merge patch taking another manager's field without `allowForce`, or create
@@ -42,22 +42,22 @@ pub(crate) async fn check_merges(
     cluster: &impl Cluster,
     plugin: &str,
     manifest: &Manifest,
-    manager: &str,
+    writer: &Writer,
     prepared: &mut [Prepared],
 ) -> Result<(), Error> {
     for (index, p) in prepared.iter_mut().enumerate() {
         if admit::adoption_matters(manifest, p) {
-            check_adoption(cluster, plugin, manifest, manager, index, p).await?;
+            check_adoption(cluster, plugin, manifest, writer, index, p).await?;
             continue;
         }
         if !matches!(p.intent.action, Action::Merge { .. }) {
             continue;
         }
         // Not there: nothing is owned; the patch itself will find it missing.
-        let Some(live) = cluster.current(manager, p).await? else {
+        let Some(live) = cluster.current(writer, p).await? else {
             continue;
         };
-        admit::check_merge(manifest, p, &live, split_writer(manager).1)
+        admit::check_merge(manifest, p, &live, &writer.manager)
             .map_err(|e| refused(plugin, index, e.into()))?;
         if let (Some(version), Action::Merge { body, .. }) =
             (resource_version(&live), &mut p.intent.action)
@@ -75,12 +75,12 @@ async fn check_adoption(
     cluster: &impl Cluster,
     plugin: &str,
     manifest: &Manifest,
-    manager: &str,
+    writer: &Writer,
     index: usize,
     p: &mut Prepared,
 ) -> Result<(), Error> {
     // Not there: the apply creates it, with the owners the plugin may give a new object.
-    let Some(live) = cluster.current(manager, p).await? else {
+    let Some(live) = cluster.current(writer, p).await? else {
         return Ok(());
     };
     admit::check_adoption(manifest, p, &live).map_err(|e| refused(plugin, index, e.into()))?;

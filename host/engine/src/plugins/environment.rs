@@ -15,6 +15,7 @@ use kubewasm_runtime::{CompiledPlugin, ReadScope};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::apply::Writer;
 use crate::event::{Delivery, Health, Queue, QueueKey};
 use crate::preview::report::Previewing;
 use crate::watch::cache::{CachedObject, ResourceKey};
@@ -146,14 +147,12 @@ impl Version {
         }
     }
 
-    /// Whom its writes are sent as: its field manager `kubewasm-P`, prefixed with
-    /// `NS/` for a tenant's plugin, whose ServiceAccount is in `NS`
-    /// (`apply::applier::split_writer`).
-    pub(crate) fn writer(&self) -> String {
-        let manager = self.plugin.manifest.field_manager();
-        match &self.tenant {
-            Some(ns) => format!("{ns}/{manager}"),
-            None => manager,
+    /// Whom its writes are sent as: its field manager `kubewasm-P`, and for a tenant's
+    /// plugin the namespace its ServiceAccount is in.
+    pub(crate) fn writer(&self) -> Writer {
+        Writer {
+            manager: self.plugin.manifest.field_manager(),
+            tenant: self.tenant.clone(),
         }
     }
 

@@ -11,11 +11,11 @@
 //! NamespacedPlugins (`namespacedplugins.kubewasm.dev`, with `--tenant-registry` only) go
 //! the same way, each as plugin `NS/P` confined to its namespace `NS`: the platform's
 //! ceilings ([`TenantsConfig`]: registries, limits, count) and the confinement of
-//! `spec.permissions` (`core::plugin_object::confine_approval`; cluster-scoped custom
+//! `spec.permissions` (`core::tenant::confine_approval`; cluster-scoped custom
 //! kinds by discovery, [`ObjectSource::cluster_scoped`]) refuse it before any pull; its
 //! pull secret is read in `NS`, and its status written to the object in `NS`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,6 +28,7 @@ use kubewasm_core::plugin_object::{
 };
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_core::sync::lock;
+use kubewasm_core::tenant;
 use kubewasm_oci::{Auths, Credentials, Reference, RegistryConfig, Store};
 use kubewasm_runtime::{LimitOverrides, PluginFile};
 use sha2::{Digest, Sha256};
@@ -438,50 +439,25 @@ impl ObjectSource {
         stale(&mut lock(&self.tags));
     }
 
-    /// Why the approval of a NamespacedPlugin in `namespace` (already confined by name,
-    /// `core::plugin_object::confine_approval`) names a cluster-scoped kind, as discovery
-    /// says: a custom kind the host cannot know offline. A kind not served (yet) says
-    /// nothing: it is neither watched nor written while it is not served.
+    /// Why the approval of a NamespacedPlugin in `namespace` (already confined offline,
+    /// [`ObjectSource::approve`]) reaches a cluster-scoped kind, as discovery says: a
+    /// custom kind the host cannot know offline. A kind not served (yet) says nothing:
+    /// it is neither watched nor written while it is not served.
     pub(crate) async fn cluster_scoped(
         &self,
         namespace: &str,
         approval: &Approval,
     ) -> Option<Failure> {
-        let mut asked: Vec<(&str, ResourceRef)> = Vec::new();
-        asked.extend(
-            approval
-                .watches
-                .iter()
-                .map(|w| ("watch", w.resource.clone())),
-        );
-        asked.extend(approval.reads.iter().map(|r| ("read", r.resource.clone())));
-        for g in &approval.grants {
-            for kind in g.kinds.iter().filter(|k| *k != "*") {
-                for group in g.api_groups.iter().filter(|g| *g != "*") {
-                    // A grant names a group, not a version: whichever the group serves.
-                    let api_version = match group.as_str() {
-                        "" => "*".to_string(),
-                        group => format!("{group}/*"),
-                    };
-                    let r = ResourceRef::Kind(TypeRef::new(api_version, kind.clone()));
-                    asked.push(("grant on", r));
-                }
+        let mut served = HashMap::new();
+        for r in tenant::kinds_asked(approval) {
+            if let Ok(kind) = self.discovery.resolve(&r).await {
+                served.insert(r, (*kind).clone());
             }
         }
-        for (what, r) in asked {
-            let Ok(kind) = self.discovery.resolve(&r).await else {
-                continue;
-            };
-            if !kind.namespaced {
-                let shown = match (&r, what) {
-                    (ResourceRef::Kind(t), "grant on") => t.kind.clone(),
-                    _ => r.to_string(),
-                };
-                let c = plugin_object::cluster_scoped(what, &shown, namespace);
-                return Some(Failure::new(c.reason, c.message));
-            }
-        }
-        None
+        let resolve = |r: &ResourceRef| served.get(r).cloned();
+        tenant::confine_approval(namespace, &mut approval.clone(), &resolve)
+            .err()
+            .map(|c| Failure::new(c.reason, c.message))
     }
 
     /// `--pull-timeout`.
@@ -596,7 +572,7 @@ impl ObjectSource {
             .spec
             .approval()
             .map_err(|e| Failure::new("InvalidPermissions", format!("spec.permissions: {e}")))?;
-        plugin_object::confine_approval(ns, &mut approval)
+        tenant::confine_approval(ns, &mut approval, &tenant::offline)
             .map_err(|why| Failure::new(why.reason, why.message))?;
         c.approval = Some(approval);
         Ok(())

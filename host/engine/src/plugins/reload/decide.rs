@@ -628,7 +628,7 @@ fn still_approved(running: &Manifest, approval: &Approval) -> Result<(), String>
     })
 }
 
-/// A NamespacedPlugin's module confined to its namespace (`core::plugin_object::
+/// A NamespacedPlugin's module confined to its namespace (`core::tenant::
 /// confine_manifest`), then named `NS/P` in the host once it calls itself `P`; any other
 /// module as it is. `Err`: the reason and message to refuse it with.
 fn confine(origin: &Origin, m: &mut Manifest) -> Result<(), (&'static str, String)> {
@@ -644,7 +644,8 @@ fn confine(origin: &Origin, m: &mut Manifest) -> Result<(), (&'static str, Strin
             ),
         ));
     }
-    kubewasm_core::plugin_object::confine_manifest(namespace, m)
+    let offline = kubewasm_core::tenant::offline;
+    kubewasm_core::tenant::confine_manifest(namespace, m, &offline)
         .map_err(|c| (c.reason, c.message))?;
     m.name = format!("{namespace}/{name}");
     Ok(())

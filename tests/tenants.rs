@@ -295,7 +295,11 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
         if i == 0 {
             tokio::time::sleep(Duration::from_millis(1100)).await;
         }
-        let spec = json!({"permissions": permissions(), "settings": {"name": format!("p{i}")}});
+        let mut spec = json!({"permissions": permissions(), "settings": {"name": format!("p{i}")}});
+        if i == 1 {
+            // A candidate, which a NamespacedPlugin does not run: said on its status.
+            spec["candidate"] = json!({"module": module});
+        }
         w.apply("team-b", nsplugin(&format!("p{i}"), &module, spec))
             .await;
     }
@@ -353,12 +357,50 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
     for (ns, name, reason, message) in refused {
         let ready = w.ready(&host, ns, name, "False", reason).await;
         assert_eq!(ready["message"], json!(message), "{ns}/{name}: {ready}");
+        // What confinement refuses is not approved, for the same reason; written with
+        // Ready, in one status.
+        if ["ClusterScopedKind", "OutsideNamespace"].contains(&reason) {
+            let o = get(&w.nsplugins(ns), name)
+                .await
+                .expect("the NamespacedPlugin");
+            let approved = o.data["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Approved"))
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(
+                (
+                    &approved["status"],
+                    &approved["reason"],
+                    &approved["message"]
+                ),
+                (&json!("False"), &json!(reason), &json!(message)),
+                "{ns}/{name}: {approved}"
+            );
+        }
     }
     // The other six of team-b run.
     for i in 1..=6 {
         w.ready(&host, "team-b", &format!("p{i}"), "True", "Serving")
             .await;
     }
+    let previewing = eventually("team-b/p1's candidate refused", CONVERGE, || async {
+        let o = get(&w.nsplugins("team-b"), "p1").await?;
+        let cs = o.data["status"]["conditions"].as_array()?.clone();
+        cs.into_iter()
+            .find(|c| c["type"] == "Previewing" && c["reason"] == "CandidateNotSupported")
+    })
+    .await;
+    assert_eq!(
+        (&previewing["status"], &previewing["message"]),
+        (
+            &json!("False"),
+            &json!(
+                "the candidate does not run: only cluster Plugins shadow a candidate, not NamespacedPlugins"
+            )
+        ),
+        "{previewing}"
+    );
     // Nothing refused ever served: a trigger in team-a finds no plugin.
     w.env
         .create(&w.cms("team-a"), trigger("team-a", "t", "testkit"))

@@ -256,6 +256,12 @@ impl Failure {
         PULL_REASONS.contains(&self.reason)
     }
 
+    /// Whether the spec's approval itself is refused: a NamespacedPlugin's permissions
+    /// reaching out of its namespace (`Approved` says so too, with this reason).
+    pub(crate) fn is_approval(&self) -> bool {
+        [tenant::CLUSTER_SCOPED_KIND, tenant::OUTSIDE_NAMESPACE].contains(&self.reason)
+    }
+
     /// Whether to try again at the next reconcile even though nothing changed: the
     /// registry may be back, the secret created, the blob repaired.
     pub(crate) fn retry(&self) -> bool {
@@ -525,11 +531,12 @@ impl ObjectSource {
                 // this object is unloaded, never left with what it had.
                 approval: Some(Approval::default()),
             };
-            // A tenant's candidate is not run (yet): only cluster Plugins shadow.
-            let shadow = parsed.as_ref().ok().filter(|_| tenant.is_none());
-            let shadow = shadow.and_then(|obj| {
+            let shadow = parsed.as_ref().ok().and_then(|obj| {
                 let spec = obj.spec.candidate.as_ref()?;
-                Some(self.shadow(obj, spec, &c, &unchanged, &known))
+                Some(match tenant {
+                    None => self.shadow(obj, spec, &c, &unchanged, &known),
+                    Some(_) => unsupported_shadow(&c),
+                })
             });
             let over = tenant.as_ref().and_then(|ns| over.get(&(ns.clone(), name)));
             c.pulled = match parsed {
@@ -911,6 +918,27 @@ fn stale<K: Ord>(map: &mut BTreeMap<K, (String, bool)>) {
 }
 
 /// The fingerprint of a Plugin's load: its spec and the digest pulled.
+/// Reason of a NamespacedPlugin's `spec.candidate`, which is not run.
+const CANDIDATE_NOT_SUPPORTED: &str = "CandidateNotSupported";
+
+/// The shadow candidate of a NamespacedPlugin (`serving`): refused, never pulled. A shadow
+/// runs as a cluster Plugin of its own (its approval unconfined, no tenant identity or
+/// budget share), so a tenant's is said on status (`Previewing`) rather than run.
+fn unsupported_shadow(serving: &Candidate) -> Candidate {
+    Candidate {
+        origin: Origin::Shadow(serving.name.clone()),
+        name: serving.name.clone(),
+        generation: serving.generation,
+        pulled: Pulled::Failed(Failure::new(
+            CANDIDATE_NOT_SUPPORTED,
+            "only cluster Plugins shadow a candidate, not NamespacedPlugins",
+        )),
+        fingerprint: CANDIDATE_NOT_SUPPORTED.to_string(),
+        previous: serving.previous.clone(),
+        approval: Some(Approval::default()),
+    }
+}
+
 /// The spec as the serving version depends on it: without `candidate`, so adding,
 /// changing or removing a candidate leaves the serving version as it is.
 fn serving_spec(raw: &serde_json::Value) -> String {
@@ -947,8 +975,8 @@ pub(crate) struct ObjectState {
     pub(crate) failure: Option<Failure>,
     /// Whether the newest module was pulled (None: not tried, e.g. an invalid spec).
     pub(crate) pulled: Option<bool>,
-    /// Whether the newest module fits the permissions (None: not known yet).
-    pub(crate) approved: Option<Result<(), String>>,
+    /// Whether the newest module fits the permissions (None: not known yet); if not, why.
+    pub(crate) approved: Option<Result<(), Failure>>,
     /// What the newest module asks for.
     pub(crate) requested: Option<Permissions>,
     /// Conditions as last written.
@@ -1112,7 +1140,8 @@ impl ObjectState {
         (ready, reason, message)
     }
 
-    /// `Approved`: whether the newest module fits `spec.permissions`.
+    /// `Approved`: whether the newest module fits `spec.permissions` (and, for a
+    /// NamespacedPlugin, its namespace); if not, the reason `Ready` says too.
     fn approval(&self) -> (&'static str, &'static str, String) {
         match &self.approved {
             Some(Ok(())) => (
@@ -1120,7 +1149,7 @@ impl ObjectState {
                 "WithinPermissions",
                 "the module asks for nothing beyond spec.permissions".into(),
             ),
-            Some(Err(why)) => ("False", "NotApproved", why.clone()),
+            Some(Err(f)) => ("False", f.reason, f.message.clone()),
             None => (
                 "Unknown",
                 "NotEvaluated",

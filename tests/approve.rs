@@ -261,6 +261,25 @@ async fn approve_output_applies_to_dev_and_its_rbac_is_what_rbac_derives() {
         .await
         .expect_err("a Plugin without a module is refused");
     assert!(e.to_string().contains("spec.module: Required value"), "{e}");
+    // `dev` serves the NamespacedPlugin kind too: `approve --namespace`'s output applies.
+    let namespaced: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("kubewasm.dev", "v1alpha1", "NamespacedPlugin"),
+            "namespacedplugins",
+        ),
+    );
+    let mut team = object.clone();
+    team["kind"] = json!("NamespacedPlugin");
+    team["metadata"]["namespace"] = json!("default");
+    namespaced
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(team).unwrap(),
+        )
+        .await
+        .expect("dev serves NamespacedPlugins");
 
     // And the RBAC from the cluster's Plugin objects is the same again.
     let (code, from_cluster, err) = kubewasm(

@@ -4,7 +4,9 @@
 //! as plugin `NS/P`, confined to its namespace: two teams' plugins on one kind act only
 //! in their own namespace; a plugin reaching for a cluster-scoped kind, another
 //! namespace, or above the platform's ceilings is refused with the reason on its status;
-//! and with RBAC enforced, a plugin's writes are its ServiceAccount's, in its namespace.
+//! with RBAC enforced, a plugin's writes are its ServiceAccount's, in its namespace; and
+//! a hostile tenant plugin (slow, out of memory, trapping) holds only its namespace's part
+//! of the call budget: another tenant's events never wait for it.
 
 mod support;
 
@@ -293,7 +295,11 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
         if i == 0 {
             tokio::time::sleep(Duration::from_millis(1100)).await;
         }
-        let spec = json!({"permissions": permissions(), "settings": {"name": format!("p{i}")}});
+        let mut spec = json!({"permissions": permissions(), "settings": {"name": format!("p{i}")}});
+        if i == 1 {
+            // A candidate, which a NamespacedPlugin does not run: said on its status.
+            spec["candidate"] = json!({"module": module});
+        }
         w.apply("team-b", nsplugin(&format!("p{i}"), &module, spec))
             .await;
     }
@@ -351,12 +357,50 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
     for (ns, name, reason, message) in refused {
         let ready = w.ready(&host, ns, name, "False", reason).await;
         assert_eq!(ready["message"], json!(message), "{ns}/{name}: {ready}");
+        // What confinement refuses is not approved, for the same reason; written with
+        // Ready, in one status.
+        if ["ClusterScopedKind", "OutsideNamespace"].contains(&reason) {
+            let o = get(&w.nsplugins(ns), name)
+                .await
+                .expect("the NamespacedPlugin");
+            let approved = o.data["status"]["conditions"]
+                .as_array()
+                .and_then(|cs| cs.iter().find(|c| c["type"] == "Approved"))
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(
+                (
+                    &approved["status"],
+                    &approved["reason"],
+                    &approved["message"]
+                ),
+                (&json!("False"), &json!(reason), &json!(message)),
+                "{ns}/{name}: {approved}"
+            );
+        }
     }
     // The other six of team-b run.
     for i in 1..=6 {
         w.ready(&host, "team-b", &format!("p{i}"), "True", "Serving")
             .await;
     }
+    let previewing = eventually("team-b/p1's candidate refused", CONVERGE, || async {
+        let o = get(&w.nsplugins("team-b"), "p1").await?;
+        let cs = o.data["status"]["conditions"].as_array()?.clone();
+        cs.into_iter()
+            .find(|c| c["type"] == "Previewing" && c["reason"] == "CandidateNotSupported")
+    })
+    .await;
+    assert_eq!(
+        (&previewing["status"], &previewing["message"]),
+        (
+            &json!("False"),
+            &json!(
+                "the candidate does not run: only cluster Plugins shadow a candidate, not NamespacedPlugins"
+            )
+        ),
+        "{previewing}"
+    );
     // Nothing refused ever served: a trigger in team-a finds no plugin.
     w.env
         .create(&w.cms("team-a"), trigger("team-a", "t", "testkit"))
@@ -448,6 +492,147 @@ async fn a_tenant_plugins_writes_are_refused_where_its_service_account_lacks_the
     })
     .await;
     assert_eq!(managers(&out), ["kubewasm-testkit"], "{}", host.dump());
+    assert_eq!(host.stop(), Some(0));
+}
+
+/// A hostile tenant: `hostile` as NamespacedPlugin `hog` in `ns`, watching its own
+/// namespace's ConfigMaps labelled `kubewasm.dev/hostile=hog`, at the platform's memory
+/// ceiling.
+fn hog(module: &str) -> Value {
+    nsplugin(
+        "hog",
+        module,
+        json!({"permissions": permissions(), "limits": {"memoryMiB": 128},
+               "settings": {"name": "hog", "namespace": "team-a"}}),
+    )
+}
+
+/// The series `name{plugin="PLUGIN"}` of the host's /metrics, which must be exposed.
+fn series(metrics: &str, name: &str, plugin: &str) -> f64 {
+    let series = format!(r#"{name}{{plugin="{plugin}"}}"#);
+    assert!(
+        metrics.contains(&series),
+        "{series} not exposed:\n{metrics}"
+    );
+    metric_sample(metrics, &series)
+}
+
+/// team-a's hostile plugin spins to its deadline, grows to its memory cap and traps, in
+/// a burst, twice as many calls at once as its namespace's part of the budget holds;
+/// team-b's trigger comes in the middle. With `--tenant-budget-share 50` of a 256 MiB
+/// budget, team-a's calls (128 MiB each) hold at most 128 MiB of the whole at once, so
+/// team-b's (64 MiB) never wait for the budget, whatever the timing: team-a/hog waits for
+/// its namespace's part, team-b/good for nothing, and only team-a/hog is quarantined.
+/// (With `--tenant-budget-share 100`, two hog calls hold the whole budget and team-b/good
+/// waits: the check on its waits fails.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_tenant_plugin_does_not_delay_another_tenants_events() {
+    let w = World::new(Env::with_crds(false).await, &["team-a", "team-b"]).await;
+    let hostile = push(&w.registry, &test_plugin("hostile"), "hostile:v1");
+    let testkit = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let registry = w.registry.host();
+    let host = w.start_host(&[
+        "--tenant-registry",
+        &registry,
+        "--call-memory-budget",
+        "256",
+        "--tenant-budget-share",
+        "50",
+        "--tenant-max-memory-mib",
+        "128",
+        "--tenant-max-call-deadline",
+        "1s",
+        "--tenant-max-instances",
+        "2",
+        "--quarantine-after",
+        "5",
+    ]);
+    let addr = ops_endpoint(&host).await;
+    w.apply("team-a", hog(&hostile)).await;
+    let good = json!({"permissions": permissions(), "limits": {"memoryMiB": 64},
+                      "settings": {"name": "good"}});
+    w.apply("team-b", nsplugin("good", &testkit, good)).await;
+    w.ready(&host, "team-a", "hog", "True", "Serving").await;
+    w.ready(&host, "team-b", "good", "True", "Serving").await;
+
+    let attack = |name: &str, attack: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "team-a",
+                            "labels": {"kubewasm.dev/hostile": "hog"}},
+               "data": {"attack": attack}})
+    };
+    // Two slow calls first: both of hog's instances are busy when team-b's trigger lands.
+    let attacks = [
+        "loop", "loop", "memory", "trap", "loop", "memory", "trap", "loop",
+    ];
+    for (i, a) in attacks.iter().enumerate() {
+        if i == 4 {
+            w.env
+                .create(&w.cms("team-b"), trigger("team-b", "b", "good"))
+                .await;
+        }
+        w.env
+            .create(&w.cms("team-a"), attack(&format!("a{i}"), a))
+            .await;
+    }
+
+    let out = eventually("team-b/b-out", CONVERGE, || async {
+        get(&w.cms("team-b"), "b-out").await
+    })
+    .await;
+    assert_eq!(managers(&out), ["kubewasm-good"], "{}", host.dump());
+    let quarantined = host
+        .wait_log("team-a/hog quarantined", |l| {
+            field(l, "message").starts_with("plugin quarantined")
+                && field(l, "plugin") == "team-a/hog"
+        })
+        .await;
+    // team-b/good's call ended (its output is there): whatever it waited is counted.
+    let (_, metrics) = http_get_status(&addr, "/metrics");
+    for name in [
+        "kubewasm_call_budget_waits_total",
+        "kubewasm_call_budget_wait_timeouts_total",
+        "kubewasm_call_budget_tenant_waits_total",
+    ] {
+        assert_eq!(
+            series(&metrics, name, "team-b/good"),
+            0.0,
+            "team-b/good waited for the budget ({name}); {quarantined}\n{}",
+            host.dump()
+        );
+    }
+    // hog's two instances at once want twice its namespace's part.
+    let metrics = eventually(
+        "team-a/hog waited for its namespace's part",
+        CONVERGE,
+        || {
+            let addr = addr.clone();
+            async move {
+                let (_, text) = http_get_status(&addr, "/metrics");
+                let waits = metric_sample(
+                    &text,
+                    r#"kubewasm_call_budget_tenant_waits_total{plugin="team-a/hog"}"#,
+                );
+                (waits > 0.0).then_some(text)
+            }
+        },
+    )
+    .await;
+    assert_eq!(
+        series(&metrics, "kubewasm_plugin_quarantined", "team-a/hog"),
+        1.0
+    );
+    assert_eq!(
+        series(&metrics, "kubewasm_plugin_quarantined", "team-b/good"),
+        0.0
+    );
+    assert!(
+        host.matching(|l| field(l, "message").starts_with("plugin quarantined")
+            && field(l, "plugin") != "team-a/hog")
+            .is_empty(),
+        "{}",
+        host.dump()
+    );
     assert_eq!(host.stop(), Some(0));
 }
 

@@ -167,6 +167,17 @@ fn builtins() -> &'static [Builtin] {
     })
 }
 
+/// What a resolver is asked for a grant's group and kind: a grant names a group, not a
+/// version, so the kind in whichever version the group serves (`v1` for the core group).
+pub fn grant_ref(group: &str, kind: &str) -> ResourceRef {
+    let api_version = if group.is_empty() {
+        "v1".to_string()
+    } else {
+        format!("{group}/*")
+    };
+    ResourceRef::Kind(TypeRef::new(api_version, kind))
+}
+
 /// The offline guess of a kind's or resource argument's resource. Built-in kinds come
 /// from a table (exact plural and scope); anything else gets English plural rules and is
 /// assumed namespaced. Marked `guessed` unless the table knew it.

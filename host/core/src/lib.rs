@@ -19,3 +19,4 @@ pub mod rbac;
 pub mod resource;
 pub mod selector;
 pub mod sync;
+pub mod tenant;

@@ -838,11 +838,16 @@ impl Plugins {
     /// replay what new and replaced plugins must see. Says which loads it left running.
     async fn reload(&self) -> Loading {
         let _one = self.reloading.lock().await;
-        let objects = self.objects.as_ref().and_then(|o| o.snapshot());
+        let (objects, listed) = self.objects.as_ref().and_then(|o| o.snapshot()).unzip();
         let mut next = self
             .reloader
             .reconcile(&self.current.get(), |v| self.workers.activate(v), objects)
             .await;
+        if let (Some(o), Some(listed)) = (&self.objects, listed)
+            && !next.loading.objects
+        {
+            o.reconciled(listed);
+        }
         let changed = next.changed();
         let mut swaps = Swaps::default();
         let env = if changed {
@@ -1000,15 +1005,10 @@ impl Plugins {
             .collect();
         let status = self.reloader.status(&env);
         // Plugin objects block readiness once their kind is served, until a reconcile of
-        // their synced cache.
-        let objects_served =
-            self.objects.is_some() && self.watches.resolved(&plugin_kind()).is_some();
+        // their synced cache; NamespacedPlugins too.
+        let objects_loaded = self.objects.as_ref().is_none_or(|o| o.loaded_once());
         ReadinessReport {
-            plugins_loaded: plugins_loaded(
-                self.reloader.loaded_once(),
-                objects_served,
-                self.reloader.objects_loaded_once(),
-            ),
+            plugins_loaded: self.reloader.loaded_once() && objects_loaded,
             watches,
             plugins,
             rejected: status.rejected.into_iter().collect(),
@@ -1156,10 +1156,19 @@ fn desired(env: &Environment, objects: &[ResourceRef]) -> BTreeMap<ResourceRef, 
     desired
 }
 
-/// Whether the plugin sources count as loaded for readiness: the directory once, and the
-/// Plugin objects, once their kind is served, reconciled once from a synced cache.
-fn plugins_loaded(dir_loaded_once: bool, objects_served: bool, objects_loaded_once: bool) -> bool {
-    dir_loaded_once && (!objects_served || objects_loaded_once)
+/// Which kinds of plugin objects: served, listed from a synced cache, or reconciled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Listed {
+    /// Plugins.
+    plugins: bool,
+    /// NamespacedPlugins.
+    tenants: bool,
+}
+
+/// Whether the plugin objects count as loaded for readiness: each kind of them that is
+/// `served` reconciled once from a synced cache, with no load running at its end.
+fn objects_loaded(served: Listed, reconciled: Listed) -> bool {
+    (!served.plugins || reconciled.plugins) && (!served.tenants || reconciled.tenants)
 }
 
 /// The shards of this replica, in `/status`.
@@ -1272,6 +1281,8 @@ struct ObjectsWatch {
     status_due: Notify,
     /// Writes their status when this replica does the one-of-a-kind work.
     writer: StatusWriter,
+    /// The kinds reconciled once from a synced cache with no load left running.
+    reconciled: Mutex<Listed>,
 }
 
 impl ObjectsWatch {
@@ -1292,14 +1303,32 @@ impl ObjectsWatch {
             changed: Notify::new(),
             status_due: Notify::new(),
             writer,
+            reconciled: Mutex::new(Listed::default()),
         }
+    }
+
+    /// A reconcile of what a snapshot `listed` ended with no load running.
+    fn reconciled(&self, listed: Listed) {
+        let mut r = lock(&self.reconciled);
+        r.plugins |= listed.plugins;
+        r.tenants |= listed.tenants;
+    }
+
+    /// Whether every kind of plugin objects served was reconciled once (readiness).
+    fn loaded_once(&self) -> bool {
+        let served = Listed {
+            plugins: self.watches.resolved(&plugin_kind()).is_some(),
+            tenants: self.tenants && self.watches.resolved(&namespaced_plugin_kind()).is_some(),
+        };
+        objects_loaded(served, *lock(&self.reconciled))
     }
 
     /// The Plugin objects, once their cache is synced (a partial list would unload the
     /// plugins not listed yet); none at all while their watch has failed for longer than
     /// the grace, so that a Plugin deleted or narrowed while the host cannot see it (its
-    /// RBAC revoked, the API server unreachable) does not keep serving.
-    fn snapshot(&self) -> Option<Vec<Arc<CachedObject>>> {
+    /// RBAC revoked, the API server unreachable) does not keep serving. With the kinds it
+    /// listed.
+    fn snapshot(&self) -> Option<(Vec<Arc<CachedObject>>, Listed)> {
         let resolved = self.watches.resolved(&plugin_kind())?;
         let cache = self.caches.get(&resolved.type_ref())?;
         if !cache.is_synced() {
@@ -1314,14 +1343,25 @@ impl ObjectsWatch {
                     "the watch of Plugin objects has been failing for longer than --plugin-watch-grace: the plugins of Plugin objects are unloaded until it works again (a Plugin deleted or narrowed meanwhile must not keep serving)"
                 );
             }
-            return Some(Vec::new());
+            let all = Listed {
+                plugins: true,
+                tenants: true,
+            };
+            return Some((Vec::new(), all));
         }
         if self.withheld.swap(false, Ordering::SeqCst) {
             tracing::info!("the watch of Plugin objects works again: their plugins load again");
         }
         let mut objects = cache.snapshot();
-        objects.extend(self.namespaced()?);
-        Some(objects)
+        let (namespaced, tenants) = self.namespaced()?;
+        objects.extend(namespaced);
+        Some((
+            objects,
+            Listed {
+                plugins: true,
+                tenants,
+            },
+        ))
     }
 
     /// The kinds of plugin objects followed: Plugin, and NamespacedPlugin with tenants.
@@ -1333,14 +1373,15 @@ impl ObjectsWatch {
         kinds
     }
 
-    /// The NamespacedPlugins, once their cache is synced (None: not yet); none while
-    /// tenants are off or their kind is not served (its CRD not installed).
-    fn namespaced(&self) -> Option<Vec<Arc<CachedObject>>> {
+    /// The NamespacedPlugins, once their cache is synced (None: not yet), and whether
+    /// they were listed; none, unlisted, while tenants are off or their kind is not served
+    /// (its CRD not installed).
+    fn namespaced(&self) -> Option<(Vec<Arc<CachedObject>>, bool)> {
         if !self.tenants {
-            return Some(Vec::new());
+            return Some((Vec::new(), false));
         }
         let Some(resolved) = self.watches.resolved(&namespaced_plugin_kind()) else {
-            return Some(Vec::new());
+            return Some((Vec::new(), false));
         };
         let cache = self.caches.get(&resolved.type_ref())?;
         if !cache.is_synced() {
@@ -1355,9 +1396,9 @@ impl ObjectsWatch {
             );
         }
         if past {
-            return Some(Vec::new());
+            return Some((Vec::new(), true));
         }
-        Some(cache.snapshot())
+        Some((cache.snapshot(), true))
     }
 
     /// Resolves once the Plugin watch crossed its grace either way since the last
@@ -1660,15 +1701,17 @@ mod tests {
     }
 
     #[test]
-    fn readiness_waits_for_plugin_objects_only_once_their_kind_is_served() {
-        // The directory not loaded yet: never ready.
-        assert!(!plugins_loaded(false, false, false));
-        assert!(!plugins_loaded(false, true, true));
-        // Their kind not served (no CRD): the directory is enough.
-        assert!(plugins_loaded(true, false, false));
+    fn readiness_waits_for_each_kind_of_plugin_objects_only_once_it_is_served() {
+        let kinds = |plugins, tenants| Listed { plugins, tenants };
+        // No kind served (no CRD): nothing to wait for.
+        assert!(objects_loaded(kinds(false, false), kinds(false, false)));
         // Served: until a reconcile of their synced cache.
-        assert!(!plugins_loaded(true, true, false));
-        assert!(plugins_loaded(true, true, true));
+        assert!(!objects_loaded(kinds(true, false), kinds(false, false)));
+        assert!(objects_loaded(kinds(true, false), kinds(true, false)));
+        // NamespacedPlugins served too (tenants on): Plugins alone are not enough.
+        assert!(!objects_loaded(kinds(true, true), kinds(true, false)));
+        assert!(!objects_loaded(kinds(false, true), kinds(false, false)));
+        assert!(objects_loaded(kinds(true, true), kinds(true, true)));
     }
 
     #[test]

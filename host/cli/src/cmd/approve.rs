@@ -30,6 +30,7 @@ use kubewasm::core::plugin_object::{
 };
 use kubewasm::core::rbac;
 use kubewasm::core::resource::ResourceRef;
+use kubewasm::core::tenant;
 use kubewasm::runtime::PluginFile;
 
 use super::rbac::{RbacFlags, render};
@@ -185,7 +186,8 @@ async fn namespaced(
 ) -> Result<()> {
     let (_, resolved) = args.rbac.resolve(&[manifest]).await?;
     let resolve = |r: &ResourceRef| resolved.get(r).cloned();
-    let approval = rbac::confine(&Approval::asked_by(manifest), ns, &resolve).map_err(|e| {
+    let mut approval = Approval::asked_by(manifest);
+    tenant::confine_approval(ns, &mut approval, &resolve).map_err(|e| {
         anyhow::anyhow!("plugin {} cannot run in namespace {ns}: {e}", manifest.name)
     })?;
     let object = PluginObject {

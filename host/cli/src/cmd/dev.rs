@@ -1,4 +1,4 @@
-//! `kubewasm dev`: an embedded API server serving the Plugin kind, example manifests
+//! `kubewasm dev`: an embedded API server serving the Plugin kinds, example manifests
 //! applied to it, and the host running on it; a demo and plugin sandbox that needs no
 //! cluster.
 
@@ -14,9 +14,19 @@ use kubewasm::host::PluginStatus;
 
 use super::run::{HostArgs, run_host, shutdown_signal};
 
-/// The CRD of the Plugin kind (`plugins.kubewasm.dev`), as `deploy/` installs it: applied
-/// to the embedded API server before anything else.
-pub const PLUGIN_CRD: &str = include_str!("../../../../deploy/kubernetes/base/crd-plugins.yaml");
+/// The CRDs of the Plugin kinds as `deploy/` installs them (where they are read from, and
+/// the text), applied to the embedded API server before anything else: Plugin, and
+/// NamespacedPlugin (`--tenant-registry`, and `approve --namespace`'s output to apply).
+const PLUGIN_CRDS: [(&str, &str); 2] = [
+    (
+        "deploy/kubernetes/base/crd-plugins.yaml",
+        include_str!("../../../../deploy/kubernetes/base/crd-plugins.yaml"),
+    ),
+    (
+        "deploy/kubernetes/base/crd-namespacedplugins.yaml",
+        include_str!("../../../../deploy/kubernetes/base/crd-namespacedplugins.yaml"),
+    ),
+];
 
 /// Flags of `kubewasm dev`.
 #[derive(Args, Debug)]
@@ -58,26 +68,26 @@ pub async fn command(mut args: DevArgs) -> Result<()> {
     }
     let client = kube::Client::try_from(server.client_config())
         .context("client for the embedded API server")?;
-    // The Plugin kind first, so --apply may hold Plugin objects (`kubewasm approve`'s).
-    let crd: serde_json::Value =
-        serde_yaml_ng::from_str(PLUGIN_CRD).context("the Plugin CRD carried by kubewasm")?;
+    // The Plugin kinds first, so --apply may hold Plugin and NamespacedPlugin objects
+    // (`kubewasm approve`'s).
+    let mut docs = Vec::new();
+    for (source, text) in PLUGIN_CRDS {
+        docs.push(manifests::Document {
+            source: PathBuf::from(source),
+            object: serde_yaml_ng::from_str(text)
+                .with_context(|| format!("the CRD carried by kubewasm ({source})"))?,
+        });
+    }
     // The namespace of the plugins' ServiceAccounts too, so `kubewasm approve`'s output
     // applies as it is (it names that namespace; a cluster has it from deploy/).
-    let home = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
-                                  "metadata": {"name": args.host.plugin_namespace()}});
-    let mut docs = vec![
-        manifests::Document {
-            source: PathBuf::from("deploy/kubernetes/base/crd-plugins.yaml"),
-            object: crd,
-        },
-        manifests::Document {
-            source: PathBuf::from("(the plugins' namespace)"),
-            object: home,
-        },
-    ];
+    docs.push(manifests::Document {
+        source: PathBuf::from("(the plugins' namespace)"),
+        object: serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": args.host.plugin_namespace()}}),
+    });
     docs.extend(manifests::read_manifests(&args.apply)?);
     let n = manifests::apply_manifests(&client, &docs, Duration::from_secs(30)).await?;
-    tracing::info!(objects = n, "manifests applied (the Plugin CRD first)");
+    tracing::info!(objects = n, "manifests applied (the Plugin CRDs first)");
     if args.host.plugins.is_none() && args.host.no_plugin_objects {
         tracing::info!(
             "no --plugins and --no-plugin-objects: serving the API only; Ctrl-C to stop"

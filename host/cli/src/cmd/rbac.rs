@@ -441,7 +441,10 @@ async fn resolve_all(
         for g in &m.grants {
             for group in g.api_groups.iter().filter(|g| *g != "*") {
                 for kind in g.kinds.iter().filter(|k| *k != "*") {
-                    wanted.push((m.name.as_str(), rbac::grant_ref(group, kind)));
+                    wanted.push((
+                        m.name.as_str(),
+                        kubewasm::core::kind::grant_ref(group, kind),
+                    ));
                 }
             }
         }

@@ -38,8 +38,9 @@
 //! `kubewasm.dev/guessed` of the role it lands in. Wildcard groups or kinds in a grant
 //! become wildcards in the rule, which a reviewer should notice.
 //!
-//! A team's plugin (`NamespacedPlugin`) is confined to its namespace ([`confine`]) and its
-//! RBAC lives there alone ([`render_tenant`]): what `kubewasm approve --namespace` prints.
+//! A team's plugin (`NamespacedPlugin`) is confined to its namespace
+//! ([`crate::tenant::confine_approval`]) and its RBAC lives there alone
+//! ([`render_tenant`]): what `kubewasm approve --namespace` prints.
 //! The host's cluster part for teams' plugins, and the ClusterRole a platform binds to a
 //! team, are [`tenant_cluster`] (`kubewasm rbac --tenants`).
 //!
@@ -55,11 +56,8 @@ mod tests;
 pub use render::{
     INSTALL_LABEL, metrics_reader, metrics_reader_name, qualified, render, render_approved, to_yaml,
 };
-pub use rules::{ReadRule, grant_ref, read_rules};
-pub use tenant::{
-    CLUSTER_SCOPED_KIND, Confinement, HostAccount, OUTSIDE_NAMESPACE, confine, render_tenant,
-    tenant_cluster,
-};
+pub use rules::{ReadRule, read_rules};
+pub use tenant::{HostAccount, render_tenant, tenant_cluster};
 
 /// The namespace the host and the plugins' ServiceAccounts live in when nothing names
 /// another: what `kubewasm rbac` and `approve` render, `run`, `plan` and `dev` impersonate

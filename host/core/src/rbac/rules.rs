@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::RbacOptions;
 use crate::grant::{ReadScopes, ReadWhere};
-use crate::kind::{KindInfo, guess, guess_plural};
+use crate::kind::{KindInfo, grant_ref, guess, guess_plural};
 use crate::manifest::{Manifest, Verb};
-use crate::resource::{ResourceRef, TypeRef};
+use crate::resource::ResourceRef;
 
 /// Canonical order of verbs in a rule.
 const VERB_ORDER: [&str; 7] = [
@@ -101,21 +101,6 @@ impl Rules {
                 json!({"apiGroups": [group], "resources": resources, "verbs": verbs})
             })
             .collect()
-    }
-}
-
-/// What the resolver is asked for a grant's group and kind (see the module docs): the kind
-/// in whichever version the group serves.
-pub fn grant_ref(group: &str, kind: &str) -> ResourceRef {
-    ResourceRef::Kind(TypeRef::new(grant_api_version(group), kind))
-}
-
-/// The API version the resolver is asked with for a grant's group (see the module docs).
-fn grant_api_version(group: &str) -> String {
-    if group.is_empty() {
-        "v1".to_string()
-    } else {
-        format!("{group}/*")
     }
 }
 

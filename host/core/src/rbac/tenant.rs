@@ -13,116 +13,11 @@ use serde_json::{Value, json};
 use super::RbacOptions;
 use super::qualified;
 use super::render::RBAC_API;
-use super::rules::{
-    Guessed, READ, Rules, Scope, add_grants, add_reads, grant_ref, resolve_or_guess,
-};
-use crate::grant::{Approval, ApprovedRead, ApprovedWatch};
+use super::rules::{Guessed, READ, Rules, Scope, add_grants, add_reads, resolve_or_guess};
+use crate::grant::Approval;
 use crate::kind::KindInfo;
 use crate::plugin_object::{GROUP, NAMESPACED_PLURAL};
 use crate::resource::ResourceRef;
-
-/// Reason: a watch, read or grant names a cluster-scoped kind.
-pub const CLUSTER_SCOPED_KIND: &str = "ClusterScopedKind";
-/// Reason: a watch, read or grant names a namespace other than the plugin's own.
-pub const OUTSIDE_NAMESPACE: &str = "OutsideNamespace";
-
-/// Why a team's plugin cannot be confined to its namespace: the reason (as the object's
-/// status spells it) and the watch, read or grant at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}: {message}")]
-pub struct Confinement {
-    /// [`CLUSTER_SCOPED_KIND`] or [`OUTSIDE_NAMESPACE`].
-    pub reason: &'static str,
-    /// What is asked, and where it would reach.
-    pub message: String,
-}
-
-/// `approval` confined to `namespace`: every watch, read and grant bound to it (an
-/// approval without namespaces means "the plugin's namespace" for a team's plugin), or
-/// the first watch, read or grant that names a cluster-scoped kind (by `resolve`, falling
-/// back to [`guess`](crate::kind::guess)) or another namespace. A wildcard kind in a
-/// grant stays: bound to the namespace it covers only namespaced kinds there.
-pub fn confine(
-    approval: &Approval,
-    namespace: &str,
-    resolve: &dyn Fn(&ResourceRef) -> Option<KindInfo>,
-) -> Result<Approval, Confinement> {
-    let outside = |what: String, listed: &[String]| {
-        if listed.iter().all(|n| n == namespace) {
-            Ok(())
-        } else {
-            Err(Confinement {
-                reason: OUTSIDE_NAMESPACE,
-                message: format!(
-                    "{what} names namespaces [{}]; a NamespacedPlugin in {namespace} may \
-                     reach only its own",
-                    listed.join(", ")
-                ),
-            })
-        }
-    };
-    let namespaced = |what: String, r: &ResourceRef| {
-        let k = resolve(r).unwrap_or_else(|| crate::kind::guess(r));
-        if k.namespaced {
-            Ok(())
-        } else {
-            Err(Confinement {
-                reason: CLUSTER_SCOPED_KIND,
-                message: format!(
-                    "{what}: {} is cluster-scoped; a NamespacedPlugin may reach only \
-                     namespaced kinds in {namespace}",
-                    if k.kind.is_empty() {
-                        &k.plural
-                    } else {
-                        &k.kind
-                    }
-                ),
-            })
-        }
-    };
-    let here = vec![namespace.to_string()];
-    let mut bound = Approval {
-        mode: approval.mode,
-        ..Approval::default()
-    };
-    for w in &approval.watches {
-        outside(format!("watch {}", w.resource), &w.namespaces)?;
-        namespaced(format!("watch {}", w.resource), &w.resource)?;
-        if !bound.watches.iter().any(|b| b.resource == w.resource) {
-            bound.watches.push(ApprovedWatch {
-                resource: w.resource.clone(),
-                namespaces: here.clone(),
-            });
-        }
-    }
-    for r in &approval.reads {
-        outside(format!("read {}", r.resource), &r.namespaces)?;
-        namespaced(format!("read {}", r.resource), &r.resource)?;
-        if !bound.reads.iter().any(|b| b.resource == r.resource) {
-            bound.reads.push(ApprovedRead {
-                resource: r.resource.clone(),
-                namespaces: here.clone(),
-            });
-        }
-    }
-    for g in &approval.grants {
-        let what = format!(
-            "grant of {} on {}",
-            g.kinds.join(","),
-            g.api_groups.join(",")
-        );
-        outside(what.clone(), &g.namespaces)?;
-        for group in g.api_groups.iter().filter(|g| *g != "*") {
-            for kind in g.kinds.iter().filter(|k| *k != "*") {
-                namespaced(what.clone(), &grant_ref(group, kind))?;
-            }
-        }
-        let mut g = g.clone();
-        g.namespaces = here.clone();
-        bound.grants.push(g);
-    }
-    Ok(bound)
-}
 
 /// Where the host runs: its ServiceAccount, which the team's Role `kubewasm-host-P` binds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,9 +29,9 @@ pub struct HostAccount {
 }
 
 /// The RBAC of the team's plugin `plugin` in `namespace`, all in that namespace, for an
-/// approval already [`confine`]d to it: ServiceAccount `kubewasm-<plugin>`; Role and
-/// RoleBinding `kubewasm-<plugin>` (its reads and grants, nothing else); Role and
-/// RoleBinding `kubewasm-host-<plugin>` for `host` (get/list/watch on what the plugin
+/// approval already confined to it ([`crate::tenant::confine_approval`]): ServiceAccount
+/// `kubewasm-<plugin>`; Role and RoleBinding `kubewasm-<plugin>` (its reads and grants,
+/// nothing else); Role and RoleBinding `kubewasm-host-<plugin>` for `host` (get/list/watch on what the plugin
 /// watches and reads, `impersonate` on its ServiceAccount, `get` on `pull_secret`).
 pub fn render_tenant(
     plugin: &str,

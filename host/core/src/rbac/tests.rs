@@ -825,6 +825,17 @@ fn secure_metrics_add_the_reviews_and_a_reader_role() {
     }
 }
 
+/// `asked` confined to `namespace` ([`crate::tenant::confine_approval`]), as `approve
+/// --namespace` does.
+fn confine(
+    asked: &crate::grant::Approval,
+    namespace: &str,
+    resolve: crate::tenant::Resolve<'_>,
+) -> Result<crate::grant::Approval, crate::tenant::Confinement> {
+    let mut a = asked.clone();
+    crate::tenant::confine_approval(namespace, &mut a, resolve).map(|()| a)
+}
+
 /// A team's plugin: every watch, read and grant bound to its namespace; a cluster-scoped
 /// kind or another namespace refused, naming the watch, read or grant and the reason.
 #[test]
@@ -846,16 +857,16 @@ fn confine_binds_to_the_namespace_and_refuses_what_reaches_out() {
     let mut elsewhere = m.clone();
     elsewhere.grants[1].namespaces = vec!["team-b".into()];
     let e = confine(&Approval::asked_by(&elsewhere), "team-a", &resolve).unwrap_err();
-    assert_eq!(e.reason, OUTSIDE_NAMESPACE);
+    assert_eq!(e.reason, crate::tenant::OUTSIDE_NAMESPACE);
     assert!(
-        e.message.contains("grant of Service") && e.message.contains("team-b"),
+        e.message.contains(" on Service in namespace \"team-b\""),
         "{e}"
     );
 
     let mut watch_elsewhere = m.clone();
     watch_elsewhere.watches[0].namespace = Some("team-b".into());
     let e = confine(&Approval::asked_by(&watch_elsewhere), "team-a", &resolve).unwrap_err();
-    assert_eq!(e.reason, OUTSIDE_NAMESPACE);
+    assert_eq!(e.reason, crate::tenant::OUTSIDE_NAMESPACE);
     assert!(e.message.starts_with("watch "), "{e}");
 
     let mut cluster = m.clone();
@@ -863,15 +874,19 @@ fn confine_binds_to_the_namespace_and_refuses_what_reaches_out() {
         .grants
         .push(grant(&[""], &["Namespace"], &[], &[Verb::Create]));
     let e = confine(&Approval::asked_by(&cluster), "team-a", &resolve).unwrap_err();
-    assert_eq!(e.reason, CLUSTER_SCOPED_KIND);
-    assert!(e.message.contains("Namespace is cluster-scoped"), "{e}");
+    assert_eq!(e.reason, crate::tenant::CLUSTER_SCOPED_KIND);
+    assert!(
+        e.message
+            .starts_with("grant on Namespace: it is cluster-scoped"),
+        "{e}"
+    );
 
     let mut reads_nodes = m.clone();
     reads_nodes.reads = vec![crate::manifest::Read::whole(ResourceRef::Kind(
         TypeRef::new("v1", "Node"),
     ))];
     let e = confine(&Approval::asked_by(&reads_nodes), "team-a", &resolve).unwrap_err();
-    assert_eq!(e.reason, CLUSTER_SCOPED_KIND);
+    assert_eq!(e.reason, crate::tenant::CLUSTER_SCOPED_KIND);
     assert!(e.message.starts_with("read "), "{e}");
 
     // What discovery says wins over the guess: a CRD the cluster serves cluster-scoped.
@@ -881,7 +896,7 @@ fn confine_binds_to_the_namespace_and_refuses_what_reaches_out() {
         Some(k)
     };
     let e = confine(&Approval::asked_by(&m), "team-a", &cluster_sites).unwrap_err();
-    assert_eq!(e.reason, CLUSTER_SCOPED_KIND);
+    assert_eq!(e.reason, crate::tenant::CLUSTER_SCOPED_KIND);
 }
 
 /// A team's RBAC: everything in its namespace; the plugin's Role exactly its reads and

@@ -11,11 +11,11 @@
 //! NamespacedPlugins (`namespacedplugins.kubewasm.dev`, with `--tenant-registry` only) go
 //! the same way, each as plugin `NS/P` confined to its namespace `NS`: the platform's
 //! ceilings ([`TenantsConfig`]: registries, limits, count) and the confinement of
-//! `spec.permissions` (`core::plugin_object::confine_approval`; cluster-scoped custom
+//! `spec.permissions` (`core::tenant::confine_approval`; cluster-scoped custom
 //! kinds by discovery, [`ObjectSource::cluster_scoped`]) refuse it before any pull; its
 //! pull secret is read in `NS`, and its status written to the object in `NS`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,6 +28,7 @@ use kubewasm_core::plugin_object::{
 };
 use kubewasm_core::resource::{ResourceRef, TypeRef};
 use kubewasm_core::sync::lock;
+use kubewasm_core::tenant;
 use kubewasm_oci::{Auths, Credentials, Reference, RegistryConfig, Store};
 use kubewasm_runtime::{LimitOverrides, PluginFile};
 use sha2::{Digest, Sha256};
@@ -255,6 +256,12 @@ impl Failure {
         PULL_REASONS.contains(&self.reason)
     }
 
+    /// Whether the spec's approval itself is refused: a NamespacedPlugin's permissions
+    /// reaching out of its namespace (`Approved` says so too, with this reason).
+    pub(crate) fn is_approval(&self) -> bool {
+        [tenant::CLUSTER_SCOPED_KIND, tenant::OUTSIDE_NAMESPACE].contains(&self.reason)
+    }
+
     /// Whether to try again at the next reconcile even though nothing changed: the
     /// registry may be back, the secret created, the blob repaired.
     pub(crate) fn retry(&self) -> bool {
@@ -438,50 +445,25 @@ impl ObjectSource {
         stale(&mut lock(&self.tags));
     }
 
-    /// Why the approval of a NamespacedPlugin in `namespace` (already confined by name,
-    /// `core::plugin_object::confine_approval`) names a cluster-scoped kind, as discovery
-    /// says: a custom kind the host cannot know offline. A kind not served (yet) says
-    /// nothing: it is neither watched nor written while it is not served.
+    /// Why the approval of a NamespacedPlugin in `namespace` (already confined offline,
+    /// [`ObjectSource::approve`]) reaches a cluster-scoped kind, as discovery says: a
+    /// custom kind the host cannot know offline. A kind not served (yet) says nothing:
+    /// it is neither watched nor written while it is not served.
     pub(crate) async fn cluster_scoped(
         &self,
         namespace: &str,
         approval: &Approval,
     ) -> Option<Failure> {
-        let mut asked: Vec<(&str, ResourceRef)> = Vec::new();
-        asked.extend(
-            approval
-                .watches
-                .iter()
-                .map(|w| ("watch", w.resource.clone())),
-        );
-        asked.extend(approval.reads.iter().map(|r| ("read", r.resource.clone())));
-        for g in &approval.grants {
-            for kind in g.kinds.iter().filter(|k| *k != "*") {
-                for group in g.api_groups.iter().filter(|g| *g != "*") {
-                    // A grant names a group, not a version: whichever the group serves.
-                    let api_version = match group.as_str() {
-                        "" => "*".to_string(),
-                        group => format!("{group}/*"),
-                    };
-                    let r = ResourceRef::Kind(TypeRef::new(api_version, kind.clone()));
-                    asked.push(("grant on", r));
-                }
+        let mut served = HashMap::new();
+        for r in tenant::kinds_asked(approval) {
+            if let Ok(kind) = self.discovery.resolve(&r).await {
+                served.insert(r, (*kind).clone());
             }
         }
-        for (what, r) in asked {
-            let Ok(kind) = self.discovery.resolve(&r).await else {
-                continue;
-            };
-            if !kind.namespaced {
-                let shown = match (&r, what) {
-                    (ResourceRef::Kind(t), "grant on") => t.kind.clone(),
-                    _ => r.to_string(),
-                };
-                let c = plugin_object::cluster_scoped(what, &shown, namespace);
-                return Some(Failure::new(c.reason, c.message));
-            }
-        }
-        None
+        let resolve = |r: &ResourceRef| served.get(r).cloned();
+        tenant::confine_approval(namespace, &mut approval.clone(), &resolve)
+            .err()
+            .map(|c| Failure::new(c.reason, c.message))
     }
 
     /// `--pull-timeout`.
@@ -549,11 +531,12 @@ impl ObjectSource {
                 // this object is unloaded, never left with what it had.
                 approval: Some(Approval::default()),
             };
-            // A tenant's candidate is not run (yet): only cluster Plugins shadow.
-            let shadow = parsed.as_ref().ok().filter(|_| tenant.is_none());
-            let shadow = shadow.and_then(|obj| {
+            let shadow = parsed.as_ref().ok().and_then(|obj| {
                 let spec = obj.spec.candidate.as_ref()?;
-                Some(self.shadow(obj, spec, &c, &unchanged, &known))
+                Some(match tenant {
+                    None => self.shadow(obj, spec, &c, &unchanged, &known),
+                    Some(_) => unsupported_shadow(&c),
+                })
             });
             let over = tenant.as_ref().and_then(|ns| over.get(&(ns.clone(), name)));
             c.pulled = match parsed {
@@ -596,7 +579,7 @@ impl ObjectSource {
             .spec
             .approval()
             .map_err(|e| Failure::new("InvalidPermissions", format!("spec.permissions: {e}")))?;
-        plugin_object::confine_approval(ns, &mut approval)
+        tenant::confine_approval(ns, &mut approval, &tenant::offline)
             .map_err(|why| Failure::new(why.reason, why.message))?;
         c.approval = Some(approval);
         Ok(())
@@ -935,6 +918,27 @@ fn stale<K: Ord>(map: &mut BTreeMap<K, (String, bool)>) {
 }
 
 /// The fingerprint of a Plugin's load: its spec and the digest pulled.
+/// Reason of a NamespacedPlugin's `spec.candidate`, which is not run.
+const CANDIDATE_NOT_SUPPORTED: &str = "CandidateNotSupported";
+
+/// The shadow candidate of a NamespacedPlugin (`serving`): refused, never pulled. A shadow
+/// runs as a cluster Plugin of its own (its approval unconfined, no tenant identity or
+/// budget share), so a tenant's is said on status (`Previewing`) rather than run.
+fn unsupported_shadow(serving: &Candidate) -> Candidate {
+    Candidate {
+        origin: Origin::Shadow(serving.name.clone()),
+        name: serving.name.clone(),
+        generation: serving.generation,
+        pulled: Pulled::Failed(Failure::new(
+            CANDIDATE_NOT_SUPPORTED,
+            "only cluster Plugins shadow a candidate, not NamespacedPlugins",
+        )),
+        fingerprint: CANDIDATE_NOT_SUPPORTED.to_string(),
+        previous: serving.previous.clone(),
+        approval: Some(Approval::default()),
+    }
+}
+
 /// The spec as the serving version depends on it: without `candidate`, so adding,
 /// changing or removing a candidate leaves the serving version as it is.
 fn serving_spec(raw: &serde_json::Value) -> String {
@@ -971,8 +975,8 @@ pub(crate) struct ObjectState {
     pub(crate) failure: Option<Failure>,
     /// Whether the newest module was pulled (None: not tried, e.g. an invalid spec).
     pub(crate) pulled: Option<bool>,
-    /// Whether the newest module fits the permissions (None: not known yet).
-    pub(crate) approved: Option<Result<(), String>>,
+    /// Whether the newest module fits the permissions (None: not known yet); if not, why.
+    pub(crate) approved: Option<Result<(), Failure>>,
     /// What the newest module asks for.
     pub(crate) requested: Option<Permissions>,
     /// Conditions as last written.
@@ -1136,7 +1140,8 @@ impl ObjectState {
         (ready, reason, message)
     }
 
-    /// `Approved`: whether the newest module fits `spec.permissions`.
+    /// `Approved`: whether the newest module fits `spec.permissions` (and, for a
+    /// NamespacedPlugin, its namespace); if not, the reason `Ready` says too.
     fn approval(&self) -> (&'static str, &'static str, String) {
         match &self.approved {
             Some(Ok(())) => (
@@ -1144,7 +1149,7 @@ impl ObjectState {
                 "WithinPermissions",
                 "the module asks for nothing beyond spec.permissions".into(),
             ),
-            Some(Err(why)) => ("False", "NotApproved", why.clone()),
+            Some(Err(f)) => ("False", f.reason, f.message.clone()),
             None => (
                 "Unknown",
                 "NotEvaluated",

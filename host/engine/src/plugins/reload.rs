@@ -164,7 +164,6 @@ pub(crate) struct Reloader {
     /// Where each Plugin object stood after the last reconcile of the objects.
     object_states: RwLock<BTreeMap<String, ObjectState>>,
     loaded_once: AtomicBool,
-    objects_loaded_once: AtomicBool,
     /// The earliest retry due, as of the last reconcile.
     next_retry: RwLock<Option<tokio::time::Instant>>,
     /// Whether each plugin's own ServiceAccount may read what it is approved to; None:
@@ -200,7 +199,6 @@ impl Reloader {
             reported: RwLock::new(Reported::default()),
             object_states: RwLock::new(BTreeMap::new()),
             loaded_once: AtomicBool::new(false),
-            objects_loaded_once: AtomicBool::new(false),
             next_retry: RwLock::new(None),
             reviews,
         }
@@ -241,11 +239,6 @@ impl Reloader {
     /// The plugin sources, loaded once.
     pub(crate) fn loaded_once(&self) -> bool {
         self.loaded_once.load(Ordering::Acquire)
-    }
-
-    /// The Plugin objects, reconciled once from a synced cache.
-    pub(crate) fn objects_loaded_once(&self) -> bool {
-        self.objects_loaded_once.load(Ordering::Acquire)
     }
 
     /// Where each Plugin object stood after the last reconcile of the objects.
@@ -519,9 +512,6 @@ impl Reloader {
         }
         *write(&self.object_states) = states.clone();
         next.objects = Some(states);
-        if !next.loading.objects {
-            self.objects_loaded_once.store(true, Ordering::Release);
-        }
     }
 
     /// A NamespacedPlugin whose approval names a cluster-scoped kind, as discovery says,

@@ -76,7 +76,9 @@ pub(super) struct ObjectOutcome {
     pub(super) serving_module: Option<(String, String)>,
     pub(super) failure: Option<Failure>,
     pub(super) pulled: Option<bool>,
-    pub(super) approved: Option<Result<(), String>>,
+    /// Whether the newest module fits its approval; if not, why (the reason `Ready` says
+    /// too).
+    pub(super) approved: Option<Result<(), Failure>>,
     pub(super) requested: Option<Permissions>,
     /// The job running for the newest spec, and that spec's generation.
     pub(super) busy: Option<(i64, Busy)>,
@@ -381,7 +383,7 @@ impl<L: Loadable> Decider<'_, L> {
         }
         state.access_refused = true;
         state.rejected = Some(why.clone());
-        state.object.approved = Some(Err(why.clone()));
+        state.object.approved = Some(Err(Failure::new(reason, why.clone())));
         state.object.failure = Some(Failure::new(reason, why));
         Flow::Done(false)
     }
@@ -458,7 +460,7 @@ impl<L: Loadable> Decider<'_, L> {
         let manifest = loaded.manifest_mut();
         self.state.object.requested = Some(Permissions::requested_by(manifest));
         if let Err((reason, why)) = confine(&self.origin, manifest) {
-            self.state.object.approved = Some(Err(why.clone()));
+            self.state.object.approved = Some(Err(Failure::new(reason, why.clone())));
             self.reject(why.clone(), reason, why);
             return;
         }
@@ -466,7 +468,7 @@ impl<L: Loadable> Decider<'_, L> {
         // a version asking for more is refused and the old one keeps serving.
         if let Err(e) = approve(manifest, approval.as_ref()) {
             let e = Error::Load(kubewasm_runtime::Error::NotApproved(e)).to_string();
-            self.state.object.approved = Some(Err(e.clone()));
+            self.state.object.approved = Some(Err(Failure::new("NotApproved", e.clone())));
             self.reject(e.clone(), "NotApproved", e);
             return;
         }
@@ -538,7 +540,7 @@ impl<L: Loadable> Decider<'_, L> {
         }
         state.rejected = Some(failure.message.clone());
         state.object.pulled = failure.is_pull().then_some(false);
-        state.object.approved = None;
+        state.object.approved = failure.is_approval().then(|| Err(failure.clone()));
         state.object.failure = Some(failure);
     }
 
@@ -628,7 +630,7 @@ fn still_approved(running: &Manifest, approval: &Approval) -> Result<(), String>
     })
 }
 
-/// A NamespacedPlugin's module confined to its namespace (`core::plugin_object::
+/// A NamespacedPlugin's module confined to its namespace (`core::tenant::
 /// confine_manifest`), then named `NS/P` in the host once it calls itself `P`; any other
 /// module as it is. `Err`: the reason and message to refuse it with.
 fn confine(origin: &Origin, m: &mut Manifest) -> Result<(), (&'static str, String)> {
@@ -644,7 +646,8 @@ fn confine(origin: &Origin, m: &mut Manifest) -> Result<(), (&'static str, Strin
             ),
         ));
     }
-    kubewasm_core::plugin_object::confine_manifest(namespace, m)
+    let offline = kubewasm_core::tenant::offline;
+    kubewasm_core::tenant::confine_manifest(namespace, m, &offline)
         .map_err(|c| (c.reason, c.message))?;
     m.name = format!("{namespace}/{name}");
     Ok(())

@@ -94,15 +94,24 @@ fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let parents = env_or("KUBEWASM_BENCH_PARENTS", if full { 1_000 } else { 20 });
     let reps = env_or("KUBEWASM_BENCH_REPS", 1usize);
-    let plugins = common::root().join("target/plugins/rust");
-    if !plugins.join(format!("{PLUGIN}.wasm")).is_file() {
+    let built = common::root().join("target/plugins/rust");
+    if !built.join(format!("{PLUGIN}.wasm")).is_file() {
         eprintln!(
             "provisioning: {}/{PLUGIN}.wasm is missing; run `bash plugins/build.sh` first",
-            plugins.display()
+            built.display()
         );
         return;
     }
-    runtime.block_on(drive(&plugins, parents, reps, concurrency));
+    // The plugin alone: the directory it is built in holds other plugins (mongodb-monitor
+    // watches the MongoDBs and fails on each without the ServiceMonitor CRD) that would
+    // cache, call and write beside it, which the Controller does not.
+    let plugins = tempfile::tempdir().expect("tempdir");
+    for file in [format!("{PLUGIN}.wasm"), format!("{PLUGIN}.yaml")] {
+        if built.join(&file).is_file() {
+            std::fs::copy(built.join(&file), plugins.path().join(&file)).expect("copy the plugin");
+        }
+    }
+    runtime.block_on(drive(plugins.path(), parents, reps, concurrency));
 }
 
 async fn client_from(kubeconfig: &Path) -> kube::Client {

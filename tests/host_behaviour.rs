@@ -474,9 +474,9 @@ async fn plugins_get_objects_without_managed_fields() {
     assert_eq!(host.stop(), Some(0));
 }
 
-/// Once started, the host gives back the pages of its binary it stopped using (10 s after
-/// start, then every minute: `host/cli/src/resident.rs`): the code it runs afterwards
-/// faults back in from the file, and events are handled as before.
+/// Once started, the host gives back the pages of its binary it stopped using (then 10 s
+/// later and every minute: `host/cli/src/resident.rs`): the code it runs afterwards faults
+/// back in from the file, and events are handled as before.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_host_keeps_handling_events_after_giving_back_its_start_up_pages() {
     let env = Env::with_crds(false).await;

@@ -14,8 +14,8 @@
 //!
 //! Linux with glibc only; elsewhere it does nothing.
 
-/// Drop the binary's code pages from this process and return glibc's free heap pages;
-/// the bytes of code mappings dropped. Cheap (a read of `/proc/self/smaps` and a few
+/// Drop the binary's code and read-only data pages from this process and return glibc's
+/// free heap pages; the bytes of the mappings dropped. Cheap (a read of `/proc/self/smaps` and a few
 /// system calls); any thread, any time.
 pub(crate) fn release() -> usize {
     let dropped = code_mappings()
@@ -89,11 +89,13 @@ fn drop_pages(start: usize, len: usize) -> bool {
     // running executable's: private, not writable, holding no anonymous page, so every
     // page of it is the file's bytes (nothing in the process can write it; the pages the
     // dynamic loader relocated are anonymous, and their mapping is skipped); nothing
-    // unmaps or remaps it while the process lives. MADV_DONTNEED on such a mapping removes its pages from this process's page
-    // tables only, and MADV_PAGEOUT reclaims them as memory pressure would: the next
-    // access to any byte faults the same bytes back in from the file. No memory that Rust
-    // code reads changes, so no reference or pointer is invalidated. A failure (EINVAL
-    // on a locked mapping) changes nothing.
+    // unmaps or remaps it while the process lives. MADV_DONTNEED on such a mapping removes
+    // its pages from this process's page tables only, and MADV_PAGEOUT reclaims them as
+    // memory pressure would: the next access to any byte faults the same bytes back in
+    // from the file (a change to the file on disk would reach these pages after any
+    // reclaim, with or without this call). No memory that Rust code reads changes, so no
+    // reference or pointer is invalidated. A failure (EINVAL on a locked mapping)
+    // changes nothing.
     unsafe {
         let addr = start as *mut libc::c_void;
         // Older kernels (before 5.4) do not know MADV_PAGEOUT; the unmapping does not

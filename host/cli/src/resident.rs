@@ -15,8 +15,8 @@
 //! Linux with glibc only; elsewhere it does nothing.
 
 /// Drop the binary's code and read-only data pages from this process and return glibc's
-/// free heap pages; the bytes of the mappings dropped. Cheap (a read of `/proc/self/smaps` and a few
-/// system calls); any thread, any time.
+/// free heap pages; the bytes of the mappings dropped. Cheap (a read of
+/// `/proc/self/smaps` and a few system calls); any thread, any time.
 pub(crate) fn release() -> usize {
     let dropped = code_mappings()
         .into_iter()

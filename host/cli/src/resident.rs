@@ -12,7 +12,8 @@
 //! it also returns glibc's free heap pages (`malloc_trim`). This is what the kernel does
 //! to these pages under memory pressure; here it happens before there is any.
 //!
-//! Linux with glibc only; elsewhere it does nothing.
+//! Linux only (the trim with glibc only, so not in a static musl build); elsewhere it does
+//! nothing.
 
 /// Drop the binary's code and read-only data pages from this process and return glibc's
 /// free heap pages; the bytes of the mappings dropped. Cheap (a read of

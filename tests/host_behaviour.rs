@@ -473,3 +473,40 @@ async fn plugins_get_objects_without_managed_fields() {
     assert_eq!(out.data["data"]["managedFields"], json!("false"));
     assert_eq!(host.stop(), Some(0));
 }
+
+/// Once started, the host gives back the pages of its binary it stopped using (then 10 s
+/// later and every minute: `host/cli/src/resident.rs`): the code it runs afterwards faults
+/// back in from the file, and events are handled as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_keeps_handling_events_after_giving_back_its_start_up_pages() {
+    let env = Env::with_crds(false).await;
+    env.add_plugin(&test_plugin("testkit"), "testkit", None);
+    let host = env.start_host(&[]);
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("default"));
+    let released = host
+        .wait_log("the first release of unused pages", |l| {
+            field(l, "message").starts_with("dropped the binary's unused pages")
+        })
+        .await;
+    if cfg!(target_os = "linux") {
+        assert!(
+            released["mapped_bytes"].as_u64().is_some_and(|b| b > 0),
+            "no mapping of the binary was dropped: {released}"
+        );
+    }
+    env.create(
+        &cms,
+        trigger(
+            "after-release",
+            json!({"kubewasm.dev/testkit": "testkit"}),
+            json!({"action": "self"}),
+        ),
+    )
+    .await;
+    eventually("after-release-out", CONVERGE, || async {
+        get(&cms, "after-release-out").await
+    })
+    .await;
+    host.assert_no_failed_events();
+    assert_eq!(host.stop(), Some(0));
+}

@@ -1,11 +1,13 @@
 //! The `kubewasm` command line. Each subcommand lives in `cmd/`; nothing here is library
 //! API (the engine is the `kubewasm` crate).
-// `deny`, not `forbid`: the allocator policy is one audited libc call (`malloc_policy`).
+// `deny`, not `forbid`: the allocator policy (`malloc_policy`) and giving back resident
+// memory (`resident`) are audited libc calls.
 #![deny(unsafe_code)]
 
 mod cmd;
 mod logfmt;
 mod malloc_policy;
+mod resident;
 mod traces;
 
 use std::io::IsTerminal;

@@ -769,8 +769,39 @@ pub async fn run_host(
     let host = Host::start(client, config).await?;
     tracing::info!(plugins = %host.plugins().join(","), "host running; Ctrl-C to stop");
     started(&host);
-    host.run(shutdown_signal()).await?;
+    let releases = tokio::spawn(give_back_resident_memory());
+    let result = host.run(shutdown_signal()).await;
+    releases.abort();
+    result?;
     Ok(())
+}
+
+/// When the running host gives back the code pages and free heap pages it stopped using
+/// ([`crate::resident`]) a second time: after the first lists of its caches and their
+/// first events (the first is once it started).
+const SECOND_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often it does again, so code that ran once (a reload, a burst) does not stay
+/// resident.
+const RELEASE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Give back resident memory once the host started, [`SECOND_RELEASE`] later, then every
+/// [`RELEASE_EVERY`].
+async fn give_back_resident_memory() {
+    release_resident_memory();
+    let start = tokio::time::Instant::now() + SECOND_RELEASE;
+    let mut every = tokio::time::interval_at(start, RELEASE_EVERY);
+    loop {
+        every.tick().await;
+        release_resident_memory();
+    }
+}
+
+fn release_resident_memory() {
+    let dropped = crate::resident::release();
+    tracing::debug!(
+        mapped_bytes = dropped,
+        "dropped the binary's unused pages and returned free heap pages"
+    );
 }
 
 /// The exit code of `kubewasm run` after losing its Lease (renewals failed until the

@@ -16,22 +16,14 @@ fn cm(name: &str, labels: Value, data: Value) -> Value {
            "metadata": {"name": name, "namespace": "default", "labels": labels}, "data": data})
 }
 
-const LEASE: [&str; 10] = [
-    "--leader-elect",
-    "--lease-namespace",
-    "default",
-    "--lease-duration",
-    "3s",
-    "--renew-deadline",
-    "2s",
-    "--retry-period",
-    "200ms",
-    "--lease-name",
-];
+/// [`LEADER_ELECT`] on the Lease `kubewasm-test`.
+fn lease() -> Vec<&'static str> {
+    [&LEADER_ELECT[..], &["--lease-name", "kubewasm-test"]].concat()
+}
 
 fn replica(env: &Env, id: &str) -> HostProcess {
-    let mut args: Vec<&str> = LEASE.to_vec();
-    args.extend(["kubewasm-test", "--identity", id]);
+    let mut args = lease();
+    args.extend(["--identity", id]);
     env.start_host(&args)
 }
 
@@ -232,12 +224,12 @@ async fn a_failing_event_records_a_kubernetes_event_on_the_object() {
 /// `kubewasm run` as one replica whose requests carry its own bearer token (its
 /// identity), so the embedded server can tell the replicas apart and stall one.
 fn replica_with_token(env: &Env, id: &str) -> HostProcess {
-    let mut args: Vec<&str> = LEASE.to_vec();
-    args.extend(["kubewasm-test", "--identity", id]);
+    let mut args = lease();
+    args.extend(["--identity", id]);
     env.start_host_as(id, &args)
 }
 
-/// The renew deadline in [`LEASE`].
+/// The renew deadline in [`LEADER_ELECT`].
 const RENEW_DEADLINE: Duration = Duration::from_secs(2);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -485,8 +477,8 @@ async fn both_replicas_count_the_same_reloads() {
     for f in ["testkit.wasm", "other.wasm", "other.yaml"] {
         std::os::unix::fs::symlink(format!("..data/{f}"), dir.join(f)).unwrap();
     }
-    let mut args: Vec<&str> = LEASE.to_vec();
-    args.extend(["kubewasm-test", "--reload-debounce", "100ms"]);
+    let mut args = lease();
+    args.extend(["--reload-debounce", "100ms"]);
     let a = env.start_host(&[args.as_slice(), &["--identity", "replica-a"]].concat());
     let b = env.start_host(&[args.as_slice(), &["--identity", "replica-b"]].concat());
     let loaded = |h: &HostProcess| h.matching(|l| field(l, "message") == "plugin loaded").len();

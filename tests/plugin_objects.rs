@@ -21,32 +21,6 @@ use support::*;
 /// The host's token when a test must tell its requests from the test's own.
 const HOST_TOKEN: &str = "kubewasm-host";
 
-/// `kubewasm push FILE REF --insecure-registry HOST`: the pinned reference it prints last.
-fn push(registry: &Registry, file: &Path, path: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(["push", &file.to_string_lossy(), &registry.reference(path)])
-        .args(["--insecure-registry", &registry.host()])
-        .env("DOCKER_CONFIG", registry_config_dir())
-        .output()
-        .expect("run kubewasm push");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "push failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pinned = stdout.lines().last().expect("push printed nothing").trim();
-    assert!(pinned.contains("@sha256:"), "{pinned}");
-    pinned.to_string()
-}
-
-/// An empty Docker config folder: no credentials of this machine's user leak in.
-fn registry_config_dir() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join("kubewasm-tests-empty-docker-config");
-    std::fs::create_dir_all(&dir).expect("docker config dir");
-    dir
-}
-
 fn digest_of(pinned: &str) -> &str {
     pinned.split_once('@').expect("a pinned reference").1
 }
@@ -129,7 +103,7 @@ impl World {
             &args,
             &[(
                 "DOCKER_CONFIG",
-                &registry_config_dir().display().to_string(),
+                &empty_docker_config().display().to_string(),
             )],
         )
     }
@@ -247,8 +221,8 @@ fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pushed_module_serves_as_a_plugin_object_and_swaps_in_place() {
     let w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
-    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v2 = push_module(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
     let host = w.start_host(&[]);
     w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
         .await;
@@ -312,9 +286,9 @@ async fn a_pushed_module_serves_as_a_plugin_object_and_swaps_in_place() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
     let mut w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     // Over the cap below (1 MiB): a Python component is ~19 MB.
-    let big = push(
+    let big = push_module(
         &w.registry,
         &lang_plugin("python", "contentsite-provisioner"),
         "big:v1",
@@ -324,7 +298,7 @@ async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
     // (A module no other step pushes: the registry keeps one blob per digest.)
     let other = lang_plugin("c", "contentsite-provisioner");
     let other_bytes = std::fs::read(&other).expect("the C plugin");
-    let corrupt = push(&w.registry, &other, "corrupt:v1");
+    let corrupt = push_module(&w.registry, &other, "corrupt:v1");
     let blob = w.registry.blob_data(&sha256(&other_bytes));
     let mut bad = other_bytes.clone();
     bad[other_bytes.len() / 2] ^= 0xff;
@@ -383,7 +357,7 @@ async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
     w.out_has("down", "1", "1").await;
     // Back up: the retry at the next rescan or change pulls it.
     w.registry.restart();
-    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
+    let v2 = push_module(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
     w.set_module("testkit", &v2).await;
     let st = w
         .condition(&host, "testkit", "Ready", "True", "Serving")
@@ -411,7 +385,7 @@ async fn a_module_that_cannot_be_pulled_leaves_the_old_version_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registries_the_operator_did_not_allow_are_refused() {
     let w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let host = w.start_host(&["--require-digest"]);
     w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
         .await;
@@ -472,7 +446,7 @@ async fn registries_the_operator_did_not_allow_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn permissions_bound_what_loads_and_narrowing_them_unloads() {
     let w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let host = w.start_host(&[]);
     // Nothing approved but the watch: each grant it asks for is named.
     w.apply_plugin(plugin(
@@ -541,7 +515,7 @@ async fn permissions_bound_what_loads_and_narrowing_them_unloads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_tag_reloads_nothing_and_a_moved_tag_is_said() {
     let w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:live");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:live");
     let tag = w.registry.reference("testkit:live");
     let host = w.start_host(&["--rescan-interval", "300ms"]);
     w.apply_plugin(plugin("testkit", &tag, testkit_permissions()))
@@ -572,7 +546,7 @@ async fn an_unchanged_tag_reloads_nothing_and_a_moved_tag_is_said() {
     assert_eq!(condition(&st, "Ready")["reason"], json!("Serving"), "{st}");
 
     // The tag moved: said once, in the log and in status, and the new digest serves.
-    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:live");
+    let v2 = push_module(&w.registry, &test_plugin("testkit-v2"), "testkit:live");
     let moved = host
         .wait_log("tag moved", |l| field(l, "message") == "tag moved")
         .await;
@@ -611,7 +585,7 @@ async fn an_unchanged_tag_reloads_nothing_and_a_moved_tag_is_said() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_allowed_pull_secrets_are_read() {
     let w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     // Pull secrets are read in the host's namespace: without flags, out of a pod, the
     // one `kubewasm rbac` renders (kubewasm-system).
     let namespaces = w.env.api("v1", "Namespace", "namespaces", None);
@@ -748,7 +722,7 @@ async fn plugin_objects_stop_serving_when_their_watch_fails_past_the_grace() {
         env,
         registry,
     };
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let host = w.start_host_as_token(&["--no-impersonation", "--plugin-watch-grace", "2s"]);
     w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
         .await;
@@ -828,8 +802,8 @@ async fn plugin_objects_stop_serving_when_their_watch_fails_past_the_grace() {
 async fn no_change_is_lost_or_handled_twice_across_a_swap() {
     const N: usize = 8;
     let w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
-    let v2 = push(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v2 = push_module(&w.registry, &test_plugin("testkit-v2"), "testkit:v2");
     let host = w.start_host_as_token(&["--concurrency", "4"]);
     w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
         .await;
@@ -931,7 +905,7 @@ async fn the_go_javascript_and_python_seed_plugins_are_delivered_and_swapped() {
     let mut modules = Vec::new();
     for lang in ["go", "js", "python"] {
         let file = lang_plugin(lang, "contentsite-provisioner");
-        let pinned = push(
+        let pinned = push_module(
             &w.registry,
             &file,
             &format!("contentsite-provisioner:{lang}"),
@@ -1015,7 +989,7 @@ async fn candidate_after(w: &World, host: &HostProcess, events: u64) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shadow_candidate_diverges_where_it_differs_and_promotes_by_a_swap() {
     let w = World::new(false).await;
-    let v1 = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let v1 = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let host = w.start_host(&[]);
     w.apply_plugin(plugin("testkit", &v1, testkit_permissions()))
         .await;

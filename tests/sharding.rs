@@ -56,9 +56,15 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// `kubewasm run --shards 8` as replica `id` (its identity and its bearer token).
 fn replica(env: &Env, id: &str) -> HostProcess {
+    replica_with(env, id, &[], &[])
+}
+
+/// [`replica`] with more flags and environment variables.
+fn replica_with(env: &Env, id: &str, extra: &[&str], vars: &[(&str, &str)]) -> HostProcess {
     let mut args: Vec<&str> = SHARDED.to_vec();
     args.extend(["--identity", id]);
-    env.start_host_as(id, &args)
+    args.extend_from_slice(extra);
+    env.start_host_as_with_env(id, &args, vars)
 }
 
 /// Replica ids `replica-a`, `replica-b`, ...
@@ -67,6 +73,18 @@ fn ids(n: usize) -> Vec<String> {
         .take(n)
         .map(|c| format!("replica-{}", c as char))
         .collect()
+}
+
+/// An object's key in these tests: `name` for a ConfigMap in `default`, `ns/name` in
+/// another namespace. Its namespace and name.
+fn key_parts(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("default", key))
+}
+
+/// The shard of the object a key names.
+fn shard_of_key(key: &str) -> u32 {
+    let (namespace, name) = key_parts(key);
+    shard_of(namespace, name)
 }
 
 /// The shard of a namespaced object: FNV-1a 64 of `namespace/name`, mod S.
@@ -249,7 +267,11 @@ struct Replica {
 }
 
 async fn start(env: &Env, id: &str) -> Replica {
-    let host = replica(env, id);
+    started(id, replica(env, id)).await
+}
+
+/// A replica once its ops endpoint serves.
+async fn started(id: &str, host: HostProcess) -> Replica {
     let addr = ops_addr(&host).await;
     Replica {
         id: id.to_string(),
@@ -364,18 +386,20 @@ fn member_name(identity: &str) -> String {
     )
 }
 
-/// Log lines of `host` saying it applied the ConfigMap `out`.
+/// Log lines of `host` saying it applied the ConfigMap `out` (a key).
 fn applied(host: &HostProcess, out: &str) -> Vec<Value> {
-    let suffix = format!(" ConfigMap default/{out}");
+    let (namespace, name) = key_parts(out);
+    let suffix = format!(" ConfigMap {namespace}/{name}");
     host.matching(|l| {
         let m = field(l, "message");
         m.starts_with("applied ") && m.ends_with(&suffix)
     })
 }
 
-/// Log lines of `host` handing an event of the ConfigMap `name` to a plugin.
-fn events_of(host: &HostProcess, name: &str) -> Vec<Value> {
-    let object = format!("ConfigMap default/{name}");
+/// Log lines of `host` handing an event of the ConfigMap `key` to a plugin.
+fn events_of(host: &HostProcess, key: &str) -> Vec<Value> {
+    let (namespace, name) = key_parts(key);
+    let object = format!("ConfigMap {namespace}/{name}");
     host.matching(|l| field(l, "message") == "event" && field(l, "object") == object)
 }
 
@@ -431,7 +455,7 @@ fn gained_by(line: &Value) -> BTreeSet<u32> {
     BTreeSet::new()
 }
 
-/// The ConfigMap in `default` a log line is about when it hands an event to a plugin
+/// The key of the ConfigMap a log line is about when it hands an event to a plugin
 /// (`event`, field `object`) or applies an intent (`applied ...`, field `trigger`).
 fn handled_trigger(line: &Value) -> Option<&str> {
     let m = field(line, "message");
@@ -442,7 +466,8 @@ fn handled_trigger(line: &Value) -> Option<&str> {
     } else {
         return None;
     };
-    object.strip_prefix("ConfigMap default/")
+    let key = object.strip_prefix("ConfigMap ")?;
+    Some(key.strip_prefix("default/").unwrap_or(key))
 }
 
 /// Asserts that each replica handed events to plugins and applied intents only for
@@ -462,7 +487,7 @@ fn assert_handled_only_while_held(replicas: &[&Replica]) {
             let Some(name) = handled_trigger(&line) else {
                 continue;
             };
-            let shard = shard_of("default", name);
+            let shard = shard_of_key(name);
             assert!(
                 held.contains(&shard),
                 "{} handled {name} of shard {shard} while holding {held:?}: {line}\nshard moves:\n{}",
@@ -526,7 +551,7 @@ fn assert_handled_once_by_holder(
     names: &[String],
 ) {
     for name in names {
-        let shard = shard_of("default", name);
+        let shard = shard_of_key(name);
         let holder = holders
             .get(&shard)
             .and_then(|h| replica_of(h))
@@ -732,6 +757,128 @@ async fn two_replicas_split_the_shards_and_handle_each_object_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_split_the_shards_and_handle_each_object_once() {
     replicas_split_the_shards_and_handle_each_object_once(3).await;
+}
+
+/// A team's NamespacedPlugin (issue 35) is sharded like any plugin: both replicas load it
+/// from the registry, each of its namespace's objects is handled once, by the holder of
+/// the object's shard (the hash of `team-a/name`), and its status is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_plugins_objects_are_handled_once_by_their_shards_holder() {
+    let _serial = SERIAL.lock().await;
+    let env = Env::with_crds(false).await;
+    let registry = support::registry::Registry::start();
+    for crd in ["crd-plugins.yaml", "crd-namespacedplugins.yaml"] {
+        env.apply_path(&root().join("deploy/kubernetes/base").join(crd))
+            .await;
+    }
+    let namespaces = env.api("v1", "Namespace", "namespaces", None);
+    env.create(
+        &namespaces,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
+    )
+    .await;
+    let module = push_module(&registry, &test_plugin("testkit"), "testkit:v1");
+    let plugins = env.api(
+        "kubewasm.dev/v1alpha1",
+        "NamespacedPlugin",
+        "namespacedplugins",
+        Some("team-a"),
+    );
+    env.apply(
+        &plugins,
+        "sharding-test",
+        json!({"apiVersion": "kubewasm.dev/v1alpha1", "kind": "NamespacedPlugin",
+               "metadata": {"name": "testkit", "namespace": "team-a"},
+               "spec": {"module": module, "permissions": {
+                   "watches": [{"apiVersion": "v1", "kind": "ConfigMap"}],
+                   "grants": [{"apiGroups": [""], "kinds": ["ConfigMap"], "verbs": ["create"]}]}}}),
+    )
+    .await;
+
+    let registry_host = registry.host();
+    let docker_config = empty_docker_config().display().to_string();
+    let mut replicas = Vec::new();
+    for id in ids(2) {
+        let store = env
+            .dir
+            .path()
+            .join(format!("modules-{id}"))
+            .display()
+            .to_string();
+        let extra = [
+            "--insecure-registry",
+            &registry_host,
+            "--tenant-registry",
+            &registry_host,
+            "--module-store",
+            &store,
+        ];
+        let host = replica_with(&env, &id, &extra, &[("DOCKER_CONFIG", &docker_config)]);
+        replicas.push(started(&id, host).await);
+    }
+    let all: Vec<&Replica> = replicas.iter().collect();
+    for r in &all {
+        r.host
+            .wait_log("team-a/testkit loaded", |l| {
+                field(l, "message") == "plugin loaded" && field(l, "plugin") == "team-a/testkit"
+            })
+            .await;
+    }
+    let holders = settled(&env, &all).await;
+
+    // Its namespace's objects over every shard.
+    let cms = env.api("v1", "ConfigMap", "configmaps", Some("team-a"));
+    let keys: Vec<String> = (0..24).map(|i| format!("team-a/t-{i:02}")).collect();
+    let covered: BTreeSet<u32> = keys.iter().map(|k| shard_of_key(k)).collect();
+    assert_eq!(covered.len(), SHARDS as usize, "the objects miss shards");
+    for key in &keys {
+        let (_, name) = key_parts(key);
+        env.create(
+            &cms,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "labels": {"kubewasm.dev/testkit": "testkit"}},
+                   "data": {"value": name}}),
+        )
+        .await;
+    }
+    for key in &keys {
+        let (_, name) = key_parts(key);
+        let out = output(&cms, name).await;
+        assert_eq!(out.data["data"]["value"], json!(name), "{key}");
+        assert_eq!(managers(&out), ["kubewasm-testkit"], "{key}-out");
+    }
+    let outs: Vec<String> = keys.iter().map(|k| format!("{k}-out")).collect();
+    wait_applied(&all, &outs).await;
+    assert_eq!(
+        balanced(&leases(&env), &ids(2)).await.as_ref(),
+        Some(&holders),
+        "the shards moved while the objects were handled:\n{}",
+        dump_all(&all)
+    );
+    assert_handled_once_by_holder(&all, &holders, &keys);
+    assert_handled_only_while_held(&all);
+    // Every event went to the team's plugin.
+    for r in &all {
+        for key in &keys {
+            for line in events_of(&r.host, key) {
+                assert_eq!(field(&line, "plugin"), "team-a/testkit", "{line}");
+            }
+        }
+    }
+    // The status: written once the plugin serves (by the holder of shard 0).
+    eventually("team-a/testkit Ready", CONVERGE, || async {
+        let o = get(&plugins, "testkit").await?;
+        let conditions = o.data["status"]["conditions"].as_array()?.clone();
+        conditions
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True" && c["reason"] == "Serving")
+            .then_some(())
+    })
+    .await;
+    for r in replicas {
+        r.host.assert_no_failed_events();
+        assert_eq!(r.host.stop(), Some(0), "{} did not stop cleanly", r.id);
+    }
 }
 
 /// The shard Leases, sampled every 100 ms by a background task until dropped.

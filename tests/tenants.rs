@@ -7,43 +7,16 @@
 //! with RBAC enforced, a plugin's writes are its ServiceAccount's, in its namespace; and
 //! a hostile tenant plugin (slow, out of memory, trapping) holds only its namespace's part
 //! of the call budget: another tenant's events never wait for it.
+//! Leader election and sharding (tests/sharding.rs) treat them like the others.
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::registry::Registry;
 use support::*;
-
-/// `kubewasm push FILE REF --insecure-registry HOST`: the pinned reference it prints last.
-fn push(registry: &Registry, file: &Path, path: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubewasm"))
-        .args(["push", &file.to_string_lossy(), &registry.reference(path)])
-        .args(["--insecure-registry", &registry.host()])
-        .env("DOCKER_CONFIG", empty_docker_config())
-        .output()
-        .expect("run kubewasm push");
-    assert!(
-        out.status.success(),
-        "push failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let pinned = stdout.lines().last().expect("push printed nothing").trim();
-    assert!(pinned.contains("@sha256:"), "{pinned}");
-    pinned.to_string()
-}
-
-/// An empty Docker config folder: no credentials of this machine's user leak in.
-fn empty_docker_config() -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join("kubewasm-tests-empty-docker-config");
-    std::fs::create_dir_all(&dir).expect("docker config dir");
-    dir
-}
 
 /// What testkit asks for, as a team approves it: its ConfigMap watch and ConfigMap
 /// creates, no namespaces (bound to the object's own).
@@ -185,7 +158,7 @@ impl World {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_tenants_plugins_on_one_kind_each_act_only_in_their_own_namespace() {
     let w = World::new(Env::with_crds(false).await, &["team-a", "team-b"]).await;
-    let module = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let module = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let registry = w.registry.host();
     let host = w.start_host(&["--tenant-registry", &registry]);
     // The same plugin name in both namespaces: two plugins, `team-a/testkit` and
@@ -249,7 +222,7 @@ async fn two_tenants_plugins_on_one_kind_each_act_only_in_their_own_namespace() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_the_reason() {
     let w = World::new(Env::with_crds(false).await, &["team-a", "team-b", "team-c"]).await;
-    let module = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let module = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let registry = w.registry.host();
     let team_a = format!("team-a={registry}");
     let team_b = format!("team-b={registry}");
@@ -413,7 +386,7 @@ async fn a_tenant_plugin_outside_its_namespace_or_the_ceilings_is_refused_with_t
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_plugins_writes_are_refused_where_its_service_account_lacks_the_verb() {
     let w = World::new(Env::with_rbac(false, &[]).await, &["team-a"]).await;
-    let module = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let module = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     // The team's Role for its plugin's ServiceAccount: it reads ConfigMaps and may create
     // them, but server-side apply is a PATCH.
     let role = |verbs: &[&str]| {
@@ -528,8 +501,8 @@ fn series(metrics: &str, name: &str, plugin: &str) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_tenant_plugin_does_not_delay_another_tenants_events() {
     let w = World::new(Env::with_crds(false).await, &["team-a", "team-b"]).await;
-    let hostile = push(&w.registry, &test_plugin("hostile"), "hostile:v1");
-    let testkit = push(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let hostile = push_module(&w.registry, &test_plugin("hostile"), "hostile:v1");
+    let testkit = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
     let registry = w.registry.host();
     let host = w.start_host(&[
         "--tenant-registry",
@@ -684,4 +657,89 @@ fn the_namespaced_crd_has_one_source_and_the_plugins_schema() {
     words_out(&mut ours);
     words_out(&mut plugins);
     assert_eq!(ours, plugins);
+}
+
+/// Leader election treats a NamespacedPlugin like any plugin: both replicas load it, only
+/// the leader hands it its namespace's events and writes, and when the leader stops the
+/// other takes over and handles what comes next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespaced_plugin_runs_on_the_leader_only_and_moves_with_the_lease() {
+    let w = World::new(Env::with_crds(false).await, &["team-a"]).await;
+    let module = push_module(&w.registry, &test_plugin("testkit"), "testkit:v1");
+    let registry = w.registry.host();
+    let replica = |id: &str| {
+        let flags = [
+            &["--tenant-registry", &registry, "--identity", id][..],
+            &LEADER_ELECT,
+        ]
+        .concat();
+        w.start_host(&flags)
+    };
+    let (a, b) = (replica("replica-a"), replica("replica-b"));
+    w.apply(
+        "team-a",
+        nsplugin("testkit", &module, json!({"permissions": permissions()})),
+    )
+    .await;
+    let leads = |h: &HostProcess| {
+        !h.matching(|l| field(l, "message").contains("became leader"))
+            .is_empty()
+    };
+    eventually("a leader", CONVERGE, || async {
+        (leads(&a) || leads(&b)).then_some(())
+    })
+    .await;
+    let (leader, follower) = if leads(&a) { (a, b) } else { (b, a) };
+    for h in [&leader, &follower] {
+        h.wait_log("team-a/testkit loaded", |l| {
+            field(l, "message") == "plugin loaded" && field(l, "plugin") == "team-a/testkit"
+        })
+        .await;
+    }
+    w.ready(&leader, "team-a", "testkit", "True", "Serving")
+        .await;
+    let handled = |h: &HostProcess, name: &str| {
+        let object = format!("ConfigMap team-a/{name}");
+        h.matching(|l| {
+            field(l, "plugin") == "team-a/testkit"
+                && ((field(l, "message") == "event" && field(l, "object") == object)
+                    || (field(l, "message").starts_with("applied ")
+                        && field(l, "trigger") == object))
+        })
+        .len()
+    };
+
+    w.env
+        .create(&w.cms("team-a"), trigger("team-a", "x", "testkit"))
+        .await;
+    let out = eventually("team-a/x-out", CONVERGE, || async {
+        get(&w.cms("team-a"), "x-out").await
+    })
+    .await;
+    assert_eq!(managers(&out), ["kubewasm-testkit"]);
+    // Give the follower every chance to act too, then check it did not.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(handled(&leader, "x") >= 2, "{}", leader.dump());
+    assert_eq!(handled(&follower, "x"), 0, "{}", follower.dump());
+
+    // The leader stops: the follower leads and runs the team's plugin.
+    assert_eq!(leader.stop(), Some(0));
+    follower
+        .wait_log("the follower leads", |l| {
+            field(l, "message").contains("became leader")
+        })
+        .await;
+    w.env
+        .create(&w.cms("team-a"), trigger("team-a", "y", "testkit"))
+        .await;
+    eventually("team-a/y-out by the new leader", CONVERGE, || async {
+        get(&w.cms("team-a"), "y-out").await
+    })
+    .await;
+    eventually("the new leader's apply logged", CONVERGE, || async {
+        (handled(&follower, "y") >= 2).then_some(())
+    })
+    .await;
+    follower.assert_no_failed_events();
+    assert_eq!(follower.stop(), Some(0));
 }

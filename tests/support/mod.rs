@@ -19,6 +19,20 @@ use kube::api::{
 use kubewasm_apiserver::{ApiServer, Config};
 use serde_json::Value;
 
+/// `kubewasm run` flags for leader election with short durations, on a Lease in
+/// `default`: 3 s lease, 2 s renew deadline, 200 ms retry period.
+pub const LEADER_ELECT: [&str; 9] = [
+    "--leader-elect",
+    "--lease-namespace",
+    "default",
+    "--lease-duration",
+    "3s",
+    "--renew-deadline",
+    "2s",
+    "--retry-period",
+    "200ms",
+];
+
 /// Repository root.
 pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -177,11 +191,21 @@ impl Env {
     /// ([`kubewasm_apiserver::ApiServer::stall_client`], the request records) tell this
     /// host's requests from the test's own.
     pub fn start_host_as(&self, token: &str, extra: &[&str]) -> HostProcess {
+        self.start_host_as_with_env(token, extra, &[])
+    }
+
+    /// [`Env::start_host_as`] with extra environment variables.
+    pub fn start_host_as_with_env(
+        &self,
+        token: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> HostProcess {
         let kubeconfig = self.dir.path().join(format!("kubeconfig-as-{token}"));
         let text = kubewasm_apiserver::kubeconfig::render(&self.server.url(), None, Some(token))
             .expect("render kubeconfig");
         std::fs::write(&kubeconfig, text).expect("write kubeconfig");
-        self.start_host_on(&kubeconfig, extra, &[])
+        self.start_host_on(&kubeconfig, extra, vars)
     }
 
     fn start_host_on(

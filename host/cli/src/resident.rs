@@ -10,7 +10,15 @@
 //! is read back a page at a time instead of in whole windows of pages still cached), then
 //! unmaps what is left of them (`MADV_DONTNEED`: pages another process maps stay cached);
 //! it also returns glibc's free heap pages (`malloc_trim`). This is what the kernel does
-//! to these pages under memory pressure; here it happens before there is any.
+//! to these pages under memory pressure; here it happens before there is any. The
+//! mappings are also marked `MADV_RANDOM`: a page read back from the file after a release
+//! comes alone, without the read-around window of its neighbours (fault-around still maps
+//! neighbours that are cached). Measured at N = 1,000: 1.3 MiB less at the peak, the same
+//! CPU.
+//!
+//! The kernel pages out a file's pages only for a process that owns the file or may write
+//! it: where neither holds (a non-root user running a root-owned binary), the release
+//! only unmaps.
 //!
 //! Linux only (the trim with glibc only, so not in a static musl build); elsewhere it does
 //! nothing.
@@ -95,12 +103,13 @@ fn drop_pages(start: usize, len: usize) -> bool {
     // memory pressure would: the next access to any byte faults the same bytes back in
     // from the file (a change to the file on disk would reach these pages after any
     // reclaim, with or without this call). No memory that Rust code reads changes, so no
-    // reference or pointer is invalidated. A failure (EINVAL on a locked mapping)
-    // changes nothing.
+    // reference or pointer is invalidated. MADV_RANDOM changes only how much the kernel
+    // reads ahead on a fault. A failure (EINVAL on a locked mapping) changes nothing.
     unsafe {
         let addr = start as *mut libc::c_void;
         // Older kernels (before 5.4) do not know MADV_PAGEOUT; the unmapping does not
-        // depend on it.
+        // depend on it, nor on MADV_RANDOM (read-ahead advice only).
+        libc::madvise(addr, len, libc::MADV_RANDOM);
         libc::madvise(addr, len, libc::MADV_PAGEOUT);
         libc::madvise(addr, len, libc::MADV_DONTNEED) == 0
     }

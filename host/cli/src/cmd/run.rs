@@ -766,6 +766,10 @@ pub async fn run_host(
     started: impl FnOnce(&Host),
 ) -> Result<()> {
     let config = args.config()?;
+    // What ran so far (the loader's relocations, the arguments, the kubeconfig and TLS,
+    // the settings and approvals) does not run again: its pages go before the host's own
+    // start-up adds its own, so that the two do not add up in the peak.
+    release_resident_memory();
     let host = Host::start(client, config).await?;
     tracing::info!(plugins = %host.plugins().join(","), "host running; Ctrl-C to stop");
     started(&host);
@@ -777,8 +781,9 @@ pub async fn run_host(
 }
 
 /// When the running host gives back the code pages and free heap pages it stopped using
-/// ([`crate::resident`]) a second time: after the first lists of its caches and their
-/// first events (the first is once it started).
+/// ([`crate::resident`]) a third time: after the first lists of its caches and their
+/// first events (the first is before the host's own start-up, the second once it
+/// started).
 const SECOND_RELEASE: std::time::Duration = std::time::Duration::from_secs(10);
 /// How often it does again, so code that ran once (a reload, a burst) does not stay
 /// resident.

@@ -4,7 +4,8 @@
 //! survivors once its leases expire (nothing written after the cut, deletions in the
 //! window delivered as `deleted`, nothing lost), a replica joining a running pair takes its
 //! share without any output being written twice, and a plugin reading its watched kind
-//! across shards must declare it under `reads`.
+//! across shards must declare it under `reads`; a team's NamespacedPlugin is sharded
+//! like the others.
 //!
 //! Every replica sends its own bearer token (its identity), so the server's request
 //! records and stalls tell the replicas apart. The tests run one at a time (a lock): each

@@ -613,17 +613,10 @@ async fn a_hostile_tenant_plugin_does_not_delay_another_tenants_events() {
 /// Plugin's own schema but for the words (the same `PluginSpec` and status).
 #[test]
 fn the_namespaced_crd_has_one_source_and_the_plugins_schema() {
-    let base = root().join("deploy/kubernetes/base/crd-namespacedplugins.yaml");
-    let chart = root().join("deploy/helm/kubewasm/crds/namespacedplugins.kubewasm.dev.yaml");
-    assert!(
-        std::fs::read(&base).unwrap() == std::fs::read(&chart).unwrap(),
-        "{} and {} differ: copy the first over the second",
-        base.display(),
-        chart.display()
+    assert_crd_has_one_source(
+        "crd-namespacedplugins.yaml",
+        "namespacedplugins.kubewasm.dev.yaml",
     );
-    let kustomization =
-        std::fs::read_to_string(root().join("deploy/kubernetes/base/kustomization.yaml")).unwrap();
-    assert!(kustomization.contains("- crd-namespacedplugins.yaml"));
     let read = |name: &str| -> Value {
         let path = root().join("deploy/kubernetes/base").join(name);
         serde_yaml_ng::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -717,9 +710,13 @@ async fn a_namespaced_plugin_runs_on_the_leader_only_and_moves_with_the_lease() 
     })
     .await;
     assert_eq!(managers(&out), ["kubewasm-testkit"]);
-    // Give the follower every chance to act too, then check it did not.
+    // The leader's event and apply logged; then give the follower every chance to act
+    // too, and check it did not.
+    eventually("the leader's apply logged", CONVERGE, || async {
+        (handled(&leader, "x") >= 2).then_some(())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(handled(&leader, "x") >= 2, "{}", leader.dump());
     assert_eq!(handled(&follower, "x"), 0, "{}", follower.dump());
 
     // The leader stops: the follower leads and runs the team's plugin.

@@ -792,3 +792,22 @@ pub fn kubewasm_test(args: &[&str], paths: &[&Path]) -> (i32, String) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     (out.status.code().unwrap_or(-1), format!("{stdout}{stderr}"))
 }
+
+/// Asserts that the CRD `deploy/kubernetes/base/<base>` is byte for byte the chart's
+/// `deploy/helm/kubewasm/crds/<chart>` and is listed in the base's kustomization.
+pub fn assert_crd_has_one_source(base: &str, chart: &str) {
+    let base_path = root().join("deploy/kubernetes/base").join(base);
+    let chart_path = root().join("deploy/helm/kubewasm/crds").join(chart);
+    assert!(
+        std::fs::read(&base_path).unwrap() == std::fs::read(&chart_path).unwrap(),
+        "{} and {} differ: copy the first over the second",
+        base_path.display(),
+        chart_path.display()
+    );
+    let kustomization =
+        std::fs::read_to_string(root().join("deploy/kubernetes/base/kustomization.yaml")).unwrap();
+    assert!(
+        kustomization.contains(&format!("- {base}")),
+        "{base} is not in the base's kustomization: {kustomization}"
+    );
+}

@@ -46,11 +46,14 @@ const TREES: &[(&str, &[&str], &[&str])] = &[
 /// linker's order (for another linker).
 fn link_hot_code_first(manifest_dir: &Path) {
     println!("cargo:rerun-if-env-changed=KUBEWASM_CODE_LAYOUT");
-    let optimised = std::env::var("OPT_LEVEL").is_ok_and(|level| level != "0");
     let layout = manifest_dir.join("code-layout");
     let (script, order) = (layout.join("hot-code.ld"), layout.join("hot-code.order"));
     println!("cargo:rerun-if-changed={}", script.display());
     println!("cargo:rerun-if-changed={}", order.display());
+    // Checked in every build, so a malformed regeneration fails in CI (which builds
+    // unoptimised) with the line, not in a release build with a linker's parse error.
+    check_layout(&script, &order);
+    let optimised = std::env::var("OPT_LEVEL").is_ok_and(|level| level != "0");
     let target = |key: &str| std::env::var(key).unwrap_or_default();
     let supported = target("CARGO_CFG_TARGET_OS") == "linux"
         && target("CARGO_CFG_TARGET_ARCH") == "x86_64"
@@ -60,10 +63,52 @@ fn link_hot_code_first(manifest_dir: &Path) {
             "cargo:rustc-link-arg-bin=kubewasm=-Wl,-T,{}",
             script.display()
         );
-        // The order names functions of the recorded build: others lack some, silently.
+        // The order names functions of the recorded builds: others lack them, silently.
         println!(
             "cargo:rustc-link-arg-bin=kubewasm=-Wl,--symbol-ordering-file={},--no-warn-symbol-ordering",
             order.display()
+        );
+    }
+}
+
+/// The layout files as generate.py writes them: the script's input section patterns are
+/// `*(.text.NAME)`, NAME a mangled name whose only glob character is a final `*`; the
+/// order is one symbol name per line.
+fn check_layout(script: &Path, order: &Path) {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let plain = |name: &str| {
+        !name.is_empty()
+            && !name.chars().any(|c| {
+                c.is_whitespace()
+                    || matches!(c, '(' | ')' | '{' | '}' | ';' | '*' | '?' | '[' | ']')
+            })
+    };
+    let script_text = read(script);
+    let body = script_text
+        .split_once(".text.kubewasm.hot : {\n")
+        .and_then(|(_, rest)| rest.split_once("\n  }\n}\nINSERT BEFORE .text;\n"))
+        .map(|(body, _)| body)
+        .unwrap_or_else(|| panic!("{}: not the layout generate.py writes", script.display()));
+    for (i, line) in body.lines().enumerate() {
+        let name = line
+            .strip_prefix("    *(.text.")
+            .and_then(|rest| rest.strip_suffix(')'))
+            .map(|name| name.strip_suffix('*').unwrap_or(name));
+        assert!(
+            name.is_some_and(plain),
+            "{}: pattern {} is not `*(.text.NAME)`: {line}",
+            script.display(),
+            i + 1
+        );
+    }
+    for (i, line) in read(order).lines().enumerate() {
+        assert!(
+            plain(line),
+            "{}:{}: not a symbol name: {line}",
+            order.display(),
+            i + 1
         );
     }
 }
